@@ -1,0 +1,3 @@
+"""proton-inject: profile regions inside Triton kernels by instrumenting their TTGIR."""
+
+__version__ = "0.1.0"
