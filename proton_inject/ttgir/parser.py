@@ -1,0 +1,396 @@
+"""Parse TTGIR text into the op tree of ``tree.py`` with a Lark LALR parser.
+
+The grammar is ``ttgir.lark`` beside this file. The tree is built while
+parsing (an inline transformer), so no intermediate parse tree is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..errors import ParseError, UserError
+from .tree import UNKNOWN, Block, FileLoc, Location, Module, Op, Region
+
+_GRAMMAR = Path(__file__).with_name("ttgir.lark")
+
+# What a person should read instead of a terminal's name in an error message.
+_DESCRIBE = {
+    "_NL": "end of line",
+    "CONT_NL": "end of line",
+    "LBRACE": "'{' opening a region",
+    "RBRACE": "'}' closing a region",
+    "LOC_ID": "a loc alias like #loc3",
+    "ATTR_ALIAS_DEF": "an alias definition like '#blocked = ...'",
+    "RESOURCES": "a '{-# ... #-}' resource section",
+    "RESULTS": "results like '%x ='",
+    "OP_HEAD": "an op like 'tt.load ...'",
+    "BLOCK_LABEL": "a block label like '^bb0(...):'",
+    "TRAILING_LOC_REF": "a location like loc(#loc3)",
+    "OP_REST": "the op's operands, attributes and types",
+    "LOC_OPEN": "'loc('",
+    "LPAREN": "'('",
+    "RPAREN": "')'",
+    "STRING": "a quoted string",
+    "INT": "an integer",
+    "FUSED_META": "fused metadata '<...>'",
+    "EQUAL": "'='",
+    "COMMA": "','",
+    "COLON": "':'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "$END": "end of file",
+}
+
+
+_LOC_REF_AT_END = re.compile(r"loc\((#loc\d*)\)$")
+_RESULT = re.compile(r"%[\w$.-]+(?::\d+)?")
+_OP_NAME = re.compile(r'"[A-Za-z_][\w$.]*"|[A-Za-z_][\w$]*(?:\.[\w$]+)*')
+
+
+class _LocSpan:
+    """A parsed `loc(...)` with the span of its text."""
+
+    __slots__ = ("node", "start", "end")
+
+    def __init__(self, node: tuple, start: int, end: int):
+        self.node = node
+        self.start = start
+        self.end = end
+
+
+def _span(child) -> tuple[int, int]:
+    if isinstance(child, Token):
+        return child.start_pos, child.end_pos
+    return child.start, child.end
+
+
+class _Build(Transformer):
+    """Builds Op/Region/Block objects as LALR reduces each rule."""
+
+    # ---- ops and regions ----
+    def op(self, children):
+        results: list[str] = []
+        regions: list[Region] = []
+        head_tok = None
+        loc_ref = None
+        loc_node = None
+        for c in children:
+            if c is None:
+                continue
+            if isinstance(c, Token):
+                t = c.type
+                if t == "OP_HEAD":
+                    head_tok = c
+                    m = _LOC_REF_AT_END.search(c)
+                    if m:
+                        loc_ref = m.group(1)
+                elif t == "OP_REST":
+                    m = _LOC_REF_AT_END.search(c)
+                    if m:
+                        loc_ref = m.group(1)
+                elif t == "RESULTS":
+                    results = _RESULT.findall(c)
+                elif t == "TRAILING_LOC_REF":
+                    loc_ref = str(c)[4:-1]
+            elif isinstance(c, Region):
+                c.index = len(regions)
+                regions.append(c)
+            elif isinstance(c, _LocSpan):
+                loc_node = c.node
+        first = children[0] if children[0] is not None else head_tok
+        last = next(c for c in reversed(children) if c is not None)
+        name = _OP_NAME.match(head_tok).group(0)
+        head = head_tok[len(name):]
+        if loc_ref is not None and not regions:
+            head = head[: head.rfind("loc(")].rstrip()
+        op = Op(
+            name=name.strip('"'),
+            results=results,
+            start=first.start_pos,
+            end=_span(last)[1],
+            line=first.line,
+            column=first.column,
+            regions=regions,
+            loc_ref=loc_ref,
+            loc_node=loc_node,
+            head=head,
+        )
+        for r in regions:
+            r.parent = op
+        return op
+
+    def region(self, children):
+        lbrace, rbrace = children[0], children[-1]
+        blocks = [b for b in children[1:-1] if b is not None]
+        region = Region(start=lbrace.start_pos, end=rbrace.end_pos, blocks=blocks)
+        for b in blocks:
+            b.parent = region
+        return region
+
+    def entry_block(self, ops):
+        block = Block(label=None, start=ops[0].start, end=ops[-1].end, ops=ops)
+        for op in ops:
+            op.parent = block
+        return block
+
+    def labeled_block(self, children):
+        label, ops = children[0], children[1:]
+        end = ops[-1].end if ops else label.end_pos
+        block = Block(label=str(label), start=label.start_pos, end=end, ops=ops)
+        for op in ops:
+            op.parent = block
+        return block
+
+    # ---- locations ----
+    def loc(self, children):
+        return _LocSpan(children[1], children[0].start_pos, children[-1].end_pos)
+
+    def file_loc(self, c):
+        return ("file", _unquote(c[0]), int(c[1]), int(c[2]))
+
+    def name_loc(self, c):
+        child = c[2] if len(c) > 2 and c[2] is not None else None
+        return ("name", _unquote(c[0]), child)
+
+    def unknown_loc(self, c):
+        return ("unknown",)
+
+    def callsite_loc(self, c):
+        return ("callsite", c[1], c[2])
+
+    def fused_loc(self, c):
+        return ("fused", [x for x in c if isinstance(x, tuple)])
+
+    def loc_ref(self, c):
+        return ("ref", str(c[0]), c[0].start_pos)
+
+    def loc_alias(self, c):
+        return ("loc_alias", c[0], c[1])
+
+    def attr_alias(self, c):
+        return ("attr_alias", c[0].start_pos, c[0].end_pos)
+
+    def start(self, children):
+        return children
+
+
+_SIMPLE_LOC = re.compile(
+    r'(#loc\d*)\s*=\s*loc\((?:(?P<str>"(?:[^"\\\r\n]|\\.)*")'
+    r'(?::(?P<line>\d+):(?P<col>\d+)|\((?P<child>#loc\d*)\))?'
+    r'|(?P<unknown>unknown)|callsite\((?P<callee>#loc\d*) at (?P<caller>#loc\d*)\)'
+    r'|(?P<ref>#loc\d*))\)'
+)
+
+
+def _simple_loc_def(tok: Token) -> tuple[str, tuple]:
+    """Decode a LOC_DEF_SIMPLE token into (alias name, loc node)."""
+    m = _SIMPLE_LOC.match(tok)
+    pos = tok.start_pos
+    g = m.groupdict()
+    if g["str"] is not None:
+        if g["line"] is not None:
+            node = ("file", _unquote(g["str"]), int(g["line"]), int(g["col"]))
+        else:
+            child = ("ref", g["child"], pos + m.start("child")) if g["child"] else None
+            node = ("name", _unquote(g["str"]), child)
+    elif g["unknown"]:
+        node = ("unknown",)
+    elif g["callee"]:
+        node = ("callsite", ("ref", g["callee"], pos + m.start("callee")),
+                ("ref", g["caller"], pos + m.start("caller")))
+    else:
+        node = ("ref", g["ref"], pos + m.start("ref"))
+    return m.group(1), node
+
+
+def _unquote(tok) -> str:
+    s = str(tok)[1:-1]
+    if "\\" in s:
+        try:
+            s = s.encode("latin-1").decode("unicode_escape")
+        except UnicodeDecodeError:
+            pass  # keep the escapes as written
+    return s
+
+
+_parser: Lark | None = None
+
+
+def _get_parser() -> Lark:
+    global _parser
+    if _parser is None:
+        cache_dir = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "proton-inject"
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            cache: bool | str = str(cache_dir / "ttgir-grammar.lark-cache")
+        except OSError:
+            cache = False
+        _parser = Lark(
+            _GRAMMAR.read_text(),
+            parser="lalr",
+            lexer="contextual",
+            transformer=_Build(),
+            maybe_placeholders=True,
+            cache=cache,
+        )
+    return _parser
+
+
+def parse(text: str | bytes, path: str = "<string>") -> Module:
+    """Parse TTGIR; raises ParseError (with file:line:column and a caret) on malformed input."""
+    if isinstance(text, bytes):
+        text = text.decode("latin-1")
+    source = text if text.endswith("\n") else text + "\n"
+    try:
+        items = _get_parser().parse(source)
+    except UnexpectedInput as e:
+        raise _parse_error(e, source, path) from None
+    except RecursionError:
+        raise ParseError("regions nested too deeply", path, 1, 1, "") from None
+
+    ops: list[Op] = []
+    loc_aliases: dict[str, object] = {}
+    attr_aliases: list[tuple[int, int]] = []
+    for item in items:
+        if isinstance(item, Op):
+            ops.append(item)
+        elif isinstance(item, tuple) and item[0] == "loc_alias":
+            tok = item[1]
+            if str(tok) in loc_aliases:
+                raise _error_at(source, path, tok.start_pos, f"loc alias {tok} is defined twice")
+            loc_aliases[str(tok)] = item[2].node
+        elif isinstance(item, Token):  # LOC_DEF_SIMPLE or RESOURCES
+            if item.type == "LOC_DEF_SIMPLE":
+                name, node = _simple_loc_def(item)
+                if name in loc_aliases:
+                    raise _error_at(source, path, item.start_pos,
+                                    f"loc alias {name} is defined twice")
+                loc_aliases[name] = node
+        elif isinstance(item, tuple) and item[0] == "attr_alias":
+            attr_aliases.append((item[1], item[2]))
+    module = Module(path=path, text=text, items=ops, loc_aliases=loc_aliases,
+                    attr_aliases=attr_aliases)
+    _resolve_locations(module, source)
+    return module
+
+
+def parse_file(path: str | os.PathLike) -> Module:
+    """Read and parse a .ttgir file; a missing file is a UserError."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{p}: is a directory, expected a .ttgir file") from None
+    return parse(data, str(p))
+
+
+# ---- location resolution ---------------------------------------------------
+
+def _resolve_locations(module: Module, source: str) -> None:
+    aliases = module.loc_aliases
+    memo: dict[str, Location] = {}
+    path = module.path
+
+    def check_refs(node, pos_hint: int) -> None:
+        kind = node[0]
+        if kind == "ref":
+            if node[1] not in aliases:
+                raise _error_at(source, path, node[2], f"loc alias {node[1]} is never defined")
+        elif kind == "name" and node[2] is not None:
+            check_refs(node[2], pos_hint)
+        elif kind == "callsite":
+            check_refs(node[1], pos_hint)
+            check_refs(node[2], pos_hint)
+        elif kind == "fused":
+            for c in node[1]:
+                check_refs(c, pos_hint)
+
+    for node in aliases.values():
+        check_refs(node, 0)
+
+    def resolve_alias(name: str, stack: tuple[str, ...]) -> Location:
+        if name in memo:
+            return memo[name]
+        if name in stack:
+            return UNKNOWN  # a cycle MLIR would reject; keep going without a location
+        loc = resolve(aliases[name], stack + (name,))
+        memo[name] = loc
+        return loc
+
+    def resolve(node, stack: tuple[str, ...] = ()) -> Location:
+        kind = node[0]
+        if kind == "file":
+            return Location((FileLoc(node[1], node[2], node[3]),), ())
+        if kind == "ref":
+            return resolve_alias(node[1], stack)
+        if kind == "name":
+            inner = resolve(node[2], stack) if node[2] is not None else UNKNOWN
+            return Location(inner.frames, (node[1],) + inner.names)
+        if kind == "callsite":
+            callee, caller = resolve(node[1], stack), resolve(node[2], stack)
+            return Location(callee.frames + caller.frames, callee.names + caller.names)
+        if kind == "fused":
+            parts = [resolve(c, stack) for c in node[1]]
+            return Location(tuple(f for p in parts for f in p.frames),
+                            tuple(n for p in parts for n in p.names))
+        return UNKNOWN
+
+    for op in module.walk():
+        if op.loc_ref is not None:
+            if op.loc_ref not in aliases:
+                raise _error_at(source, path, op.end - len(op.loc_ref) - 1,
+                                f"loc alias {op.loc_ref} is never defined")
+            op.location = resolve_alias(op.loc_ref, ())
+        elif op.loc_node is not None:
+            check_refs(op.loc_node, op.start)
+            op.location = resolve(op.loc_node)
+
+
+# ---- errors -------------------------------------------------------------------
+
+def _line_at(source: str, line: int) -> str:
+    lines = source.split("\n", line)
+    return lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
+
+
+def _error_at(source: str, path: str, pos: int, message: str) -> ParseError:
+    line = source.count("\n", 0, pos) + 1
+    column = pos - (source.rfind("\n", 0, pos) + 1) + 1
+    return ParseError(message, path, line, column, _line_at(source, line))
+
+
+def _describe_expected(expected) -> str:
+    names = sorted({_DESCRIBE.get(e, repr(e.lower()) if e.isupper() else e) for e in expected})
+    if len(names) > 6:
+        names = names[:6] + ["..."]
+    return ", ".join(names)
+
+
+def _parse_error(e: UnexpectedInput, source: str, path: str) -> ParseError:
+    if isinstance(e, UnexpectedToken) and e.token.type == "$END":
+        pos = len(source.rstrip("\n"))
+        return _error_at(source, path, pos,
+                         f"unexpected end of file; expected {_describe_expected(e.expected)}"
+                         " (is a '}' missing?)")
+    if isinstance(e, UnexpectedEOF):
+        pos = len(source.rstrip("\n"))
+        return _error_at(source, path, pos, "unexpected end of file (is a '}' missing?)")
+    if isinstance(e, UnexpectedCharacters):
+        ch = source[e.pos_in_stream] if e.pos_in_stream < len(source) else ""
+        what = "end of line" if ch in "\r\n" else repr(ch)
+        allowed = _describe_expected(e.allowed) if e.allowed else "nothing"
+        return _error_at(source, path, e.pos_in_stream,
+                         f"unexpected {what}; expected {allowed}")
+    if isinstance(e, UnexpectedToken):
+        tok = e.token
+        shown = _DESCRIBE.get(tok.type) if tok.type in ("_NL", "CONT_NL") else repr(str(tok)[:40])
+        return _error_at(source, path, tok.start_pos,
+                         f"unexpected {shown}; expected {_describe_expected(e.expected)}")
+    return _error_at(source, path, getattr(e, "pos_in_stream", 0) or 0, str(e))
