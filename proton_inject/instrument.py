@@ -1,0 +1,345 @@
+"""Rewrite TTGIR: insert `proton.record` lines for selected regions, or strip them.
+
+Only whole lines are inserted, so every other byte of the input is kept and a
+reviewer's diff shows just the records. Output is deterministic: identical
+input and rules give identical bytes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .errors import UserError
+from .fsutil import write_atomic
+from .rules import Region, Rules, select
+from .ttgir import Module, parse, parse_file
+
+RECORD_OP = "proton.record"
+
+
+@dataclass
+class RegionInfo:
+    """One region as the manifest describes it."""
+
+    name: str
+    scope_id: int
+    parent: str | None
+    parent_id: int | None
+    origin: str
+    source: str | None
+    ir_lines: tuple[int, int]  # first and last op of the region, in the input IR
+    partition: str | None
+
+
+@dataclass
+class KernelManifest:
+    kernel: str
+    file: str
+    target: str | None
+    regions: list[RegionInfo] = field(default_factory=list)
+    dump: dict | None = None  # what `dump` recorded about this kernel, if known
+
+
+@dataclass
+class InsertResult:
+    text: str
+    kernels: list[KernelManifest]
+    notes: list[str]
+
+
+def escape_name(name: str) -> str:
+    """A region name as an MLIR string literal body."""
+    return name.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def is_instrumented(module: Module) -> bool:
+    return any(op.name == RECORD_OP for op in module.walk())
+
+
+def insert_text(text: str | bytes, rules: Rules, path: str = "<string>",
+                force: bool = False) -> InsertResult:
+    """Instrument one TTGIR text. Raises UserError if it already holds records (unless force)."""
+    module = parse(text, path)
+    if is_instrumented(module):
+        if not force:
+            raise UserError(f"{path}: already instrumented (it holds proton.record ops); "
+                            "pass --force to strip them and instrument again, or run "
+                            "`proton-inject strip` first")
+        module = parse(strip_text(module.text.encode("latin-1"), path), path)
+    selected = select(module, rules)
+    notes: list[str] = []
+    inserts: list[tuple[tuple, str]] = []
+    index: dict[int, Region] = {}
+    for regions in selected.values():
+        for r in regions:
+            index[len(index)] = r
+            inserts.extend(_records_for(module, r, len(index) - 1))
+    inserts.sort(key=lambda x: x[0])
+    out: list[str] = []
+    pos = 0
+    src = module.text
+    for key, line in inserts:
+        offset = key[0]
+        out.append(src[pos:offset])
+        out.append(line)
+        pos = offset
+    out.append(src[pos:])
+    new_text = "".join(out)
+    kernels = [KernelManifest(name, "", module.target(),
+                              _manifest_regions(regions, index, inserts))
+               for name, regions in selected.items()]
+    return InsertResult(new_text, kernels, notes)
+
+
+def _line_start(text: str, pos: int) -> int:
+    return text.rfind("\n", 0, pos) + 1
+
+
+def _records_for(module: Module, r: Region, idx: int) -> list[tuple[tuple, str]]:
+    """The two record lines of a region, with sort keys that keep nesting right.
+
+    At one offset, end records come before start records; among ends the inner
+    region's comes first, among starts the outer region's.
+    """
+    text = module.text
+    first, last = r.first_op, r.last_op
+    start_at = _line_start(text, first.start)
+    indent = text[start_at:first.start]
+    if indent.strip():
+        raise UserError(f"{module.path}:{first.line}: {first.name} does not start its line; "
+                        "cannot insert a record before it")
+    nl = text.find("\n", last.end)
+    end_at = len(text) if nl < 0 else nl + 1
+    end_indent = text[_line_start(text, last.start):last.start]
+    name = escape_name(r.name)
+    newline = "\r\n" if text[end_at - 2:end_at] == "\r\n" else "\n"
+    start_line = f'{indent}{RECORD_OP} start "{name}"{newline}'
+    end_line = f'{end_indent}{RECORD_OP} end "{name}"{newline}'
+    if nl < 0:  # last op ends the file without a newline
+        end_line = newline + end_line.rstrip("\r\n")
+    start_key = (start_at, 1, -last.end, r.rank, idx, idx)
+    end_key = (end_at, 0, -first.start, -r.rank, -idx, idx)
+    return [(start_key, start_line), (end_key, end_line)]
+
+
+def _manifest_regions(regions: list[Region], index: dict[int, Region],
+                      inserts) -> list[RegionInfo]:
+    """Scope ids and parents as the Proton lowering assigns them: by first start in text order."""
+    mine = {id(r) for r in regions}
+    by_id = {i: r for i, r in index.items() if id(r) in mine}
+    ordered = [(key, line) for key, line in inserts if key[-1] in by_id]
+    ids: dict[int, int] = {}
+    parent: dict[int, int | None] = {}
+    stack: list[int] = []
+    for key, _line in ordered:
+        rid = key[-1]
+        if key[1] == 1:  # start
+            ids[rid] = len(ids)
+            parent[rid] = stack[-1] if stack else None
+            stack.append(rid)
+        else:
+            stack.pop()
+    out = []
+    for rid, sid in sorted(ids.items(), key=lambda kv: kv[1]):
+        r = by_id[rid]
+        pid = parent[rid]
+        out.append(RegionInfo(
+            name=r.name, scope_id=sid,
+            parent=by_id[pid].name if pid is not None else None,
+            parent_id=ids[pid] if pid is not None else None,
+            origin=r.origin, source=r.source,
+            ir_lines=(r.first_op.line, r.last_op.line), partition=r.partition))
+    return out
+
+
+def strip_text(data: str | bytes, path: str = "<string>") -> str:
+    """Remove every `proton.record` line; the inverse of insert_text."""
+    module = parse(data, path)
+    text = module.text
+    cuts = []
+    for op in module.walk():
+        if op.name != RECORD_OP:
+            continue
+        start = _line_start(text, op.start)
+        nl = text.find("\n", op.end)
+        end = len(text) if nl < 0 else nl + 1
+        if text[start:op.start].strip() or text[op.end:end].strip():
+            raise UserError(f"{path}:{op.line}: proton.record shares its line with other "
+                            "text; cannot strip it cleanly")
+        if nl < 0 and start > 0:  # the record ended the file: drop the newline before it
+            start -= 1
+        cuts.append((start, end))
+    out, pos = [], 0
+    for a, b in sorted(cuts):
+        out.append(text[pos:a])
+        pos = b
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# ---- trees and files ---------------------------------------------------------------
+
+
+def _ttgir_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.ttgir") if p.is_file())
+
+
+def _load_dump_manifest(root: Path) -> dict[str, dict]:
+    """Per relative .ttgir path, what `dump` recorded (if the input is a dump directory)."""
+    p = root / "manifest.json"
+    if not p.is_file():
+        return {}
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"{p}: not valid JSON ({e}); re-run `proton-inject dump`") from None
+    out = {}
+    for k in data.get("kernels", []):
+        rel = k.get("ttgir") or k.get("file")
+        if rel:
+            out[rel] = {key: v for key, v in k.items() if key != "regions"}
+    return out
+
+
+def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
+                    progress=None) -> tuple[dict[str, str], dict, list[str]]:
+    """Instrument every .ttgir under src: (relative path -> text, manifest dict, notes).
+
+    Kernels the rules leave out (--kernel, or nothing selected) are not in the
+    output, so they run unmodified.
+    """
+    src = Path(src)
+    files = _ttgir_files(src)
+    if not files:
+        raise UserError(f"{src}: holds no .ttgir files; pass a `proton-inject dump` directory")
+    dump_info = _load_dump_manifest(src)
+    outputs: dict[str, str] = {}
+    kernels: list[dict] = []
+    notes: list[str] = []
+    for i, path in enumerate(files):
+        rel = path.relative_to(src).as_posix()
+        if progress:
+            progress(i + 1, len(files), rel)
+        res = insert_text(path.read_bytes(), rules, str(path), force=force)
+        notes.extend(res.notes)
+        selected = [k for k in res.kernels if k.regions]
+        if not selected:
+            continue
+        outputs[rel] = res.text
+        for k in selected:
+            k.file = rel
+            k.dump = dump_info.get(rel)
+            kernels.append(_kernel_dict(k))
+    manifest = {"tool": f"proton-inject {__version__}", "format": 1,
+                "rules": _rules_dict(rules), "kernels": kernels}
+    return outputs, manifest, notes
+
+
+def _kernel_dict(k: KernelManifest) -> dict:
+    d = asdict(k)
+    for r in d["regions"]:
+        r["ir_lines"] = list(r["ir_lines"])
+    if d["dump"] is None:
+        del d["dump"]
+    return d
+
+
+def _rules_dict(rules: Rules) -> dict:
+    r = rules.with_defaults()
+    return {"kernel_scope": r.kernel_scope, "loops": r.loops, "loop_depth": r.loop_depth,
+            "ranges": [f"{x.name}={x.file}:{x.start}-{x.end}" for x in r.ranges],
+            "ops": list(r.ops), "kernel": r.kernel, "marks": r.marks}
+
+
+def manifest_json(manifest: dict) -> str:
+    return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+
+
+def write_tree(outputs: dict[str, str], manifest: dict, out: str | Path) -> Path:
+    """Write the override tree as a whole: build it beside `out`, then swap it in.
+
+    Only .ttgir files and manifest.json go in: a .cubin/.ptx/.llir there would
+    override the instrumented build with the original one.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
+        raise UserError(f"{out}: exists and is not an override tree written by proton-inject; "
+                        "choose another -o or remove it")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for rel, text in outputs.items():
+            write_atomic(tmp / rel, text.encode("latin-1"))
+        write_atomic(tmp / "manifest.json", manifest_json(manifest))
+        old = None
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.replace(out, old)
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def diff_against(outputs: dict[str, str], manifest: dict | None, golden: str | Path) -> str:
+    """Unified diff between generated output and a golden tree (or file); '' when equal."""
+    golden = Path(golden)
+    chunks: list[str] = []
+    if golden.is_file():
+        (rel, text), = outputs.items()
+        return _diff(golden.read_bytes().decode("latin-1"), text, str(golden), rel)
+    if not golden.is_dir():
+        raise UserError(f"{golden}: no such golden file or directory")
+    want = {p.relative_to(golden).as_posix(): p for p in _ttgir_files(golden)}
+    for rel in sorted(set(want) | set(outputs)):
+        old = want[rel].read_bytes().decode("latin-1") if rel in want else ""
+        new = outputs.get(rel, "")
+        chunks.append(_diff(old, new, f"golden/{rel}", f"generated/{rel}"))
+    if manifest is not None and (golden / "manifest.json").is_file():
+        chunks.append(_diff((golden / "manifest.json").read_text(), manifest_json(manifest),
+                            "golden/manifest.json", "generated/manifest.json"))
+    return "".join(chunks)
+
+
+def _diff(old: str, new: str, a: str, b: str) -> str:
+    if old == new:
+        return ""
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), a, b))
+
+
+def strip_path(src: str | Path, out: str | Path) -> list[Path]:
+    """Strip records from a tree or a single file into `out`; returns the files written."""
+    src, out = Path(src), Path(out)
+    if src.is_file():
+        write_atomic(out, strip_text(src.read_bytes(), str(src)).encode("latin-1"))
+        return [out]
+    files = _ttgir_files(src)
+    if not files:
+        raise UserError(f"{src}: holds no .ttgir files")
+    written = []
+    for path in files:
+        rel = path.relative_to(src)
+        text = strip_text(path.read_bytes(), str(path))
+        written.append(write_atomic(out / rel, text.encode("latin-1")))
+    return written
+
+
+def insert_file(src: str | Path, rules: Rules, force: bool = False) -> InsertResult:
+    """Instrument a single .ttgir file."""
+    module = parse_file(src)  # for its clear missing-file error
+    res = insert_text(module.text, rules, str(src), force=force)
+    for k in res.kernels:
+        k.file = Path(src).name
+    return res

@@ -1,0 +1,522 @@
+"""Select regions to profile: turn an op tree plus rules into a list of regions.
+
+A region is a run of consecutive ops in one straight-line block of the IR; the
+instrumenter puts a start record before its first op and an end record after
+its last op. Rules: the whole kernel body, loops (around the loop and/or each
+iteration), `# proton:` marks in the kernel source, line ranges given on the
+command line, and op-name patterns.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UserError
+from .ttgir.outline import partition_of
+from .ttgir.tree import (
+    LOOP_OPS,
+    STRAIGHT_LINE_REGION_OPS,
+    Block,
+    Function,
+    Module,
+    Op,
+    induction_var,
+    loop_depth,
+)
+
+LOOP_MODES = ("outer", "iteration", "both")
+
+
+@dataclass(frozen=True)
+class LineRange:
+    """`NAME=FILE:START-END`: profile the ops coming from those source lines."""
+
+    name: str
+    file: str
+    start: int
+    end: int
+    origin: str = "region"  # or "mark" when it comes from a `# proton:` comment
+    where: str = ""  # where the rule was written, for error messages
+
+    @staticmethod
+    def parse(spec: str) -> LineRange:
+        m = re.fullmatch(r"\s*([^=]+?)\s*=\s*(.+):(\d+)(?:-(\d+))?\s*", spec)
+        if not m:
+            raise UserError(f"--region {spec!r}: expected NAME=FILE:START-END, "
+                            "e.g. 'load tiles=matmul.py:41-43'")
+        start = int(m.group(3))
+        end = int(m.group(4) or start)
+        if end < start:
+            raise UserError(f"--region {spec!r}: END line {end} is before START line {start}")
+        return LineRange(m.group(1), m.group(2), start, end, "region", f"--region {spec}")
+
+
+@dataclass
+class Rules:
+    """What to instrument; with no rule set, `with_defaults()` gives kernel scope + outer loops."""
+
+    kernel_scope: bool = False
+    loops: str | None = None  # outer | iteration | both
+    loop_depth: int | None = None  # only loops nested at most this deep (1 = outermost)
+    ranges: list[LineRange] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    kernel: str | None = None  # regex on kernel names
+    marks: bool = True  # honour `# proton:` comments in the kernel's source
+    source_root: str | None = None  # where relative source paths of the IR are found
+
+    def __post_init__(self) -> None:
+        if self.loops is not None and self.loops not in LOOP_MODES:
+            raise UserError(f"--loops {self.loops!r}: expected one of {', '.join(LOOP_MODES)}")
+        if self.loop_depth is not None and self.loop_depth < 1:
+            raise UserError(f"--loop-depth {self.loop_depth}: must be 1 or more "
+                            "(1 = outermost loops only)")
+        if self.kernel is not None:
+            try:
+                re.compile(self.kernel)
+            except re.error as e:
+                raise UserError(
+                    f"--kernel {self.kernel!r}: not a valid regular expression: {e}") from None
+
+    def is_empty(self) -> bool:
+        return not (self.kernel_scope or self.loops or self.ranges or self.ops)
+
+    def with_defaults(self) -> Rules:
+        """The default when no rule is given: the kernel body and each loop as a whole."""
+        if not self.is_empty():
+            return self
+        return Rules(kernel_scope=True, loops="outer", loop_depth=self.loop_depth,
+                     kernel=self.kernel, marks=self.marks, source_root=self.source_root)
+
+    def wants_kernel(self, name: str) -> bool:
+        return self.kernel is None or re.search(self.kernel, name) is not None
+
+
+_RULE_KEYS = {"kernel-scope", "loops", "loop-depth", "region", "op", "kernel", "marks",
+              "source-root"}
+
+
+def rules_from_table(table: dict, where: str) -> Rules:
+    """Rules from a `[tool.proton-inject]` table or a rules TOML file."""
+    unknown = set(table) - _RULE_KEYS
+    if unknown:
+        raise UserError(f"{where}: unknown rule key(s) {', '.join(sorted(unknown))}; "
+                        f"known: {', '.join(sorted(_RULE_KEYS))}")
+    regions = table.get("region", [])
+    if isinstance(regions, str):
+        regions = [regions]
+    ops = table.get("op", [])
+    if isinstance(ops, str):
+        ops = [ops]
+    return Rules(
+        kernel_scope=bool(table.get("kernel-scope", False)),
+        loops=table.get("loops"),
+        loop_depth=table.get("loop-depth"),
+        ranges=[LineRange.parse(s) for s in regions],
+        ops=list(ops),
+        kernel=table.get("kernel"),
+        marks=bool(table.get("marks", True)),
+        source_root=table.get("source-root"),
+    )
+
+
+def load_rules_file(path: str | Path) -> Rules:
+    """Read rules from a TOML file: a `[tool.proton-inject]` table or top-level keys."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such rules file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{p}: not valid TOML: {e}") from None
+    table = data.get("tool", {}).get("proton-inject", data)
+    return rules_from_table(table, str(p))
+
+
+def rules_from_pyproject(directory: str | Path = ".") -> Rules | None:
+    """The `[tool.proton-inject]` table of ./pyproject.toml, if there is one."""
+    p = Path(directory) / "pyproject.toml"
+    if not p.is_file():
+        return None
+    try:
+        table = tomllib.loads(p.read_text()).get("tool", {}).get("proton-inject")
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{p}: not valid TOML: {e}") from None
+    return rules_from_table(table, f"{p} [tool.proton-inject]") if table else None
+
+
+# ---- regions -------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Region:
+    """Ops ``block.ops[first:last+1]`` measured as one scope."""
+
+    name: str
+    block: Block
+    first: int
+    last: int
+    origin: str
+    source: str | None  # "file:line" or "file:start-end"
+    partition: str | None = None
+    rank: int = 0  # breaks ties between regions over the same ops: lower is outer
+
+    @property
+    def first_op(self) -> Op:
+        return self.block.ops[self.first]
+
+    @property
+    def last_op(self) -> Op:
+        return self.block.ops[self.last]
+
+
+class _Kernel:
+    """Selection state for one function."""
+
+    def __init__(self, module: Module, fn: Function, rules: Rules):
+        self.module = module
+        self.fn = fn
+        self.rules = rules
+        self.regions: list[Region] = []
+        self.notes: list[str] = []
+
+    def where(self, op: Op) -> str:
+        return f"{self.module.path}:{op.line}"
+
+    def add(self, name, block, first, last, origin, source, rank, partition=None) -> None:
+        self.regions.append(Region(name, block, first, last, origin, source,
+                                   partition if partition is not None else
+                                   partition_of(block.ops[first]), rank))
+
+
+def straight_line(block: Block) -> bool:
+    """True when every region enclosing the block runs as straight-line kernel code."""
+    region = block.parent
+    while region is not None:
+        owner = region.parent
+        if owner is None or owner.name not in STRAIGHT_LINE_REGION_OPS:
+            return False
+        if owner.name == "tt.func":
+            return True
+        region = owner.parent.parent if owner.parent else None
+    return False
+
+
+def _end_index(block: Block) -> int:
+    """Index of the last op a region may end on: the one before the terminator."""
+    return len(block.ops) - 2 if block.terminator is not None else len(block.ops) - 1
+
+
+def _short(file: str) -> str:
+    return Path(file).name
+
+
+def _var_name(op: Op) -> str | None:
+    return op.location.name or (induction_var(op) or "").lstrip("%") or op.result_name
+
+
+def _source_of(op: Op) -> str | None:
+    p = op.location.primary
+    return f"{_short(p.file)}:{p.line}" if p else None
+
+
+def _label(kind: str, op: Op) -> str:
+    parts = [kind]
+    var = _var_name(op)
+    if var:
+        parts.append(var)
+    src = _source_of(op)
+    if src:
+        parts.append(f"@{src}")
+    part = partition_of(op)
+    if part:
+        parts.append(f"[{part}]")
+    return " ".join(parts)
+
+
+def select(module: Module, rules: Rules) -> dict[str, list[Region]]:
+    """Regions per kernel name, in the kernels the rules ask for.
+
+    Raises UserError naming kernel, rule and source line for any region that
+    cannot be placed correctly.
+    """
+    rules = rules.with_defaults()
+    marks = _read_marks(module, rules) if rules.marks else []
+    out: dict[str, list[Region]] = {}
+    for fn in module.functions:
+        if fn.visibility != "public" or not rules.wants_kernel(fn.name):
+            continue
+        k = _Kernel(module, fn, rules)
+        body = fn.op.regions[0].blocks[0] if fn.op.regions and fn.op.regions[0].blocks else None
+        if body is None or not body.ops:
+            raise UserError(f"{module.path}:{fn.op.line}: kernel {fn.name} has an empty body")
+        if rules.kernel_scope:
+            _kernel_scope(k)
+        if rules.loops:
+            _loops(k)
+        for rng in list(rules.ranges) + _marks_for_kernel(k, marks):
+            _line_range(k, rng)
+        for pattern in rules.ops:
+            _op_pattern(k, pattern)
+        _check_nesting(k)
+        _unique_names(k.regions)
+        out[fn.name] = k.regions
+    return out
+
+
+def _kernel_scope(k: _Kernel) -> None:
+    for region in k.fn.op.regions:
+        for block in region.blocks:
+            if block.terminator is None or block.terminator.name != "tt.return":
+                continue
+            if _end_index(block) < 0:
+                continue  # an empty body: nothing to measure
+            k.add("kernel", block, 0, _end_index(block), "kernel-scope", None, rank=0)
+
+
+def _loops(k: _Kernel) -> None:
+    mode, max_depth = k.rules.loops, k.rules.loop_depth
+    for op in k.fn.op.walk():
+        if op.name not in LOOP_OPS:
+            continue
+        block = op.parent
+        if not straight_line(block):
+            continue
+        if max_depth is not None and loop_depth(op) + 1 > max_depth:
+            continue
+        src = _source_of(op)
+        if mode in ("outer", "both"):
+            i = block.ops.index(op)
+            k.add(_label("loop", op), block, i, i, "loops", src, rank=1)
+        if mode in ("iteration", "both"):
+            body_region = op.regions[-1]  # scf.for: its body; scf.while: the `do` region
+            for body in body_region.blocks:
+                end = _end_index(body)
+                if end < 0:
+                    k.notes.append(f"{k.where(op)}: {op.name} has an empty body; "
+                                   "no iteration region")
+                    continue
+                k.add(_label("iter", op), body, 0, end, "loops", src, rank=2)
+
+
+def _op_pattern(k: _Kernel, pattern: str) -> None:
+    matched = skipped = 0
+    for op in k.fn.op.walk():
+        if op is k.fn.op or not fnmatch.fnmatchcase(op.name, pattern):
+            continue
+        block = op.parent
+        if op.is_terminator or not straight_line(block):
+            skipped += 1
+            continue
+        i = block.ops.index(op)
+        k.add(_label(op.name, op), block, i, i, f"op {pattern}", _source_of(op), rank=3)
+        matched += 1
+    if skipped:
+        k.notes.append(f"kernel {k.fn.name}: --op {pattern}: {skipped} match(es) skipped "
+                       "(terminators or inside regions that are not straight-line code, "
+                       "such as tt.reduce combiners)")
+    if not matched:
+        k.notes.append(f"kernel {k.fn.name}: --op {pattern} matched no op")
+
+
+# ---- line ranges and marks -------------------------------------------------------
+
+
+def _frame_lines(op: Op, file: str) -> list[int]:
+    return [f.line for f in op.location.frames if _same_file(f.file, file)]
+
+
+def _same_file(ir_file: str, wanted: str) -> bool:
+    """`wanted` names the IR's file exactly or as a path suffix (`matmul.py`)."""
+    if ir_file == wanted:
+        return True
+    a, b = Path(ir_file).parts, Path(wanted).parts
+    return len(b) <= len(a) and a[-len(b):] == b
+
+
+def _line_range(k: _Kernel, rng: LineRange) -> None:
+    fn_op = k.fn.op
+    rule = f"{rng.origin} {rng.name!r} ({rng.where or f'{rng.file}:{rng.start}-{rng.end}'})"
+
+    def in_range(op: Op) -> bool:
+        return any(rng.start <= ln <= rng.end for ln in _frame_lines(op, rng.file))
+
+    matched = [op for op in fn_op.walk() if op is not fn_op and in_range(op)]
+    lines = f"{rng.file}:{rng.start}" + (f"-{rng.end}" if rng.end != rng.start else "")
+    if not matched:
+        raise UserError(
+            f"kernel {k.fn.name}: {rule}: no op of the IR comes from {lines}; the code there "
+            "may have been folded away or the file may differ from the one compiled. Run "
+            f"`proton-inject inspect {k.module.path}` to see which source lines have ops.")
+    matched_set = set(matched)
+    outer = [op for op in matched if not any(a in matched_set for a in op.ancestors())]
+    blocks = {id(op.parent): op.parent for op in outer}
+    if len(blocks) > 1:
+        a, b = outer[0], next(op for op in outer if op.parent is not outer[0].parent)
+        raise UserError(
+            f"kernel {k.fn.name}: {rule}: the ops from {lines} lie in different blocks of the "
+            f"IR: {a.name} (IR line {a.line}{_in(a)}) and {b.name} (IR line {b.line}{_in(b)}); "
+            "the compiler moved or pipelined them. " + _suggest(k, outer, rng))
+    block = outer[0].parent
+    if not straight_line(block):
+        owner = block.parent.parent
+        raise UserError(
+            f"kernel {k.fn.name}: {rule}: the ops from {lines} are inside {owner.name} "
+            f"(IR line {owner.line}), whose region is not straight-line code; mark the line of "
+            f"the {owner.name} itself instead.")
+    idx = [block.ops.index(op) for op in outer]
+    first, last = min(idx), max(idx)
+    for i in range(first, last + 1):
+        op = block.ops[i]
+        if op in matched_set or not op.location.frames:
+            continue  # ops with no location (hoisted constants) do not break a range
+        src = _source_of(op)
+        raise UserError(
+            f"kernel {k.fn.name}: {rule}: the ops from {lines} are not contiguous in the IR: "
+            f"{op.name} from {src} (IR line {op.line}) sits between {block.ops[first].name} "
+            f"(IR line {block.ops[first].line}) and {block.ops[last].name} (IR line "
+            f"{block.ops[last].line}). " + _suggest(k, outer, rng))
+    if block.ops[last].is_terminator:
+        last -= 1
+        if last < first:
+            raise UserError(f"kernel {k.fn.name}: {rule}: {lines} holds only the terminator "
+                            f"{block.ops[first].name} (IR line {block.ops[first].line}); "
+                            "there is nothing to measure.")
+    k.add(rng.name, block, first, last, rng.origin, lines, rank=2)
+
+
+def _in(op: Op) -> str:
+    parent = op.parent_op()
+    return f", in {parent.name} at IR line {parent.line}" if parent else ""
+
+
+def _suggest(k: _Kernel, ops: list[Op], rng: LineRange) -> str:
+    """The smallest valid placement around `ops`: their common block, first to last."""
+    chains = [[op] + list(op.ancestors()) for op in ops]
+    common = None
+    for cand in chains[0]:
+        block = cand.parent
+        if block is not None and all(any(c.parent is block for c in ch) for ch in chains):
+            common = block
+            break
+    if common is None or not straight_line(common):
+        return "No single block of straight-line code holds them; mark smaller ranges instead."
+    tops = [next(c for c in ch if c.parent is common) for ch in chains]
+    idx = sorted(common.ops.index(t) for t in tops)
+    span = common.ops[idx[0]: idx[-1] + 1]
+    lines = sorted({ln for op in span for o in op.walk() for ln in _frame_lines(o, rng.file)})
+    if not lines:
+        return ""
+    return (f"Nearest valid placement: IR lines {span[0].line}-{span[-1].line}, i.e. "
+            f"--region '{rng.name}={rng.file}:{lines[0]}-{lines[-1]}' (if no other op "
+            "interleaves there), or mark a single line.")
+
+
+_MARK = re.compile(r"#\s*proton:\s*(?:(begin|end)\s+)?(.+?)\s*$")
+
+
+def _read_marks(module: Module, rules: Rules) -> list[LineRange]:
+    """`# proton:` marks in every source file the IR's locations name that can be read."""
+    files = {f.file for op in module.walk() for f in op.location.frames}
+    marks: list[LineRange] = []
+    for file in sorted(files):
+        path = _find_source(file, rules.source_root, module.path)
+        if path is None:
+            continue
+        marks.extend(_marks_in(path, file))
+    return marks
+
+
+def _find_source(file: str, root: str | None, ir_path: str) -> Path | None:
+    p = Path(file)
+    candidates = [p] if p.is_absolute() else [Path(root or ".") / p]
+    for c in candidates:
+        if c.is_file():
+            return c
+    return None
+
+
+def _marks_in(path: Path, ir_file: str) -> list[LineRange]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    if "proton:" not in text:
+        return []
+    out: list[LineRange] = []
+    open_marks: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        hash_pos = line.find("#")
+        if hash_pos < 0:
+            continue
+        m = _MARK.search(line, hash_pos)
+        if not m:
+            continue
+        kind, name = m.group(1), m.group(2)
+        where = f"{path}:{lineno}"
+        if kind == "begin":
+            if name in open_marks:
+                raise UserError(f"{where}: '# proton: begin {name}' while the one at line "
+                                f"{open_marks[name]} is still open; add '# proton: end {name}'")
+            open_marks[name] = lineno
+        elif kind == "end":
+            if name not in open_marks:
+                raise UserError(f"{where}: '# proton: end {name}' has no matching "
+                                f"'# proton: begin {name}' above it")
+            start = open_marks.pop(name)
+            out.append(LineRange(name, ir_file, start + 1, lineno - 1, "mark",
+                                 f"{path}:{start}-{lineno}"))
+        else:
+            if not line[:hash_pos].strip():
+                raise UserError(f"{where}: '# proton: {name}' marks the code on its own line, "
+                                f"but this line has none; use '# proton: begin {name}' ... "
+                                f"'# proton: end {name}' for a range")
+            out.append(LineRange(name, ir_file, lineno, lineno, "mark", where))
+    if open_marks:
+        name, lineno = next(iter(open_marks.items()))
+        raise UserError(f"{path}:{lineno}: '# proton: begin {name}' is never closed; "
+                        f"add '# proton: end {name}' after the code to measure")
+    return out
+
+
+def _marks_for_kernel(k: _Kernel, marks: list[LineRange]) -> list[LineRange]:
+    """The marks inside the source span of this kernel's ops."""
+    out = []
+    for mark in marks:
+        lines = [ln for op in k.fn.op.walk() for ln in _frame_lines(op, mark.file)]
+        if lines and min(lines) <= mark.start and mark.end <= max(lines):
+            out.append(mark)
+    return out
+
+
+# ---- nesting and names ---------------------------------------------------------
+
+
+def _check_nesting(k: _Kernel) -> None:
+    by_block: dict[int, list[Region]] = {}
+    for r in k.regions:
+        by_block.setdefault(id(r.block), []).append(r)
+    for regions in by_block.values():
+        regions.sort(key=lambda r: (r.first, -r.last, r.rank))
+        for i, a in enumerate(regions):
+            for b in regions[i + 1:]:
+                if b.first > a.last:
+                    break
+                if b.last > a.last:  # b starts inside a but ends after it
+                    raise UserError(
+                        f"kernel {k.fn.name}: regions {a.name!r} ({a.origin}, IR lines "
+                        f"{a.first_op.line}-{a.last_op.line}) and {b.name!r} ({b.origin}, IR "
+                        f"lines {b.first_op.line}-{b.last_op.line}) overlap without nesting; "
+                        "change one so that one contains the other.")
+
+
+def _unique_names(regions: list[Region]) -> None:
+    seen: dict[str, int] = {}
+    for r in sorted(regions, key=lambda r: (r.first_op.start, r.rank)):
+        n = seen.get(r.name, 0) + 1
+        seen[r.name] = n
+        if n > 1:
+            r.name = f"{r.name} #{n}"
