@@ -6,6 +6,7 @@ User errors (``UserError``) print one message and exit 2; ``--debug`` shows the 
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -38,11 +39,308 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 # --- parse (issue 2): inspect -------------------------------------------------
 
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--max-ops", default=12, show_default=True, help="Op kinds listed per kernel.")
+def inspect(files: tuple[str, ...], max_ops: int) -> None:
+    """Print an outline of TTGIR FILES (or dump directories): kernels, loops, ops, source lines."""
+    from .ttgir import parse_file
+    from .ttgir.outline import format_outline
+
+    for path in _ttgir_files(files):
+        click.echo(format_outline(parse_file(path), max_ops=max_ops))
+
+
+def _ttgir_files(paths) -> list:
+    """Expand directories into the .ttgir files under them (sorted); keep files as given."""
+    from pathlib import Path
+
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(p.rglob("*.ttgir"))
+            if not found:
+                raise UserError(f"{p}: directory holds no .ttgir files")
+            out.extend(found)
+        elif not p.exists():
+            raise UserError(f"{p}: no such file or directory")
+        else:
+            out.append(p)
+    return out
+
 # --- select + rewrite (issue 3): insert, strip ---------------------------------
+
+
+@main.command()
+@click.argument("src", type=click.Path())
+@click.option("-o", "--out", type=click.Path(),
+              help="Output: an override tree (for a directory SRC) or a .ttgir file.")
+@click.option("--kernel-scope", is_flag=True, help="One region around each kernel's body.")
+@click.option("--loops", type=click.Choice(["outer", "iteration", "both"]),
+              help="A region around each loop, each iteration's body, or both.")
+@click.option("--loop-depth", type=int, help="Only loops nested at most N deep (1 = outermost).")
+@click.option("--region", "regions", multiple=True, metavar="NAME=FILE:START-END",
+              help="A region around the ops from those source lines (repeatable).")
+@click.option("--op", "ops", multiple=True, metavar="PATTERN",
+              help="A region around each op whose name matches the glob (repeatable).")
+@click.option("--kernel", metavar="REGEX", help="Only kernels whose name matches.")
+@click.option("--rules", "rules_file", type=click.Path(),
+              help="Rules from a TOML file (default: [tool.proton-inject] in ./pyproject.toml).")
+@click.option("--no-marks", is_flag=True, help="Ignore '# proton:' marks in the kernel source.")
+@click.option("--source-root", type=click.Path(file_okay=False),
+              help="Where relative source paths in the IR are found (default: .).")
+@click.option("--force", is_flag=True, help="Strip existing records and instrument again.")
+@click.option("--check-against", type=click.Path(),
+              help="Compare with golden output instead of (or besides) writing; exit 1 on a diff.")
+def insert(src, out, kernel_scope, loops, loop_depth, regions, ops, kernel, rules_file, no_marks,
+           source_root, force, check_against) -> None:
+    """Insert proton.record regions into the TTGIR of SRC (a dump directory or a .ttgir file).
+
+    With no rule, instruments each kernel's body and each loop (--kernel-scope --loops outer).
+    """
+    from pathlib import Path
+
+    from . import instrument
+    from .rules import LineRange, Rules, load_rules_file, rules_from_pyproject
+
+    if not out and not check_against:
+        raise UserError("insert: give -o OUT (where to write) and/or --check-against GOLDEN")
+    base = load_rules_file(rules_file) if rules_file else (rules_from_pyproject() or Rules())
+    rules = Rules(
+        kernel_scope=kernel_scope or base.kernel_scope,
+        loops=loops or base.loops,
+        loop_depth=loop_depth if loop_depth is not None else base.loop_depth,
+        ranges=base.ranges + [LineRange.parse(s) for s in regions],
+        ops=base.ops + list(ops),
+        kernel=kernel or base.kernel,
+        marks=base.marks and not no_marks,
+        source_root=source_root or base.source_root,
+    )
+    srcp = Path(src)
+    if not srcp.exists():
+        raise UserError(f"{src}: no such file or directory")
+    if srcp.is_dir():
+        def progress(i, n, rel):
+            if n >= 20 and (i == n or i % 10 == 0):
+                click.echo(f"  instrumented {i}/{n} files", err=True)
+
+        outputs, manifest, notes = instrument.instrument_tree(srcp, rules, force, progress)
+        if not outputs:
+            raise UserError(f"{src}: no kernel matched the rules (--kernel {rules.kernel!r})"
+                            if rules.kernel else f"{src}: the rules selected no region")
+    else:
+        res = instrument.insert_file(srcp, rules, force)
+        outputs, manifest, notes = {srcp.name: res.text}, None, res.notes
+        if not any(k.regions for k in res.kernels):
+            raise UserError(f"{src}: the rules selected no region"
+                            + (f" (no kernel matches --kernel {rules.kernel!r})"
+                               if rules.kernel else ""))
+        kernels = res.kernels
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    if manifest is not None:
+        kernels_desc = [(k["kernel"], k["file"], len(k["regions"])) for k in manifest["kernels"]]
+    else:
+        kernels_desc = [(k.kernel, srcp.name, len(k.regions)) for k in kernels]
+    for name, file, n in kernels_desc:
+        click.echo(f"{name} ({file}): {n} region{'s' if n != 1 else ''}")
+    if out:
+        if srcp.is_dir():
+            instrument.write_tree(outputs, manifest, out)
+        else:
+            from .fsutil import write_atomic
+
+            if Path(out).resolve() == srcp.resolve():
+                raise UserError(f"{out}: is the input file; choose another -o")
+            write_atomic(out, next(iter(outputs.values())).encode("latin-1"))
+        click.echo(f"wrote {out}")
+    if check_against:
+        diff = instrument.diff_against(outputs, manifest, check_against)
+        if diff:
+            click.echo(diff, nl=False)
+            click.echo(f"instrumented IR differs from {check_against}", err=True)
+            sys.exit(1)
+        click.echo(f"identical to {check_against}")
+
+
+@main.command()
+@click.argument("src", type=click.Path(exists=True))
+@click.option("-o", "--out", type=click.Path(), required=True,
+              help="Where to write the stripped tree or file.")
+def strip(src, out) -> None:
+    """Remove every proton.record line from SRC (a tree or a .ttgir file)."""
+    from . import instrument
+
+    written = instrument.strip_path(src, out)
+    click.echo(f"stripped {len(written)} file{'s' if len(written) != 1 else ''} into {out}")
 
 # --- compile check (issue 3, shares lowering with the runtime): check ---------
 
+
+def _lowering_options(f):
+    """The Proton lowering options shared by check and run."""
+    opts = [
+        click.option("--clock", type=click.Choice(["32", "64"]), default="64", show_default=True,
+                     help="Clock bits stored per record (32 halves the stores)."),
+        click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
+        click.option("--buffer-size", type=int, default=0, show_default=True,
+                     help="Shared memory per CTA for records, bytes (0: Proton's default)."),
+        click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
+                     show_default=True, help="Who records: each warp or each warp group."),
+        click.option("--warps", default=None, metavar="0,4",
+                     help="Record only these warps (selective sampling)."),
+    ]  # fmt: skip
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _options_from(kw: dict):
+    from .lowering import options_from_cli
+
+    return options_from_cli(
+        clock=int(kw.pop("clock")), sched_stores=kw.pop("sched_stores"),
+        buffer_size=kw.pop("buffer_size"), granularity=kw.pop("granularity"),
+        warps=kw.pop("warps"),
+    )  # fmt: skip
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--target", "targets", multiple=True, metavar="cuda:90",
+              help="Check files made for this target (repeatable: cuda:80, cuda:90, cuda:100, "
+                   "hip:gfx942). Default: each file's own ttg.target.")  # fmt: skip
+@_lowering_options
+def check(paths: tuple[str, ...], targets: tuple[str, ...], **kw) -> None:
+    """Compile instrumented TTGIR (files or trees) down to cubin/hsaco, without a GPU.
+
+    Prints each kernel's regions, profile scratch bytes per CTA and shared memory; exits 1 if
+    any file fails to compile.
+    """
+    from .check import check_paths, format_report, summary
+
+    reports, skipped = check_paths(paths, list(targets) or None, _options_from(kw))
+    for r in reports:
+        click.echo(format_report(r))
+    for note in skipped:
+        click.echo(f"skip {note}")
+    click.echo(summary(reports, skipped))
+    if not all(r.ok for r in reports):
+        sys.exit(1)
+
+
 # --- dump / run (issue 4) -----------------------------------------------------
+
+_AOT_SPEC_RE = re.compile(r"^(?P<file>.+\.py):(?P<kernel>[A-Za-z_]\w*)$")
+
+
+def _aot_spec(args: tuple[str, ...]) -> tuple[str, str] | None:
+    """``("examples/matmul.py:matmul_kernel",)`` -> (file, kernel); a program -> None."""
+    if len(args) == 1:
+        m = _AOT_SPEC_RE.match(args[0])
+        if m:
+            return m.group("file"), m.group("kernel")
+    return None
+
+
+@main.command(
+    "dump",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Examples:\n\n"
+    "  proton-inject dump --target cuda:90 examples/matmul.py:matmul_kernel "
+    "--signature 'a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp16,M=i32:16,...' "
+    "--constexpr BLOCK_M=128 --num-warps 8 -o ttgir_dump",
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("-o", "--out", "out_dir", default="ttgir_dump", show_default=True,
+              type=click.Path(file_okay=False), help="Dump directory (override layout).")
+@click.option("--target", help="AOT: compile for this target: cuda:80, cuda:90, cuda:100, "
+              "hip:gfx942 ...")
+@click.option("--signature", help="AOT: NAME=TYPE pairs for the non-constexpr parameters, e.g. "
+              "'a_ptr=*fp16,M=i32:16' (:16 = divisible by 16; pointers are 16-aligned unless :1).")
+@click.option("--constexpr", "constexprs", multiple=True, metavar="NAME=VALUE",
+              help="AOT: a constexpr parameter (int, float, true/false or string); repeatable. "
+              "Arguments the JIT specializes to 1 (unit strides) go here too.")
+@click.option("--num-warps", type=int, default=4, show_default=True, help="AOT: num_warps.")
+@click.option("--num-stages", type=int, default=3, show_default=True, help="AOT: num_stages.")
+def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages):
+    """Dump TTGIR into an override tree: OUT/<hash>/<kernel>.ttgir + OUT/manifest.json.
+
+    AOT form: one FILE.py:KERNEL argument and --target compile that kernel on this machine
+    (no GPU needed).
+    """
+    spec = _aot_spec(args)
+    if spec is not None:
+        if not target:
+            raise UserError(f"{args[0]}: an ahead-of-time dump needs --target (e.g. cuda:90)")
+        _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages)
+        return
+    if not args:
+        raise UserError("dump: give FILE.py:KERNEL with --target, or '-- python script.py ...'")
+    aot_only = [n for n, v in (("--target", target), ("--signature", signature),
+                               ("--constexpr", constexprs)) if v]
+    if aot_only:
+        raise UserError(
+            f"dump: {', '.join(aot_only)} only apply to an ahead-of-time dump of one "
+            f"FILE.py:KERNEL, not to {' '.join(args)!r}"
+        )
+    _dump_program(list(args), out_dir)
+
+
+def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages) -> None:
+    from . import override
+
+    source_file, kernel = spec
+    sig = override.parse_signature(signature) if signature else {}
+    result = override.compile_aot(
+        source_file, kernel, sig, override.parse_constexprs(constexprs), target,
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    written = override.write_dump([result], out_dir)
+    click.echo(f"wrote {len(written)} kernel(s) to {out_dir}:")
+    for r in [result]:
+        click.echo(f"  {r.ttgir_relpath}  ({r.target}, {r.num_warps} warps, "
+                   f"{r.num_stages} stages)")
+
+
+def _dump_program(argv: list[str], out_dir: str) -> None:
+    """Run a Python program and dump every kernel it compiles (not implemented yet)."""
+    raise UserError(
+        "dump: dumping the kernels of a running program is not implemented yet; "
+        "use the ahead-of-time form: dump --target cuda:90 FILE.py:KERNEL --signature ..."
+    )
+
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("instrumented", type=click.Path())
+@click.option("-o", "--out", default="traces", show_default=True, type=click.Path(),
+              help="Where raw buffers and traces go.")
+@_lowering_options
+@click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
+@click.option("--kernel", default=None, metavar="REGEX", help="Instrument only these kernels.")
+@click.option("--max-pending-mb", type=float, default=256, show_default=True,
+              help="Device memory held for buffers not yet copied to the host.")
+@click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches.")
+@click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
+        max_pending_mb, keep_tuning, **kw) -> None:  # fmt: skip
+    """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
+
+    Exits with the program's own exit code.
+    """
+    from .runtime import run_program
+
+    result = run_program(
+        instrumented, out, list(program), _options_from(kw), kernel=kernel,
+        max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
+    )  # fmt: skip
+    for m in result.messages:
+        click.echo(f"proton-inject: {m}", err=True)
+    click.echo(f"proton-inject: {len(result.launches)} launches written to {result.out}", err=True)
+    sys.exit(result.exit_code or 0)
+
 
 # --- post-process (issue 5): report -------------------------------------------
 

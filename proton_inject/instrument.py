@@ -73,8 +73,8 @@ def insert_text(text: str | bytes, rules: Rules, path: str = "<string>",
                             "pass --force to strip them and instrument again, or run "
                             "`proton-inject strip` first")
         module = parse(strip_text(module.text.encode("latin-1"), path), path)
-    selected = select(module, rules)
     notes: list[str] = []
+    selected = select(module, rules, notes)
     inserts: list[tuple[tuple, str]] = []
     index: dict[int, Region] = {}
     for regions in selected.values():

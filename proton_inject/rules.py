@@ -215,7 +215,11 @@ def _short(file: str) -> str:
 
 
 def _var_name(op: Op) -> str | None:
-    return op.location.name or (induction_var(op) or "").lstrip("%") or op.result_name
+    """A readable variable for a name: the source variable, else a non-numeric SSA name."""
+    for cand in (op.location.name, op.result_name, (induction_var(op) or "").lstrip("%")):
+        if cand and not cand.isdigit():
+            return cand
+    return None
 
 
 def _source_of(op: Op) -> str | None:
@@ -237,7 +241,8 @@ def _label(kind: str, op: Op) -> str:
     return " ".join(parts)
 
 
-def select(module: Module, rules: Rules) -> dict[str, list[Region]]:
+def select(module: Module, rules: Rules,
+           notes: list[str] | None = None) -> dict[str, list[Region]]:
     """Regions per kernel name, in the kernels the rules ask for.
 
     Raises UserError naming kernel, rule and source line for any region that
@@ -263,6 +268,8 @@ def select(module: Module, rules: Rules) -> dict[str, list[Region]]:
             _op_pattern(k, pattern)
         _check_nesting(k)
         _unique_names(k.regions)
+        if notes is not None:
+            notes.extend(k.notes)
         out[fn.name] = k.regions
     return out
 
@@ -355,6 +362,18 @@ def _line_range(k: _Kernel, rng: LineRange) -> None:
     outer = [op for op in matched if not any(a in matched_set for a in op.ancestors())]
     blocks = {id(op.parent): op.parent for op in outer}
     if len(blocks) > 1:
+        inner = _hoisting_block(blocks, rng)
+        if inner is not None:
+            moved = [op for op in outer if op.parent is not inner]
+            outer = [op for op in outer if op.parent is inner]
+            shown = ", ".join(f"{op.name} (IR line {op.line})" for op in moved[:3])
+            k.notes.append(
+                f"kernel {k.fn.name}: {rule}: {len(moved)} op(s) from {lines} were moved out of "
+                f"the enclosing {inner.parent.parent.name} by the compiler (hoisted or "
+                f"pipelined: {shown}{', ...' if len(moved) > 3 else ''}); the region measures "
+                "the ops that stayed inside")
+            blocks = {id(inner): inner}
+    if len(blocks) > 1:
         a, b = outer[0], next(op for op in outer if op.parent is not outer[0].parent)
         raise UserError(
             f"kernel {k.fn.name}: {rule}: the ops from {lines} lie in different blocks of the "
@@ -386,6 +405,36 @@ def _line_range(k: _Kernel, rng: LineRange) -> None:
                             f"{block.ops[first].name} (IR line {block.ops[first].line}); "
                             "there is nothing to measure.")
     k.add(rng.name, block, first, last, rng.origin, lines, rank=2)
+
+
+def _hoisting_block(blocks: dict[int, Block], rng: LineRange) -> Block | None:
+    """The innermost block when all the others enclose it and the range lies inside the
+    source of every op in between (a loop body, say): the ops in the outer blocks were then
+    hoisted or pipelined out by the compiler. None when the blocks are unrelated."""
+    for cand in blocks.values():
+        chain: list[Op] = []  # ops owning the regions from cand outwards
+        found: set[int] = set()
+        block = cand
+        while block is not None and block.parent is not None:
+            owner = block.parent.parent
+            if owner is None or owner.parent is None:
+                break
+            chain.append(owner)
+            block = owner.parent
+            if id(block) in blocks:
+                found.add(id(block))
+        if found != set(blocks) - {id(cand)}:
+            continue
+        # Only owners up to the outermost block that holds matched ops matter.
+        outermost = max(i for i, o in enumerate(chain) if id(o.parent) in blocks)
+        ok = True
+        for owner in chain[: outermost + 1]:
+            owner_lines = _frame_lines(owner, rng.file)
+            if not owner_lines or min(owner_lines) >= rng.start:
+                ok = False
+        if ok:
+            return cand
+    return None
 
 
 def _in(op: Op) -> str:

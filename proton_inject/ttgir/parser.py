@@ -25,6 +25,7 @@ _DESCRIBE = {
     "LBRACE": "'{' opening a region",
     "RBRACE": "'}' closing a region",
     "LOC_ID": "a loc alias like #loc3",
+    "LOC_DEF_SIMPLE": "a loc alias definition",
     "ATTR_ALIAS_DEF": "an alias definition like '#blocked = ...'",
     "RESOURCES": "a '{-# ... #-}' resource section",
     "RESULTS": "results like '%x ='",

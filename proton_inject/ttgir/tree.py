@@ -222,3 +222,25 @@ def induction_var(op: Op) -> str | None:
 def loop_depth(op: Op) -> int:
     """How many loops enclose this op (0 for an outermost loop)."""
     return sum(1 for a in op.ancestors() if a.name in LOOP_OPS)
+
+
+def mlir_op_counts(module: Module) -> dict[str, int]:
+    """Op counts as MLIR's own walk sees them, for comparing with Triton's parser.
+
+    The printed form hides two kinds of ops that the parsed module has: the
+    operand-less `scf.yield` closing scf.for/scf.if bodies, and the
+    `ttg.warp_specialize.partitions` op holding a warp_specialize's partitions.
+    """
+    counts: dict[str, int] = {}
+    for op in module.walk():
+        name = "builtin.module" if op.name == "module" else op.name
+        counts[name] = counts.get(name, 0) + 1
+        if op.name in IMPLICIT_YIELD_OPS:
+            for region in op.regions:
+                for block in region.blocks:
+                    if not block.ops or not block.ops[-1].is_terminator:
+                        counts["scf.yield"] = counts.get("scf.yield", 0) + 1
+        if op.name == "ttg.warp_specialize" and len(op.regions) > 1:
+            key = "ttg.warp_specialize.partitions"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
