@@ -362,9 +362,9 @@ def _line_range(k: _Kernel, rng: LineRange) -> None:
     outer = [op for op in matched if not any(a in matched_set for a in op.ancestors())]
     blocks = {id(op.parent): op.parent for op in outer}
     if len(blocks) > 1:
-        inner = _hoisting_block(blocks, rng)
-        if inner is not None:
-            moved = [op for op in outer if op.parent is not inner]
+        found = _hoisting_block(outer, rng)
+        if found is not None:
+            inner, moved = found
             outer = [op for op in outer if op.parent is inner]
             shown = ", ".join(f"{op.name} (IR line {op.line})" for op in moved[:3])
             k.notes.append(
@@ -407,33 +407,26 @@ def _line_range(k: _Kernel, rng: LineRange) -> None:
     k.add(rng.name, block, first, last, rng.origin, lines, rank=2)
 
 
-def _hoisting_block(blocks: dict[int, Block], rng: LineRange) -> Block | None:
-    """The innermost block when all the others enclose it and the range lies inside the
-    source of every op in between (a loop body, say): the ops in the outer blocks were then
-    hoisted or pipelined out by the compiler. None when the blocks are unrelated."""
-    for cand in blocks.values():
-        chain: list[Op] = []  # ops owning the regions from cand outwards
-        found: set[int] = set()
-        block = cand
-        while block is not None and block.parent is not None:
-            owner = block.parent.parent
-            if owner is None or owner.parent is None:
+def _hoisting_block(outer: list[Op], rng: LineRange) -> tuple[Block, list[Op]] | None:
+    """When the range lies inside a loop (or if) in the source and the compiler moved some of
+    its ops out of that construct (hoisting, pipeline prologue/epilogue), the block inside it
+    that holds most of the ops, and the moved ops. None when the ops are split otherwise."""
+    blocks = {id(op.parent): op.parent for op in outer}
+    # Try the deepest blocks first: the ops that stayed inside the construct are there.
+    for block in sorted(blocks.values(), key=lambda b: -sum(1 for _ in b.ops[0].ancestors())):
+        owner = None  # the outermost construct around `block` that the range lies inside of
+        for anc in block.ops[0].ancestors():
+            if anc.name == "tt.func":
                 break
-            chain.append(owner)
-            block = owner.parent
-            if id(block) in blocks:
-                found.add(id(block))
-        if found != set(blocks) - {id(cand)}:
+            lines = _frame_lines(anc, rng.file)
+            if lines and min(lines) < rng.start:
+                owner = anc
+        if owner is None:
             continue
-        # Only owners up to the outermost block that holds matched ops matter.
-        outermost = max(i for i, o in enumerate(chain) if id(o.parent) in blocks)
-        ok = True
-        for owner in chain[: outermost + 1]:
-            owner_lines = _frame_lines(owner, rng.file)
-            if not owner_lines or min(owner_lines) >= rng.start:
-                ok = False
-        if ok:
-            return cand
+        moved = [op for op in outer if owner not in set(op.ancestors())]
+        inside = [op for op in outer if op.parent is not block and op not in moved]
+        if moved and not inside:
+            return block, moved
     return None
 
 
