@@ -120,15 +120,15 @@ module attributes {"ttg.num-warps" = 4 : i32, ttg.target = "cuda:90"} {
 
 MALFORMED = [
     # (what, old, new, line, column, words in the message)
-    ("double equals", "%c0_i32 = arith", "%c0_i32 = = arith", 6, 15, "unexpected '='"),
+    ("double equals", "%c0_i32 = arith", "%c0_i32 = = arith", 6, 15, "unexpected '='; expected an op name"),
     ("missing close brace", "    } loc(#loc1)\n", "    loc(#loc1)\n", 13, 12, "'}' missing"),
     ("undefined loc alias", "%i : i32 loc(#loc1)", "%i : i32 loc(#loc9)", 8, 40, "#loc9 is never defined"),
     ("bad loc body", '#loc1 = loc("x"(#loc))', "#loc1 = loc(42)", 3, 13, "unexpected '42'"),
     ("unterminated string", '#loc = loc("k.py":4:0)', '#loc = loc("k.py:4:0)', 2, 12, "unexpected '\"'"),
     ("stray close brace", "    tt.return loc(#loc)\n", "    tt.return loc(#loc)\n    }\n", 14, 1,
      "unexpected '}'"),
-    ("results without op", "    %c0_i32 = arith.constant 0 : i32 loc(#loc1)", "    %c0_i32 =", 7, 5,
-     "expected an op"),
+    ("results without op", "    %c0_i32 = arith.constant 0 : i32 loc(#loc1)", "    %c0_i32 =", 6, 14,
+     "expected an op name"),
     ("unclosed block label", "      %s = arith.addi", "      ^bb0(%a: i32\n      %s = arith.addi", 8,
      7, "unexpected '^'"),
     ("loc alias defined twice", '#loc1 = loc("x"(#loc))',

@@ -28,8 +28,7 @@ _DESCRIBE = {
     "LOC_DEF_SIMPLE": "a loc alias definition",
     "ATTR_ALIAS_DEF": "an alias definition like '#blocked = ...'",
     "RESOURCES": "a '{-# ... #-}' resource section",
-    "RESULTS": "results like '%x ='",
-    "OP_HEAD": "an op like 'tt.load ...'",
+    "OP_HEAD": "an op like '%x = tt.load ...'",
     "BLOCK_LABEL": "a block label like '^bb0(...):'",
     "TRAILING_LOC_REF": "a location like loc(#loc3)",
     "OP_REST": "the op's operands, attributes and types",
@@ -50,6 +49,8 @@ _DESCRIBE = {
 
 _LOC_REF_AT_END = re.compile(r"loc\((#loc\d*)\)$")
 _RESULT = re.compile(r"%[\w$.-]+(?::\d+)?")
+_RESULTS_PREFIX = re.compile(r"%[\w$.-]+(?::\d+)?(?:[ \t]*,[ \t]*%[\w$.-]+(?::\d+)?)*[ \t]*=[ \t]*")
+_OP_NAME_AT = re.compile(r"(?:%[^=]*=[ \t]*)?")
 _OP_NAME = re.compile(r'"[A-Za-z_][\w$.]*"|[A-Za-z_][\w$]*(?:\.[\w$]+)*')
 
 
@@ -75,6 +76,8 @@ class _Build(Transformer):
 
     # ---- ops and regions ----
     def op(self, children):
+        if len(children) == 2 and children[1] is None:  # the common one-line op
+            return self._simple_op(children[0])
         results: list[str] = []
         regions: list[Region] = []
         head_tok = None
@@ -90,12 +93,12 @@ class _Build(Transformer):
                     m = _LOC_REF_AT_END.search(c)
                     if m:
                         loc_ref = m.group(1)
+                    if c[0] == "%":
+                        results = _RESULT.findall(c, 0, c.index("="))
                 elif t == "OP_REST":
                     m = _LOC_REF_AT_END.search(c)
                     if m:
                         loc_ref = m.group(1)
-                elif t == "RESULTS":
-                    results = _RESULT.findall(c)
                 elif t == "TRAILING_LOC_REF":
                     loc_ref = str(c)[4:-1]
             elif isinstance(c, Region):
@@ -103,10 +106,11 @@ class _Build(Transformer):
                 regions.append(c)
             elif isinstance(c, _LocSpan):
                 loc_node = c.node
-        first = children[0] if children[0] is not None else head_tok
+        first = head_tok
         last = next(c for c in reversed(children) if c is not None)
-        name = _OP_NAME.match(head_tok).group(0)
-        head = head_tok[len(name):]
+        name_at = _OP_NAME_AT.match(head_tok).end()
+        name = _OP_NAME.match(head_tok, name_at).group(0)
+        head = head_tok[name_at + len(name):]
         if loc_ref is not None and not regions:
             head = head[: head.rfind("loc(")].rstrip()
         op = Op(
@@ -124,6 +128,27 @@ class _Build(Transformer):
         for r in regions:
             r.parent = op
         return op
+
+    def _simple_op(self, tok):
+        loc_ref = None
+        end = len(tok)
+        if tok[-1] == ")":
+            m = _LOC_REF_AT_END.search(tok)
+            if m:
+                loc_ref = m.group(1)
+                end = tok.rfind("loc(")
+        name_at = _OP_NAME_AT.match(tok).end() if tok[0] == "%" else 0
+        name = _OP_NAME.match(tok, name_at).group(0)
+        return Op(
+            name=name.strip('"') if name[0] == '"' else name,
+            results=_RESULT.findall(tok, 0, name_at) if name_at else [],
+            start=tok.start_pos,
+            end=tok.end_pos,
+            line=tok.line,
+            column=tok.column,
+            loc_ref=loc_ref,
+            head=tok[name_at + len(name):end].rstrip() if loc_ref else tok[name_at + len(name):],
+        )
 
     def region(self, children):
         lbrace, rbrace = children[0], children[-1]
@@ -384,6 +409,14 @@ def _parse_error(e: UnexpectedInput, source: str, path: str) -> ParseError:
         pos = len(source.rstrip("\n"))
         return _error_at(source, path, pos, "unexpected end of file (is a '}' missing?)")
     if isinstance(e, UnexpectedCharacters):
+        if e.allowed and "OP_HEAD" in e.allowed:
+            m = _RESULTS_PREFIX.match(source, e.pos_in_stream)
+            if m:  # results parsed fine: point at what stands where the op name should be
+                pos = m.end()
+                ch = source[pos] if pos < len(source) else ""
+                what = "end of line" if ch in "\r\n" else repr(ch)
+                return _error_at(source, path, pos, f"unexpected {what}; expected an op name "
+                                 "after the results, like 'tt.load'")
         ch = source[e.pos_in_stream] if e.pos_in_stream < len(source) else ""
         what = "end of line" if ch in "\r\n" else repr(ch)
         allowed = _describe_expected(e.allowed) if e.allowed else "nothing"

@@ -67,7 +67,7 @@ def _is_triton_internal(path: str) -> bool:
 UNKNOWN = Location()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Op:
     """One operation. ``start``/``end`` span its text (results through trailing loc)."""
 
@@ -113,7 +113,7 @@ class Op:
             op = op.parent_op()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Block:
     """A block: an optional `^bb0(...):` label, then ops. ``end`` is the end of its last op."""
 
@@ -128,7 +128,7 @@ class Block:
         return self.ops[-1] if self.ops and self.ops[-1].is_terminator else None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Region:
     """A region from its `{` to its `}` inclusive."""
 
@@ -139,7 +139,7 @@ class Region:
     index: int = 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Function:
     """A `tt.func`: its op plus name and visibility."""
 
@@ -152,7 +152,7 @@ _FUNC_HEAD = re.compile(r'\s*(?:(public|private|nested)\s+)?@("(?:[^"\\]|\\.)*"|
 _FOR_IV = re.compile(r"\s*(%[\w$.-]+)\s*=")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Module:
     """A parsed TTGIR file. ``text`` is the file decoded as latin-1 (offsets are bytes)."""
 

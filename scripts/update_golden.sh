@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Regenerate the golden instrumented IR that CI diffs (tests/test_instrument.py).
+# Review the diff with `git diff ttgir_samples/instrumented` before committing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PI=${PROTON_INJECT:-proton-inject}
+for target in cuda-80 cuda-90 cuda-100 hip-gfx942; do
+  "$PI" insert "ttgir_samples/$target" -o "ttgir_samples/instrumented/default/$target"
+  "$PI" insert "ttgir_samples/$target" -o "ttgir_samples/instrumented/detailed/$target" \
+    --loops both --op tt.load --op tt.descriptor_load --op ttng.warp_group_dot --op ttg.async_wait
+done
