@@ -182,7 +182,7 @@ def _lowering_options(f):
     """The Proton lowering options shared by check and run."""
     opts = [
         click.option("--clock", type=click.Choice(["32", "64"]), default="64", show_default=True,
-                     help="Clock bits stored per record (32 halves the stores)."),
+                     help="Clock bits read per record (32: cheaper read; wraps every ~2 s)."),
         click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
         click.option("--buffer-size", type=int, default=0, show_default=True,
                      help="Shared memory per CTA for records, bytes (0: Proton's default)."),
@@ -264,7 +264,9 @@ def _aot_spec(args: tuple[str, ...]) -> tuple[str, str] | None:
               "Arguments the JIT specializes to 1 (unit strides) go here too.")
 @click.option("--num-warps", type=int, default=4, show_default=True, help="AOT: num_warps.")
 @click.option("--num-stages", type=int, default=3, show_default=True, help="AOT: num_stages.")
-def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages):
+@click.option("--kernel", default=None, metavar="REGEX",
+              help="Program form: keep only kernels whose name matches.")
+def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages, kernel):
     """Dump TTGIR into an override tree: OUT/<hash>/<kernel>.ttgir + OUT/manifest.json.
 
     AOT form: one FILE.py:KERNEL argument and --target compile that kernel on this machine
@@ -285,7 +287,7 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
             f"dump: {', '.join(aot_only)} only apply to an ahead-of-time dump of one "
             f"FILE.py:KERNEL, not to {' '.join(args)!r}"
         )
-    _dump_program(list(args), out_dir)
+    _dump_program(list(args), out_dir, kernel)
 
 
 def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages) -> None:
@@ -304,16 +306,24 @@ def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stage
                    f"{r.num_stages} stages)")
 
 
-def _dump_program(argv: list[str], out_dir: str) -> None:
-    """Run a Python program and dump every kernel it compiles (not implemented yet)."""
-    raise UserError(
-        "dump: dumping the kernels of a running program is not implemented yet; "
-        "use the ahead-of-time form: dump --target cuda:90 FILE.py:KERNEL --signature ..."
-    )
+def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> None:
+    """Run a Python program and dump every kernel it compiles; exit with its exit code."""
+    from .override import dump_program
+
+    res = dump_program(argv, out_dir, kernel=kernel)
+    for note in res.notes:
+        click.echo(f"note: {note}", err=True)
+    left = f" ({res.compiled} compiles seen)" if res.compiled != len(res.kernels) else ""
+    click.echo(f"wrote {len(res.kernels)} kernel(s) to {out_dir}{left}:")
+    for r in sorted(res.kernels, key=lambda r: r.ttgir_relpath):
+        click.echo(f"  {r.ttgir_relpath}  ({r.target}, {r.num_warps} warps, "
+                   f"{r.num_stages} stages)")
+    if res.exit_code:
+        click.echo(f"dump: the program exited with code {res.exit_code}", err=True)
+        sys.exit(res.exit_code)
 
 
-
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("instrumented", type=click.Path())
 @click.option("-o", "--out", default="traces", show_default=True, type=click.Path(),
               help="Where raw buffers and traces go.")
@@ -343,6 +353,28 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
 
 
 # --- post-process (issue 5): report -------------------------------------------
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path())
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a timeline PNG (one per launch).")
+@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON instead of tables.")
+@click.option("--clock-mhz", type=float, help="SM clock to turn cycles into ns, instead of the fit.")
+@click.option("--trace", "trace_dir", type=click.Path(file_okay=False),
+              help="Also write Chrome/Perfetto traces of raw inputs into this directory.")
+@click.option("--merge", is_flag=True, help="With --trace: one file for all launches.")
+@click.option("--gz", is_flag=True, help="With --trace: write .json.gz.")
+def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz) -> None:
+    """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
+    from .report import run_report
+
+    res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
+                     trace_dir=trace_dir, merge=merge, gz=gz)
+    for w in res.warnings:
+        click.echo(f"proton-inject: warning: {w}", err=True)
+    click.echo(res.text)
+    for f in res.files:
+        click.echo(f"wrote {f}", err=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,460 @@
+"""``proton-inject check``: prove instrumented TTGIR compiles, on a machine with no GPU.
+
+Each file goes through Triton's own pipeline (TTGIR -> LLVM -> PTX -> cubin, or -> hsaco) with
+the same Proton lowering the runtime installs (``lowering.installed``), in a private temporary
+cache so neither the user's cache nor an earlier build can answer for it. A broken file can
+make LLVM abort the whole process, so ``check_paths`` compiles in a worker subprocess and
+restarts it after a crash; ``check_file`` is the in-process step that worker runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .lowering import (
+    LoweringOptions,
+    installed,
+    max_shared_mem_for,
+    profile_buffer_bytes,
+    records_per_segment,
+    scope_names_of,
+)
+
+_TARGET_RE = re.compile(r'\bttg\.target\s*=\s*"([^"]+)"')
+_WARPS_RE = re.compile(r'"ttg\.num-warps"\s*=\s*(\d+)')
+# Lines of MLIR/LLVM diagnostics worth showing; the reproducer dump around them is not.
+_DIAG_RE = re.compile(r"(?:^|\s)(?:error|warning|note):|^LLVM ERROR:|^ptxas|error :", re.I)
+
+
+@dataclass
+class CheckReport:
+    """The result of compiling one instrumented TTGIR file for one target."""
+
+    path: str
+    target: str
+    ok: bool
+    kernel: str = ""
+    num_warps: int = 0
+    regions: list[tuple[int, str]] = field(default_factory=list)  # (scope id, name)
+    parents: list[tuple[int, int]] = field(default_factory=list)  # (child id, parent id)
+    profile_scratch_bytes: int = 0  # global scratch per CTA the records are flushed to
+    shared_bytes: int = 0  # shared memory per CTA, record buffer included
+    buffer_bytes: int | None = None  # the record buffer's part of shared_bytes
+    max_shared: int = 0  # the target's shared memory limit per CTA used for sizing
+    records_per_warp: int | None = None
+    binary_bytes: int = 0
+    seconds: float = 0.0
+    error: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CheckReport:
+        d = dict(d)
+        d["regions"] = [tuple(x) for x in d.get("regions", [])]
+        d["parents"] = [tuple(x) for x in d.get("parents", [])]
+        return cls(**d)
+
+
+# --- targets ------------------------------------------------------------------------
+
+
+def _parse_target(text: str):
+    from .override import parse_target
+
+    return parse_target(text)
+
+
+def file_target(text: str) -> str | None:
+    """The ``ttg.target`` module attribute of a TTGIR text (``"cuda:90"``), or None."""
+    m = _TARGET_RE.search(text)
+    return m.group(1) if m else None
+
+
+def _canonical(target: str) -> str:
+    t = _parse_target(target)
+    return f"{t.backend}:{t.arch}"
+
+
+# --- capturing the compiler's diagnostics -------------------------------------------
+
+
+@contextmanager
+def _fd2_to(path: str) -> Iterator[None]:
+    """Send file descriptor 2 (where MLIR and LLVM print) to ``path`` for the duration."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+def diagnostics(text: str, limit: int = 20) -> str:
+    """The error/note lines of compiler output with their source and caret lines."""
+    lines = text.splitlines()
+    keep: list[str] = []
+    for i, line in enumerate(lines):
+        if not _DIAG_RE.search(line) or "reproducer" in line:
+            continue
+        keep.append(line.rstrip())
+        # MLIR follows a located error with the source line and a caret line.
+        if i + 2 < len(lines) and lines[i + 2].strip() == "^":
+            keep.extend([lines[i + 1].rstrip(), lines[i + 2].rstrip()])
+    seen: set[str] = set()
+    out = [x for x in keep if not (x in seen or seen.add(x))]
+    if len(out) > limit:
+        out = out[:limit] + [f"... ({len(out) - limit} more lines)"]
+    return "\n".join(out)
+
+
+# --- one file -------------------------------------------------------------------------
+
+
+def _buffer_split(
+    total: int, num_warps: int, max_shared: int, options: LoweringOptions
+) -> int | None:
+    """The record buffer's share of ``total`` shared bytes (None if it cannot be told)."""
+    segments = options.segments(num_warps)
+    candidates = set()
+    per = 8
+    while per * segments <= total:
+        candidates.add(per * segments)
+        per *= 2
+    if options.buffer_size:
+        candidates.add(-(-options.buffer_size // 8) * 8)
+    for b in sorted(candidates, reverse=True):
+        if profile_buffer_bytes(max_shared, total - b, num_warps, options) == b:
+            return b
+    return None
+
+
+def check_file(
+    path: str | os.PathLike,
+    target: str | None = None,
+    options: LoweringOptions | None = None,
+    diag_path: str | None = None,
+) -> CheckReport:
+    """Compile one instrumented TTGIR file for ``target`` (default: its ``ttg.target``).
+
+    Returns a report with ``ok`` False and the compiler's message when the compile fails;
+    raises ``UserError`` for a missing file or an unusable target.
+    """
+    import triton
+
+    options = options or LoweringOptions()
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{path}: no such file")
+    text = p.read_text(encoding="utf-8", errors="replace")
+    own = file_target(text)
+    if target is None:
+        if own is None:
+            raise UserError(f"{path}: has no ttg.target attribute; pass --target (e.g. cuda:90)")
+        target = own
+    gpu_target = _parse_target(target)
+    tname = f"{gpu_target.backend}:{gpu_target.arch}"
+    m = _WARPS_RE.search(text)
+    report = CheckReport(
+        path=str(path), target=tname, ok=False, num_warps=int(m.group(1)) if m else 0
+    )
+    report.max_shared = max_shared_mem_for(gpu_target)
+    if "proton.record" not in text:
+        report.warnings.append("no proton.record in this file: nothing would be profiled")
+    if gpu_target.backend == "cuda" and options.granularity != "warp":
+        report.error = (
+            f"--granularity {options.granularity}: Triton 3.6's NVIDIA Proton lowering supports "
+            "warp granularity only ('granularity must be warp for now'); use --granularity warp"
+        )
+        return report
+
+    start = time.perf_counter()
+    own_diag = diag_path is None
+    if own_diag:
+        fd, diag_path = tempfile.mkstemp(prefix="proton-inject-check-", suffix=".log")
+        os.close(fd)
+    try:
+        with tempfile.TemporaryDirectory(prefix="proton-inject-check-") as cache_dir:
+            with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
+                triton.knobs.cache.dir = cache_dir
+                triton.knobs.compilation.override = False
+                triton.knobs.compilation.dump_ir = False
+                triton.knobs.compilation.always_compile = True
+                try:
+                    with _fd2_to(diag_path), installed(options, target=gpu_target):
+                        # The IR path leaves the mode out of the options unless asked.
+                        mode = triton.knobs.compilation.instrumentation_mode
+                        compiled = triton.compile(
+                            str(p), target=gpu_target, options={"instrumentation_mode": mode}
+                        )
+                        # Only after a clean compile: the scope analysis can crash on bad IR.
+                        report.regions, report.parents = scope_names_of(str(p))
+                except Exception as e:  # the compiler's errors carry no common base class
+                    captured = Path(diag_path).read_text(errors="replace")
+                    detail = diagnostics(captured)
+                    report.error = detail or f"{type(e).__name__}: {e}"
+                    if detail and str(e) and str(e) not in detail:
+                        report.error += f"\n({type(e).__name__}: {str(e).splitlines()[0]})"
+                    return report
+        md = compiled.metadata
+        report.kernel = str(md.name)
+        report.num_warps = int(md.num_warps)
+        report.profile_scratch_bytes = int(getattr(md, "profile_scratch_size", 0) or 0)
+        report.shared_bytes = int(md.shared or 0)
+        binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
+        report.binary_bytes = len(binary)
+        if report.profile_scratch_bytes:
+            b = _buffer_split(report.shared_bytes, report.num_warps, report.max_shared, options)
+            report.buffer_bytes = b
+            if b is not None:
+                report.records_per_warp = records_per_segment(b, report.num_warps, options)
+                if report.records_per_warp == 0:
+                    report.warnings.append(
+                        "the record buffer holds no record per warp: raise --buffer-size"
+                    )
+        if report.shared_bytes > report.max_shared:
+            report.warnings.append(
+                f"shared memory {report.shared_bytes} B exceeds {tname}'s {report.max_shared} B "
+                "per CTA: the launch will fail; lower --buffer-size"
+            )
+        if options.warps and report.num_warps and max(options.warps) >= report.num_warps:
+            report.warnings.append(
+                f"--warps {','.join(map(str, options.warps))}: this kernel has only "
+                f"{report.num_warps} warps"
+            )
+        report.ok = True
+        return report
+    finally:
+        report.seconds = round(time.perf_counter() - start, 3)
+        if own_diag:
+            os.unlink(diag_path)
+
+
+# --- many files, isolated ---------------------------------------------------------------
+
+
+def find_ttgir(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every ``.ttgir`` file under the given directories, plus the files given directly."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*.ttgir") if q.is_file())
+            if not found:
+                raise UserError(f"{raw}: no .ttgir files in this directory")
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise UserError(f"{raw}: no such file or directory")
+    return out
+
+
+@dataclass
+class _Job:
+    path: str
+    target: str
+
+
+def plan(
+    paths: Iterable[str | os.PathLike], targets: Sequence[str] | None
+) -> tuple[list[_Job], list[str]]:
+    """Which (file, target) pairs to compile, and a note for each file left out.
+
+    A TTGIR file is made for one target (its ``ttg.target``): ``--target`` picks the files made
+    for those targets; a file with no ``ttg.target`` is compiled for each target given.
+    """
+    wanted = [_canonical(t) for t in targets] if targets else []
+    jobs: list[_Job] = []
+    skipped: list[str] = []
+    for f in find_ttgir(paths):
+        own = file_target(f.read_text(encoding="utf-8", errors="replace"))
+        own_c = _canonical(own) if own else None
+        if not wanted:
+            if own_c is None:
+                raise UserError(f"{f}: has no ttg.target attribute; pass --target (e.g. cuda:90)")
+            jobs.append(_Job(str(f), own_c))
+        elif own_c is None:
+            jobs.extend(_Job(str(f), t) for t in wanted)
+        elif own_c in wanted:
+            jobs.append(_Job(str(f), own_c))
+        else:
+            skipped.append(f"{f}: made for {own_c}, not among --target {', '.join(wanted)}")
+    if not jobs:
+        detail = "\n  ".join(skipped)
+        raise UserError(f"no file to check for the targets given:\n  {detail}")
+    return jobs, skipped
+
+
+def _worker_cmd() -> list[str]:
+    return [sys.executable, "-m", "proton_inject.check", "--worker"]
+
+
+def check_paths(
+    paths: Iterable[str | os.PathLike],
+    targets: Sequence[str] | None = None,
+    options: LoweringOptions | None = None,
+    isolate: bool = True,
+) -> tuple[list[CheckReport], list[str]]:
+    """Check every TTGIR file under ``paths``; returns the reports and the skipped-file notes.
+
+    With ``isolate`` (the default) the compiles run in a worker process, restarted when LLVM
+    aborts on a file, so one bad file yields a failed report instead of killing the check.
+    """
+    options = options or LoweringOptions()
+    jobs, skipped = plan(paths, targets)
+    if not isolate:
+        return [check_file(j.path, j.target, options) for j in jobs], skipped
+    reports: list[CheckReport] = []
+    with tempfile.TemporaryDirectory(prefix="proton-inject-check-") as tmp:
+        diag = os.path.join(tmp, "diag.log")
+        errlog = os.path.join(tmp, "worker.log")
+        while len(reports) < len(jobs):
+            reports.extend(_run_worker(jobs[len(reports) :], options, diag, errlog))
+    return reports, skipped
+
+
+def _run_worker(
+    jobs: list[_Job], options: LoweringOptions, diag: str, errlog: str
+) -> list[CheckReport]:
+    """Run jobs in one worker until done or it dies; a death fails the job in flight."""
+    with open(errlog, "w") as err:
+        proc = subprocess.Popen(
+            _worker_cmd(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True
+        )
+    assert proc.stdin and proc.stdout
+    out: list[CheckReport] = []
+    try:
+        for job in jobs:
+            msg = {
+                "path": job.path,
+                "target": job.target,
+                "options": options.to_json(),
+                "diag": diag,
+            }
+            try:
+                proc.stdin.write(json.dumps(msg) + "\n")
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+            except BrokenPipeError:
+                line = ""
+            if not line:
+                proc.wait()
+                text = Path(diag).read_text(errors="replace") if os.path.exists(diag) else ""
+                err = diagnostics(text) or Path(errlog).read_text(errors="replace")[-2000:]
+                out.append(
+                    CheckReport(
+                        path=job.path,
+                        target=job.target,
+                        ok=False,
+                        error=f"the compiler crashed (exit {proc.returncode}):\n{err}".rstrip(),
+                    )  # fmt: skip
+                )
+                return out
+            reply = json.loads(line)
+            if "user_error" in reply:
+                raise UserError(reply["user_error"])
+            out.append(CheckReport.from_json(reply))
+        return out
+    finally:
+        if proc.poll() is None:
+            proc.stdin.close()
+            proc.wait(timeout=60)
+        proc.stdout.close()
+
+
+def _worker_main() -> int:
+    """Read jobs as JSON lines on stdin, answer each with a report line on stdout."""
+    reply_to = sys.stdout
+    sys.stdout = sys.stderr  # anything the compiler prints must not corrupt the replies
+    for line in sys.stdin:
+        job = json.loads(line)
+        opts = dict(job["options"])
+        opts["warps"] = tuple(opts["warps"]) if opts.get("warps") else None
+        try:
+            rep = check_file(job["path"], job["target"], LoweringOptions(**opts), job["diag"])
+            reply = rep.to_json()
+        except UserError as e:
+            reply = {"user_error": str(e)}
+        reply_to.write(json.dumps(reply) + "\n")
+        reply_to.flush()
+    return 0
+
+
+# --- printing -----------------------------------------------------------------------
+
+
+def _region_text(r: CheckReport) -> str:
+    if not r.regions:
+        return "no regions"
+    names = dict(r.regions)
+    parent = dict(r.parents)
+    parts = []
+    for sid, name in sorted(r.regions):
+        p = parent.get(sid)
+        parts.append(f"{sid} {name!r}" + (f" (in {names.get(p, p)!r})" if p is not None else ""))
+    return f"{len(r.regions)} region{'s' if len(r.regions) != 1 else ''}: " + ", ".join(parts)
+
+
+def format_report(r: CheckReport) -> str:
+    """A few lines describing one report, as ``check`` prints them."""
+    head = f"{'ok  ' if r.ok else 'FAIL'} {r.target:<11} {r.kernel or Path(r.path).stem}  {r.path}"
+    lines = [head]
+    if r.ok:
+        lines.append(f"     {_region_text(r)}")
+        if r.profile_scratch_bytes:
+            if r.buffer_bytes is not None:
+                split = (
+                    f" (kernel {r.shared_bytes - r.buffer_bytes} + records {r.buffer_bytes}, "
+                    f"{r.records_per_warp} records/warp)"
+                )
+            else:
+                split = ""
+            lines.append(
+                f"     {r.num_warps} warps; profile scratch {r.profile_scratch_bytes} B/CTA; "
+                f"shared memory {r.shared_bytes} B{split} of {r.max_shared}; {r.seconds:.2f}s"
+            )
+        else:
+            lines.append(
+                f"     {r.num_warps} warps; no profile scratch; shared memory {r.shared_bytes} B"
+            )
+    else:
+        lines.extend("     " + ln for ln in r.error.splitlines())
+    lines.extend(f"     warning: {w}" for w in r.warnings)
+    return "\n".join(lines)
+
+
+def summary(reports: Sequence[CheckReport], skipped: Sequence[str]) -> str:
+    """One closing line: how many compiled, failed, were skipped."""
+    ok = sum(r.ok for r in reports)
+    failed = len(reports) - ok
+    targets = sorted({r.target for r in reports})
+    text = f"{ok} ok, {failed} failed ({len(reports)} compiles for {', '.join(targets)})"
+    if skipped:
+        text += f", {len(skipped)} files skipped"
+    return text
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        sys.exit(_worker_main())
+    sys.exit("usage: python -m proton_inject.check --worker (internal; use proton-inject check)")

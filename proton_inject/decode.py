@@ -1,0 +1,791 @@
+"""Decode the profile buffers that Triton's Proton lowering flushes, into arrays of events.
+
+Buffer layout (Triton 3.6.0, circular strategy; checked against the lowering source,
+by compiling instrumented kernels for ``cuda:90`` on a CPU and against real H100 buffers)
+---------------------------------------------------------------------------------------
+The profile scratch buffer holds one block of ``bytes_per_cta`` bytes per CTA, in CTA order
+(``bytes_per_cta`` is the kernel's ``profile_scratch_size``: header + counts + data, rounded up
+to 128). All words are little-endian uint32::
+
+    word 0        preamble 0xdeadbeef (written at kernel entry by thread 0)
+    word 1        linear program id  (x + y*gx + z*gx*gy)
+    word 2        SM id (%smid)
+    word 3        data bytes per CTA (all segments), written at finalize
+    words 4-5     init time        (%globaltimer ns, uint64, kernel entry)
+    words 6-7     pre-final time   (globaltimer, after the barrier that ends the kernel)
+    words 8-9     post-final time  (globaltimer, after the buffer was copied out)
+    words 10..    one word per warp of the CTA (all warps, warp_specialize partitions
+                  included): words that warp WROTE, i.e. 2 x records, never wrapped
+    then          data: one segment per profiled warp (all warps, or the sorted
+                  selected ids of selective sampling), each data_bytes / n_segments
+                  bytes = a power-of-two number of 8-byte record slots
+
+A warp writes record ``k`` (0-based) into slot ``k mod slots`` of its segment; at the end
+the segment is copied out in slot order. When a warp wrote more records than slots, the
+buffer wrapped: the newest ``slots`` records survive and the oldest sits in slot
+``written mod slots``. A record is two words::
+
+    tag   bit 31 end (1) / start (0); bits 30-23 scope id; bits 22-11 zero;
+          bits 10-0 clock bits 42-32 (clock64) or zero (clock32)
+    low   clock bits 31-0
+
+so clocks are 43-bit (clock64) or 32-bit (clock32) per-SM cycle counters and are unwrapped
+here. Scope ids come from Proton's scope analysis: one id per start/end PAIR in walk order
+of the function (a name used for two pairs gets two ids), which is what
+``triton._C.libtriton.proton.get_scope_id_names(module)`` returns (see ``scopes_from_ttgir``).
+Triton 3.6 lowers only ``granularity=warp`` (others fail: "granularity must be warp for
+now"), so that is all this decoder accepts.
+
+Raw launch files (what the runtime writes, one pair per instrumented launch)
+--------------------------------------------------------------------------
+``<dir>/<launch:05d>-<kernel>.bin`` holds the raw buffer bytes exactly as copied from the
+device (``.bin.gz`` is read too), and ``<same prefix>.json`` holds the ``LaunchMeta`` as
+JSON (``LaunchMeta.to_dict``): ``{"format": "proton-inject-raw", "version": 1, "kernel",
+"hash", "grid": [x, y, z], "num_warps", "scopes": {"id": name}, "scope_parents":
+{"child id": parent id}, "scope_locs": {"id": "file:line"}, "bytes_per_cta",
+"buffer_size" (data bytes per CTA or null = read from the header), "clock_bits": 32|64,
+"granularity": "warp", "sampled_warps": [ids] | null, "config": str | null, "launch": int,
+"device": str | null, "bin": file name of the buffer}``. ``save_raw`` and ``load_raw``
+write and read that pair.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import UserError
+from .fsutil import write_atomic
+
+PREAMBLE = 0xDEADBEEF
+HEADER_WORDS = 10
+RECORD_BYTES = 8
+RAW_FORMAT = "proton-inject-raw"
+RAW_VERSION = 1
+# An SM's own rate is fitted only when its timer anchors span at least this long.
+MIN_OWN_RATE_SPAN_NS = 50_000
+# A guess for clock32 unwrapping only (exact while CTAs start < ~1.4 s apart).
+_GUESS_GHZ = 1.5
+
+
+class DecodeWarning(UserWarning):
+    """Damaged or partial profile data: decoding went on without the damaged part."""
+
+
+@dataclass
+class LaunchMeta:
+    """What the decoder must know about one instrumented launch besides its raw bytes."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    num_warps: int
+    bytes_per_cta: int
+    scopes: dict[int, str]
+    scope_parents: dict[int, int] = field(default_factory=dict)
+    scope_locs: dict[int, str] = field(default_factory=dict)
+    hash: str = ""
+    buffer_size: int | None = None
+    clock_bits: int = 64
+    granularity: str = "warp"
+    sampled_warps: list[int] | None = None
+    config: str | None = None
+    launch: int = 0
+    device: str | None = None
+
+    @property
+    def num_ctas(self) -> int:
+        """Number of CTAs in the grid."""
+        return int(np.prod(self.grid))
+
+    @property
+    def segments(self) -> list[int]:
+        """Warp ids that own a data segment, in segment order."""
+        if self.sampled_warps:
+            return sorted(set(int(w) for w in self.sampled_warps))
+        return list(range(self.num_warps))
+
+    @property
+    def label(self) -> str:
+        """Launch label used in file names and titles: ``00003-add_kernel``."""
+        return f"{self.launch:05d}-{self.kernel}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the ``.json`` half of a raw launch)."""
+        return {
+            "format": RAW_FORMAT,
+            "version": RAW_VERSION,
+            "kernel": self.kernel,
+            "hash": self.hash,
+            "grid": list(self.grid),
+            "num_warps": self.num_warps,
+            "scopes": {str(k): v for k, v in sorted(self.scopes.items())},
+            "scope_parents": {str(k): v for k, v in sorted(self.scope_parents.items())},
+            "scope_locs": {str(k): v for k, v in sorted(self.scope_locs.items())},
+            "bytes_per_cta": self.bytes_per_cta,
+            "buffer_size": self.buffer_size,
+            "clock_bits": self.clock_bits,
+            "granularity": self.granularity,
+            "sampled_warps": self.sampled_warps,
+            "config": self.config,
+            "launch": self.launch,
+            "device": self.device,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "launch metadata") -> LaunchMeta:
+        """Inverse of ``to_dict``; a missing or malformed field is a UserError naming it."""
+        if d.get("format", RAW_FORMAT) != RAW_FORMAT:
+            raise UserError(f"{where}: not a proton-inject raw launch (format={d.get('format')!r})")
+        try:
+            grid = tuple(int(g) for g in d["grid"])
+            grid = (grid + (1, 1, 1))[:3]
+            return cls(
+                kernel=str(d["kernel"]),
+                grid=grid,  # type: ignore[arg-type]
+                num_warps=int(d["num_warps"]),
+                bytes_per_cta=int(d["bytes_per_cta"]),
+                scopes={int(k): str(v) for k, v in d.get("scopes", {}).items()},
+                scope_parents={int(k): int(v) for k, v in d.get("scope_parents", {}).items()},
+                scope_locs={int(k): str(v) for k, v in d.get("scope_locs", {}).items()},
+                hash=str(d.get("hash", "")),
+                buffer_size=None if d.get("buffer_size") is None else int(d["buffer_size"]),
+                clock_bits=int(d.get("clock_bits", 64)),
+                granularity=str(d.get("granularity", "warp")),
+                sampled_warps=None
+                if d.get("sampled_warps") is None
+                else [int(w) for w in d["sampled_warps"]],
+                config=d.get("config"),
+                launch=int(d.get("launch", 0)),
+                device=d.get("device"),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(f"{where}: bad or missing field ({e!r}); rewrite it with save_raw") from e
+
+
+# --- raw files -------------------------------------------------------------------------------
+
+
+def _as_bytes(buffer: Any) -> np.ndarray:
+    """View a buffer (bytes, numpy array, CPU torch tensor) as flat uint8 without copying."""
+    if hasattr(buffer, "detach") and hasattr(buffer, "cpu"):  # torch tensor
+        buffer = buffer.detach().cpu().contiguous().numpy()
+    arr = np.asarray(buffer) if isinstance(buffer, np.ndarray) else np.frombuffer(buffer, np.uint8)
+    return arr.reshape(-1).view(np.uint8)
+
+
+def raw_prefix(out_dir: str | os.PathLike, meta: LaunchMeta) -> Path:
+    """Where ``save_raw`` should put a launch inside a ``raw/`` directory."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in meta.kernel)
+    return Path(out_dir) / f"{meta.launch:05d}-{safe}"
+
+
+def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta) -> tuple[Path, Path]:
+    """Write ``<prefix>.bin`` (raw bytes) and ``<prefix>.json`` (meta); returns both paths."""
+    prefix = Path(path_prefix)
+    data = _as_bytes(buffer)
+    bin_path = prefix.with_name(prefix.name + ".bin")
+    json_path = prefix.with_name(prefix.name + ".json")
+    write_atomic(bin_path, data.tobytes())
+    d = meta.to_dict()
+    d["bin"] = bin_path.name
+    write_atomic(json_path, json.dumps(d, indent=1) + "\n")
+    return bin_path, json_path
+
+
+def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
+    """Read one raw launch given its prefix, ``.json``, ``.bin`` or ``.bin.gz`` path."""
+    p = Path(path)
+    name = p.name
+    for suffix in (".bin.gz", ".bin", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    json_path = p.with_name(name + ".json")
+    if not json_path.is_file():
+        raise UserError(f"{json_path}: launch metadata not found (expected next to the .bin file)")
+    try:
+        d = json.loads(json_path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{json_path}: cannot read launch metadata: {e}") from e
+    meta = LaunchMeta.from_dict(d, str(json_path))
+    candidates = [p.with_name(d["bin"])] if d.get("bin") else []
+    candidates += [p.with_name(name + ".bin"), p.with_name(name + ".bin.gz")]
+    for c in candidates:
+        if c.is_file():
+            raw = c.read_bytes()
+            if c.name.endswith(".gz"):
+                try:
+                    raw = gzip.decompress(raw)
+                except (OSError, EOFError) as e:
+                    raise UserError(f"{c}: damaged gzip file: {e}") from e
+            return np.frombuffer(raw, np.uint8), meta
+    raise UserError(f"{json_path}: raw buffer {name}.bin not found next to it")
+
+
+def find_raw(path: str | os.PathLike) -> list[Path]:
+    """The raw launch ``.json`` files in a directory (or the file itself), in launch order."""
+    p = Path(path)
+    if p.is_dir():
+        found = []
+        for j in sorted(p.glob("*.json")):
+            try:
+                d = json.loads(j.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(d, dict) and d.get("format") == RAW_FORMAT:
+                found.append((int(d.get("launch", 0)), j))
+        return [j for _, j in sorted(found)]
+    return [p]
+
+
+def scopes_from_ttgir(path: str | os.PathLike) -> tuple[dict[int, str], dict[int, int]]:
+    """Scope id -> name and child -> parent maps, exactly as Proton's lowering assigns them.
+
+    Parses the instrumented TTGIR with Triton's own MLIR parser (works without a GPU).
+    """
+    from triton._C.libtriton import ir, nvidia, proton
+
+    ctx = ir.context()
+    ir.load_dialects(ctx)
+    nvidia.load_dialects(ctx)
+    proton.load_dialects(ctx)
+    try:
+        mod = ir.parse_mlir_module(str(path), ctx)
+    except RuntimeError as e:
+        raise UserError(f"{path}: Triton could not parse this TTGIR: {e}") from e
+    mod.context = ctx
+    names = {int(i): str(n) for i, n in proton.get_scope_id_names(mod)}
+    parents = {int(c): int(p) for c, p in proton.get_scope_id_parents(mod)}
+    return names, parents
+
+
+# --- decoded structures ----------------------------------------------------------------------
+
+
+@dataclass
+class Events:
+    """One row per matched start/end pair (a region instance). Times are ns from ``base_ns``."""
+
+    cta: np.ndarray  # linear program id
+    sm: np.ndarray
+    warp: np.ndarray
+    scope: np.ndarray
+    start: np.ndarray  # unwrapped cycles (int64)
+    end: np.ndarray
+    start_ns: np.ndarray  # float64, on the launch's common time axis
+    end_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.cta)
+
+    @property
+    def cycles(self) -> np.ndarray:
+        """Duration of each region instance in cycles."""
+        return self.end - self.start
+
+    @property
+    def dur_ns(self) -> np.ndarray:
+        """Duration of each region instance in ns."""
+        return self.end_ns - self.start_ns
+
+
+@dataclass
+class Ctas:
+    """One row per decoded CTA; times are ns from ``base_ns`` (int64)."""
+
+    cta: np.ndarray
+    sm: np.ndarray
+    init_ns: np.ndarray
+    prefinal_ns: np.ndarray
+    postfinal_ns: np.ndarray
+
+
+@dataclass
+class ClockFit:
+    """How cycles on SM ``sm[i]`` become ns: ``t = G^-1((cycles - offset[i]) / scale[i])``.
+
+    ``G`` is the launch's cycle count as a function of time (its rate follows DVFS), piecewise
+    linear through (``knot_ns``, ``knot_cycles``) and extended linearly at both ends;
+    ``offset`` is each SM's counter origin and ``scale`` its rate relative to ``G`` (1 where
+    the SM's anchors span too little time to tell).
+    """
+
+    sm: np.ndarray
+    offset: np.ndarray  # float64 cycles, per SM
+    scale: np.ndarray  # per SM
+    knot_ns: np.ndarray
+    knot_cycles: np.ndarray
+    source: str  # globaltimer-fit | within-cta | user | assumed-1GHz | none
+    residual_ns: float | None = None
+    gap_ns: float | None = None
+
+    @property
+    def segment_mhz(self) -> np.ndarray:
+        """Clock rate of each piece of G, in MHz."""
+        return np.diff(self.knot_cycles) / np.diff(self.knot_ns) * 1000.0
+
+    def to_ns(self, cycles: np.ndarray, sm_index: np.ndarray) -> np.ndarray:
+        """Cycles of events on SMs ``self.sm[sm_index]`` -> ns on the launch's time axis."""
+        u = (cycles.astype(np.float64) - self.offset[sm_index]) / self.scale[sm_index]
+        kc, kt = self.knot_cycles, self.knot_ns
+        t = np.interp(u, kc, kt)
+        r = self.segment_mhz / 1000.0
+        lo, hi = u < kc[0], u > kc[-1]
+        t[lo] = kt[0] + (u[lo] - kc[0]) / r[0]
+        t[hi] = kt[-1] + (u[hi] - kc[-1]) / r[-1]
+        return t
+
+    def summary(self) -> dict[str, Any]:
+        """Compact JSON-ready description for trace metadata and reports."""
+        mhz = self.segment_mhz if len(self.knot_ns) > 1 else np.zeros(0)
+        return {
+            "source": self.source,
+            "mhz_median": round(float(np.median(mhz)), 2) if len(mhz) else None,
+            "mhz_min": round(float(mhz.min()), 2) if len(mhz) else None,
+            "mhz_max": round(float(mhz.max()), 2) if len(mhz) else None,
+            "mhz_by_time": [[round(float(t) / 1000, 1), round(float(m), 1)]
+                            for t, m in zip(self.knot_ns[:-1], mhz, strict=True)],
+            "sms": int(len(self.sm)),
+            "sms_with_own_rate": int((self.scale != 1.0).sum()),
+            "sm_rate_spread_pct": round(float(np.std(self.scale) * 100), 3) if len(self.sm) else None,
+            "residual_ns": None if self.residual_ns is None else round(self.residual_ns, 1),
+            "first_record_gap_ns": None if self.gap_ns is None else round(self.gap_ns, 1),
+        }
+
+
+@dataclass
+class DropStats:
+    """What the circular buffer lost, and the buffer_size that would have held everything."""
+
+    records_written: int
+    records_kept: int
+    warps_with_drops: int
+    ctas_with_drops: int
+    max_records_per_warp: int
+    slots_per_warp: int
+    segments: int
+
+    @property
+    def dropped(self) -> int:
+        """Records overwritten by newer ones."""
+        return self.records_written - self.records_kept
+
+    @property
+    def needed_buffer_size(self) -> int:
+        """Smallest Proton ``buffer_size`` (bytes per CTA, power of two per warp) that fits all."""
+        per_warp = 1 << max(3, math.ceil(math.log2(max(1, self.max_records_per_warp) * RECORD_BYTES)))
+        return per_warp * self.segments
+
+
+@dataclass
+class Decoded:
+    """Everything decoded from one launch."""
+
+    meta: LaunchMeta
+    events: Events
+    ctas: Ctas
+    clock: ClockFit
+    drops: DropStats
+    base_ns: int  # absolute globaltimer value of time 0 (earliest init)
+    unmatched_starts: int = 0
+    unmatched_ends: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def scope_name(self, scope: int) -> str:
+        """Region name of a scope id (``scope_<id>`` when the meta does not know it)."""
+        return self.meta.scopes.get(int(scope), f"scope_{int(scope)}")
+
+
+# --- decoding --------------------------------------------------------------------------------
+
+
+def _warn(out: list[str], msg: str) -> None:
+    out.append(msg)
+    warnings.warn(msg, DecodeWarning, stacklevel=3)
+
+
+def _u64(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return lo.astype(np.int64) | (hi.astype(np.int64) << 32)
+
+
+def _group_starts(lengths: np.ndarray) -> np.ndarray:
+    starts = np.zeros(len(lengths), np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return starts
+
+
+def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Decoded:
+    """Decode one launch's raw profile buffer into events on one ns time axis.
+
+    Damaged CTAs are skipped with a ``DecodeWarning`` (also kept in ``.warnings``); an
+    all-zero buffer is a UserError (the instrumented binary did not run).
+    """
+    warn: list[str] = []
+    where = f"launch {meta.label}"
+    if meta.granularity != "warp":
+        raise UserError(
+            f"{where}: granularity {meta.granularity!r} is not supported; Triton 3.6 lowers "
+            "only granularity='warp' (use warp-group views in `report` instead)"
+        )
+    if meta.clock_bits not in (32, 64):
+        raise UserError(f"{where}: clock_bits must be 32 or 64, not {meta.clock_bits}")
+    stride = meta.bytes_per_cta
+    W = meta.num_warps
+    segs = np.asarray(meta.segments, np.int64)
+    n_seg = len(segs)
+    if W <= 0 or n_seg == 0 or segs.max() >= W or segs.min() < 0:
+        raise UserError(f"{where}: num_warps={W} and sampled_warps={meta.sampled_warps} disagree")
+    meta_words = HEADER_WORDS + W
+    if stride % 4 or stride < 4 * meta_words + RECORD_BYTES * n_seg:
+        raise UserError(
+            f"{where}: bytes_per_cta={stride} cannot hold the header of {W} warps; it must be "
+            "the kernel's profile_scratch_size"
+        )
+    raw = _as_bytes(buffer)
+    if raw.size == 0 or not raw.any():
+        raise UserError(
+            f"{where}: the profile buffer is all zeros: the instrumented binary was not used. "
+            "Check that the override directory holds only .ttgir files and that the run used a "
+            "private TRITON_CACHE_DIR"
+        )
+    n_blocks = raw.size // stride
+    if raw.size % stride:
+        _warn(warn, f"{where}: buffer is truncated: {raw.size % stride} bytes of a partial CTA "
+                    f"block after {n_blocks} whole ones were ignored")
+    if n_blocks < meta.num_ctas:
+        _warn(warn, f"{where}: buffer holds {n_blocks} CTA blocks, the grid has {meta.num_ctas}")
+    n_blocks = min(n_blocks, meta.num_ctas)
+    words = np.frombuffer(raw[: n_blocks * stride], dtype="<u4")
+    blocks = words.reshape(n_blocks, stride // 4)
+
+    data_bytes = meta.buffer_size
+    ok = blocks[:, 0] == PREAMBLE
+    if data_bytes is None:
+        # Take the most common header value among valid CTAs; damaged ones disagree.
+        if ok.any():
+            vals, counts = np.unique(blocks[ok, 3], return_counts=True)
+            data_bytes = int(vals[np.argmax(counts)])
+        else:
+            data_bytes = 0
+    seg_words = data_bytes // 4 // n_seg
+    slots = seg_words // 2
+    fits = slots > 0 and 4 * meta_words + data_bytes <= stride
+    if not fits and ok.any():
+        raise UserError(
+            f"{where}: data size {data_bytes} bytes per CTA does not fit bytes_per_cta={stride} "
+            f"with {W} warps; the metadata does not match the kernel"
+        )
+    bad_pre = ~ok
+    if bad_pre.any():
+        first = int(np.argmax(bad_pre))
+        _warn(warn, f"{where}: skipped {int(bad_pre.sum())} CTA block(s) with a bad preamble "
+                    f"(first: block {first} at byte {first * stride})")
+    bad_size = ok & (blocks[:, 3] != data_bytes)
+    if bad_size.any():
+        _warn(warn, f"{where}: skipped {int(bad_size.sum())} CTA block(s) whose header says "
+                    f"another buffer size than {data_bytes} bytes")
+    ok &= ~bad_size
+    rows = np.nonzero(ok)[0]
+    hdr = blocks[rows]
+    n_ok = len(rows)
+
+    cta_id = hdr[:, 1].astype(np.int64)
+    sm_id = hdr[:, 2].astype(np.int64)
+    init = _u64(hdr[:, 4], hdr[:, 5])
+    pre = _u64(hdr[:, 6], hdr[:, 7])
+    post = _u64(hdr[:, 8], hdr[:, 9])
+    if n_ok and (cta_id >= meta.num_ctas).any():
+        _warn(warn, f"{where}: {int((cta_id >= meta.num_ctas).sum())} CTA(s) report a program id "
+                    f"outside the grid of {meta.num_ctas}")
+    # Times of damaged headers can be anything; base on the median-near earliest.
+    base = int(init.min()) if n_ok else 0
+
+    # --- records: which slots hold which record, oldest first ------------------------------
+    counts = hdr[:, HEADER_WORDS + segs].astype(np.int64) if n_ok else np.zeros((0, n_seg), np.int64)
+    written = counts // 2  # records each segment's warp wrote
+    kept = np.minimum(written, max(slots, 0))
+    flat_written = written.reshape(-1)
+    flat_kept = kept.reshape(-1)
+    n_rec = int(flat_kept.sum())
+    stream = np.repeat(np.arange(len(flat_kept), dtype=np.int64), flat_kept)
+    first_rec = _group_starts(flat_kept)
+    j = np.arange(n_rec, dtype=np.int64) - first_rec[stream]
+    slot = ((flat_written - flat_kept)[stream] + j) % max(slots, 1)
+    s_row = stream // n_seg
+    s_seg = stream % n_seg
+    widx = rows[s_row] * (stride // 4) + meta_words + s_seg * seg_words + 2 * slot
+    tag = words[widx]
+    low = words[widx + 1]
+    empty = (tag == 0) & (low == 0)
+    is_end = (tag >> 31).astype(bool)
+    scope = ((tag >> 23) & 0xFF).astype(np.int64)
+    if meta.clock_bits == 64:
+        cyc = ((tag & 0x7FF).astype(np.int64) << 32) | low.astype(np.int64)
+        modulus = 1 << 43
+    else:
+        cyc = low.astype(np.int64)
+        modulus = 1 << 32
+    if empty.any():
+        _warn(warn, f"{where}: {int(empty.sum())} record slot(s) that the counts claim are empty "
+                    "(zero); ignored")
+
+    cyc = _unwrap(cyc, stream, first_rec, flat_kept, modulus, s_row, init, sm_id,
+                  clock_mhz or _GUESS_GHZ * 1000)
+
+    # --- pair starts with ends, per warp stream and scope, in order --------------------------
+    valid = ~empty
+    order = np.lexsort((np.arange(n_rec), scope, stream))
+    order = order[valid[order]]
+    o_stream, o_scope, o_end = stream[order], scope[order], is_end[order]
+    pair = (~o_end[:-1]) & o_end[1:] & (o_stream[:-1] == o_stream[1:]) & (o_scope[:-1] == o_scope[1:])
+    si = order[:-1][pair]
+    ei = order[1:][pair]
+    matched = np.zeros(n_rec, bool)
+    matched[si] = True
+    matched[ei] = True
+    un = valid & ~matched
+    unmatched_starts = int((un & ~is_end).sum())
+    unmatched_ends = int((un & is_end).sum())
+    dropped_stream = (flat_written > flat_kept)[stream]
+    odd = int((un & ~dropped_stream).sum())
+    if odd:
+        _warn(warn, f"{where}: {odd} start/end record(s) without a partner in warps whose buffer "
+                    "did not wrap (a region left early, or damaged data)")
+    neg = cyc[ei] < cyc[si]
+    if neg.any():
+        _warn(warn, f"{where}: dropped {int(neg.sum())} region(s) that end before they start "
+                    "(clock anomaly or damaged data)")
+        si, ei = si[~neg], ei[~neg]
+
+    # --- clock fit: cycles -> ns per SM -----------------------------------------------------
+    last_rec = first_rec + flat_kept - 1
+    has = flat_kept > 0
+    c_first = np.full(len(flat_kept), np.iinfo(np.int64).max)
+    c_last = np.full(len(flat_kept), np.iinfo(np.int64).min)
+    c_first[has] = cyc[first_rec[has]]
+    c_last[has] = cyc[last_rec[has]]
+    c_first = c_first.reshape(n_ok, n_seg).min(axis=1) if n_ok else c_first
+    c_last = c_last.reshape(n_ok, n_seg).max(axis=1) if n_ok else c_last
+    cta_has = has.reshape(n_ok, n_seg).any(axis=1) if n_ok else np.zeros(0, bool)
+    cta_nodrop = (written <= kept).all(axis=1) if n_ok else np.zeros(0, bool)
+    clock = _fit_clock(sm_id, cta_has, cta_nodrop, c_first, c_last, init - base, pre - base,
+                       clock_mhz, warn, where)
+
+    # --- events -------------------------------------------------------------------------------
+    ev_row = s_row[si]
+    sm_of = sm_id[ev_row]
+    k = np.searchsorted(clock.sm, sm_of)
+    start, end = cyc[si], cyc[ei]
+    start_ns = clock.to_ns(start, k)
+    end_ns = clock.to_ns(end, k)
+    ev = Events(
+        cta=cta_id[ev_row], sm=sm_of, warp=segs[s_seg[si]], scope=scope[si],
+        start=start, end=end, start_ns=start_ns, end_ns=end_ns,
+    )
+    # Sort like a trace wants it: by thread, then start, parents (longer) first.
+    o = np.lexsort((-ev.end, ev.start, ev.warp, ev.cta))
+    ev = Events(**{f: getattr(ev, f)[o] for f in ev.__dataclass_fields__})
+
+    ctas = Ctas(cta=cta_id, sm=sm_id, init_ns=init - base, prefinal_ns=pre - base,
+                postfinal_ns=post - base)
+    drops = DropStats(
+        records_written=int(flat_written.sum()),
+        records_kept=int(flat_kept.sum()),
+        warps_with_drops=int((written > kept).sum()),
+        ctas_with_drops=int((~cta_nodrop).sum()),
+        max_records_per_warp=int(written.max()) if written.size else 0,
+        slots_per_warp=max(slots, 0),
+        segments=n_seg,
+    )
+    return Decoded(meta=meta, events=ev, ctas=ctas, clock=clock, drops=drops, base_ns=base,
+                   unmatched_starts=unmatched_starts, unmatched_ends=unmatched_ends, warnings=warn)
+
+
+def _unwrap(cyc: np.ndarray, stream: np.ndarray, first_rec: np.ndarray, kept: np.ndarray,
+            modulus: int, s_row: np.ndarray, init: np.ndarray, sm: np.ndarray,
+            guess_mhz: float) -> np.ndarray:
+    """Undo counter wrap: steps within a warp stream, then align streams of one SM in time."""
+    if len(cyc) == 0:
+        return cyc
+    half = modulus // 2
+    step = np.diff(cyc, prepend=cyc[:1])
+    step = (step + half) % modulus - half  # a backward wrap becomes a small forward step
+    has = kept > 0
+    step[first_rec[has]] = 0
+    rel = np.cumsum(step)
+    rel -= np.repeat(rel[first_rec[has]], kept[has])  # cycles since the stream's first record
+    first = cyc[first_rec[has]]
+    if modulus > 1 << 42:
+        return first[np.repeat(np.arange(has.sum()), kept[has])] + rel  # 43 bits: ~80 min
+    # clock32: pick each stream's 2^32 multiple from the globaltimer distance to the SM's
+    # earliest stream (exact while CTAs on an SM start within ~1.4 s of each other).
+    row = s_row[first_rec[has]]
+    s_sm, s_init = sm[row], init[row]
+    o = np.lexsort((s_init, s_sm))
+    ref = np.empty_like(o)
+    new = np.r_[True, s_sm[o][1:] != s_sm[o][:-1]]
+    ref_idx = np.maximum.accumulate(np.where(new, np.arange(len(o)), 0))
+    ref[o] = o[ref_idx]
+    expect = first[ref] + (s_init - s_init[ref]).astype(np.float64) * guess_mhz / 1000.0
+    k = np.round((expect - first) / modulus).astype(np.int64)
+    base = first + k * modulus
+    return base[np.repeat(np.arange(has.sum()), kept[has])] + rel
+
+
+def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.ndarray,
+               c_last: np.ndarray, init: np.ndarray, pre: np.ndarray, clock_mhz: float | None,
+               warn: list[str], where: str) -> ClockFit:
+    """Fit cycles = offset[SM] + G(t) to the timer anchors every CTA gives.
+
+    Anchors: (pre-final time, last record) of every CTA that has records - the pre-final time
+    is read right after the barrier that follows the last record, so it holds even when the
+    buffer wrapped - and (init time, first record) of CTAs that kept their first record, with
+    one extra constant for that kind. Per-SM offsets are eliminated by demeaning within each
+    SM, G is piecewise linear in time with knots every >= 25 us of anchors (the SM clock
+    changes during long launches: 1.58 -> 1.44 -> 1.58 GHz within 0.22 ms on the H100 matmul
+    fixture), then each SM's own rate relative to G is fitted where its anchors span enough
+    time. Records are then placed half the start/end gap inside the CTA's timer reads.
+    """
+    sel = has
+    s_ids, inv = np.unique(sm[sel], return_inverse=True)
+    n_sm = len(s_ids)
+    if n_sm == 0:
+        return ClockFit(sm=s_ids, offset=np.zeros(0), scale=np.ones(0),
+                        knot_ns=np.array([0.0, 1.0]),
+                        knot_cycles=np.array([0.0, 1.0]), source="none")
+    st = (nodrop & has)[sel] & (c_last[sel] >= c_first[sel])
+    # Anchor rows: every end anchor, then the start anchors.
+    a_sm = np.concatenate([inv, inv[st]])
+    a_t = np.concatenate([pre[sel], init[sel][st]]).astype(np.float64)
+    a_c = np.concatenate([c_last[sel], c_first[sel][st]])
+    a_start = np.r_[np.zeros(int(sel.sum())), np.ones(int(st.sum()))]
+    # Cycles relative to each SM's smallest anchor keep float64 exact.
+    cref = np.full(n_sm, np.iinfo(np.int64).max)
+    np.minimum.at(cref, a_sm, a_c)
+    y = (a_c - cref[a_sm]).astype(np.float64)
+    n = np.bincount(a_sm, minlength=n_sm).astype(np.float64)
+
+    def demean(v: np.ndarray) -> np.ndarray:
+        return v - (np.bincount(a_sm, v, n_sm) / n)[a_sm]
+
+    source = "globaltimer-fit"
+    fit = None
+    if clock_mhz:
+        source = "user"
+        knots = np.array([a_t.min(), a_t.max() + 1.0])
+        G = knots * clock_mhz / 1000.0
+        gamma = float(np.linalg.lstsq(demean(a_start)[:, None], demean(y - a_t * clock_mhz / 1000),
+                                      rcond=None)[0][0]) if st.any() else 0.0
+        fit = (knots, G, gamma)
+    else:
+        span = a_t.max() - a_t.min()
+        n_seg = int(min(16, max(1, span // 25_000)))
+        while n_seg >= 1 and fit is None:
+            knots = np.unique(np.quantile(a_t, np.linspace(0, 1, n_seg + 1)))
+            knots = knots[np.r_[True, np.diff(knots) >= 10_000]] if len(knots) > 2 else knots
+            if len(knots) < 2:
+                knots = np.array([a_t.min(), a_t.min() + max(span, 1.0)])
+            knots[-1] = max(knots[-1], a_t.max())
+            phi = _hat_basis(a_t, knots)[:, 1:]  # G(knot 0) = 0: offsets absorb the constant
+            cols = [phi] + ([a_start[:, None]] if st.any() else [])
+            X = np.concatenate(cols, axis=1)
+            Xd = X - (np.stack([np.bincount(a_sm, X[:, j], n_sm) for j in range(X.shape[1])], 1)
+                      / n[:, None])[a_sm]
+            coef, _, rank, _ = np.linalg.lstsq(Xd, demean(y), rcond=None)
+            G = np.r_[0.0, coef[: len(knots) - 1]]
+            ok = rank == X.shape[1] and (np.diff(G) / np.diff(knots) > 0.05).all() and (
+                np.diff(G) / np.diff(knots) < 20).all()
+            if ok:
+                fit = (knots, G, float(coef[-1]) if st.any() else 0.0)
+            elif n_seg == 1:
+                break
+            else:
+                n_seg = max(1, n_seg // 2)
+        if fit is None:
+            ok = st & (c_last[sel] > c_first[sel]) & (pre[sel] > init[sel])
+            if ok.any():
+                ghz = float(np.median((c_last[sel][ok] - c_first[sel][ok]) /
+                                      (pre[sel][ok] - init[sel][ok])))
+                source = "within-cta"
+            else:
+                ghz = 1.0
+                source = "assumed-1GHz"
+            _warn(warn, f"{where}: too few timer anchors to fit the SM clock; used {source} "
+                        f"({ghz * 1000:.0f} MHz); pass --clock-mhz to set it")
+            knots = np.array([a_t.min(), a_t.max() + 1.0])
+            fit = (knots, knots * ghz, 0.0)
+    knots, G, gamma = fit
+    g_at = _hat_basis(a_t, knots) @ G if len(knots) > 1 else a_t * 0
+    # Outside the knots G goes on linearly.
+    r0 = (G[1] - G[0]) / (knots[1] - knots[0])
+    r1 = (G[-1] - G[-2]) / (knots[-1] - knots[-2])
+    g_at = np.where(a_t < knots[0], G[0] + (a_t - knots[0]) * r0, g_at)
+    g_at = np.where(a_t > knots[-1], G[-1] + (a_t - knots[-1]) * r1, g_at)
+    yg = y - gamma * a_start  # start anchors moved onto the end anchors' footing
+    off = np.bincount(a_sm, yg - g_at, n_sm) / n  # end-anchored offsets
+    scale = np.ones(n_sm)
+    if source == "globaltimer-fit":
+        # Each SM's own rate relative to G, where its anchors span enough time to tell
+        # (SMs differ by ~0.7% on the H100 fixture: residuals 472 -> 175 ns).
+        tmin = np.full(n_sm, np.inf)
+        tmax = np.full(n_sm, -np.inf)
+        np.minimum.at(tmin, a_sm, a_t)
+        np.maximum.at(tmax, a_sm, a_t)
+        gd = g_at - (np.bincount(a_sm, g_at, n_sm) / n)[a_sm]
+        yd = yg - (np.bincount(a_sm, yg, n_sm) / n)[a_sm]
+        sgg = np.bincount(a_sm, gd * gd, n_sm)
+        sgy = np.bincount(a_sm, gd * yd, n_sm)
+        own = (n >= 4) & (tmax - tmin >= MIN_OWN_RATE_SPAN_NS) & (sgg > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b = np.where(own, sgy / np.where(sgg > 0, sgg, 1.0), 1.0)
+        own &= (b > 0.9) & (b < 1.1)
+        scale[own] = b[own]
+        gm = np.bincount(a_sm, g_at, n_sm) / n
+        ym = np.bincount(a_sm, yg, n_sm) / n
+        off = np.where(own, ym - scale * gm, off)
+    # Before the first knot G is extrapolated. When early CTAs lost their first records there
+    # is no early anchor, and the neighbouring piece's rate can place kept records before
+    # their CTA's init time. Raise the early rate until 95% of them start after init.
+    u_first = (c_first[sel] - cref[inv] - off[inv]) / scale[inv]
+    early = (init[sel] < knots[0]) & (u_first < G[0])
+    if source == "globaltimer-fit" and early.any():
+        need = (G[0] - u_first[early]) / (knots[0] - init[sel][early])
+        rate = float(np.quantile(need, 0.95))
+        r_first = (G[1] - G[0]) / (knots[1] - knots[0])
+        if rate > r_first:
+            t_lo = float(init[sel].min())
+            knots = np.r_[t_lo, knots]
+            G = np.r_[G[0] - (knots[1] - t_lo) * rate, G]
+    end = a_start == 0
+    clock = ClockFit(sm=s_ids, offset=off + cref, scale=scale, knot_ns=knots, knot_cycles=G,
+                     source=source)
+    resid = a_t[end] - clock.to_ns(a_c[end], a_sm[end])
+    clock.residual_ns = float(np.sqrt(np.mean(resid * resid)))
+    if st.any() and gamma > 0:
+        # gamma cycles = time from init to first record plus from last record to pre-final;
+        # assume half each, so records sit inside their CTA's timer reads.
+        rate = (np.diff(G) / np.diff(knots)).mean()
+        clock.gap_ns = gamma / rate / 2
+        clock.offset = clock.offset + clock.scale * gamma / 2
+    return clock
+
+
+def _hat_basis(t: np.ndarray, knots: np.ndarray) -> np.ndarray:
+    """Piecewise-linear interpolation weights of ``t`` on ``knots`` (rows sum to 1 inside)."""
+    k = len(knots)
+    out = np.zeros((len(t), k))
+    j = np.clip(np.searchsorted(knots, t, side="right") - 1, 0, k - 2)
+    w = (t - knots[j]) / (knots[j + 1] - knots[j])
+    w = np.clip(w, 0.0, 1.0)
+    rows = np.arange(len(t))
+    out[rows, j] = 1.0 - w
+    out[rows, j + 1] += w
+    return out

@@ -1,0 +1,364 @@
+"""Install Triton's own Proton lowering passes for instrumented TTGIR (used by check and run).
+
+Triton's CUDA and HIP backends call ``<Backend>.instrumentation.patch(stage, pm, ctx)`` at two
+points of ``make_llir``: ``ttgpuir_to_llvmir`` (before TritonGPU -> LLVM) and ``llvmir_to_llvm``
+(after it), and ``load_dialects(ctx)`` whenever they set up an MLIR context. We put a small
+object there that adds Proton's passes with the options below, so ``proton.record`` ops in an
+overriding TTGIR become clock reads stored into a per-CTA profile buffer. No libproton session
+is involved. ``installed()`` also sets ``triton.knobs.compilation.instrumentation_mode``: it is
+part of the compile options, so it keys both the on-disk cache and the JIT's in-memory kernel
+cache, and instrumented and plain builds of one kernel never replace each other.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .errors import UserError
+
+# The pass computes the real scratch size itself; a size hint of 1 byte and 128-byte alignment
+# are what Triton 3.6's own instrumentation hook passes (and what made the H100 fixtures).
+PROFILE_SCRATCH_SIZE_HINT = 1
+PROFILE_SCRATCH_ALIGNMENT = 128
+# Layout facts of Proton's circular buffer (Triton 3.6): one record is 8 bytes, and each CTA's
+# scratch block starts with a 40-byte header followed by one 4-byte word per warp.
+BYTES_PER_RECORD = 8
+CIRCULAR_HEADER_BYTES = 40
+# Without an explicit size, the pass caps the shared buffer at 4% of the device's shared
+# memory when it estimates more than one CTA fits per SM.
+_AUTO_SHARE = 0.04
+
+GRANULARITIES = ("warp", "warp-group")
+
+# Largest shared memory one CTA may use (opt-in), per target, for compiles without a GPU.
+# The runtime asks the device instead.
+_MAX_SHARED_CUDA = {
+    75: 65536,
+    80: 166912,
+    86: 101376,
+    87: 166912,
+    89: 101376,
+    90: 232448,
+    100: 232448,
+    103: 232448,
+    120: 101376,
+    121: 101376,
+}
+_MAX_SHARED_HIP = {"gfx90a": 65536, "gfx942": 65536, "gfx950": 163840}
+
+
+@dataclass(frozen=True)
+class LoweringOptions:
+    """How ``proton.record`` ops are lowered: clock width, buffer, granularity, sampling.
+
+    ``buffer_size`` is the shared memory per CTA for records in bytes (0: Proton's default,
+    at most 4% of the device's shared memory); ``warps`` selects warps to record (None: all).
+    """
+
+    clock: int = 64
+    sched_stores: bool = False
+    buffer_size: int = 0
+    granularity: str = "warp"
+    warps: tuple[int, ...] | None = None
+    metric: str = "cycle"
+
+    def __post_init__(self) -> None:
+        if self.clock not in (32, 64):
+            raise UserError(f"--clock must be 32 or 64, got {self.clock!r}")
+        if self.metric != "cycle":
+            raise UserError(f"metric {self.metric!r} is not supported: Proton records 'cycle' only")
+        if self.granularity not in GRANULARITIES:
+            raise UserError(
+                f"--granularity must be one of {', '.join(GRANULARITIES)}, got {self.granularity!r}"
+            )
+        if not isinstance(self.buffer_size, int) or self.buffer_size < 0:
+            raise UserError(f"--buffer-size must be a byte count >= 0, got {self.buffer_size!r}")
+        if self.warps is not None:
+            warps = tuple(sorted(set(int(w) for w in self.warps)))
+            if not warps:
+                raise UserError("--warps is empty: give warp ids such as 0,4 or leave it out")
+            if warps[0] < 0:
+                raise UserError(f"--warps: warp ids are >= 0, got {warps[0]}")
+            if self.granularity != "warp":
+                raise UserError(
+                    "--warps (selective sampling) works with --granularity warp only: "
+                    "Proton rejects selected ids for other granularities"
+                )
+            object.__setattr__(self, "warps", warps)
+        if self.buffer_size:
+            segments = len(self.warps) if self.warps else None
+            _check_buffer_size(self.buffer_size, segments)
+
+    @property
+    def segments_hint(self) -> int | None:
+        """Number of buffer segments if fixed by the options (selected warps), else None."""
+        return len(self.warps) if self.warps else None
+
+    def mode(self) -> str:
+        """The ``instrumentation_mode`` knob value: distinct per options, never ``consan``."""
+        warps = ",".join(map(str, self.warps)) if self.warps else "all"
+        return (
+            f"proton-inject:clock{self.clock}:{self.granularity}:warps={warps}"
+            f":buffer={self.buffer_size}:sched_stores={int(self.sched_stores)}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-JSON form (for launch metadata and reports)."""
+        d = asdict(self)
+        d["warps"] = list(self.warps) if self.warps else None
+        return d
+
+    def segments(self, num_warps: int) -> int:
+        """How many buffer segments the pass makes for a kernel of ``num_warps`` warps."""
+        return len(self.warps) if self.warps else num_warps
+
+
+def _check_buffer_size(size: int, segments: int | None) -> None:
+    aligned = -(-size // BYTES_PER_RECORD) * BYTES_PER_RECORD
+    if segments:
+        per = aligned // segments
+        if aligned % segments or per < BYTES_PER_RECORD or per & (per - 1):
+            raise UserError(
+                f"--buffer-size {size}: with {segments} sampled warps it must be {segments} x a "
+                f"power of two >= 8 (e.g. {segments * 1024}): Proton splits it evenly per warp"
+            )
+    elif aligned & (aligned - 1):
+        lower = 1 << (aligned.bit_length() - 1)
+        raise UserError(
+            f"--buffer-size {size} is not a power of two: Proton splits it evenly over the "
+            f"kernel's warps and needs a power of two per warp (try {lower} or {lower * 2})"
+        )
+
+
+def parse_warps(text: str | None) -> tuple[int, ...] | None:
+    """``"0,4"`` -> ``(0, 4)``; None or empty -> None (all warps)."""
+    if text is None or not text.strip():
+        return None
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not re.fullmatch(r"\d+", part):
+            raise UserError(f"--warps {text!r}: expected comma-separated warp ids such as 0,4")
+        out.append(int(part))
+    return tuple(out)
+
+
+# --- sizes ------------------------------------------------------------------------
+
+
+def max_shared_mem_for(target: Any) -> int:
+    """Opt-in shared memory per CTA for a ``GPUTarget`` (table for CPU-only compiles)."""
+    if target.backend == "cuda":
+        arch = int(target.arch)
+        if arch in _MAX_SHARED_CUDA:
+            return _MAX_SHARED_CUDA[arch]
+        known = [a for a in sorted(_MAX_SHARED_CUDA) if a <= arch]
+        return _MAX_SHARED_CUDA[known[-1] if known else 75]
+    return _MAX_SHARED_HIP.get(str(target.arch), 65536)
+
+
+def _next_power_of_two_above(x: int) -> int:
+    # LLVM's NextPowerOf2: the smallest power of two strictly greater than x.
+    return 1 << max(0, int(x).bit_length()) if x > 0 else 1
+
+
+def profile_buffer_bytes(
+    max_shared: int, kernel_shared: int, num_warps: int, options: LoweringOptions
+) -> int:
+    """Shared memory the lowering gives the record buffer of one CTA (shared buffer type).
+
+    Mirrors the sizing rule of Proton's ConvertProtonToProtonGPU pass in Triton 3.6: half the
+    power of two above each segment's share of the free shared memory, capped at 4% of the
+    device's shared memory when more than one CTA fits per SM, then at most ``buffer_size``.
+    """
+    segments = options.segments(num_warps)
+    used = -(-kernel_shared // BYTES_PER_RECORD) * BYTES_PER_RECORD
+    if used >= max_shared:
+        max_shared += used  # the pass assumes it fits and lets the launch fail
+    per_segment = _next_power_of_two_above((max_shared - used) // segments) // 2
+    size = per_segment * segments // BYTES_PER_RECORD * BYTES_PER_RECORD
+    if max_shared // max(1, used) > 1:
+        cap = int(max_shared * _AUTO_SHARE)
+        while size > cap:
+            size //= 2
+    if options.buffer_size:
+        want = -(-options.buffer_size // BYTES_PER_RECORD) * BYTES_PER_RECORD
+        size = min(size, want)
+    return size
+
+
+def profile_scratch_bytes(buffer_bytes: int, num_warps: int) -> int:
+    """Global scratch bytes per CTA the kernel flushes records into (header + counts + buffer)."""
+    raw = buffer_bytes + CIRCULAR_HEADER_BYTES + 4 * num_warps
+    return -(-raw // PROFILE_SCRATCH_ALIGNMENT) * PROFILE_SCRATCH_ALIGNMENT
+
+
+def records_per_segment(buffer_bytes: int, num_warps: int, options: LoweringOptions) -> int:
+    """How many records each warp (segment) keeps before the circular buffer wraps."""
+    return buffer_bytes // options.segments(num_warps) // BYTES_PER_RECORD
+
+
+def suggest_buffer_size(free_shared: int, num_warps: int, options: LoweringOptions) -> int:
+    """Largest valid ``--buffer-size`` that fits in ``free_shared`` bytes (0 if none)."""
+    segments = options.segments(num_warps)
+    per = free_shared // segments
+    if per < BYTES_PER_RECORD:
+        return 0
+    return (1 << (per.bit_length() - 1)) * segments
+
+
+# --- the hook ----------------------------------------------------------------------
+
+
+class ProtonLowering:
+    """The object a Triton backend calls as ``instrumentation``: adds Proton's passes."""
+
+    def __init__(
+        self, backend: str, options: LoweringOptions, max_shared: int, arch: str | None = None
+    ) -> None:
+        self.backend = backend  # "nvidia" or "amd"
+        self.options = options
+        self.max_shared = max_shared
+        self.arch = arch  # AMD only: gfx name for the LLVM conversion
+
+    def load_dialects(self, ctx: Any) -> None:
+        from triton._C.libtriton import proton
+
+        proton.load_dialects(ctx)
+
+    def patch(self, stage: str, pm: Any, ctx: Any) -> None:
+        from triton._C.libtriton import passes, proton
+
+        self.load_dialects(ctx)
+        o = self.options
+        if stage == "ttgpuir_to_llvmir":
+            sampling = (
+                proton.SAMPLING_STRATEGY.SELECTIVE if o.warps else proton.SAMPLING_STRATEGY.NONE
+            )
+            granularity = (
+                proton.GRANULARITY.WARP
+                if o.granularity == "warp"
+                else proton.GRANULARITY.WARP_GROUP
+            )
+            proton.add_convert_proton_to_protongpu(
+                pm,
+                proton.METRIC_TYPE.CYCLE,
+                sampling,
+                ",".join(map(str, o.warps)) if o.warps else "",
+                granularity,
+                proton.BUFFER_STRATEGY.CIRCULAR,
+                proton.BUFFER_TYPE.SHARED,
+                o.buffer_size,
+                self.max_shared,
+                PROFILE_SCRATCH_SIZE_HINT,
+                PROFILE_SCRATCH_ALIGNMENT,
+                o.clock == 64,
+            )
+            passes.common.add_cse(pm)
+            if o.sched_stores:
+                proton.add_schedule_buffer_store(pm)
+            proton.add_allocate_proton_shared_memory(pm)
+        elif stage == "llvmir_to_llvm":
+            proton.add_allocate_proton_global_scratch_buffer(pm)
+            if self.backend == "nvidia":
+                proton.add_convert_proton_nvidia_gpu_to_llvm(pm)
+            else:
+                proton.add_convert_proton_amd_gpu_to_llvm(pm, self.arch or "gfx942")
+
+
+_install_lock = threading.RLock()
+
+
+def _backend_classes() -> dict[str, Any]:
+    from triton.backends import backends
+
+    return {name: backends[name].compiler for name in ("nvidia", "amd") if name in backends}
+
+
+def device_target() -> tuple[Any, int]:
+    """The active GPU's ``GPUTarget`` and its opt-in shared memory per CTA."""
+    from triton.runtime import driver
+
+    target = driver.active.get_current_target()
+    props = driver.active.utils.get_device_properties(driver.active.get_current_device())
+    return target, int(props["max_shared_mem"])
+
+
+@contextmanager
+def installed(
+    options: LoweringOptions | None = None,
+    target: Any = None,
+    max_shared: int | None = None,
+    tag: str = "",
+) -> Iterator[dict[str, ProtonLowering]]:
+    """Install the Proton lowering on the NVIDIA and AMD backends; restore everything on exit.
+
+    ``target`` (a ``GPUTarget``) sizes the buffer for a compile without a GPU; without it the
+    active device is asked. ``tag`` goes into the instrumentation mode so a new session does
+    not reuse kernels the JIT compiled in an earlier one (its override files may differ).
+    """
+    import triton
+
+    options = options or LoweringOptions()
+    if target is None:
+        target, dev_max = device_target()
+        max_shared = max_shared or dev_max
+    elif max_shared is None:
+        max_shared = max_shared_mem_for(target)
+    arch = str(target.arch).split(":")[0] if target.backend == "hip" else None
+
+    with _install_lock:
+        classes = _backend_classes()
+        saved = {name: cls.__dict__.get("instrumentation") for name, cls in classes.items()}
+        saved_mode = triton.knobs.compilation.instrumentation_mode
+        hooks = {
+            name: ProtonLowering(name, options, max_shared, arch if name == "amd" else None)
+            for name in classes
+        }
+        try:
+            for name, cls in classes.items():
+                cls.instrumentation = hooks[name]
+            triton.knobs.compilation.instrumentation_mode = options.mode() + (
+                f":{tag}" if tag else ""
+            )
+            yield hooks
+        finally:
+            for name, cls in classes.items():
+                cls.instrumentation = saved[name]
+            triton.knobs.compilation.instrumentation_mode = saved_mode
+
+
+def scope_names_of(ttgir_path: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
+    """``(get_scope_id_names, get_scope_id_parents)`` of a TTGIR file: the lowering's scope ids."""
+    from triton._C.libtriton import amd, ir, nvidia, proton
+
+    ctx = ir.context()
+    ir.load_dialects(ctx)
+    nvidia.load_dialects(ctx)
+    amd.load_dialects(ctx)
+    proton.load_dialects(ctx)
+    module = ir.parse_mlir_module(str(ttgir_path), ctx)
+    module.context = ctx
+    names = [(int(i), str(n)) for i, n in proton.get_scope_id_names(module)]
+    parents = [(int(c), int(p)) for c, p in proton.get_scope_id_parents(module)]
+    return names, parents
+
+
+def options_from_cli(
+    clock: int = 64,
+    sched_stores: bool = False,
+    buffer_size: int = 0,
+    granularity: str = "warp",
+    warps: str | Iterable[int] | None = None,
+) -> LoweringOptions:
+    """Build options from command-line values (``warps`` as ``"0,4"``)."""
+    w = parse_warps(warps) if isinstance(warps, str) or warps is None else tuple(warps)
+    return LoweringOptions(
+        clock=clock, sched_stores=sched_stores, buffer_size=buffer_size,
+        granularity=granularity, warps=w,
+    )  # fmt: skip

@@ -1,0 +1,780 @@
+"""Dump TTGIR into the layout that ``TRITON_KERNEL_OVERRIDE`` reads, ahead of time (AOT).
+
+The dump layout is ``<out>/<hash>/<kernel>.ttgir`` plus ``<out>/manifest.json``. ``<hash>``
+is the directory name Triton 3.6 itself uses for that kernel's override files:
+``triton.compiler.compile`` calls ``get_override_manager(src.hash())``, which names the
+directory ``base32(sha256(key))`` (no ``=`` padding), where ``ASTSource.hash()`` builds ``key``
+from the function's ``cache_key``, the specialization attributes, the sorted signature types
+and the constexpr values. That hash depends on neither the target nor num_warps/num_stages,
+so an override file is found for every launch of the kernel with the same specialization.
+
+To get the hash a real launch gets, ``compile_aot`` builds the ``ASTSource`` exactly as the
+JIT launcher does (``JITFunction._pack_args``): every parameter is in the signature
+(constexprs typed ``"constexpr"``), constexprs are keyed by parameter index, and every pointer
+or integer argument gets an attribute entry, ``[["tt.divisibility", 16]]`` or ``[]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .fsutil import write_atomic
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+
+_TARGET_FORMS = "cuda:<sm> (e.g. cuda:80, cuda:90, cuda:100) or hip:<gfx arch> (e.g. hip:gfx942)"
+
+
+# --- targets ------------------------------------------------------------------
+
+
+def parse_target(text: str):
+    """``"cuda:90"`` -> ``GPUTarget("cuda", 90, 32)``; ``"hip:gfx942"`` -> warp size 64."""
+    from triton.backends.compiler import GPUTarget
+
+    s = text.strip() if isinstance(text, str) else ""
+    m = re.fullmatch(r"cuda:(?:sm_?)?(\d+)", s)
+    if m:
+        arch = int(m.group(1))
+        if arch < 75:
+            raise UserError(f"target {text!r}: Triton 3.6 compiles for cuda:75 and newer")
+        return GPUTarget("cuda", arch, 32)
+    m = re.fullmatch(r"hip:(gfx[0-9a-f]+)", s)
+    if m:
+        return GPUTarget("hip", m.group(1), 64)
+    raise UserError(f"unknown target {text!r}: expected {_TARGET_FORMS}")
+
+
+def format_target(target) -> str:
+    """``GPUTarget("cuda", 90, 32)`` -> ``"cuda:90"`` (the form ``parse_target`` reads)."""
+    return f"{target.backend}:{target.arch}"
+
+
+# --- signatures ---------------------------------------------------------------
+
+_SCALAR_TYPES = {
+    "i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64",
+    "fp8e4nv", "fp8e5", "fp8e4b15", "fp8e4b8", "fp8e5b16", "fp16", "bf16", "fp32", "fp64",
+}  # fmt: skip
+# Scalars the JIT never specializes on divisibility (it passes no attribute for them).
+_UNSPECIALIZED_SCALARS = {"u1", "fp16", "bf16", "fp32", "fp64"}
+_NAME_RE = re.compile(r"[A-Za-z_]\w*")
+
+
+def _split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` outside ``<...>`` and ``[...]`` (tensordesc types contain commas)."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "<[":
+            depth += 1
+        elif ch in ">]":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def _check_type(name: str, ty: str) -> None:
+    base = ty.split(":", 1)[0] if not ty.startswith("tensordesc") else ty
+    if base.startswith("*"):
+        pointee = base.lstrip("*")
+        if base.startswith("*k"):  # const pointer, as the JIT writes it
+            pointee = base[2:]
+        if pointee in _SCALAR_TYPES:
+            return
+    elif base in _SCALAR_TYPES:
+        return
+    elif re.fullmatch(r"tensordesc<\w+\[[\d, ]+\](?:,.*)?>", base):
+        return
+    raise UserError(
+        f"signature: {name}={ty}: unknown type {base!r}; use a Triton type string such as "
+        "*fp16, *fp32, i32, i64, fp32 or tensordesc<fp16[128, 64]>, optionally with a "
+        "divisibility hint :16 (or :1 for none)"
+    )
+
+
+def parse_signature(text: str) -> dict[str, str]:
+    """``"a_ptr=*fp16,b_ptr=*fp16:16,M=i32"`` -> ``{"a_ptr": "*fp16", "b_ptr": "*fp16:16", ...}``.
+
+    A type may end in a divisibility hint: ``:16`` (divisible by 16 / 16-byte aligned) or
+    ``:1`` (no assumption). Without one, pointers are taken as 16-byte aligned (what the JIT
+    sees for any torch tensor) and integers as not divisible by 16.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise UserError("signature is empty: expected NAME=TYPE pairs such as 'a_ptr=*fp16,M=i32'")
+    sig: dict[str, str] = {}
+    for raw in _split_top_level(text):
+        item = raw.strip()
+        if not item:
+            raise UserError(f"signature {text!r}: empty entry (two commas in a row?)")
+        if "=" not in item:
+            raise UserError(f"signature entry {item!r}: expected NAME=TYPE, e.g. 'a_ptr=*fp16'")
+        name, ty = (p.strip() for p in item.split("=", 1))
+        if not _NAME_RE.fullmatch(name):
+            raise UserError(f"signature entry {item!r}: {name!r} is not a parameter name")
+        if name in sig:
+            raise UserError(f"signature: parameter {name!r} is given twice")
+        if not ty:
+            raise UserError(f"signature entry {item!r}: missing type after '='")
+        _split_hint(name, ty)  # validates the hint
+        _check_type(name, ty)
+        sig[name] = ty
+    return sig
+
+
+def _split_hint(name: str, ty: str) -> tuple[str, int | None]:
+    """``"*fp16:16"`` -> ``("*fp16", 16)``; no hint -> ``(ty, None)``."""
+    if ty.startswith("tensordesc"):
+        return ty, None
+    if ":" not in ty:
+        return ty, None
+    base, hint = ty.rsplit(":", 1)
+    if hint not in ("16", "1"):
+        raise UserError(
+            f"signature: {name}={ty}: divisibility hint must be :16 or :1 (none); an argument "
+            "equal to 1 is a constexpr: pass --constexpr NAME=1"
+        )
+    return base, int(hint)
+
+
+def parse_constexpr_value(text: str) -> Any:
+    """``"128"`` -> 128, ``"0.5"`` -> 0.5, ``"true"`` -> True, anything else stays a string."""
+    s = text.strip()
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    if s.lower() in ("true", "false"):
+        return s.lower() == "true"
+    return s
+
+
+def parse_constexprs(items: Iterable[str]) -> dict[str, Any]:
+    """``["BM=128", "EVEN_K=true"]`` -> ``{"BM": 128, "EVEN_K": True}``."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"constexpr {item!r}: expected NAME=VALUE, e.g. BLOCK_M=128")
+        name, value = (p.strip() for p in item.split("=", 1))
+        if not _NAME_RE.fullmatch(name):
+            raise UserError(f"constexpr {item!r}: {name!r} is not a parameter name")
+        if not value:
+            raise UserError(f"constexpr {item!r}: missing value after '='")
+        if name in out:
+            raise UserError(f"constexpr {name!r} is given twice")
+        out[name] = parse_constexpr_value(value)
+    return out
+
+
+# --- loading a kernel from a file ---------------------------------------------
+
+_MODULES: dict[tuple[str, float], Any] = {}
+
+
+def load_module(path: Path):
+    """Import a Python file by path (cached per path and mtime)."""
+    key = (str(path), path.stat().st_mtime)
+    if key in _MODULES:
+        return _MODULES[key]
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    mod_name = f"_proton_inject_aot_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    # Sibling imports work as when the file is run as a script.
+    sys.path.insert(0, str(path.parent))
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit as e:
+        sys.modules.pop(mod_name, None)
+        raise UserError(f"{path}: importing it called exit({e.code})") from e
+    except Exception as e:
+        sys.modules.pop(mod_name, None)
+        raise UserError(f"{path}: importing it failed: {type(e).__name__}: {e}") from e
+    finally:
+        try:
+            sys.path.remove(str(path.parent))
+        except ValueError:
+            pass
+    _MODULES[key] = module
+    return module
+
+
+def _unwrap_jit(obj):
+    """The JITFunction behind ``@triton.autotune`` / ``@triton.heuristics`` wrappers, or None."""
+    from triton.runtime.jit import JITFunction
+
+    for _ in range(8):
+        if isinstance(obj, JITFunction):
+            return obj
+        obj = getattr(obj, "fn", None)
+        if obj is None:
+            return None
+    return None
+
+
+def load_kernel(source_file: str | os.PathLike, kernel_name: str):
+    """The ``JITFunction`` named ``kernel_name`` in ``source_file``; UserError if absent."""
+    path = Path(source_file)
+    if not path.is_file():
+        raise UserError(f"{source_file}: no such file")
+    module = load_module(path.resolve())
+    obj = getattr(module, kernel_name, None)
+    fn = _unwrap_jit(obj) if obj is not None else None
+    if fn is None:
+        found = sorted(n for n, v in vars(module).items() if _unwrap_jit(v) is not None)
+        what = "no Triton kernel" if obj is None else "an object that is not a Triton kernel"
+        listing = ", ".join(found) if found else "none"
+        raise UserError(
+            f"{source_file}: {what} named {kernel_name!r} (Triton kernels there: {listing})"
+        )
+    return fn
+
+
+# --- compiling ------------------------------------------------------------------
+
+
+@dataclass
+class AotResult:
+    """One kernel compiled ahead of time: its TTGIR and what names it in the override tree."""
+
+    kernel_name: str
+    hash: str  # override directory name: base32(sha256(ASTSource key)), as Triton names it
+    source_file: str
+    target: str
+    num_warps: int
+    num_stages: int
+    num_ctas: int
+    signature: dict[str, str]  # every parameter; constexprs typed "constexpr"
+    constexprs: dict[str, Any]
+    divisibility_16: list[str]  # arguments specialized as divisible by 16
+    ttgir: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ttgir_relpath(self) -> str:
+        return f"{self.hash}/{self.kernel_name}.ttgir"
+
+
+def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any], where: str):
+    """The ASTSource the JIT launcher would build for these types and constexpr values."""
+    from triton.compiler import ASTSource
+
+    params = list(fn.arg_names)
+    unknown = [n for n in list(signature) + list(constexprs) if n not in params]
+    if unknown:
+        raise UserError(
+            f"{where}: no parameter named {', '.join(map(repr, unknown))} "
+            f"(parameters: {', '.join(params)})"
+        )
+    both = [n for n in signature if n in constexprs]
+    if both:
+        raise UserError(f"{where}: {', '.join(both)} given both in the signature and as constexpr")
+
+    full_sig: dict[str, str] = {}
+    cx: dict[str, Any] = {}
+    attrs: dict[tuple[int, ...], list] = {}
+    div16: list[str] = []
+    missing: list[str] = []
+    for i, p in enumerate(fn.params):
+        name = p.name
+        if name in constexprs:
+            full_sig[name] = "constexpr"
+            cx[name] = constexprs[name]
+        elif p.is_constexpr:
+            if p.has_default:
+                full_sig[name] = "constexpr"
+                cx[name] = p.default
+            else:
+                missing.append(f"{name} (constexpr)")
+        elif name in signature:
+            base, hint = _split_hint(name, signature[name])
+            full_sig[name] = base
+            scalar = base.lstrip("*")
+            if base.startswith("tensordesc") or (
+                not base.startswith("*") and scalar in _UNSPECIALIZED_SCALARS
+            ):
+                continue  # the JIT gives these no attribute entry
+            if hint is None:
+                hint = 16 if base.startswith("*") else 1
+            if hint == 16:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+                div16.append(name)
+            else:
+                attrs[(i,)] = []
+        else:
+            missing.append(name)
+    if missing:
+        raise UserError(
+            f"{where}: missing {', '.join(missing)}: give every parameter a type in --signature "
+            "or a value with --constexpr"
+        )
+    src = ASTSource(fn, signature=full_sig, constexprs=cx, attrs=attrs)
+    return src, full_sig, cx, div16
+
+
+def override_hash(src) -> str:
+    """Directory name Triton's override/dump managers use for ``src`` (see module doc)."""
+    from triton.runtime.cache import _base32
+
+    return _base32(src.hash())
+
+
+def compile_aot(
+    source_file: str | os.PathLike,
+    kernel_name: str,
+    signature: Mapping[str, str] | str,
+    constexprs: Mapping[str, Any] | None,
+    target,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    num_ctas: int = 1,
+) -> AotResult:
+    """Compile one kernel for ``target`` on this machine (no GPU needed) and return its TTGIR.
+
+    Uses a private, temporary Triton cache so the user's cache is neither read nor written,
+    and switches off any ``TRITON_KERNEL_OVERRIDE``/``TRITON_KERNEL_DUMP`` for the compile.
+    """
+    import triton
+
+    if isinstance(signature, str):
+        signature = parse_signature(signature)
+    constexprs = dict(constexprs or {})
+    gpu_target = parse_target(target) if isinstance(target, str) else target
+    where = f"{source_file}:{kernel_name}"
+    for opt, val in (("num_warps", num_warps), ("num_stages", num_stages), ("num_ctas", num_ctas)):
+        if not isinstance(val, int) or val < 1:
+            raise UserError(f"{where}: {opt} must be a positive integer, got {val!r}")
+    fn = load_kernel(source_file, kernel_name)
+    src, full_sig, cx, div16 = _build_source(fn, signature, constexprs, where)
+    options = {"num_warps": num_warps, "num_stages": num_stages, "num_ctas": num_ctas}
+
+    with tempfile.TemporaryDirectory(prefix="proton-inject-aot-") as cache_dir:
+        with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
+            triton.knobs.cache.dir = cache_dir
+            triton.knobs.compilation.override = False
+            triton.knobs.compilation.dump_ir = False
+            try:
+                compiled = triton.compile(src, target=gpu_target, options=options)
+            except UserError:
+                raise
+            except Exception as e:
+                raise UserError(
+                    f"{_error_location(e, fn, source_file) or where}: Triton could not compile "
+                    f"{kernel_name} for {format_target(gpu_target)}: {_error_text(e)}"
+                ) from e
+            ttgir = compiled.asm["ttgir"]
+            meta = compiled.metadata._asdict()
+
+    metadata = {
+        k: meta[k]
+        for k in ("shared", "tmem_size", "global_scratch_size", "profile_scratch_size", "hash")
+        if k in meta
+    }
+    metadata["triton_version"] = triton.__version__
+    return AotResult(
+        kernel_name=fn.__name__,
+        hash=override_hash(src),
+        source_file=str(Path(source_file).resolve()),
+        target=format_target(gpu_target),
+        num_warps=num_warps,
+        num_stages=num_stages,
+        num_ctas=num_ctas,
+        signature=full_sig,
+        constexprs=cx,
+        divisibility_16=div16,
+        ttgir=ttgir,
+        metadata=metadata,
+    )
+
+
+def _error_location(e: BaseException, fn, source_file) -> str | None:
+    """``file:line`` of the kernel statement a Triton CompilationError points at."""
+    node = getattr(e, "node", None)
+    lineno = getattr(node, "lineno", None)
+    if lineno is None or getattr(e, "src", None) is None:
+        return None
+    return f"{source_file}:{fn.starting_line_number + lineno}"
+
+
+def _error_text(e: BaseException, max_lines: int = 8) -> str:
+    """The innermost error message, with the offending source line for CompilationErrors."""
+    from triton.compiler.errors import CompilationError
+
+    inner = e
+    while True:
+        nxt = inner.__cause__
+        if nxt is None or not isinstance(nxt, CompilationError | ValueError | TypeError
+                                         | AssertionError | RuntimeError | NotImplementedError):
+            break
+        inner = nxt
+    if isinstance(inner, CompilationError):
+        msg = inner.error_message or type(inner).__name__
+    else:
+        msg = f"{type(inner).__name__}: {inner}".strip()
+    lines = [ln for ln in msg.splitlines() if ln.strip()]
+    text = "\n  ".join(lines[:max_lines]) + ("\n  ..." if len(lines) > max_lines else "")
+    node = getattr(e, "node", None)
+    src = getattr(e, "src", None)
+    lineno = getattr(node, "lineno", None)
+    if src and lineno and 0 < lineno <= len(src.splitlines()):
+        code = src.splitlines()[lineno - 1]
+        indent = len(code) - len(code.lstrip())
+        caret = " " * (max(getattr(node, "col_offset", 0) - indent, 0)) + "^"
+        text += f"\n  {code.strip()}\n  {caret}"
+    return text
+
+
+# --- writing the dump -----------------------------------------------------------
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, bool | int | float | str) or v is None:
+        return v
+    return str(v)
+
+
+def manifest_entry(r: AotResult) -> dict[str, Any]:
+    """The manifest's record of one kernel."""
+    return {
+        "name": r.kernel_name,
+        "hash": r.hash,
+        "ttgir": r.ttgir_relpath,
+        "source_file": r.source_file,
+        "target": r.target,
+        "num_warps": r.num_warps,
+        "num_stages": r.num_stages,
+        "num_ctas": r.num_ctas,
+        "signature": dict(r.signature),
+        "constexprs": {k: _jsonable(v) for k, v in r.constexprs.items()},
+        "divisibility_16": list(r.divisibility_16),
+        "mode": "aot",
+    }
+
+
+def read_manifest(out_dir: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of a dump directory (an empty one if there is none yet)."""
+    path = Path(out_dir) / MANIFEST_NAME
+    if not path.exists():
+        return {"version": MANIFEST_VERSION, "kernels": []}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: not a readable manifest ({e})") from e
+    if not isinstance(data, dict) or not isinstance(data.get("kernels"), list):
+        raise UserError(f"{path}: not a proton-inject manifest (no 'kernels' list)")
+    return data
+
+
+def write_dump(results: Iterable[AotResult], out_dir: str | os.PathLike) -> list[Path]:
+    """Write ``<out>/<hash>/<kernel>.ttgir`` for each result and merge them into the manifest.
+
+    Only ``.ttgir`` files go under the hash directories: Triton overrides every stage it
+    finds there, and a stale ``.cubin`` would silently replace an instrumented build.
+    Entries already in the manifest for other kernels are kept. Returns the written paths.
+    """
+    import triton
+
+    results = list(results)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a directory")
+    by_key: dict[tuple[str, str], AotResult] = {}
+    for r in results:
+        key = (r.hash, r.kernel_name)
+        prev = by_key.get(key)
+        if prev is not None and prev.ttgir != r.ttgir:
+            raise UserError(
+                f"{r.source_file}:{r.kernel_name}: two compiles ({prev.target}, {prev.num_warps} "
+                f"warps, {prev.num_stages} stages and {r.target}, {r.num_warps} warps, "
+                f"{r.num_stages} stages) have the same override hash {r.hash}: Triton's override "
+                "hash ignores target and launch options, so dump them into separate directories"
+            )
+        by_key[key] = r
+
+    manifest = read_manifest(out)
+    written: list[Path] = []
+    for r in by_key.values():
+        written.append(write_atomic(out / r.ttgir_relpath, r.ttgir))
+    new_keys = set(by_key)
+    kept = [
+        e for e in manifest["kernels"] if (e.get("hash"), e.get("name")) not in new_keys
+    ]
+    entries = kept + [manifest_entry(r) for r in by_key.values()]
+    entries.sort(key=lambda e: (str(e.get("name")), str(e.get("hash"))))
+    extra = {k: v for k, v in manifest.items() if k not in ("version", "triton_version", "kernels")}
+    manifest = {
+        "version": MANIFEST_VERSION,
+        "triton_version": triton.__version__,
+        **extra,
+        "kernels": entries,
+    }
+    write_atomic(out / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
+    return written
+
+
+# --- dumping the kernels of a running program (program form of `dump`) ---------------------
+#
+# The program runs in a child interpreter with Triton's IR dump on and a private cache, so
+# every kernel compiles (nothing is answered from the user's cache) and its TTGIR lands in
+# ``TRITON_DUMP_DIR/<hash>/<kernel>.ttgir`` under the same hash the override will look up. A
+# compilation listener in the child records what names each kernel (constexprs,
+# specialization, options); the parent turns those records into ``AotResult``s for
+# ``write_dump``. torch.compile is told to compile in-process (its worker pool would not carry
+# the listener) and to skip its caches (a cached graph compiles nothing).
+
+
+@dataclass
+class ProgramDump:
+    """What ``dump_program`` found: kernels written, kernels left out, the program's exit."""
+
+    kernels: list[AotResult]
+    compiled: int  # kernel compiles seen (all names, before --kernel and de-duplication)
+    exit_code: int
+    notes: list[str] = field(default_factory=list)
+
+
+_DUMP_CHILD = (
+    "import sys; from proton_inject.override import _dump_child; "
+    "sys.exit(_dump_child(sys.argv[1:]))"
+)
+
+
+def _program_argv(argv: Iterable[str]) -> tuple[str, str, list[str]]:
+    """``python x.py a`` / ``x.py a`` / ``python -m mod a`` -> (kind, target, args)."""
+    args = list(argv)
+    if args and (Path(args[0]).name.startswith("python") or args[0] == sys.executable):
+        args = args[1:]
+    if not args:
+        raise UserError("dump: no program given: use dump -o DIR -- python script.py ARGS")
+    if args[0] == "-m":
+        if len(args) < 2:
+            raise UserError("dump: -m needs a module name")
+        return "module", args[1], args[2:]
+    if args[0].startswith("-"):
+        raise UserError(f"dump: python option {args[0]!r} is not supported; give a script or -m")
+    if not Path(args[0]).is_file():
+        raise UserError(f"dump: {args[0]}: no such script")
+    return "path", args[0], args[1:]
+
+
+def dump_program(
+    argv: Iterable[str],
+    out_dir: str | os.PathLike,
+    kernel: str | None = None,
+    timeout: float | None = None,
+) -> ProgramDump:
+    """Run ``python script.py ARGS`` (or ``-m module``) and dump the TTGIR of every kernel it
+    compiles into ``out_dir`` (``<hash>/<kernel>.ttgir`` + ``manifest.json``).
+
+    ``kernel`` (a regex, searched) keeps only matching kernel names. The dump is written even
+    when the program fails; its exit code is returned. A program that compiles no kernel is
+    a UserError.
+    """
+    import subprocess
+
+    kind, target, args = _program_argv(argv)
+    pattern = None
+    if kernel:
+        try:
+            pattern = re.compile(kernel)
+        except re.error as e:
+            raise UserError(f"--kernel {kernel!r} is not a valid regular expression: {e}") from e
+    with tempfile.TemporaryDirectory(prefix="proton-inject-dump-") as tmp:
+        records_path = os.path.join(tmp, "compiled.jsonl")
+        env = dict(os.environ)
+        for key in ("TRITON_KERNEL_OVERRIDE", "TRITON_OVERRIDE_DIR", "TRITON_ALWAYS_COMPILE"):
+            env.pop(key, None)
+        env.update(
+            TRITON_KERNEL_DUMP="1",
+            TRITON_DUMP_DIR=os.path.join(tmp, "dump"),
+            TRITON_CACHE_DIR=os.path.join(tmp, "cache"),
+            TORCHINDUCTOR_COMPILE_THREADS="1",
+            TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
+        )
+        # The child must import this package as the parent does (editable install or not).
+        pkg_root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        cmd = [sys.executable, "-c", _DUMP_CHILD, records_path, kind, target, *args]
+        try:
+            proc = subprocess.run(cmd, env=env, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            raise UserError(f"dump: the program ran longer than {timeout} s") from e
+        records = _read_records(records_path)
+        dump_dir = Path(env["TRITON_DUMP_DIR"])
+        results, notes = _program_results(records, dump_dir, pattern)
+    where = " ".join([target, *args])
+    if not records:
+        raise UserError(
+            f"dump: {where} compiled no Triton kernel (exit code {proc.returncode}). Did it "
+            "launch one on the GPU? Kernels served from an in-memory cache compile nothing."
+        )
+    if not results:
+        raise UserError(
+            f"dump: {where} compiled {len(records)} kernels, none named like --kernel {kernel!r}: "
+            f"{', '.join(sorted({r['name'] for r in records}))}"
+        )
+    write_dump(results, out_dir)
+    _mark_program_entries(out_dir, results, [target, *args])
+    return ProgramDump(results, len(records), proc.returncode, notes)
+
+
+def _read_records(path: str) -> list[dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _program_results(
+    records: list[dict[str, Any]], dump_dir: Path, pattern: re.Pattern[str] | None
+) -> tuple[list[AotResult], list[str]]:
+    """One ``AotResult`` per distinct (hash, kernel); notes for what was merged or dropped."""
+    notes: list[str] = []
+    by_key: dict[tuple[str, str], AotResult] = {}
+    for rec in records:
+        if pattern and not pattern.search(rec["name"]):
+            continue
+        path = dump_dir / rec["hash"] / f"{rec['name']}.ttgir"
+        if not path.is_file():
+            path = Path(rec.get("ttgir_path") or "")
+        if not path.is_file():
+            notes.append(f"{rec['name']} ({rec['hash']}): no TTGIR was dumped; left out")
+            continue
+        r = AotResult(
+            kernel_name=rec["name"], hash=rec["hash"], source_file=rec["source_file"],
+            target=rec["target"], num_warps=rec["num_warps"], num_stages=rec["num_stages"],
+            num_ctas=rec["num_ctas"], signature=rec["signature"], constexprs=rec["constexprs"],
+            divisibility_16=rec["divisibility_16"], ttgir=path.read_text(encoding="utf-8"),
+            metadata=rec["metadata"],
+        )  # fmt: skip
+        key = (r.hash, r.kernel_name)
+        prev = by_key.get(key)
+        if prev is None:
+            by_key[key] = r
+        elif prev.ttgir != r.ttgir:
+            # Triton's override hash leaves out num_warps/num_stages: autotune configs that
+            # differ only there share one override file, and the first compiled one wins.
+            notes.append(
+                f"{r.kernel_name}: configs ({prev.num_warps} warps, {prev.num_stages} stages) and "
+                f"({r.num_warps} warps, {r.num_stages} stages) share override hash {r.hash} "
+                "(Triton's hash ignores num_warps/num_stages); the dump keeps the first, and "
+                "an instrumented run will use its IR for both"
+            )
+    return list(by_key.values()), notes
+
+
+def _mark_program_entries(out_dir: str | os.PathLike, results: list[AotResult], argv) -> None:
+    """Tag the manifest entries this dump wrote as coming from a program run."""
+    manifest = read_manifest(out_dir)
+    mine = {(r.hash, r.kernel_name) for r in results}
+    for e in manifest["kernels"]:
+        if (e.get("hash"), e.get("name")) in mine:
+            e["mode"] = "program"
+            e["program"] = list(argv)
+    write_atomic(Path(out_dir) / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
+
+
+def _dump_child(argv: list[str]) -> int:
+    """In the child: record every kernel compile, then run the program as ``__main__``."""
+    import runpy
+    import traceback
+
+    records_path, kind, target, *args = argv
+    import triton
+
+    def listener(*, src, metadata, metadata_group, times, cache_hit):
+        fn = getattr(src, "fn", None)
+        if fn is None:  # an IR file, not a kernel of the program
+            return
+        try:
+            rec = _describe_compile(src, metadata, metadata_group)
+        except Exception as e:  # never break the user's program over a manifest detail
+            print(f"proton-inject dump: could not describe a kernel: {e}", file=sys.stderr)
+            return
+        with open(records_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    triton.knobs.compilation.listener = listener
+    sys.argv = [target, *args]
+    try:
+        if kind == "path":
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+            runpy.run_path(target, run_name="__main__")
+        else:
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _describe_compile(src, metadata: dict[str, Any], metadata_group: dict[str, str]) -> dict:
+    """A JSON record of one compile: what the manifest needs and where its TTGIR is."""
+    import inspect
+
+    fn = src.fn
+    names = list(fn.arg_names)
+
+    def name_of(key) -> str:
+        idx = key[0] if isinstance(key, tuple) and key else key
+        return names[idx] if isinstance(idx, int) and idx < len(names) else str(key)
+
+    target = metadata.get("target")
+    target_text = f"{target.backend}:{target.arch}" if hasattr(target, "backend") else str(target)
+    inner = getattr(fn, "fn", None)
+    try:
+        source_file = inspect.getsourcefile(inner) if inner is not None else None
+    except TypeError:
+        source_file = None
+    attrs = getattr(src, "attrs", {}) or {}
+    div16 = sorted(
+        name_of(k) for k, v in attrs.items() if any(a == ["tt.divisibility", 16] for a in v)
+    )
+    ttgir_path = next((p for k, p in metadata_group.items() if k.endswith(".ttgir")), None)
+    return {
+        "name": fn.__name__,
+        "hash": override_hash(src),
+        "source_file": source_file or getattr(fn, "__module__", "") or "",
+        "target": target_text,
+        "num_warps": int(metadata.get("num_warps", 0)),
+        "num_stages": int(metadata.get("num_stages", 0)),
+        "num_ctas": int(metadata.get("num_ctas", 1)),
+        "signature": {name_of(k): str(v) for k, v in dict(src.signature).items()},
+        "constexprs": {name_of(k): _jsonable(v) for k, v in dict(src.constants).items()},
+        "divisibility_16": div16,
+        "ttgir_path": ttgir_path,
+        "metadata": {
+            "hash": metadata.get("hash"),
+            "shared": metadata.get("shared"),
+            "triton_version": metadata.get("triton_version"),
+        },
+    }

@@ -1,0 +1,549 @@
+"""Summaries of profiled launches: a table per kernel, JSON for CI, and a timeline picture.
+
+Inputs are raw launches (``traces/raw/`` directories or ``.json``/``.bin`` files written by
+``decode.save_raw``) or Chrome traces written by ``trace.write_trace``. Both become
+``LaunchData`` (arrays of region instances plus per-CTA spans), grouped per kernel.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import trace as trace_mod
+from .decode import RAW_FORMAT, Decoded, DecodeWarning, decode, find_raw, load_raw
+from .errors import UserError
+from .fsutil import write_atomic
+
+# Per-warp (or per-warp-group) medians differing by more than this get their own rows.
+SPLIT_THRESHOLD = 0.10
+
+
+@dataclass
+class LaunchData:
+    """Region instances of one launch, in the form the report needs."""
+
+    kernel: str
+    launch: int
+    config: str | None
+    grid: list[int]
+    num_warps: int
+    scopes: dict[int, str]
+    scope_parents: dict[int, int]
+    scope_locs: dict[int, str]
+    clock: dict[str, Any]
+    scope: np.ndarray
+    cycles: np.ndarray
+    dur_ns: np.ndarray
+    start_ns: np.ndarray
+    cta: np.ndarray
+    warp: np.ndarray
+    sm: np.ndarray
+    cta_ids: np.ndarray  # per CTA: id, SM, init and pre-final ns (same time axis as start_ns)
+    cta_sm: np.ndarray
+    cta_init_ns: np.ndarray
+    cta_prefinal_ns: np.ndarray
+    drops: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    device: str | None = None
+
+    @classmethod
+    def from_decoded(cls, d: Decoded) -> LaunchData:
+        """Wrap a decoded launch."""
+        m, e = d.meta, d.events
+        return cls(
+            kernel=m.kernel, launch=m.launch, config=m.config, grid=list(m.grid),
+            num_warps=m.num_warps, scopes=dict(m.scopes), scope_parents=dict(m.scope_parents),
+            scope_locs=dict(m.scope_locs), clock=d.clock.summary(), scope=e.scope,
+            cycles=e.cycles, dur_ns=e.dur_ns, start_ns=e.start_ns, cta=e.cta, warp=e.warp,
+            sm=e.sm, cta_ids=d.ctas.cta, cta_sm=d.ctas.sm,
+            cta_init_ns=d.ctas.init_ns.astype(np.float64),
+            cta_prefinal_ns=d.ctas.prefinal_ns.astype(np.float64),
+            drops=_drops_dict(d), warnings=list(d.warnings), device=m.device,
+        )
+
+
+def _drops_dict(d: Decoded) -> dict[str, Any]:
+    s = d.drops
+    return {
+        "records_written": s.records_written,
+        "records_dropped": s.dropped,
+        "warps_with_drops": s.warps_with_drops,
+        "ctas_with_drops": s.ctas_with_drops,
+        "needed_buffer_size": s.needed_buffer_size if s.dropped else None,
+        "buffer_size": s.slots_per_warp * 8 * s.segments,
+        "unmatched_starts": d.unmatched_starts,
+        "unmatched_ends": d.unmatched_ends,
+    }
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def _is_raw_json(p: Path) -> bool:
+    try:
+        with open(p, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return RAW_FORMAT.encode() in head and b'"traceEvents"' not in head
+
+
+def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[Path]]:
+    """Split user paths into raw launch ``.json`` files and trace files."""
+    raws: list[Path] = []
+    traces: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise UserError(f"{p}: no such file or directory")
+        if p.is_dir():
+            found = find_raw(p) or (find_raw(p / "raw") if (p / "raw").is_dir() else [])
+            if found:
+                raws += found
+                continue
+            tr = sorted(q for q in p.iterdir() if q.name.endswith((".json", ".json.gz")))
+            if not tr:
+                raise UserError(f"{p}: holds neither raw launches (*.json + *.bin) nor traces")
+            traces += tr
+        elif p.name.endswith((".bin", ".bin.gz")) or (p.suffix == ".json" and _is_raw_json(p)):
+            raws.append(p)
+        elif p.name.endswith((".json", ".json.gz")):
+            traces.append(p)
+        else:
+            raise UserError(f"{p}: expected a raw launch (.json/.bin), a trace (.json[.gz]) or a dir")
+    return raws, traces
+
+
+def decode_raw(paths: Sequence[Path], clock_mhz: float | None = None) -> list[Decoded]:
+    """Decode raw launches, in launch order."""
+    out = []
+    for p in paths:
+        buf, meta = load_raw(p)
+        out.append(decode(buf, meta, clock_mhz=clock_mhz))
+    out.sort(key=lambda d: d.meta.launch)
+    return out
+
+
+def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[LaunchData]:
+    """Rebuild LaunchData from a trace written by ``trace.write_trace``."""
+    try:
+        doc = trace_mod.read_trace(path)
+    except (OSError, ValueError, EOFError) as e:
+        raise UserError(f"{path}: cannot read trace: {e}") from e
+    other = doc.get("otherData", {}) if isinstance(doc, dict) else {}
+    if other.get("format") != trace_mod.TRACE_FORMAT:
+        raise UserError(f"{path}: not a proton-inject trace (write it with `report --trace` or `run`)")
+    infos = sorted(other["launches"], key=lambda s: s["pid_base"])
+    bases = np.array([s["pid_base"] for s in infos])
+    cols: dict[str, list] = {k: [] for k in ("pid", "scope", "cycles", "cta", "warp", "sm", "ts", "dur")}
+    fin: dict[str, list] = {k: [] for k in ("pid", "cta", "sm", "init", "pre")}
+    for ev in doc.get("traceEvents", []):
+        if ev.get("ph") != "X":
+            continue
+        a = ev.get("args", {})
+        if ev.get("name") == "finalize" and "finalize_ns" in a:
+            for k, v in (("pid", ev["pid"]), ("cta", a["cta"]), ("sm", a["sm"]),
+                         ("init", a["init_ns"]), ("pre", a["prefinal_ns"])):
+                fin[k].append(v)
+        elif "cycles" in a:
+            for k, v in (("pid", ev["pid"]), ("scope", a["scope"]), ("cycles", a["cycles"]),
+                         ("cta", a["cta"]), ("warp", a["warp"]), ("sm", a["sm"]),
+                         ("ts", ev["ts"]), ("dur", ev["dur"])):
+                cols[k].append(v)
+    arr = {k: np.asarray(v) for k, v in cols.items()}
+    farr = {k: np.asarray(v) for k, v in fin.items()}
+    which = np.searchsorted(bases, arr["pid"], side="right") - 1 if len(arr["pid"]) else arr["pid"]
+    fwhich = np.searchsorted(bases, farr["pid"], side="right") - 1 if len(farr["pid"]) else farr["pid"]
+    out = []
+    for i, s in enumerate(infos):
+        m = which == i
+        fm = fwhich == i
+        cycles = arr["cycles"][m].astype(np.int64) if m.any() else np.zeros(0, np.int64)
+        clock = dict(s["clock"])
+        if clock_mhz:
+            dur = cycles * 1000.0 / clock_mhz
+            clock.update(source="user", mhz_median=clock_mhz, mhz_min=clock_mhz, mhz_max=clock_mhz)
+        else:
+            dur = np.round(arr["dur"][m] * 1000.0) if m.any() else np.zeros(0)
+        out.append(LaunchData(
+            kernel=s["kernel"], launch=s["launch"], config=s.get("config"), grid=s["grid"],
+            num_warps=s["num_warps"], scopes={int(k): v for k, v in s["scopes"].items()},
+            scope_parents={int(k): int(v) for k, v in s["scope_parents"].items()},
+            scope_locs={int(k): v for k, v in s.get("scope_locs", {}).items()},
+            clock=clock, scope=arr["scope"][m].astype(np.int64), cycles=cycles,
+            dur_ns=np.asarray(dur, np.float64),
+            start_ns=np.round(arr["ts"][m] * 1000.0) if m.any() else np.zeros(0),
+            cta=arr["cta"][m].astype(np.int64) if m.any() else np.zeros(0, np.int64),
+            warp=arr["warp"][m].astype(np.int64) if m.any() else np.zeros(0, np.int64),
+            sm=arr["sm"][m].astype(np.int64) if m.any() else np.zeros(0, np.int64),
+            cta_ids=farr["cta"][fm].astype(np.int64) if fm.any() else np.zeros(0, np.int64),
+            cta_sm=farr["sm"][fm].astype(np.int64) if fm.any() else np.zeros(0, np.int64),
+            cta_init_ns=farr["init"][fm].astype(np.float64) if fm.any() else np.zeros(0),
+            cta_prefinal_ns=farr["pre"][fm].astype(np.float64) if fm.any() else np.zeros(0),
+            drops={
+                "records_written": s.get("records_written", 0),
+                "records_dropped": s.get("records_dropped", 0),
+                "warps_with_drops": s.get("warps_with_drops", 0),
+                "ctas_with_drops": s.get("ctas_with_drops", 0),
+                "needed_buffer_size": s.get("needed_buffer_size"),
+                "unmatched_starts": s.get("unmatched_starts", 0),
+                "unmatched_ends": s.get("unmatched_ends", 0),
+            },
+            warnings=list(s.get("warnings", [])), device=s.get("device"),
+        ))
+    return out
+
+
+# --- statistics ------------------------------------------------------------------------------
+
+
+def _stats(v: np.ndarray) -> dict[str, float]:
+    if len(v) == 0:
+        return {"total": 0.0, "mean": 0.0, "median": 0.0, "p95": 0.0, "max": 0.0}
+    return {
+        "total": float(v.sum()),
+        "mean": float(v.mean()),
+        "median": float(np.median(v)),
+        "p95": float(np.percentile(v, 95)),
+        "max": float(v.max()),
+    }
+
+
+def _concat(launches: Sequence[LaunchData], name: str) -> np.ndarray:
+    return np.concatenate([getattr(x, name) for x in launches]) if launches else np.zeros(0)
+
+
+def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
+    """Numbers of one kernel (one or more launches of the same kernel and config)."""
+    first = launches[0]
+    scope = _concat(launches, "scope").astype(np.int64)
+    cycles = _concat(launches, "cycles").astype(np.float64)
+    dur = _concat(launches, "dur_ns").astype(np.float64)
+    warp = _concat(launches, "warp").astype(np.int64)
+    # Kernel time = sum over profiled (launch, CTA, warp) of that CTA's init..pre-final span.
+    kernel_ns = 0.0
+    for x in launches:
+        if len(x.cta) == 0:
+            continue
+        span = dict(zip(x.cta_ids.tolist(), (x.cta_prefinal_ns - x.cta_init_ns).tolist(),
+                        strict=False))
+        stride = int(x.warp.max()) + 1
+        pairs = np.unique(x.cta * stride + x.warp)  # profiled (CTA, warp) streams
+        kernel_ns += sum(span.get(int(c), 0.0) for c in (pairs // stride).tolist())
+    W = first.num_warps
+    group = 4 if W > 4 else 1  # warp groups (partitions) for wide CTAs, warps otherwise
+    scopes = dict(first.scopes)
+    for s in np.unique(scope).tolist():
+        scopes.setdefault(int(s), f"scope_{s}")
+    counts = {n: list(scopes.values()).count(n) for n in scopes.values()}
+    regions = []
+    for s in sorted(np.unique(scope).tolist()):
+        m = scope == s
+        name = scopes[s] if counts[scopes[s]] == 1 else f"{scopes[s]} [{s}]"
+        unit = warp[m] // group
+        per_unit = []
+        for u in np.unique(unit).tolist():
+            um = unit == u
+            per_unit.append({
+                "unit": f"warp {u}" if group == 1 else f"warps {u * 4}-{u * 4 + 3}",
+                "count": int(um.sum()),
+                "median_cycles": float(np.median(cycles[m][um])),
+                "median_ns": float(np.median(dur[m][um])),
+            })
+        meds = [p["median_cycles"] for p in per_unit]
+        differs = len(meds) > 1 and (max(meds) - min(meds)) > SPLIT_THRESHOLD * max(1.0, max(meds))
+        regions.append({
+            "scope": int(s),
+            "name": name,
+            "loc": first.scope_locs.get(int(s)),
+            "parent": first.scope_parents.get(int(s)),
+            "count": int(m.sum()),
+            "cycles": _stats(cycles[m]),
+            "ns": _stats(dur[m]),
+            "share": float(dur[m].sum() / kernel_ns) if kernel_ns > 0 else None,
+            "per_unit": per_unit if differs else None,
+        })
+    drops = {k: sum((x.drops.get(k) or 0) for x in launches)
+             for k in ("records_written", "records_dropped", "warps_with_drops", "ctas_with_drops",
+                       "unmatched_starts", "unmatched_ends")}
+    need = [x.drops.get("needed_buffer_size") for x in launches if x.drops.get("needed_buffer_size")]
+    drops["needed_buffer_size"] = max(need) if need else None
+    mhz = [x.clock.get("mhz_median") for x in launches if x.clock.get("mhz_median")]
+    return {
+        "kernel": first.kernel,
+        "config": first.config,
+        "launches": [x.launch for x in launches],
+        "device": first.device,
+        "grid": first.grid,
+        "num_warps": W,
+        "ctas": int(sum(len(x.cta_ids) for x in launches)),
+        "clock": {
+            "sources": sorted({str(x.clock.get("source")) for x in launches}),
+            "mhz_median": float(np.median(mhz)) if mhz else None,
+            "per_launch": [x.clock for x in launches],
+        },
+        "kernel_time_ns": kernel_ns,
+        "events": int(len(scope)),
+        "regions": regions,
+        "drops": drops,
+        "warnings": [w for x in launches for w in x.warnings],
+    }
+
+
+def summarize(launches: Sequence[LaunchData]) -> dict[str, Any]:
+    """The whole report as a JSON-ready dict: one entry per (kernel, config)."""
+    groups: dict[tuple[str, str | None], list[LaunchData]] = {}
+    for x in sorted(launches, key=lambda x: x.launch):
+        groups.setdefault((x.kernel, x.config), []).append(x)
+    return {"format": "proton-inject-report", "version": 1,
+            "kernels": [kernel_summary(g) for g in groups.values()]}
+
+
+# --- text ------------------------------------------------------------------------------------
+
+
+def _fmt(v: float | None, digits: int = 0) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+def drop_warning(k: dict[str, Any]) -> str | None:
+    """The dropped-record sentence for one kernel, or None when nothing was lost."""
+    d = k["drops"]
+    if not d["records_dropped"]:
+        return None
+    pct = 100.0 * d["records_dropped"] / max(1, d["records_written"])
+    need = d["needed_buffer_size"]
+    per_warp = need // max(1, k["num_warps"]) if need else None
+    return (
+        f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) were "
+        f"dropped: the circular buffer wrapped in {d['warps_with_drops']:,} warps of "
+        f"{d['ctas_with_drops']:,} CTAs, so the oldest regions are missing. --buffer-size {need} "
+        f"({per_warp} bytes per warp) would have held them all (a shared-memory buffer is capped "
+        "by free shared memory; use a global buffer for more)."
+    )
+
+
+def format_text(summary: dict[str, Any]) -> str:
+    """Human-readable tables, one per kernel."""
+    out = []
+    for k in summary["kernels"]:
+        launches = k["launches"]
+        clk = k["clock"]
+        grid = "x".join(str(g) for g in k["grid"])
+        title = (f"{k['kernel']}" + (f" [{k['config']}]" if k["config"] else "") +
+                 f": {len(launches)} launch{'es' if len(launches) != 1 else ''}, grid {grid}, "
+                 f"{k['num_warps']} warps, {k['ctas']:,} CTAs, {k['events']:,} regions; clock "
+                 f"{_fmt(clk['mhz_median'])} MHz ({', '.join(clk['sources'])})")
+        out.append(title)
+        hdr = ["region", "count", "total cyc", "mean cyc", "median cyc", "p95 cyc", "max cyc",
+               "total us", "mean ns", "median ns", "p95 ns", "max ns", "share"]
+        rows = []
+        for r in k["regions"]:
+            c, n = r["cycles"], r["ns"]
+            rows.append([
+                r["name"], f"{r['count']:,}", _fmt(c["total"]), _fmt(c["mean"], 1),
+                _fmt(c["median"]), _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1),
+                _fmt(n["mean"], 1), _fmt(n["median"], 1), _fmt(n["p95"], 1), _fmt(n["max"], 1),
+                "-" if r["share"] is None else f"{100 * r['share']:.1f}%",
+            ])
+            for u in r["per_unit"] or []:
+                rows.append([f"  {u['unit']}", f"{u['count']:,}", "", "", _fmt(u["median_cycles"]),
+                             "", "", "", "", _fmt(u["median_ns"], 1), "", "", ""])
+        widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+                  for i, h in enumerate(hdr)]
+        out.append("  " + "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                                    for i, (h, w) in enumerate(zip(hdr, widths, strict=True))))
+        for row in rows:
+            out.append("  " + "  ".join(v.ljust(w) if i == 0 else v.rjust(w)
+                                        for i, (v, w) in enumerate(zip(row, widths, strict=True))))
+        if not rows:
+            out.append("  (no complete regions)")
+        w = drop_warning(k)
+        if w:
+            out.append("  " + w)
+        d = k["drops"]
+        if d["unmatched_starts"] or d["unmatched_ends"]:
+            out.append(f"  note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
+                       "records had no partner (regions cut by the buffer window, or left early)")
+        out.append("  share = region time / sum over profiled warps of their CTA's lifetime "
+                   "(init to pre-final); nested regions overlap their parents")
+        out.append("")
+    return "\n".join(out)
+
+
+# --- timeline picture ------------------------------------------------------------------------
+
+
+def _depths(scopes: Sequence[int], parents: dict[int, int]) -> dict[int, int]:
+    depth = {}
+    for s in scopes:
+        d, p, seen = 0, s, set()
+        while p in parents and p not in seen:
+            seen.add(p)
+            p = parents[p]
+            d += 1
+        depth[s] = d
+    return depth
+
+
+def plot_timeline(x: LaunchData, path: str | os.PathLike, max_sms: int = 16) -> Path:
+    """PNG of one launch: a lane per concurrently resident CTA on each SM (SMs top to bottom),
+    time across, a colour per region; the CTA's first profiled warp is drawn, nested regions
+    as thinner bars on top of their parents, the CTA lifetime as a grey band. At most
+    ``max_sms`` SMs, evenly picked, so that bars stay readable."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
+
+    all_sms = np.unique(x.cta_sm)
+    shown = all_sms
+    if len(all_sms) > max_sms:
+        shown = all_sms[np.unique(np.linspace(0, len(all_sms) - 1, max_sms).round().astype(int))]
+    on = np.isin(x.cta_sm, shown)
+    # Lanes: per SM, CTAs that overlap in time get separate lanes.
+    order = np.nonzero(on)[0][np.lexsort((x.cta_init_ns[on], x.cta_sm[on]))]
+    lane_of: dict[int, int] = {}
+    sm_rows: list[tuple[int, int, int]] = []  # (sm, first row, n rows)
+    row = 0
+    cur_sm = None
+    ends: list[float] = []
+    for i in order.tolist():
+        sm = int(x.cta_sm[i])
+        if sm != cur_sm:
+            if cur_sm is not None:
+                sm_rows.append((cur_sm, row, len(ends)))
+                row += len(ends)
+            cur_sm, ends = sm, []
+        init, pre = float(x.cta_init_ns[i]), float(x.cta_prefinal_ns[i])
+        for lane, e in enumerate(ends):
+            if e <= init:
+                ends[lane] = pre
+                break
+        else:
+            lane = len(ends)
+            ends.append(pre)
+        lane_of[int(x.cta_ids[i])] = row + lane
+    if cur_sm is not None:
+        sm_rows.append((cur_sm, row, len(ends)))
+        row += len(ends)
+    n_rows = max(1, row)
+
+    first_warp = int(x.warp.min()) if len(x.warp) else 0
+    m = x.warp == first_warp
+    scope = x.scope[m]
+    t0 = x.start_ns[m] / 1000.0
+    t1 = (x.start_ns[m] + x.dur_ns[m]) / 1000.0
+    y = np.array([lane_of.get(int(c), -1) for c in x.cta[m].tolist()], np.float64)
+    keep = y >= 0
+    scope, t0, t1, y = scope[keep], t0[keep], t1[keep], y[keep]
+
+    names = sorted(set(np.unique(scope).tolist()))
+    depth = _depths(names, x.scope_parents)
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    colors = {s: cmap(i % cmap.N) for i, s in enumerate(names)}
+
+    height = min(12.0, max(4.0, 1.5 + n_rows * 0.09))
+    fig, ax = plt.subplots(figsize=(14, height), dpi=150)
+    # CTA lifetimes as grey bands.
+    cy = np.array([lane_of[int(c)] for c in x.cta_ids[on].tolist()], np.float64)
+    ci, cp = x.cta_init_ns[on] / 1000.0, x.cta_prefinal_ns[on] / 1000.0
+    band = np.stack([np.stack([ci, cy + 0.05], 1), np.stack([cp, cy + 0.05], 1),
+                     np.stack([cp, cy + 0.95], 1), np.stack([ci, cy + 0.95], 1)], 1)
+    ax.add_collection(PolyCollection(band, facecolors="0.88", edgecolors="none", rasterized=True))
+    max_depth = max(depth.values(), default=0)
+    for s in sorted(names, key=lambda s: depth[s]):
+        k = scope == s
+        inset = 0.1 + 0.3 * depth[s] / max(1, max_depth) if max_depth else 0.1
+        lo, hi = y[k] + inset, y[k] + 1 - inset
+        verts = np.stack([np.stack([t0[k], lo], 1), np.stack([t1[k], lo], 1),
+                          np.stack([t1[k], hi], 1), np.stack([t0[k], hi], 1)], 1)
+        ax.add_collection(PolyCollection(verts, facecolors=[colors[s]], edgecolors="none",
+                                         rasterized=True))
+    xmax = float(max(cp.max() if len(cp) else 1.0, t1.max() if len(t1) else 1.0))
+    xmin = float(min(ci.min() if len(ci) else 0.0, t0.min() if len(t0) else 0.0))
+    ax.set_xlim(xmin, xmin + (xmax - xmin) * 1.01)
+    ax.set_ylim(n_rows, 0)
+    for _, r0, _ in sm_rows[1:]:
+        ax.axhline(r0, color="0.6", lw=0.5)
+    ax.set_yticks([r0 + n / 2 for _, r0, n in sm_rows], [f"SM {sm}" for sm, _, _ in sm_rows],
+                  fontsize=8)
+    ax.set_xlabel("time since the launch's first CTA started (us)")
+    ax.set_ylabel("SM (one lane per resident CTA)")
+    mhz = x.clock.get("mhz_median")
+    ax.set_title(
+        f"{x.kernel} launch {x.launch}: {len(x.cta_ids):,} CTAs on {len(all_sms)} SMs "
+        f"({len(shown)} shown), warp {first_warp} of each CTA; clock {mhz:.0f} MHz "
+        f"({x.clock.get('source')})"
+        if mhz else f"{x.kernel} launch {x.launch}", fontsize=10)
+    handles = [Patch(color="0.88", label="CTA lifetime (init..pre-final)")]
+    handles += [Patch(color=colors[s], label=x.scopes.get(s, f"scope_{s}")) for s in names]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8,
+              frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return write_atomic(path, buf.getvalue())
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+@dataclass
+class ReportResult:
+    """What ``report`` produced: text for stdout, warnings for stderr, files written."""
+
+    text: str
+    warnings: list[str]
+    files: list[Path]
+    summary: dict[str, Any]
+
+
+def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | None = None,
+               as_json: bool = False, clock_mhz: float | None = None,
+               trace_dir: str | os.PathLike | None = None, merge: bool = False,
+               gz: bool = False) -> ReportResult:
+    """Load raw launches or traces, summarize, and optionally plot and write traces."""
+    if clock_mhz is not None and clock_mhz <= 0:
+        raise UserError(f"--clock-mhz must be positive, not {clock_mhz}")
+    raws, traces = expand_inputs(inputs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DecodeWarning)
+        decoded = decode_raw(raws, clock_mhz)
+    warn = [str(w.message) for w in caught if issubclass(w.category, DecodeWarning)]
+    launches = [LaunchData.from_decoded(d) for d in decoded]
+    for t in traces:
+        launches += launches_from_trace(t, clock_mhz)
+    if not launches:
+        raise UserError("no launches found in the inputs")
+    files: list[Path] = []
+    if trace_dir is not None:
+        if not decoded:
+            raise UserError("--trace needs raw launches as input (traces are already traces)")
+        files += trace_mod.write_traces(decoded, trace_dir, merge=merge, gz=gz)
+    if plot is not None:
+        plot = Path(plot)
+        ordered = sorted(launches, key=lambda x: x.launch)
+        if len(ordered) == 1:
+            files.append(plot_timeline(ordered[0], plot))
+        else:
+            for x in ordered:
+                files.append(plot_timeline(x, plot.with_name(f"{plot.stem}.{x.launch:05d}-"
+                                                             f"{x.kernel}{plot.suffix}")))
+    summary = summarize(launches)
+    text = json.dumps(summary, indent=1) if as_json else format_text(summary)
+    return ReportResult(text=text, warnings=warn, files=files, summary=summary)

@@ -1,0 +1,933 @@
+"""Run a program with instrumented kernels and collect one profile buffer per launch.
+
+``profile()`` (a context manager) and ``run_program()`` (``proton-inject run``) set up, for the
+code they run: Triton's kernel override pointed at a private copy of the instrumented tree
+(``.ttgir`` files only: a ``.cubin`` there would replace the instrumented build), a private
+compile cache (the cache key does not cover override files), the Proton lowering
+(``lowering.installed``), a profile allocator that hands each instrumented launch a zeroed
+buffer, and launch hooks that tie each buffer to its launch (kernel, hash, grid, warps,
+stream, config). Buffers are copied to pinned host memory on a side stream as kernels finish;
+when the program ends, however it ends, what was collected is written under ``out/raw/``.
+
+Raw format (one launch = two files, ``raw/<seq>-<kernel>.bin`` and ``.json``): the ``.bin`` is
+the device buffer as the kernel left it, ``grid_size * num_ctas`` blocks of
+``scratch_bytes_per_cta`` bytes; the ``.json`` is the launch metadata (see ``LaunchRecord``).
+``out/run.json`` lists the launches and the messages of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import runpy
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .fsutil import write_atomic
+from .lowering import LoweringOptions, installed, scope_names_of, suggest_buffer_size
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass
+class LaunchRecord:
+    """What is known about one instrumented launch whose buffer is kept."""
+
+    seq: int  # order of kept launches in this run, from 0
+    kernel: str
+    hash: str  # override directory name (base32 of the source hash), as in the dump tree
+    compile_hash: str  # Triton's compile hash of the instrumented build
+    grid: tuple[int, int, int]
+    num_warps: int
+    num_ctas: int
+    stream: int
+    device: int
+    scratch_bytes_per_cta: int
+    config: dict[str, Any] = field(default_factory=dict)  # constexprs + launch options
+    config_name: str = ""
+    tuning: bool = False  # launched by an autotuner while benchmarking configs
+    scope_names: list[tuple[int, str]] = field(default_factory=list)
+    scope_parents: list[tuple[int, int]] = field(default_factory=list)
+    enqueued_ns: int = 0  # host clock (time.perf_counter_ns) when launched
+    all_zero: bool = False
+
+    @property
+    def num_blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2] * self.num_ctas
+
+    def file_stem(self) -> str:
+        return f"{self.seq:05d}-{_SAFE_NAME.sub('_', self.kernel)[:80]}"
+
+
+@dataclass
+class RunResult:
+    """What a profiling session collected and where it wrote it."""
+
+    out: str
+    launches: list[LaunchRecord] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> launches not kept
+    messages: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+
+
+class ProfileBufferTooLarge(Exception):
+    """Set up as a subclass of Triton's OutOfResources at run time (autotuners catch it)."""
+
+
+def _out_of_resources_type() -> type:
+    from triton.runtime.errors import OutOfResources
+
+    class _ProfileBufferTooLarge(OutOfResources, ProfileBufferTooLarge):
+        def __init__(self, required: int, limit: int, name: str, message: str = "") -> None:
+            super().__init__(required, limit, name)
+            self.message = message
+
+        def __str__(self) -> str:
+            return self.message or super().__str__()
+
+        def __reduce__(self):
+            return (type(self), (self.required, self.limit, self.name, self.message))
+
+    return _ProfileBufferTooLarge
+
+
+# --- the instrumented tree -----------------------------------------------------------
+
+
+def prepare_override_tree(
+    instrumented_dir: str | os.PathLike, dest: str | os.PathLike, kernel: str | None = None
+) -> dict[str, set[str]]:
+    """Copy ``<hash>/<kernel>.ttgir`` files (only those) into ``dest``; returns name -> hashes.
+
+    Only kernels whose name matches ``kernel`` (a regex, searched) are copied: the others run
+    their original build.
+    """
+    src = Path(instrumented_dir)
+    if not src.is_dir():
+        raise UserError(f"{instrumented_dir}: no such directory (give the output of insert)")
+    pattern = _compile_regex(kernel)
+    found: dict[str, set[str]] = {}
+    instrumented = 0
+    loose = [p.name for p in src.glob("*.ttgir")]
+    for f in sorted(src.glob("*/*.ttgir")):
+        name = f.stem
+        if pattern and not pattern.search(name):
+            continue
+        text = f.read_bytes()
+        instrumented += b"proton.record" in text
+        out = Path(dest) / f.parent.name / f.name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(text)
+        found.setdefault(name, set()).add(f.parent.name)
+    if not found:
+        hint = (
+            f" ({', '.join(loose[:3])} lie directly in it; the override needs "
+            "<hash>/<kernel>.ttgir, as dump and insert write it)"
+            if loose
+            else ""
+        )
+        which = f" matching --kernel {kernel!r}" if kernel else ""
+        raise UserError(f"{instrumented_dir}: no <hash>/<kernel>.ttgir files{which}{hint}")
+    if not instrumented:
+        raise UserError(
+            f"{instrumented_dir}: no file has a proton.record: instrument the dump first "
+            "(proton-inject insert DUMP -o INSTRUMENTED)"
+        )
+    return found
+
+
+def _compile_regex(text: str | None) -> re.Pattern[str] | None:
+    if not text:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise UserError(f"--kernel {text!r} is not a valid regular expression: {e}") from e
+
+
+def scope_locations(instrumented_dir: str | os.PathLike) -> dict[tuple[str, str], dict[int, str]]:
+    """(hash, kernel) -> scope id -> source location, from the insert step's manifest.json."""
+    path = Path(instrumented_dir) / "manifest.json"
+    out: dict[tuple[str, str], dict[int, str]] = {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return out
+    for k in data.get("kernels", []) if isinstance(data, dict) else []:
+        rel = str(k.get("file") or k.get("ttgir") or "")
+        parts = rel.split("/")
+        if len(parts) != 2:
+            continue
+        locs = {}
+        for r in k.get("regions", []) or []:
+            if isinstance(r, dict) and r.get("source") and r.get("scope_id") is not None:
+                locs[int(r["scope_id"])] = str(r["source"])
+        out[(parts[0], Path(parts[1]).stem)] = locs
+    return out
+
+
+# --- describing launches ------------------------------------------------------------------
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, bool | int | float | str) or v is None:
+        return v
+    return str(v)
+
+
+def config_of_kernel(ck: Any) -> dict[str, Any]:
+    """Constexpr values and launch options of a compiled kernel (what names its config)."""
+    cfg: dict[str, Any] = {}
+    src = getattr(ck, "src", None)
+    fn = getattr(src, "fn", None)
+    names = list(getattr(fn, "arg_names", []) or [])
+    for key, value in sorted((getattr(src, "constants", None) or {}).items()):
+        idx = key[0] if isinstance(key, tuple) and key else key
+        name = names[idx] if isinstance(idx, int) and idx < len(names) else str(key)
+        cfg[name] = _jsonable(value)
+    md = ck.metadata
+    for opt in ("num_warps", "num_stages", "num_ctas"):
+        if hasattr(md, opt):
+            cfg[opt] = _jsonable(getattr(md, opt))
+    return cfg
+
+
+def config_of_autotune(config: Any) -> dict[str, Any]:
+    """A ``triton.Config`` as a plain dict (kwargs plus num_warps/num_stages/num_ctas)."""
+    cfg = {k: _jsonable(v) for k, v in dict(getattr(config, "kwargs", {}) or {}).items()}
+    for opt in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+        v = getattr(config, opt, None)
+        if v is not None:
+            cfg[opt] = _jsonable(v)
+    return cfg
+
+
+def config_name(cfg: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cfg.items())
+
+
+@dataclass
+class _KernelInfo:
+    name: str
+    override_hash: str
+    instrumented: bool
+    scratch: int
+    ck: Any
+    config: dict[str, Any] | None = None  # config_of_kernel, computed on first launch
+
+
+@dataclass
+class _Pending:
+    info: _KernelInfo
+    grid: tuple[int, int, int]
+    stream: int
+    config: dict[str, Any]
+    tuning: bool
+    buffer: Any = None
+    keep: bool = False
+
+
+@dataclass
+class _InFlight:
+    record: LaunchRecord
+    device_buffer: Any
+    host_buffer: Any
+    done: Any  # CUDA event recorded after the copy
+
+
+# --- the session ------------------------------------------------------------------------------
+
+
+class Session:
+    """One profiling session; use ``profile()`` or ``run_program()`` rather than this directly."""
+
+    def __init__(
+        self,
+        instrumented_dir: str | os.PathLike,
+        out: str | os.PathLike = "traces",
+        options: LoweringOptions | None = None,
+        kernel: str | None = None,
+        max_launches: int | None = None,
+        max_pending_mb: float = 256,
+        keep_tuning: bool = False,
+    ) -> None:
+        if max_launches is not None and max_launches < 0:
+            raise UserError(f"--max-launches must be >= 0, got {max_launches}")
+        if max_pending_mb <= 0:
+            raise UserError(f"--max-pending-mb must be > 0, got {max_pending_mb}")
+        self.instrumented_dir = str(instrumented_dir)
+        self.out = Path(out)
+        self.options = options or LoweringOptions()
+        self.kernel = kernel
+        self.max_launches = max_launches
+        self.max_pending = int(max_pending_mb * 2**20)
+        self.keep_tuning = keep_tuning
+        self.result = RunResult(out=str(self.out))
+        self._tls = threading.local()
+        self._lock = threading.RLock()
+        self._kernels: dict[int, _KernelInfo] = {}
+        self._inflight: deque[_InFlight] = deque()
+        self._finished: list[_InFlight] = []
+        self._pending_bytes = 0
+        self._finished_bytes = 0
+        self._discard: list[Any] = []
+        self._streams: dict[int, Any] = {}
+        self._copy_streams: dict[int, Any] = {}
+        self._compiled: dict[str, set[str]] = {}  # kernel name -> override hashes compiled
+        self._undo: list[Any] = []
+        self._tmp: str | None = None
+        self._tree: dict[str, set[str]] = {}
+        self._max_shared: int | None = None
+        self._locs: dict[tuple[str, str], dict[int, str]] = {}
+        self._device_names: dict[int, str] = {}
+        self._started = False
+        self._stopped = False
+        self.write_traces = True
+
+    # -- setup / teardown --
+
+    def start(self) -> Session:
+        """Install everything; raises UserError (nothing left installed) if it cannot run."""
+        try:
+            import torch
+        except ImportError as e:  # pragma: no cover - torch is a dependency
+            raise UserError("proton-inject run needs PyTorch with CUDA") from e
+        if not torch.cuda.is_available():
+            raise UserError(
+                "no CUDA GPU is visible (torch.cuda.is_available() is False): run needs one. "
+                "To validate instrumented IR without a GPU use: proton-inject check DIR"
+            )
+        if self.options.granularity != "warp":
+            raise UserError(
+                f"--granularity {self.options.granularity}: Triton 3.6's NVIDIA Proton lowering "
+                "supports warp granularity only; use --granularity warp"
+            )
+        import triton
+        from triton.compiler.compiler import CompiledKernel
+        from triton.runtime import _allocation
+
+        self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
+        try:
+            override_dir = os.path.join(self._tmp, "override")
+            cache_dir = os.path.join(self._tmp, "cache")
+            os.makedirs(cache_dir)
+            self._tree = prepare_override_tree(self.instrumented_dir, override_dir, self.kernel)
+            self._locs = scope_locations(self.instrumented_dir)
+            for d in range(torch.cuda.device_count()):
+                self._device_names[d] = torch.cuda.get_device_name(d)
+            # Knobs and the environment (Inductor reads TRITON_CACHE_DIR from the environment).
+            self._push_scope(triton.knobs.cache.scope())
+            self._push_scope(triton.knobs.compilation.scope())
+            triton.knobs.cache.dir = cache_dir
+            triton.knobs.cache.override_dir = override_dir
+            triton.knobs.compilation.override = True
+            triton.knobs.compilation.dump_ir = False
+            self._set_env("TRITON_CACHE_DIR", cache_dir)
+            self._set_env("TRITON_OVERRIDE_DIR", override_dir)
+            self._set_env("TRITON_KERNEL_OVERRIDE", "1")
+            self._setup_inductor()
+            # The session tag keeps the JIT from reusing kernels built in another session.
+            tag = f"s{id(self):x}{time.perf_counter_ns():x}"
+            hooks = self._push_scope(installed(self.options, tag=tag))
+            self._max_shared = max(h.max_shared for h in hooks.values())
+            prev_alloc = _allocation._profile_allocator.get()
+            _allocation.set_profile_allocator(self._allocate)
+            self._undo.append(lambda: _allocation.set_profile_allocator(prev_alloc))
+            knobs_rt = triton.knobs.runtime
+            knobs_rt.launch_enter_hook.add(self._enter)
+            knobs_rt.launch_exit_hook.add(self._exit)
+            self._undo.append(lambda: knobs_rt.launch_enter_hook.remove(self._enter))
+            self._undo.append(lambda: knobs_rt.launch_exit_hook.remove(self._exit))
+            prev_listener = triton.knobs.compilation.listener
+            triton.knobs.compilation.listener = self._listener(prev_listener)
+            self._patch(CompiledKernel, "launch_metadata", self._wrap_launch_metadata)
+            self._patch_autotuners()
+        except BaseException:
+            self._teardown()
+            raise
+        self._started = True
+        return self
+
+    def _push_scope(self, cm: Any) -> Any:
+        value = cm.__enter__()
+        self._undo.append(lambda: cm.__exit__(None, None, None))
+        return value
+
+    def _set_env(self, key: str, value: str) -> None:
+        old = os.environ.get(key)
+        os.environ[key] = value
+
+        def undo() -> None:
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+        self._undo.append(undo)
+
+    def _set_attr(self, obj: Any, name: str, value: Any) -> None:
+        if not hasattr(obj, name):
+            return
+        old = getattr(obj, name)
+        setattr(obj, name, value)
+        self._undo.append(lambda: setattr(obj, name, old))
+
+    def _patch(self, cls: Any, name: str, make: Any) -> None:
+        orig = cls.__dict__[name]
+        setattr(cls, name, make(orig))
+        self._undo.append(lambda: setattr(cls, name, orig))
+
+    def _setup_inductor(self) -> None:
+        """torch.compile: compile in this process, skip its caches, use Triton's launcher."""
+        self._set_env("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        self._set_env("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+        self._set_env("TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER", "0")
+        try:
+            import torch._inductor.config as icfg
+        except Exception:  # Inductor missing or broken: plain Triton still works
+            return
+        # The worker pool would compile without our lowering; the static launcher passes no
+        # profile buffer; cached graphs would skip compiling (and the override) altogether.
+        self._set_attr(icfg, "compile_threads", 1)
+        self._set_attr(icfg, "force_disable_caches", True)
+        self._set_attr(icfg, "use_static_cuda_launcher", False)
+        self._set_attr(icfg, "autotune_local_cache", False)
+        self._set_attr(icfg, "fx_graph_cache", False)
+
+    def _patch_autotuners(self) -> None:
+        from triton.runtime.autotuner import Autotuner
+
+        tls = self._tls
+
+        def wrap_bench(orig):
+            def _bench(at, *args, config, **meta):
+                prev = getattr(tls, "tuning", None)
+                tls.tuning = config
+                try:
+                    return orig(at, *args, config=config, **meta)
+                finally:
+                    tls.tuning = prev
+
+            return _bench
+
+        def wrap_run(orig):
+            def run(at, *args, **kwargs):
+                prev = getattr(tls, "autotuner", None)
+                tls.autotuner = at
+                try:
+                    return orig(at, *args, **kwargs)
+                finally:
+                    tls.autotuner = prev
+
+            return run
+
+        self._patch(Autotuner, "_bench", wrap_bench)
+        self._patch(Autotuner, "run", wrap_run)
+        heur = sys.modules.get("torch._inductor.runtime.triton_heuristics")
+        if heur is None:
+            try:
+                import torch._inductor.runtime.triton_heuristics as heur
+            except Exception:
+                heur = None
+        cls = getattr(heur, "CachingAutotuner", None) if heur else None
+        if cls is not None and "benchmark_all_configs" in cls.__dict__:
+
+            def wrap_inductor(orig):
+                def benchmark_all_configs(at, *args, **kwargs):
+                    prev = getattr(tls, "tuning", None)
+                    tls.tuning = "inductor"
+                    try:
+                        return orig(at, *args, **kwargs)
+                    finally:
+                        tls.tuning = prev
+
+                return benchmark_all_configs
+
+            self._patch(cls, "benchmark_all_configs", wrap_inductor)
+
+    def _teardown(self) -> None:
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception as e:  # keep undoing the rest
+                self.result.messages.append(f"could not restore a setting: {e}")
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    # -- hooks --
+
+    def _listener(self, prev: Any):
+        from triton.runtime.cache import _base32
+
+        def listener(*, src, metadata, metadata_group, times, cache_hit):
+            try:
+                if hasattr(src, "fn"):
+                    name = getattr(src.fn, "__name__", str(src.name))
+                    self._compiled.setdefault(name, set()).add(_base32(src.hash()))
+            finally:
+                if prev is not None:
+                    prev(
+                        src=src, metadata=metadata, metadata_group=metadata_group,
+                        times=times, cache_hit=cache_hit,
+                    )  # fmt: skip
+
+        return listener
+
+    def _info(self, ck: Any) -> _KernelInfo:
+        info = self._kernels.get(id(ck))
+        if info is None or info.ck is not ck:
+            from triton.runtime.cache import _base32
+
+            src = ck.src
+            try:
+                h = _base32(src.hash())
+            except Exception:
+                h = ""
+            name = getattr(getattr(src, "fn", None), "__name__", None) or str(ck.name)
+            scratch = int(getattr(ck.metadata, "profile_scratch_size", 0) or 0)
+            info = _KernelInfo(name, h, scratch > 0, scratch, ck)
+            self._kernels[id(ck)] = info
+        return info
+
+    def _wrap_launch_metadata(self, orig: Any):
+        session = self
+        oor_type = _out_of_resources_type()
+
+        def launch_metadata(ck, grid, stream, *args):
+            try:
+                ret = orig(ck, grid, stream, *args)
+            except Exception as e:
+                raise session._explain_oor(ck, e, oor_type) from e
+            info = session._info(ck)
+            if not info.instrumented:
+                session._tls.pending = None
+                return ret
+            tuning = getattr(session._tls, "tuning", None)
+            at = getattr(session._tls, "autotuner", None)
+            if tuning is not None and tuning != "inductor":
+                cfg = config_of_autotune(tuning)
+            elif at is not None and getattr(at, "best_config", None) is not None:
+                cfg = config_of_autotune(at.best_config)
+            else:
+                if info.config is None:
+                    info.config = config_of_kernel(ck)
+                cfg = info.config
+            g = tuple(int(x) for x in (list(grid) + [1, 1, 1])[:3])
+            session._tls.pending = _Pending(info, g, int(stream or 0), cfg, tuning is not None)
+            return ret
+
+        return launch_metadata
+
+    def _explain_oor(self, ck: Any, e: Exception, oor_type: type, build_max_shared: int | None = None) -> Exception:
+        """Turn Triton's shared-memory OutOfResources for an instrumented build into advice."""
+        from triton.runtime.errors import OutOfResources
+
+        if not isinstance(e, OutOfResources) or "shared" not in str(getattr(e, "name", "")):
+            return e
+        if not int(getattr(ck.metadata, "profile_scratch_size", 0) or 0):
+            return e
+        nw = int(ck.metadata.num_warps)
+        need, limit = int(e.required), int(e.limit)
+        from .check import _buffer_split
+
+        # Split with the limit the lowering sized the buffer for (the device's, normally).
+        built_for = build_max_shared or self._max_shared or limit
+        buf = _buffer_split(need, nw, built_for, self.options) or 0
+        fit = suggest_buffer_size(limit - (need - buf), nw, self.options) if buf else 0
+        advice = f"pass --buffer-size {fit} (or less)" if fit else "instrument fewer regions"
+        msg = (
+            f"kernel {self._info(ck).name}: the instrumented build needs {need} B of shared "
+            f"memory per CTA ({buf} B of it for the record buffer) but the GPU allows {limit} B; "
+            f"{advice}"
+        )
+        return oor_type(need, limit, "shared memory", msg)
+
+    def _stream_obj(self, stream: int, device: int):
+        import torch
+
+        cur = torch.cuda.current_stream(device)
+        if cur.cuda_stream == stream:
+            return cur
+        s = self._streams.get(stream)
+        if s is None:
+            s = torch.cuda.ExternalStream(stream, device=device)
+            self._streams[stream] = s
+        return s
+
+    def _allocate(self, size: int, alignment: int, stream: int | None):
+        import torch
+
+        pending: _Pending | None = getattr(self._tls, "pending", None)
+        device = torch.cuda.current_device()
+        keep = pending is not None and self._want(pending)
+        if not keep:
+            return self._discard_buffer(size, device)
+        s = self._stream_obj(int(stream or 0), device)
+        with self._lock:
+            self._poll()
+            while self._pending_bytes + size > self.max_pending and self._inflight:
+                self._retire(self._inflight.popleft(), wait=True)
+        with torch.cuda.stream(s):
+            buf = torch.zeros(size, dtype=torch.uint8, device=device)
+        pending.buffer = buf
+        pending.keep = True
+        return buf
+
+    def _want(self, p: _Pending) -> bool:
+        reason = None
+        if p.tuning and not self.keep_tuning:
+            reason = "autotune benchmarking"
+        elif self.max_launches is not None and len(self.result.launches) >= self.max_launches:
+            reason = "past --max-launches"
+        if reason:
+            self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
+            return False
+        return True
+
+    def _discard_buffer(self, size: int, device: int):
+        import torch
+
+        # Launches not kept still write their records somewhere. Old buffers are never freed
+        # during the session: an in-flight kernel on another stream may still write to them.
+        for b in self._discard:
+            if b.device.index == device and b.numel() >= size:
+                return b
+        buf = torch.empty(max(size, 1 << 20), dtype=torch.uint8, device=device)
+        self._discard.append(buf)
+        return buf
+
+    def _enter(self, lazy: Any) -> None:
+        p: _Pending | None = getattr(self._tls, "pending", None)
+        if p is not None and p.keep:
+            fn = lazy.data.get("function") if lazy is not None else None
+            if fn is not None and fn != p.info.ck.function:
+                p.keep = False  # a different kernel: this buffer was not its own
+
+    def _exit(self, lazy: Any) -> None:
+        import torch
+
+        p: _Pending | None = getattr(self._tls, "pending", None)
+        self._tls.pending = None
+        if p is None or not p.keep or p.buffer is None:
+            return
+        device = p.buffer.device.index
+        s = self._stream_obj(p.stream, device)
+        with self._lock:
+            md = p.info.ck.metadata
+            rec = LaunchRecord(
+                seq=len(self.result.launches),
+                kernel=p.info.name,
+                hash=p.info.override_hash,
+                compile_hash=str(getattr(md, "hash", "")),
+                grid=p.grid,
+                num_warps=int(md.num_warps),
+                num_ctas=int(getattr(md, "num_ctas", 1)),
+                stream=p.stream,
+                device=device,
+                scratch_bytes_per_cta=p.info.scratch,
+                config=p.config,
+                config_name=config_name(p.config),
+                tuning=p.tuning,
+                enqueued_ns=time.perf_counter_ns(),
+            )
+            self.result.launches.append(rec)
+            copy_stream = self._copy_streams.get(device)
+            if copy_stream is None:
+                copy_stream = torch.cuda.Stream(device=device)
+                self._copy_streams[device] = copy_stream
+            launched = torch.cuda.Event()
+            launched.record(s)
+            copy_stream.wait_event(launched)
+            with torch.cuda.stream(copy_stream):
+                host = torch.empty(p.buffer.numel(), dtype=torch.uint8, pin_memory=True)
+                host.copy_(p.buffer, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record(copy_stream)
+            self._inflight.append(_InFlight(rec, p.buffer, host, done))
+            self._pending_bytes += p.buffer.numel()
+
+    # -- draining --
+
+    def _poll(self) -> None:
+        while self._inflight and self._inflight[0].done.query():
+            self._retire(self._inflight.popleft(), wait=False)
+
+    def _retire(self, item: _InFlight, wait: bool) -> None:
+        if wait:
+            item.done.synchronize()
+        self._pending_bytes -= item.device_buffer.numel()
+        item.device_buffer = None
+        self._finished.append(item)
+        self._finished_bytes += item.host_buffer.numel()
+        if self._finished_bytes > self.max_pending:
+            self._write_finished()
+
+    def _write_finished(self) -> None:
+        for item in self._finished:
+            self._save(item.record, item.host_buffer.numpy())
+            item.host_buffer = None
+        self._finished.clear()
+        self._finished_bytes = 0
+
+    def _save(self, rec: LaunchRecord, data: Any) -> None:
+        from .decode import raw_prefix, save_raw
+
+        rec.all_zero = not bool(data.any())
+        if not rec.scope_names:
+            rec.scope_names, rec.scope_parents = self._scopes(rec)
+        meta = self.launch_meta(rec)
+        for path in save_raw(raw_prefix(self.out / "raw", meta), data, meta):
+            self.result.files.append(str(path))
+
+    def launch_meta(self, rec: LaunchRecord) -> Any:
+        """The decoder's ``LaunchMeta`` for a kept launch."""
+        from .decode import LaunchMeta
+
+        name = rec.config_name
+        return LaunchMeta(
+            kernel=rec.kernel,
+            grid=rec.grid,
+            num_warps=rec.num_warps,
+            bytes_per_cta=rec.scratch_bytes_per_cta,
+            scopes=dict(rec.scope_names),
+            scope_parents=dict(rec.scope_parents),
+            scope_locs=self._locs.get((rec.hash, rec.kernel), {}),
+            hash=rec.hash,
+            clock_bits=self.options.clock,
+            granularity=self.options.granularity,
+            sampled_warps=list(self.options.warps) if self.options.warps else None,
+            config=f"[tuning] {name}" if rec.tuning else name,
+            launch=rec.seq,
+            device=self._device_names.get(rec.device),
+        )
+
+    def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
+        """Scope ids of the IR this launch ran: its override file (what was compiled)."""
+        cache = self.__dict__.setdefault("_scope_cache", {})
+        key = (rec.hash, rec.kernel)
+        if key not in cache:
+            path = Path(self._tmp or "") / "override" / rec.hash / f"{rec.kernel}.ttgir"
+            try:
+                cache[key] = scope_names_of(str(path)) if path.is_file() else ([], [])
+            except Exception as e:  # the names are a convenience; the buffer is what matters
+                self.result.messages.append(f"{rec.kernel}: could not read scope names: {e}")
+                cache[key] = ([], [])
+        return cache[key]
+
+    # -- the end --
+
+    def stop(self) -> RunResult:
+        """Wait for outstanding copies, write everything, explain what went wrong, uninstall."""
+        if self._stopped or not self._started:
+            return self.result
+        self._stopped = True
+        try:
+            try:
+                with self._lock:
+                    while self._inflight:
+                        self._retire(self._inflight.popleft(), wait=True)
+                    self._write_finished()
+            except Exception as e:  # e.g. the program left the GPU in an error state
+                self.result.messages.append(f"could not read back {len(self._inflight)} profile buffers: {e}")
+            self._diagnose()
+            if self.write_traces:
+                self._write_traces()
+            self._write_index()
+        finally:
+            self._teardown()
+        return self.result
+
+    def _diagnose(self) -> None:
+        msgs = self.result.messages
+        ran: dict[str, set[str]] = {}
+        for info in self._kernels.values():
+            ran.setdefault(info.name, set()).add(info.override_hash)
+        for name, hashes in sorted(self._tree.items()):
+            seen = ran.get(name, set()) | self._compiled.get(name, set())
+            if seen & hashes:
+                continue
+            if seen:
+                msgs.append(
+                    f"kernel {name} ran with hash {', '.join(sorted(seen))}, but the instrumented "
+                    f"tree has it under {', '.join(sorted(hashes))}: its source, constexprs or "
+                    "argument specialization changed since the dump, so the original build ran. "
+                    "Dump and insert again."
+                )
+            else:
+                msgs.append(
+                    f"kernel {name} ({', '.join(sorted(hashes))}) was never compiled: the program "
+                    "did not launch it (or launched it before profiling started)"
+                )
+        zero = [r for r in self.result.launches if r.all_zero]
+        if zero:
+            names = sorted({r.kernel for r in zero})
+            msgs.append(
+                f"{len(zero)} profile buffers are all zeros ({', '.join(names)}): the kernel ran "
+                "without writing records, i.e. the original binary was used. Make sure the "
+                "instrumented tree holds only .ttgir files and no .cubin/.ptx/.llir."
+            )
+        if not self.result.launches and not msgs:
+            msgs.append("no instrumented kernel was launched while profiling")
+        for reason, n in sorted(self.result.dropped.items()):
+            msgs.append(f"{n} instrumented launches not kept ({reason})")
+
+    def _write_traces(self) -> None:
+        """Decode each written launch and write its Chrome trace beside ``raw/``."""
+        from .decode import decode, load_raw, raw_prefix
+        from .trace import write_trace
+
+        for rec in self.result.launches:
+            meta = self.launch_meta(rec)
+            prefix = raw_prefix(self.out / "raw", meta)
+            if rec.all_zero or not prefix.with_name(prefix.name + ".bin").exists():
+                continue
+            try:
+                data, meta = load_raw(prefix.with_name(prefix.name + ".json"))
+                decoded = decode(data, meta)
+                path = write_trace(decoded, self.out / f"{meta.label}.json")
+            except Exception as e:  # keep the raw data; report can retry later
+                self.result.messages.append(f"launch {rec.seq} ({rec.kernel}): not decoded: {e}")
+                continue
+            self.result.files.append(str(path))
+            for w in getattr(decoded, "warnings", []) or []:
+                self.result.messages.append(f"launch {rec.seq} ({rec.kernel}): {w}")
+
+    def _write_index(self) -> None:
+        if not self.result.launches and not self.out.exists():
+            return
+        index = {
+            "version": 1,
+            "instrumented_dir": self.instrumented_dir,
+            "options": self.options.to_json(),
+            "launches": [
+                {
+                    "seq": r.seq,
+                    "kernel": r.kernel,
+                    "hash": r.hash,
+                    "grid": list(r.grid),
+                    "num_warps": r.num_warps,
+                    "config": r.config_name,
+                    "tuning": r.tuning,
+                    "raw": f"raw/{r.file_stem()}.bin",
+                    "all_zero": r.all_zero,
+                }  # fmt: skip
+                for r in self.result.launches
+            ],
+            "dropped": self.result.dropped,
+            "messages": self.result.messages,
+        }
+        path = write_atomic(self.out / "run.json", json.dumps(index, indent=1) + "\n")
+        self.result.files.append(str(path))
+
+
+# --- public API ------------------------------------------------------------------------------
+
+
+@contextmanager
+def profile(
+    instrumented_dir: str | os.PathLike,
+    out: str | os.PathLike = "traces",
+    options: LoweringOptions | None = None,
+    kernel: str | None = None,
+    max_launches: int | None = None,
+    max_pending_mb: float = 256,
+    keep_tuning: bool = False,
+    quiet: bool = False,
+) -> Iterator[RunResult]:
+    """Profile the instrumented kernels launched inside the ``with`` block.
+
+    Yields a ``RunResult`` that is filled in when the block ends (normally or not); its
+    ``messages`` are also printed to stderr unless ``quiet``.
+    """
+    session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning).start()
+    try:
+        yield session.result
+    finally:
+        session.stop()
+        if not quiet:
+            for m in session.result.messages:
+                print(f"proton-inject: {m}", file=sys.stderr)
+
+
+def _split_argv(argv: Sequence[str]) -> tuple[str, str, list[str]]:
+    """``["python", "x.py", "a"]`` -> ("path", "x.py", ["a"]); ``-m mod`` -> ("module", ...)."""
+    args = list(argv)
+    if args and (os.path.basename(args[0]).startswith("python") or args[0] == sys.executable):
+        args = args[1:]
+    if not args:
+        raise UserError("no program given: use proton-inject run DIR -- python script.py ARGS")
+    if args[0] == "-m":
+        if len(args) < 2:
+            raise UserError("-m needs a module name")
+        return "module", args[1], args[2:]
+    if args[0].startswith("-"):
+        raise UserError(f"python option {args[0]!r} is not supported here; give a script or -m")
+    if not os.path.isfile(args[0]):
+        raise UserError(f"{args[0]}: no such script")
+    return "path", args[0], args[1:]
+
+
+def run_program(
+    instrumented_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    argv: Sequence[str],
+    options: LoweringOptions | None = None,
+    kernel: str | None = None,
+    max_launches: int | None = None,
+    max_pending_mb: float = 256,
+    keep_tuning: bool = False,
+) -> RunResult:
+    """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled.
+
+    The program sees the argv, ``__main__`` and ``sys.path[0]`` it would see if run directly;
+    ``result.exit_code`` is the code it would have exited with. What was collected is written
+    even when it raises or calls ``sys.exit``.
+    """
+    kind, target, args = _split_argv(argv)
+    session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning).start()
+    saved_argv, saved_path0 = sys.argv, list(sys.path)
+    code = 0
+    try:
+        if kind == "path":
+            sys.argv = [target, *args]
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+            runpy.run_path(target, run_name="__main__")
+        else:
+            sys.argv = [target, *args]
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        code = 130
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path0
+        session.stop()
+    session.result.exit_code = code
+    return session.result

@@ -1,0 +1,342 @@
+"""Write decoded launches as Chrome trace JSON (opens in Perfetto and chrome://tracing).
+
+Layout: a process per SM (per launch and SM when launches are merged), a thread per
+CTA x warp named ``CTA c warp w`` and sorted by CTA then warp, a complete ("X") event per
+region instance with args ``scope, loc, cycles, cta, warp, sm``, and a ``finalize`` slice
+per CTA on its first warp's thread with ``finalize_ns`` (post-final minus pre-final),
+``init_ns`` and ``first_record_ns``. Times are microseconds with ns resolution from the
+launch's earliest CTA start (from the run's earliest launch when merged).
+
+Speed: event lines are built column-wise with numpy (digits of every row at once) and
+compacted with one boolean mask, instead of one ``json.dumps`` per event.
+"""
+
+from __future__ import annotations
+
+import gzip as _gzip
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .decode import Decoded
+from .fsutil import write_atomic
+
+TRACE_FORMAT = "proton-inject-trace"
+_CHUNK = 1 << 17  # rows per formatting pass: bounds the scratch matrix to a few 10 MB
+
+# --- column-wise text building ---------------------------------------------------------------
+# Every row of a chunk gets the same byte width: numbers are right-aligned in a column as wide
+# as the chunk's widest value and padded with spaces, which JSON allows between tokens. So a
+# chunk is one (rows x width) uint8 matrix filled column by column, with no per-row work.
+
+_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
+
+
+def _digits(v: np.ndarray) -> np.ndarray:
+    """Decimal digit count of non-negative int64 values."""
+    return np.searchsorted(_POW10, v, side="right") + 1
+
+
+class _Rows:
+    """Builds one space-padded text line per row from constant, number and choice columns."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.cols: list[tuple[str, Any, int]] = []
+
+    def const(self, s: str) -> None:
+        b = np.frombuffer(s.encode(), np.uint8)
+        self.cols.append(("c", b, len(b)))
+
+    def choice(self, idx: np.ndarray, table: Sequence[str]) -> None:
+        """Per-row string ``table[idx[row]]``, right-aligned (left-padded with spaces)."""
+        enc = [t.encode() for t in table]
+        w = max((len(e) for e in enc), default=0)
+        tb = np.full((max(1, len(enc)), w), ord(" "), np.uint8)
+        for i, e in enumerate(enc):
+            if e:
+                tb[i, w - len(e):] = np.frombuffer(e, np.uint8)
+        used = np.unique(idx) if self.n else idx
+        if len(used) == 1:
+            self.cols.append(("c", tb[int(used[0])], w))
+        else:
+            self.cols.append(("t", (tb, idx), w))
+
+    def num(self, v: np.ndarray, width: int | None = None) -> None:
+        """Decimal integers (negative allowed); ``width`` zero-pads to a fixed digit count."""
+        v = np.asarray(v, np.int64)
+        if width:
+            self.cols.append(("z", np.abs(v), width))
+        else:
+            self._signed(np.abs(v), v < 0)
+
+    def _signed(self, a: np.ndarray, neg: np.ndarray) -> None:
+        nd = _digits(a) if self.n else a
+        w = (int(nd.max()) if self.n else 1) + bool(neg.any())
+        self.cols.append(("n", (a, nd, neg), w))
+
+    def fixed3(self, v: np.ndarray) -> None:
+        """Integer ``v`` / 1000 with three decimals: ns written as microseconds."""
+        v = np.asarray(v, np.int64)
+        a = np.abs(v)
+        self._signed(a // 1000, v < 0)  # the sign belongs to the whole number: "-0.005"
+        self.const(".")
+        self.num(a % 1000, width=3)
+
+    def build(self) -> np.ndarray:
+        """The rows as one flat uint8 array (row after row)."""
+        width = sum(w for _, _, w in self.cols)
+        buf = np.empty((self.n, width), np.uint8)
+        if self.n == 0:
+            return buf.reshape(-1)
+        b = 0
+        for kind, data, w in self.cols:
+            a, b = b, b + w
+            if kind == "c":
+                buf[:, a:b] = data
+            elif kind == "t":
+                tb, idx = data
+                rowdt = np.dtype((np.void, w))
+                buf[:, a:b] = tb.view(rowdt).reshape(-1)[idx].view(np.uint8).reshape(self.n, w)
+            else:
+                q = data if kind == "z" else data[0]
+                q = q.astype(np.int32 if (len(q) and q.max() < 2**31) else np.int64)
+                for k in range(w):
+                    d = q // 10
+                    r = q - d * 10 + 48
+                    if kind == "n" and k:
+                        r = np.where(q > 0, r, 32)  # leading spaces, not zeros
+                    buf[:, b - 1 - k] = r
+                    q = d
+                if kind == "n":
+                    _, nd, neg = data
+                    if neg.any():
+                        rows = np.nonzero(neg)[0]
+                        buf[rows, b - 1 - nd[rows]] = ord("-")
+        return buf.reshape(-1)
+
+
+def _rows_in_chunks(n: int, make) -> list:
+    """Run ``make(lo, hi)`` over row chunks (bounded scratch memory); returns byte arrays."""
+    return [make(lo, min(n, lo + _CHUNK)) for lo in range(0, n, _CHUNK)]
+
+
+# --- trace assembly --------------------------------------------------------------------------
+
+
+def _json_str(s: str) -> str:
+    return json.dumps(s)[1:-1]
+
+
+def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[list, dict]:
+    """Byte chunks of all events of one launch (each line ends with ',\\n'), and its summary."""
+    meta = d.meta
+    ev = d.events
+    W = meta.num_warps
+    shift = d.base_ns - t0_ns  # this launch's time 0 on the file's time axis
+    parts: list[bytes] = []
+
+    # Region events. Per-scope constant text goes into one table column.
+    scopes = sorted(set(meta.scopes) | set(np.unique(ev.scope).tolist()))
+    pos = {s: i for i, s in enumerate(scopes)}
+    table = []
+    for s in scopes:
+        name = _json_str(d.scope_name(s))
+        loc = meta.scope_locs.get(s)
+        loc_part = f',"loc":"{_json_str(loc)}"' if loc else ""
+        table.append(f'{{"name":"{name}","ph":"X","args":{{"scope":{s}{loc_part},"cycles":')
+    lut = np.zeros(max(scopes) + 1 if scopes else 1, np.int64)
+    for s, i in pos.items():
+        lut[s] = i
+    ts = np.round(ev.start_ns).astype(np.int64) + shift
+    te = np.round(ev.end_ns).astype(np.int64) + shift
+    pid = pid_base + ev.sm
+    tid = ev.cta * W + ev.warp + 1
+
+    def region_rows(lo: int, hi: int) -> np.ndarray:
+        r = _Rows(hi - lo)
+        r.choice(lut[ev.scope[lo:hi]], table)
+        r.num(ev.cycles[lo:hi])
+        r.const(',"cta":')
+        r.num(ev.cta[lo:hi])
+        r.const(',"warp":')
+        r.num(ev.warp[lo:hi])
+        r.const(',"sm":')
+        r.num(ev.sm[lo:hi])
+        r.const('},"pid":')
+        r.num(pid[lo:hi])
+        r.const(',"tid":')
+        r.num(tid[lo:hi])
+        r.const(',"ts":')
+        r.fixed3(ts[lo:hi])
+        r.const(',"dur":')
+        r.fixed3(te[lo:hi] - ts[lo:hi])
+        r.const("},\n")
+        return r.build()
+
+    parts += _rows_in_chunks(len(ev), region_rows)
+
+    # Finalize slices: on the thread of the CTA's first profiled warp, after its last region.
+    c = d.ctas
+    first_warp = meta.segments[0]
+    last_end = np.full(len(c.cta), np.iinfo(np.int64).min)
+    if len(ev):
+        order = np.argsort(c.cta, kind="stable")
+        k = np.searchsorted(c.cta[order], ev.cta)
+        k = order[np.clip(k, 0, len(order) - 1)]
+        np.maximum.at(last_end, k, te)
+        first_start = np.full(len(c.cta), np.iinfo(np.int64).max)
+        np.minimum.at(first_start, k, ts)
+    else:
+        first_start = np.full(len(c.cta), np.iinfo(np.int64).max)
+    has = first_start < np.iinfo(np.int64).max
+    init = c.init_ns[has] + shift
+    pre = c.prefinal_ns[has] + shift
+    fin = c.postfinal_ns[has] - c.prefinal_ns[has]
+    f_start = np.maximum(pre, last_end[has])
+    f_first = first_start[has]
+    f_cta, f_sm = c.cta[has], c.sm[has]
+
+    def fin_rows(lo: int, hi: int) -> np.ndarray:
+        sl = slice(lo, hi)
+        r = _Rows(hi - lo)
+        r.const('{"name":"finalize","ph":"X","args":{"finalize_ns":')
+        r.num(fin[sl])
+        r.const(',"init_ns":')
+        r.num(init[sl])
+        r.const(',"first_record_ns":')
+        r.num(f_first[sl])
+        r.const(',"prefinal_ns":')
+        r.num(pre[sl])
+        r.const(',"cta":')
+        r.num(f_cta[sl])
+        r.const(',"sm":')
+        r.num(f_sm[sl])
+        r.const('},"pid":')
+        r.num(pid_base + f_sm[sl])
+        r.const(',"tid":')
+        r.num(f_cta[sl] * W + first_warp + 1)
+        r.const(',"ts":')
+        r.fixed3(f_start[sl])
+        r.const(',"dur":')
+        r.fixed3(fin[sl])
+        r.const("},\n")
+        return r.build()
+
+    parts += _rows_in_chunks(int(has.sum()), fin_rows)
+
+    # Name and order processes (SMs) and threads (CTA x warp) that have events.
+    sms = np.unique(c.sm[has])
+    label = f"{meta.kernel} #{meta.launch} " if merged else ""
+    lines = []
+    for s in sms.tolist():
+        p = pid_base + s
+        lines.append(f'{{"ph":"M","name":"process_name","pid":{p},"args":{{"name":"{_json_str(label)}SM {s}"}}}},\n')
+        lines.append(f'{{"ph":"M","name":"process_sort_index","pid":{p},"args":{{"sort_index":{p}}}}},\n')
+    parts.append("".join(lines).encode())
+    if len(ev):
+        key = np.unique(ev.cta * W + ev.warp)
+        cta_t, warp_t = key // W, key % W
+        sm_of = dict(zip(c.cta.tolist(), c.sm.tolist(), strict=False))
+        sm_t = np.array([sm_of.get(x, 0) for x in cta_t.tolist()], np.int64)
+
+        # Names are JSON strings (no padding allowed inside), so plain Python here; there
+        # are only as many threads as CTAs x warps.
+        pids = (pid_base + sm_t).tolist()
+        tids = (key + 1).tolist()
+        names = [
+            f'{{"ph":"M","name":"thread_name","pid":{p},"tid":{t},"args":{{"name":"CTA {c} warp {w}"}}}},\n'
+            f'{{"ph":"M","name":"thread_sort_index","pid":{p},"tid":{t},"args":{{"sort_index":{t}}}}},\n'
+            for p, t, c, w in zip(pids, tids, cta_t.tolist(), warp_t.tolist(), strict=True)
+        ]
+        parts.append("".join(names).encode())
+
+    summary = {
+        "kernel": meta.kernel,
+        "launch": meta.launch,
+        "hash": meta.hash,
+        "config": meta.config,
+        "grid": list(meta.grid),
+        "num_warps": W,
+        "device": meta.device,
+        "base_globaltimer_ns": d.base_ns,
+        "time_zero_ns": shift,
+        "pid_base": pid_base,
+        "clock": d.clock.summary(),
+        "scopes": {str(k): v for k, v in sorted(meta.scopes.items())},
+        "scope_parents": {str(k): v for k, v in sorted(meta.scope_parents.items())},
+        "scope_locs": {str(k): v for k, v in sorted(meta.scope_locs.items())},
+        "events": len(ev),
+        "records_written": d.drops.records_written,
+        "records_dropped": d.drops.dropped,
+        "warps_with_drops": d.drops.warps_with_drops,
+        "ctas_with_drops": d.drops.ctas_with_drops,
+        "needed_buffer_size": d.drops.needed_buffer_size if d.drops.dropped else None,
+        "unmatched_starts": d.unmatched_starts,
+        "unmatched_ends": d.unmatched_ends,
+        "warnings": d.warnings,
+    }
+    return parts, summary
+
+
+def trace_bytes(launches: Sequence[Decoded]) -> bytes:
+    """One Chrome trace (JSON bytes) holding the given launches on one time axis."""
+    merged = len(launches) > 1
+    t0 = min((d.base_ns for d in launches), default=0)
+    parts: list[bytes] = []
+    summaries = []
+    pid_base = 1
+    for d in launches:
+        p, s = _launch_parts(d, pid_base, t0, merged)
+        parts += p
+        summaries.append(s)
+        max_sm = int(d.ctas.sm.max()) if len(d.ctas.sm) else 0
+        pid_base += max_sm + 1
+    other = {"format": TRACE_FORMAT, "version": 1, "launches": summaries}
+    head = (
+        '{"displayTimeUnit":"ns","otherData":' + json.dumps(other, separators=(",", ":")) +
+        ',"traceEvents":[\n'
+    ).encode()
+    # Every event line ends in ",\n"; the last one must not have the comma.
+    while parts and len(parts[-1]) == 0:
+        parts.pop()
+    if parts:
+        last = bytes(parts[-1])
+        parts[-1] = last[:-2] + b"\n" if last.endswith(b",\n") else last
+    return b"".join([head, *parts, b"]}\n"])
+
+
+def write_trace(launches: Decoded | Sequence[Decoded], path: str | os.PathLike,
+                gz: bool | None = None, level: int = 1) -> Path:
+    """Write one trace file; gzip when ``gz`` or when ``path`` ends in ``.gz``."""
+    if isinstance(launches, Decoded):
+        launches = [launches]
+    path = Path(path)
+    data = trace_bytes(launches)
+    if gz or (gz is None and path.name.endswith(".gz")):
+        if not path.name.endswith(".gz"):
+            path = path.with_name(path.name + ".gz")
+        data = _gzip.compress(data, compresslevel=level, mtime=0)
+    return write_atomic(path, data)
+
+
+def write_traces(launches: Sequence[Decoded], out_dir: str | os.PathLike, merge: bool = False,
+                 gz: bool = False, name: str = "run") -> list[Path]:
+    """One ``<launch>.json[.gz]`` per launch in ``out_dir``, or one ``<name>.json`` if merged."""
+    out = Path(out_dir)
+    ext = ".json.gz" if gz else ".json"
+    if merge:
+        return [write_trace(list(launches), out / f"{name}{ext}", gz=gz)]
+    return [write_trace(d, out / f"{d.meta.label}{ext}", gz=gz) for d in launches]
+
+
+def read_trace(path: str | os.PathLike) -> dict[str, Any]:
+    """Load a trace file (plain or gzip) as a dict."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = _gzip.decompress(raw)
+    return json.loads(raw)

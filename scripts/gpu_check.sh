@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU: the GPU tests and the overhead benchmark, one summary.
+# Usage: scripts/gpu_check.sh [pytest args...]   (writes logs to $OUT or /tmp/gpu_check)
+# Runs from the checkout with PYTHONPATH=. (the project is not pip-installed there); a lark
+# wheel in .whl/ is installed into /tmp/site when lark is missing.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG=${OUT:-/tmp/gpu_check}
+mkdir -p "$LOG"
+PY=${PYTHON:-python3}
+if ! "$PY" -c "import lark" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 2
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+"$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, \
+'gpu', torch.cuda.get_device_name())" || exit 2
+
+echo "== GPU tests (pytest -m gpu) =="
+"$PY" -m pytest -m gpu -q -s -p no:cacheprovider --durations=8 tests "$@" 2>&1 | tee "$LOG/pytest.log"
+tests_rc=${PIPESTATUS[0]}
+
+echo "== overhead benchmark =="
+"$PY" benchmarks/bench_overhead.py 2>&1 | tee "$LOG/bench.log"
+bench_rc=${PIPESTATUS[0]}
+
+echo "== summary =="
+echo "gpu tests: $(tail -n 1 "$LOG/pytest.log")  (exit $tests_rc)"
+echo "benchmark: exit $bench_rc; ratios above (instrumented / plain kernel time)"
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]

@@ -1,0 +1,257 @@
+"""dump -> insert -> run on a real GPU: regions for every CTA and warp, identical outputs.
+
+Run on the device machine with ``pytest -m gpu`` (scripts/gpu_check.sh). Each test dumps a
+real program with ``dump_program``, instruments the dump with ``proton_inject.instrument``
+(kernel scope + loops), and profiles the same code in this process or through the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import requires_gpu
+
+from proton_inject.decode import decode, find_raw, load_raw
+from proton_inject.instrument import instrument_tree, write_tree
+from proton_inject.override import dump_program
+from proton_inject.rules import Rules
+from proton_inject.runtime import RunResult, profile
+
+pytestmark = [pytest.mark.gpu, requires_gpu]
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+RULES = Rules(kernel_scope=True, loops="both", marks=False)
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _instrumented(tmp_path: Path, argv: list[str], kernel: str | None = None) -> Path:
+    dump = tmp_path / "dump"
+    res = dump_program(argv, dump, kernel=kernel)
+    assert res.exit_code == 0
+    outputs, manifest, _ = instrument_tree(dump, RULES)
+    assert outputs, "nothing was instrumented"
+    return write_tree(outputs, manifest, tmp_path / "inst")
+
+
+def _pairs(ev, m) -> set:
+    return set(zip(ev.cta[m].tolist(), ev.warp[m].tolist(), strict=True))
+
+
+def _decoded(out: Path) -> list:
+    return [decode(*load_raw(p)) for p in find_raw(out / "raw")]
+
+
+def _check_every_cta_and_warp(result: RunResult, out: Path, names: tuple[str, ...]) -> dict:
+    """Every region whose name starts with one of ``names`` ran in every CTA and warp."""
+    assert result.launches, result.messages
+    stats = {}
+    for path in find_raw(out / "raw"):
+        data, meta = load_raw(path)
+        assert data.any(), f"{path}: all zeros"
+        d = decode(data, meta)
+        ev = d.events
+        ctas = int(np.prod(meta.grid))
+        assert d.drops.dropped == 0, f"{meta.label}: circular buffer wrapped"
+        seen = 0
+        for sid, name in meta.scopes.items():
+            if not name.startswith(names):
+                continue
+            seen += 1
+            m = ev.scope == sid
+            pairs = _pairs(ev, m)
+            assert len(pairs) == ctas * meta.num_warps, (meta.label, name, len(pairs))
+            cyc = ev.cycles[m]
+            assert (cyc > 0).all() and cyc.max() < 5e8, (name, cyc.min(), cyc.max())
+            stats[(meta.label, name)] = (int(m.sum()), float(np.median(cyc)))
+        assert seen, f"{meta.label}: none of {names} in {sorted(meta.scopes.values())}"
+    return stats
+
+
+def test_vector_add_cli_pipeline(tmp_path):
+    """The commands a user types, each its own process: dump, insert, check, run."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    cli = [sys.executable, "-m", "proton_inject.cli"]
+    prog = ["--", "python", str(EXAMPLES / "vector_add.py")]
+
+    def sh(*args: str) -> str:
+        p = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout + p.stderr
+
+    sh("dump", "-o", "dump", *prog)
+    sh("insert", "dump", "-o", "inst", "--kernel-scope", "--loops", "both", "--no-marks")
+    assert "0 failed" in sh("check", "inst")
+    out = sh("run", "inst", "-o", "traces", *prog)
+    assert "max abs error 0.000e+00" in out
+    index = json.loads((tmp_path / "traces" / "run.json").read_text())
+    assert [x["kernel"] for x in index["launches"]] == ["add_kernel"]
+    assert list((tmp_path / "traces").glob("00000-add_kernel.json"))  # the Chrome trace
+    [d] = _decoded(tmp_path / "traces")
+    grid = int(np.prod(d.meta.grid))
+    for sid, name in d.meta.scopes.items():
+        m = d.events.scope == sid
+        assert len(_pairs(d.events, m)) == grid * 4
+        if name.startswith("iter"):
+            assert m.sum() == grid * 4 * 4  # BLOCKS_PER_PROG iterations per warp
+
+
+def test_matmul_profile_api(tmp_path):
+    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "matmul.py")])
+    mm = _load(EXAMPLES / "matmul.py", "pi_matmul")
+    torch.manual_seed(0)
+    a = torch.randn(1024, 768, device="cuda", dtype=torch.float16)
+    b = torch.randn(768, 1536, device="cuda", dtype=torch.float16)
+    plain = [mm.matmul(a, b, *cfg) for cfg in ((128, 128, 64, 8, 3), (64, 64, 32, 4, 4))]
+    with profile(inst, out=tmp_path / "traces") as result:
+        inst_out = [mm.matmul(a, b, *cfg) for cfg in ((128, 128, 64, 8, 3), (64, 64, 32, 4, 4))]
+    for p, q in zip(plain, inst_out, strict=True):
+        assert torch.equal(p, q)
+    assert [r.kernel for r in result.launches] == ["matmul_kernel"] * 2
+    assert result.launches[0].config["BLOCK_M"] == 128 and result.launches[1].config["BLOCK_M"] == 64
+    stats = _check_every_cta_and_warp(result, tmp_path / "traces", ("kernel", "loop", "iter"))
+    iters = {k: v for k, v in stats.items() if k[1].startswith("iter")}
+    # K=768: 12 iterations of BLOCK_K=64, 24 of BLOCK_K=32, per warp of every CTA.
+    counts = sorted(n for n, _ in iters.values())
+    assert counts == sorted([12 * 96 * 8, 24 * 384 * 4]), iters
+    print("\nmatmul regions (instances, median cycles):", stats)
+
+
+def test_attention_profile_api(tmp_path):
+    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "attention.py")])
+    at = _load(EXAMPLES / "attention.py", "pi_attention")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 1024, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    plain = at.attention(q, k, v, 0.125)
+    with profile(inst, out=tmp_path / "traces", kernel="^attn_fwd_kernel$") as result:
+        got = at.attention(q, k, v, 0.125)
+    assert torch.equal(plain, got)
+    assert [r.kernel for r in result.launches] == ["attn_fwd_kernel"]
+    stats = _check_every_cta_and_warp(result, tmp_path / "traces", ("kernel", "loop", "iter"))
+    print("\nattention regions (instances, median cycles):", stats)
+
+
+def test_warp_specialized_attention_runs_and_records(tmp_path):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("tensor descriptors + warp specialization need sm_90+")
+    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "attention.py")])
+    at = _load(EXAMPLES / "attention.py", "pi_attention_ws")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 1024, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    plain = at.attention(q, k, v, 0.125, warp_specialize=True)
+    with profile(inst, out=tmp_path / "traces", kernel="ws") as result:
+        got = at.attention(q, k, v, 0.125, warp_specialize=True)
+    assert torch.equal(plain, got)
+    assert [r.kernel for r in result.launches] == ["attn_fwd_ws_kernel"], result.messages
+    [d] = _decoded(tmp_path / "traces")
+    assert len(d.events) > 0
+    print("ws attention: warps", sorted(set(d.events.warp.tolist())), "scopes", d.meta.scopes)
+
+
+_AUTOTUNED = textwrap.dedent(
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": 256}, num_warps=4), triton.Config({"BLOCK": 1024}, num_warps=4)],
+        key=["n"],
+    )
+    @triton.jit
+    def axpy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(y_ptr + offs, 3.0 * x + 1.0, mask=offs < n)
+
+
+    def axpy(x):
+        y = torch.empty_like(x)
+        axpy_kernel[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, y, x.numel())
+        return y
+
+
+    if __name__ == "__main__":
+        axpy(torch.randn(1 << 20, device="cuda"))
+    """
+)
+
+
+def test_autotuned_kernel_is_traced_with_its_config(tmp_path):
+    script = tmp_path / "autotuned.py"
+    script.write_text(_AUTOTUNED)
+    dump = tmp_path / "dump"
+    res = dump_program(["python", str(script)], dump)
+    assert sorted(r.constexprs["BLOCK"] for r in res.kernels) == [256, 1024]
+    outputs, manifest, _ = instrument_tree(dump, RULES)
+    inst = write_tree(outputs, manifest, tmp_path / "inst")
+    mod = _load(script, "pi_autotuned")
+    x = torch.randn(1 << 20, device="cuda")
+    with profile(inst, out=tmp_path / "traces") as result:
+        y1 = mod.axpy(x)
+        y2 = mod.axpy(x)
+    assert torch.equal(y1, 3.0 * x + 1.0) and torch.equal(y2, y1)
+    best = mod.axpy_kernel.best_config.kwargs["BLOCK"]
+    assert len(result.launches) == 2 and not any(r.tuning for r in result.launches)
+    assert all(r.config["BLOCK"] == best for r in result.launches)
+    assert result.dropped.get("autotune benchmarking", 0) >= 2
+    _check_every_cta_and_warp(result, tmp_path / "traces", ("kernel",))
+    meta = json.loads(next((tmp_path / "traces" / "raw").glob("00000-*.json")).read_text())
+    assert meta["config"].startswith(f"BLOCK={best}")
+    # Asked to, the tuning launches are kept and marked.
+    mod2 = _load(script, "pi_autotuned2")
+    with profile(inst, out=tmp_path / "traces2", keep_tuning=True, max_launches=6) as r2:
+        mod2.axpy(x)
+    assert len(r2.launches) == 6 and r2.launches[0].tuning
+    assert r2.dropped.get("past --max-launches", 0) > 0
+
+
+def test_torch_compile_kernels_are_traced(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    cli = [sys.executable, "-m", "proton_inject.cli"]
+    prog = ["--", "python", str(EXAMPLES / "torch_compile_example.py")]
+
+    def sh(*args: str) -> str:
+        p = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout + p.stderr
+
+    print(sh("dump", "-o", "dump", *prog))
+    sh("insert", "dump", "-o", "inst", "--kernel-scope", "--no-marks")
+    out = sh("run", "inst", "-o", "traces", *prog)
+    print(out)
+    assert "torch_compile_example: max abs error" in out
+    index = json.loads((tmp_path / "traces" / "run.json").read_text())
+    kept = [x for x in index["launches"] if not x["tuning"]]
+    assert kept and all(x["kernel"].startswith("triton_") for x in kept), index
+    assert not any(x["all_zero"] for x in kept)
+    for d in _decoded(tmp_path / "traces"):
+        assert len(d.events) > 0
+
+
+def test_changed_kernel_is_reported(tmp_path):
+    """A dump made for other constexprs: the original build runs and the run says why."""
+    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
+    va = _load(EXAMPLES / "vector_add.py", "pi_vector_add")
+    x = torch.randn(1_000_003, device="cuda")
+    with profile(inst, out=tmp_path / "traces", quiet=True) as result:
+        out = va.add(x, x, blocks_per_prog=2)  # dumped with 4
+    assert torch.equal(out, x + x)
+    assert not result.launches
+    assert any("changed since the dump" in m for m in result.messages), result.messages

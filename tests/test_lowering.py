@@ -1,0 +1,138 @@
+"""Lowering options and the Proton pass install, checked by compiling real TTGIR on the CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import triton
+from triton.backends import backends
+from triton.backends.compiler import GPUTarget
+
+from proton_inject.errors import UserError
+from proton_inject.lowering import (
+    LoweringOptions,
+    installed,
+    max_shared_mem_for,
+    options_from_cli,
+    parse_warps,
+    profile_buffer_bytes,
+    profile_scratch_bytes,
+    scope_names_of,
+    suggest_buffer_size,
+)
+
+DATA = Path(__file__).parent / "data" / "h100-triton3.6"
+H100 = GPUTarget("cuda", 90, 32)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"clock": 48}, "--clock must be 32 or 64"),
+        ({"granularity": "cta"}, "--granularity must be one of"),
+        ({"buffer_size": -8}, "--buffer-size must be a byte count"),
+        ({"buffer_size": 3000}, "not a power of two"),
+        ({"warps": (0, 4), "granularity": "warp-group"}, "works with --granularity warp only"),
+        ({"warps": (0, 1, 2), "buffer_size": 4096}, "3 x a power of two"),
+        ({"warps": ()}, "--warps is empty"),
+        ({"metric": "time"}, "Proton records 'cycle' only"),
+    ],
+)
+def test_bad_options_are_user_errors(kwargs, message):
+    with pytest.raises(UserError, match=message):
+        LoweringOptions(**kwargs)
+
+
+def test_options_normalise_and_key_the_mode():
+    o = options_from_cli(clock=32, warps="4, 0,4")
+    assert o.warps == (0, 4)
+    assert LoweringOptions(warps=(0, 1, 2), buffer_size=3 * 512).segments(8) == 3
+    modes = {
+        LoweringOptions().mode(),
+        LoweringOptions(clock=32).mode(),
+        LoweringOptions(buffer_size=2048).mode(),
+        LoweringOptions(sched_stores=True).mode(),
+        LoweringOptions(warps=(0,)).mode(),
+    }
+    assert len(modes) == 5 and not any(m == "consan" for m in modes)
+    assert parse_warps(None) is None and parse_warps("") is None
+    with pytest.raises(UserError, match="comma-separated warp ids"):
+        parse_warps("0;4")
+
+
+def test_installed_sets_and_restores_backend_hooks_and_mode():
+    before = {n: backends[n].compiler.__dict__.get("instrumentation") for n in ("nvidia", "amd")}
+    mode_before = triton.knobs.compilation.instrumentation_mode
+    with pytest.raises(RuntimeError, match="boom"):
+        with installed(LoweringOptions(clock=32), target=H100, tag="t1") as hooks:
+            assert backends["nvidia"].compiler.instrumentation is hooks["nvidia"]
+            assert backends["amd"].compiler.instrumentation is hooks["amd"]
+            assert hooks["nvidia"].max_shared == 232448
+            assert triton.knobs.compilation.instrumentation_mode.endswith(":t1")
+            raise RuntimeError("boom")
+    after = {n: backends[n].compiler.__dict__.get("instrumentation") for n in ("nvidia", "amd")}
+    assert after == before
+    assert triton.knobs.compilation.instrumentation_mode == mode_before
+
+
+def test_max_shared_table():
+    assert max_shared_mem_for(GPUTarget("cuda", 80, 32)) == 166912
+    assert max_shared_mem_for(GPUTarget("cuda", 90, 32)) == 232448
+    assert max_shared_mem_for(GPUTarget("cuda", 91, 32)) == 232448  # nearest lower known
+    assert max_shared_mem_for(GPUTarget("hip", "gfx942", 64)) == 65536
+
+
+def _compile(path: Path, options: LoweringOptions, max_shared: int, tmp_path: Path):
+    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
+        triton.knobs.cache.dir = str(tmp_path / "cache")
+        triton.knobs.compilation.always_compile = True
+        with installed(options, target=H100, max_shared=max_shared):
+            mode = triton.knobs.compilation.instrumentation_mode
+            return triton.compile(str(path), target=H100, options={"instrumentation_mode": mode})
+
+
+@pytest.mark.parametrize(
+    "kernel, kernel_shared, warps, options, max_shared",
+    [
+        ("add_kernel", 0, 4, LoweringOptions(), 232448),  # the H100 fixture: 8320 B/CTA
+        ("add_kernel", 0, 4, LoweringOptions(), 110000),  # below the 4% cap's power of two
+        ("mm_kernel", 98304, 8, LoweringOptions(buffer_size=2048, clock=32), 232448),
+        ("mm_kernel", 98304, 8, LoweringOptions(warps=(0, 4)), 110000),
+    ],
+)
+def test_size_prediction_matches_the_compiled_kernel(tmp_path, kernel, kernel_shared, warps, options, max_shared):
+    k = _compile(DATA / f"{kernel}.ttgir", options, max_shared, tmp_path)
+    buf = profile_buffer_bytes(max_shared, kernel_shared, warps, options)
+    assert k.metadata.shared == kernel_shared + buf
+    assert k.metadata.profile_scratch_size == profile_scratch_bytes(buf, warps)
+
+
+def test_fixture_sizes_are_the_measured_ones(tmp_path):
+    # The H100 run recorded 8320 bytes per CTA for both fixtures (see the fixtures README).
+    for kernel in ("add_kernel", "mm_kernel"):
+        k = _compile(DATA / f"{kernel}.ttgir", LoweringOptions(), 232448, tmp_path)
+        assert k.metadata.profile_scratch_size == 8320
+    plain = _compile_plain(tmp_path)
+    assert plain.metadata.profile_scratch_size == 0
+
+
+def _compile_plain(tmp_path: Path):
+    text = (DATA / "add_kernel.ttgir").read_text()
+    p = tmp_path / "plain.ttgir"
+    p.write_text("".join(ln for ln in text.splitlines(True) if "proton.record" not in ln))
+    return _compile(p, LoweringOptions(), 232448, tmp_path)
+
+
+def test_scope_names_follow_the_lowering():
+    names, parents = scope_names_of(str(DATA / "mm_kernel.ttgir"))
+    assert names == [(0, "kernel"), (1, "iter")]
+    assert parents == [(1, 0)]
+
+
+def test_suggest_buffer_size():
+    opts = LoweringOptions()
+    assert suggest_buffer_size(5000, 4, opts) == 4096
+    assert suggest_buffer_size(20, 4, opts) == 0
+    fit = suggest_buffer_size(3000, 8, opts)
+    assert fit <= 3000 and LoweringOptions(buffer_size=fit).buffer_size == fit

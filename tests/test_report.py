@@ -1,0 +1,112 @@
+"""`report`: tables, JSON, timeline picture and the CLI, on the real H100 buffers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import profbuf
+from proton_inject.cli import main
+from proton_inject.decode import decode, save_raw
+from proton_inject.report import LaunchData, run_report, summarize
+
+DATA = Path(__file__).parent / "data" / "h100-triton3.6"
+
+
+@pytest.fixture(scope="module")
+def fixture_report():
+    return run_report([DATA], as_json=True)
+
+
+def _region(kernel: dict, name: str) -> dict:
+    return next(r for r in kernel["regions"] if r["name"] == name)
+
+
+def test_json_numbers(fixture_report):
+    s = json.loads(fixture_report.text)
+    add, mm = s["kernels"]
+    assert (add["kernel"], mm["kernel"]) == ("add_kernel", "mm_kernel")
+    assert _region(add, "kernel")["count"] == 4096 and _region(add, "iter")["count"] == 32768
+    assert _region(mm, "iter")["count"] == 516096
+    it = _region(mm, "iter")
+    c, n = it["cycles"], it["ns"]
+    assert c["median"] <= c["p95"] <= c["max"] and c["total"] == pytest.approx(c["mean"] * 516096)
+    # ns follow cycles through a ~1.4-1.6 GHz clock
+    assert 1.3 < c["median"] / n["median"] < 1.7
+    k = _region(add, "kernel")
+    assert 0.5 < k["share"] <= 1.0 and _region(add, "iter")["share"] < k["share"]
+    assert it["loc"] == "kernels.py:28" and _region(add, "iter")["parent"] == 0
+    assert mm["drops"]["records_dropped"] == 16384 and mm["drops"]["needed_buffer_size"] == 16384
+    assert add["drops"]["records_dropped"] == 0
+
+
+def test_text_table_and_drop_warning():
+    res = run_report([DATA / "profile_scratch_mm.json", DATA / "profile_scratch_add.bin.gz"])
+    text = res.text
+    assert text.index("add_kernel:") < text.index("mm_kernel:")  # launch order
+    assert "516,096" in text and "32,768" in text
+    assert "WARNING: 16,384 of 1,064,960 records (1.5%) were dropped" in text
+    assert "--buffer-size 16384 (2048 bytes per warp)" in text
+    assert text.count("WARNING") == 1  # add_kernel lost nothing
+
+
+def test_trace_round_trip_gives_same_numbers(tmp_path, fixture_report):
+    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, gz=True)
+    assert [p.name for p in res.files] == ["00000-add_kernel.json.gz"]
+    again = run_report(res.files, as_json=True).summary["kernels"][0]
+    first = json.loads(fixture_report.text)["kernels"][0]
+    for name in ("kernel", "iter"):
+        a, b = _region(first, name), _region(again, name)
+        assert a["count"] == b["count"]
+        assert a["cycles"] == b["cycles"]
+        assert a["ns"]["median"] == pytest.approx(b["ns"]["median"], abs=1.0)
+        assert a["share"] == pytest.approx(b["share"], rel=0.01)
+
+
+def test_plot_writes_a_png(tmp_path):
+    res = run_report([DATA / "profile_scratch_mm.json"], plot=tmp_path / "t.png")
+    png = tmp_path / "t.png"
+    assert res.files == [png]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_per_warp_rows_when_warps_differ():
+    ctas = []
+    for i in range(2):
+        c = profbuf.Cta(pid=i, sm=0, init=10**9 + 5000 * i, pre=10**9 + 5000 * i + 4000,
+                        post=10**9 + 5000 * i + 4100)
+        c.warps = {w: profbuf.loop_records(1000 + 6000 * i, 3, 100 * (w + 1), 20)
+                   for w in range(2)}
+        ctas.append(c)
+    buf, meta = profbuf.write(ctas, num_warps=2, slots=16)
+    s = summarize([LaunchData.from_decoded(decode(buf, meta, clock_mhz=1000))])
+    inner = _region(s["kernels"][0], "inner")
+    assert [u["unit"] for u in inner["per_unit"]] == ["warp 0", "warp 1"]
+    assert [u["median_cycles"] for u in inner["per_unit"]] == [100, 200]
+    assert _region(s["kernels"][0], "outer")["per_unit"] is not None
+
+
+def test_cli(tmp_path):
+    r = CliRunner().invoke(main, ["report", str(DATA / "profile_scratch_add.json"), "--json",
+                                  "--clock-mhz", "1000"])
+    assert r.exit_code == 0, r.output
+    k = json.loads(r.stdout)["kernels"][0]
+    it = _region(k, "iter")
+    assert it["ns"]["median"] == it["cycles"]["median"]  # 1 GHz: a cycle is a ns
+    assert k["clock"]["sources"] == ["user"]
+    r = CliRunner().invoke(main, ["report", str(tmp_path / "missing")])
+    assert r.exit_code == 2 and "no such file" in r.output
+    # a launch whose buffer stayed zero: the override was not used
+    meta = json.loads((DATA / "profile_scratch_add.json").read_text())
+    meta.pop("bin")
+    from proton_inject.decode import LaunchMeta
+
+    save_raw(tmp_path / "raw" / "00000-add_kernel", np.zeros(8320 * 1024, np.uint8),
+             LaunchMeta.from_dict(meta))
+    r = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert r.exit_code == 2 and "instrumented binary was not used" in r.output
