@@ -70,6 +70,8 @@ HEADER_WORDS = 10
 RECORD_BYTES = 8
 RAW_FORMAT = "proton-inject-raw"
 RAW_VERSION = 1
+# CTAs of one launch start within this of each other (else their timer words are damaged).
+MAX_LAUNCH_NS = 100 * 10**9
 # An SM's own rate is fitted only when its timer anchors span at least this long.
 MIN_OWN_RATE_SPAN_NS = 50_000
 # A guess for clock32 unwrapping only (exact while CTAs start < ~1.4 s apart).
@@ -272,7 +274,10 @@ def scopes_from_ttgir(path: str | os.PathLike) -> tuple[dict[int, str], dict[int
 
 @dataclass
 class Events:
-    """One row per matched start/end pair (a region instance). Times are ns from ``base_ns``."""
+    """One row per matched start/end pair (a region instance), in CTA, warp, start order.
+
+    Times are ns from the launch's ``base_ns``; a parent comes before its children.
+    """
 
     cta: np.ndarray  # linear program id
     sm: np.ndarray
@@ -493,19 +498,31 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
         _warn(warn, f"{where}: skipped {int(bad_size.sum())} CTA block(s) whose header says "
                     f"another buffer size than {data_bytes} bytes")
     ok &= ~bad_size
+    # Timer reads must be ordered and belong to one launch; damaged ones would wreck the
+    # common time axis.
+    t_init = _u64(blocks[:, 4], blocks[:, 5])
+    t_pre = _u64(blocks[:, 6], blocks[:, 7])
+    t_post = _u64(blocks[:, 8], blocks[:, 9])
+    sane = (t_init > 0) & (t_init <= t_pre) & (t_pre <= t_post) & (
+        t_post - t_init <= MAX_LAUNCH_NS)
+    if (ok & sane).any():
+        mid = int(np.median(t_init[ok & sane]))
+        sane &= np.abs(t_init - mid) <= MAX_LAUNCH_NS
+    bad_time = ok & ~sane
+    if bad_time.any():
+        _warn(warn, f"{where}: skipped {int(bad_time.sum())} CTA block(s) with implausible "
+                    "timer values (damaged header)")
+    ok &= sane
     rows = np.nonzero(ok)[0]
     hdr = blocks[rows]
     n_ok = len(rows)
 
     cta_id = hdr[:, 1].astype(np.int64)
     sm_id = hdr[:, 2].astype(np.int64)
-    init = _u64(hdr[:, 4], hdr[:, 5])
-    pre = _u64(hdr[:, 6], hdr[:, 7])
-    post = _u64(hdr[:, 8], hdr[:, 9])
+    init, pre, post = t_init[rows], t_pre[rows], t_post[rows]
     if n_ok and (cta_id >= meta.num_ctas).any():
         _warn(warn, f"{where}: {int((cta_id >= meta.num_ctas).sum())} CTA(s) report a program id "
                     f"outside the grid of {meta.num_ctas}")
-    # Times of damaged headers can be anything; base on the median-near earliest.
     base = int(init.min()) if n_ok else 0
 
     # --- records: which slots hold which record, oldest first ------------------------------
@@ -542,12 +559,16 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
 
     # --- pair starts with ends, per warp stream and scope, in order --------------------------
     valid = ~empty
-    order = np.lexsort((np.arange(n_rec), scope, stream))
+    order = np.argsort(stream * 256 + scope, kind="stable")  # by warp stream, scope, time
     order = order[valid[order]]
     o_stream, o_scope, o_end = stream[order], scope[order], is_end[order]
     pair = (~o_end[:-1]) & o_end[1:] & (o_stream[:-1] == o_stream[1:]) & (o_scope[:-1] == o_scope[1:])
-    si = order[:-1][pair]
-    ei = order[1:][pair]
+    # Events in start-record order: per warp stream chronological, a parent before its
+    # children (its start was written first) - the order a trace wants, without a sort.
+    partner = np.full(n_rec, -1, np.int64)
+    partner[order[:-1][pair]] = order[1:][pair]
+    si = np.flatnonzero(partner >= 0)
+    ei = partner[si]
     matched = np.zeros(n_rec, bool)
     matched[si] = True
     matched[ei] = True
@@ -590,9 +611,6 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
         cta=cta_id[ev_row], sm=sm_of, warp=segs[s_seg[si]], scope=scope[si],
         start=start, end=end, start_ns=start_ns, end_ns=end_ns,
     )
-    # Sort like a trace wants it: by thread, then start, parents (longer) first.
-    o = np.lexsort((-ev.end, ev.start, ev.warp, ev.cta))
-    ev = Events(**{f: getattr(ev, f)[o] for f in ev.__dataclass_fields__})
 
     ctas = Ctas(cta=cta_id, sm=sm_id, init_ns=init - base, prefinal_ns=pre - base,
                 postfinal_ns=post - base)
@@ -682,8 +700,9 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
         source = "user"
         knots = np.array([a_t.min(), a_t.max() + 1.0])
         G = knots * clock_mhz / 1000.0
-        gamma = float(np.linalg.lstsq(demean(a_start)[:, None], demean(y - a_t * clock_mhz / 1000),
-                                      rcond=None)[0][0]) if st.any() else 0.0
+        sd = demean(a_start)
+        den = float(sd @ sd)
+        gamma = float(sd @ demean(y - a_t * clock_mhz / 1000)) / den if den > 0 else 0.0
         fit = (knots, G, gamma)
     else:
         span = a_t.max() - a_t.min()
@@ -699,7 +718,10 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
             X = np.concatenate(cols, axis=1)
             Xd = X - (np.stack([np.bincount(a_sm, X[:, j], n_sm) for j in range(X.shape[1])], 1)
                       / n[:, None])[a_sm]
-            coef, _, rank, _ = np.linalg.lstsq(Xd, demean(y), rcond=None)
+            try:
+                coef, _, rank, _ = np.linalg.lstsq(Xd, demean(y), rcond=None)
+            except np.linalg.LinAlgError:
+                break
             G = np.r_[0.0, coef[: len(knots) - 1]]
             ok = rank == X.shape[1] and (np.diff(G) / np.diff(knots) > 0.05).all() and (
                 np.diff(G) / np.diff(knots) < 20).all()

@@ -317,6 +317,20 @@ def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any
                 not base.startswith("*") and scalar in _UNSPECIALIZED_SCALARS
             ):
                 continue  # the JIT gives these no attribute entry
+            if p.do_not_specialize:
+                if hint == 16:
+                    raise UserError(
+                        f"{where}: {name} is in do_not_specialize, so the JIT never assumes it "
+                        "divisible by 16: drop the :16 hint"
+                    )
+                continue  # the JIT gives it no attribute entry at all
+            if p.do_not_specialize_on_alignment:
+                if hint == 16:
+                    raise UserError(
+                        f"{where}: {name} is in do_not_specialize_on_alignment, so the JIT never "
+                        "assumes it divisible by 16: drop the :16 hint"
+                    )
+                hint = 1
             if hint is None:
                 hint = 16 if base.startswith("*") else 1
             if hint == 16:

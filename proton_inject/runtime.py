@@ -519,7 +519,7 @@ class Session:
                 return ret
             tuning = getattr(session._tls, "tuning", None)
             at = getattr(session._tls, "autotuner", None)
-            if tuning is not None and tuning != "inductor":
+            if tuning is not None and not isinstance(tuning, str):  # a triton.Config
                 cfg = config_of_autotune(tuning)
             elif at is not None and getattr(at, "best_config", None) is not None:
                 cfg = config_of_autotune(at.best_config)

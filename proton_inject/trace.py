@@ -26,7 +26,7 @@ from .decode import Decoded
 from .fsutil import write_atomic
 
 TRACE_FORMAT = "proton-inject-trace"
-_CHUNK = 1 << 17  # rows per formatting pass: bounds the scratch matrix to a few 10 MB
+_CHUNK = 1 << 15  # rows per formatting pass: a few MB of scratch, cache friendly
 
 # --- column-wise text building ---------------------------------------------------------------
 # Every row of a chunk gets the same byte width: numbers are right-aligned in a column as wide
@@ -60,9 +60,8 @@ class _Rows:
         for i, e in enumerate(enc):
             if e:
                 tb[i, w - len(e):] = np.frombuffer(e, np.uint8)
-        used = np.unique(idx) if self.n else idx
-        if len(used) == 1:
-            self.cols.append(("c", tb[int(used[0])], w))
+        if self.n and idx.min() == idx.max():  # one choice for the whole chunk: a constant
+            self.cols.append(("c", tb[int(idx[0])], w))
         else:
             self.cols.append(("t", (tb, idx), w))
 
@@ -156,11 +155,13 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
     te = np.round(ev.end_ns).astype(np.int64) + shift
     pid = pid_base + ev.sm
     tid = ev.cta * W + ev.warp + 1
+    cycles = ev.cycles
+    scope_idx = lut[ev.scope]
 
     def region_rows(lo: int, hi: int) -> np.ndarray:
         r = _Rows(hi - lo)
-        r.choice(lut[ev.scope[lo:hi]], table)
-        r.num(ev.cycles[lo:hi])
+        r.choice(scope_idx[lo:hi], table)
+        r.num(cycles[lo:hi])
         r.const(',"cta":')
         r.num(ev.cta[lo:hi])
         r.const(',"warp":')

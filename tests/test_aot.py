@@ -33,6 +33,12 @@ KERNEL_SRC = textwrap.dedent(
         tl.store(out_ptr + offs, acc, mask=mask)
 
 
+    @triton.jit(do_not_specialize=["n"], do_not_specialize_on_alignment=["x_ptr"])
+    def pinned_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, offs, mask=offs < n)
+
+
     not_a_kernel = 3
     """
 )
@@ -136,21 +142,41 @@ def test_compile_aot_result(result, kernel_file):
     assert "scf.for" in result.ttgir
 
 
-def test_hash_is_the_one_the_jit_launcher_uses(result, kernel_file):
-    """Build the ASTSource exactly as JITFunction.run would for real torch arguments."""
-    torch = pytest.importorskip("torch")
+def _jit_hash(fn, *args, **kwargs) -> str:
+    """The override hash JITFunction.run computes for a launch with these arguments."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature
 
-    fn = override.load_kernel(kernel_file, "scale_kernel")
     backend = make_backend(GPUTarget("cuda", 90, 32))
     binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, spec, opts = binder(*args, **kwargs)
+    _, signature, constexprs, attrs = fn._pack_args(backend, {}, bound, spec, opts)
+    return override.override_hash(ASTSource(fn, signature, constexprs, attrs))
+
+
+def test_hash_is_the_one_the_jit_launcher_uses(result, kernel_file):
+    """Build the ASTSource exactly as JITFunction.run would for real torch arguments."""
+    torch = pytest.importorskip("torch")
+    fn = override.load_kernel(kernel_file, "scale_kernel")
     x = torch.empty(4096)  # CPU storage is 16-byte aligned, like any CUDA allocation
-    bound, spec, opts = binder(x, x, 4096, 3, 0.5, BLOCK=256, REPS=2)
-    _, signature, constexprs, attrs = fn._pack_args(backend, {"num_warps": 2}, bound, spec, opts)
-    jit_src = ASTSource(fn, signature, constexprs, attrs)
-    assert override.override_hash(jit_src) == result.hash
+    assert _jit_hash(fn, x, x, 4096, 3, 0.5, BLOCK=256, REPS=2) == result.hash
+    # A unit stride is specialized to the constant 1: it must then be passed as a constexpr.
+    src, *_ = override._build_source(
+        fn, override.parse_signature(SIG.replace(",stride=i32", "")), {**CONSTEXPRS, "stride": 1},
+        "t")
+    assert _jit_hash(fn, x, x, 4096, 1, 0.5, BLOCK=256, REPS=2) == override.override_hash(src)
+
+
+def test_hash_honours_do_not_specialize(kernel_file):
+    torch = pytest.importorskip("torch")
+    fn = override.load_kernel(kernel_file, "pinned_kernel")
+    src, *_ = override._build_source(fn, {"x_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, "t")
+    assert _jit_hash(fn, torch.empty(64), 64, BLOCK=64) == override.override_hash(src)
+    with pytest.raises(UserError, match="do_not_specialize, so the JIT"):
+        override._build_source(fn, {"x_ptr": "*fp32", "n": "i32:16"}, {"BLOCK": 64}, "t")
+    with pytest.raises(UserError, match="do_not_specialize_on_alignment"):
+        override._build_source(fn, {"x_ptr": "*fp32:16", "n": "i32"}, {"BLOCK": 64}, "t")
 
 
 def test_hash_is_triton_dump_dir_name(result, kernel_file, tmp_path):

@@ -8,12 +8,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import profbuf
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import profbuf
 from proton_inject.decode import (
     DecodeWarning,
     LaunchMeta,

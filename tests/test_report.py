@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import profbuf
 import pytest
 from click.testing import CliRunner
 
-import profbuf
 from proton_inject.cli import main
 from proton_inject.decode import decode, save_raw
 from proton_inject.report import LaunchData, run_report, summarize

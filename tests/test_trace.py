@@ -7,11 +7,11 @@ import os
 from pathlib import Path
 
 import numpy as np
+import profbuf
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import profbuf
 from proton_inject.decode import LaunchMeta, decode, load_raw
 from proton_inject.trace import _Rows, read_trace, trace_bytes, write_trace, write_traces
 
