@@ -1,8 +1,8 @@
 """Pipelined fp16 matmul C = A @ B with fp32 accumulation and grouped tile order.
 
 The K loop is software-pipelined by Triton (``num_stages`` >= 3 gives async copies into a
-ring of shared-memory buffers). Proton marks: ``load_tiles`` spans the two tile loads and
-``mma`` is the ``tl.dot`` line.
+ring of shared-memory buffers). Proton marks: ``mma`` on the ``tl.dot`` line, ``advance`` on
+the pointer increments (none on the loads: the pipeliner spreads their ops over iterations).
 """
 
 import torch
@@ -35,13 +35,13 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         k_left = K - k * BLOCK_K
-        # proton: begin load_tiles
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        # proton: end load_tiles
         acc = tl.dot(a, b, acc)  # proton: mma
+        # proton: begin advance
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+        # proton: end advance
 
     c = acc.to(tl.float16)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)

@@ -232,20 +232,31 @@ def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
     raise UserError(f"{json_path}: raw buffer {name}.bin not found next to it")
 
 
+def is_raw_json(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is the ``.json`` half of a raw launch (reads only its first bytes)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return False
+    return f'"format": "{RAW_FORMAT}"'.encode() in head
+
+
 def find_raw(path: str | os.PathLike) -> list[Path]:
     """The raw launch ``.json`` files in a directory (or the file itself), in launch order."""
     p = Path(path)
-    if p.is_dir():
-        found = []
-        for j in sorted(p.glob("*.json")):
-            try:
-                d = json.loads(j.read_text())
-            except (OSError, ValueError):
-                continue
-            if isinstance(d, dict) and d.get("format") == RAW_FORMAT:
-                found.append((int(d.get("launch", 0)), j))
-        return [j for _, j in sorted(found)]
-    return [p]
+    if not p.is_dir():
+        return [p]
+    found = []
+    for j in sorted(p.glob("*.json")):
+        if not is_raw_json(j):  # traces beside them can be huge: never parse those here
+            continue
+        try:
+            d = json.loads(j.read_text())
+        except (OSError, ValueError):
+            continue
+        found.append((int(d.get("launch", 0)), j))
+    return [j for _, j in sorted(found)]
 
 
 def scopes_from_ttgir(path: str | os.PathLike) -> tuple[dict[int, str], dict[int, int]]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import trace as trace_mod
-from .decode import RAW_FORMAT, Decoded, DecodeWarning, decode, find_raw, load_raw
+from .decode import Decoded, DecodeWarning, decode, find_raw, is_raw_json, load_raw
 from .errors import UserError
 from .fsutil import write_atomic
 
@@ -88,15 +88,6 @@ def _drops_dict(d: Decoded) -> dict[str, Any]:
 # --- loading ---------------------------------------------------------------------------------
 
 
-def _is_raw_json(p: Path) -> bool:
-    try:
-        with open(p, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return RAW_FORMAT.encode() in head and b'"traceEvents"' not in head
-
-
 def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[Path]]:
     """Split user paths into raw launch ``.json`` files and trace files."""
     raws: list[Path] = []
@@ -113,7 +104,7 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
             if not tr:
                 raise UserError(f"{p}: holds neither raw launches (*.json + *.bin) nor traces")
             traces += tr
-        elif p.name.endswith((".bin", ".bin.gz")) or (p.suffix == ".json" and _is_raw_json(p)):
+        elif p.name.endswith((".bin", ".bin.gz")) or (p.suffix == ".json" and is_raw_json(p)):
             raws.append(p)
         elif p.name.endswith((".json", ".json.gz")):
             traces.append(p)

@@ -10,7 +10,9 @@ command line, and op-name patterns.
 from __future__ import annotations
 
 import fnmatch
+import io
 import re
+import tokenize
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -481,6 +483,20 @@ def _find_source(file: str, root: str | None, ir_path: str) -> Path | None:
     return None
 
 
+def _comments(text: str, path: Path) -> list[tuple[int, str, bool]]:
+    """(line, comment text, whether code precedes it) for every real comment: marks
+    quoted in strings or docstrings do not count."""
+    out = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                out.append((tok.start[0], tok.string, bool(tok.line[: tok.start[1]].strip())))
+    except (tokenize.TokenError, SyntaxError) as e:
+        raise UserError(f"{path}: cannot read its '# proton:' marks, the file does not "
+                        f"tokenize as Python ({e})") from None
+    return out
+
+
 def _marks_in(path: Path, ir_file: str) -> list[LineRange]:
     try:
         text = path.read_text(errors="replace")
@@ -490,11 +506,8 @@ def _marks_in(path: Path, ir_file: str) -> list[LineRange]:
         return []
     out: list[LineRange] = []
     open_marks: dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
-        hash_pos = line.find("#")
-        if hash_pos < 0:
-            continue
-        m = _MARK.search(line, hash_pos)
+    for lineno, comment, has_code in _comments(text, path):
+        m = _MARK.match(comment)
         if not m:
             continue
         kind, name = m.group(1), m.group(2)
@@ -512,7 +525,7 @@ def _marks_in(path: Path, ir_file: str) -> list[LineRange]:
             out.append(LineRange(name, ir_file, start + 1, lineno - 1, "mark",
                                  f"{path}:{start}-{lineno}"))
         else:
-            if not line[:hash_pos].strip():
+            if not has_code:
                 raise UserError(f"{where}: '# proton: {name}' marks the code on its own line, "
                                 f"but this line has none; use '# proton: begin {name}' ... "
                                 f"'# proton: end {name}' for a range")

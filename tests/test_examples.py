@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = [ROOT / "examples" / f"{n}.py" for n in (
     "vector_add", "softmax", "layernorm", "matmul", "persistent_matmul", "attention",
     "control_flow", "atomics")]
-SAMPLES = sorted((ROOT / "ttgir_samples").rglob("*.ttgir"))
+SAMPLES = sorted(p for t in ("cuda-80", "cuda-90", "cuda-100", "hip-gfx942")
+                 for p in (ROOT / "ttgir_samples" / t).glob("*.ttgir"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -32,16 +33,6 @@ def test_example_specs(path):
         defaults = {p.name for p in fn.params if p.has_default}
         assert params - given <= defaults, f"{spec['kernel']}: {params - given} not given"
         assert spec["num_warps"] >= 1 and spec["num_stages"] >= 1
-
-
-def test_proton_marks():
-    mm = (ROOT / "examples" / "matmul.py").read_text().splitlines()
-    begin = mm.index("        # proton: begin load_tiles")
-    assert "tl.load" in mm[begin + 1] and "tl.load" in mm[begin + 2]
-    assert mm[begin + 3] == "        # proton: end load_tiles"
-    assert re.search(r"tl\.dot\(.*\)  # proton: mma$", mm[begin + 4])
-    va = (ROOT / "examples" / "vector_add.py").read_text()
-    assert re.search(r"tl\.store\(.*\)  # proton: store_out\n", va)
 
 
 def test_samples_parse_with_triton():

@@ -91,8 +91,11 @@ def test_marks_in_example_sources(monkeypatch):
     assert region.parent == "loop i @vector_add.py:17"
     # The splat of out_ptr was hoisted out of the loop: the note says so.
     assert any("moved out of the enclosing scf.for" in n for n in res.notes)
-    res = insert_text((SAMPLES / "cuda-90/matmul_kernel.ttgir").read_text(), Rules(loops="outer"))
-    assert "mma" in [r.name for r in res.kernels[0].regions]
+    for target in ("cuda-80", "cuda-90", "cuda-100", "hip-gfx942"):
+        res = insert_text((SAMPLES / f"{target}/matmul_kernel.ttgir").read_text(), Rules(loops="outer"))
+        marks = {r.name: r for r in res.kernels[0].regions if r.origin == "mark"}
+        assert set(marks) == {"mma", "advance"}, target
+        assert marks["advance"].source == "examples/matmul.py:42-43"
 
 
 def _error(text, rules) -> str:
@@ -103,22 +106,22 @@ def _error(text, rules) -> str:
 
 def test_error_ops_of_a_range_not_contiguous():
     msg = _error((SAMPLES / "cuda-90/matmul_kernel.ttgir").read_text(),
-                 Rules(marks=False, ranges=[LineRange("load_tiles", "examples/matmul.py", 39, 40)]))
-    assert "kernel matmul_kernel" in msg and "examples/matmul.py:39-40" in msg
-    assert "not contiguous" in msg and "ttng.warp_group_dot from matmul.py:42" in msg
+                 Rules(marks=False, ranges=[LineRange("load_tiles", "examples/matmul.py", 38, 39)]))
+    assert "kernel matmul_kernel" in msg and "examples/matmul.py:38-39" in msg
+    assert "not contiguous" in msg and "ttng.warp_group_dot from matmul.py:40" in msg
     assert "Nearest valid placement" in msg
 
 
 def test_error_range_spans_blocks():
     msg = _error((SAMPLES / "cuda-90/segment_mean_kernel.ttgir").read_text(),
-                 Rules(marks=False, ranges=[LineRange("both", "examples/control_flow.py", 19, 21)]))
+                 Rules(marks=False, ranges=[LineRange("both", "examples/control_flow.py", 19, 24)]))
     assert "lie in different blocks" in msg and "scf.if" in msg
 
 
 def test_error_overlapping_regions():
     msg = _error((SAMPLES / "cuda-90/matmul_kernel.ttgir").read_text(),
-                 Rules(marks=False, ranges=[LineRange("a", "examples/matmul.py", 46, 48),
-                                            LineRange("b", "examples/matmul.py", 47, 50)]))
+                 Rules(marks=False, ranges=[LineRange("a", "examples/matmul.py", 46, 49),
+                                            LineRange("b", "examples/matmul.py", 48, 50)]))
     assert "regions 'a'" in msg and "'b'" in msg and "overlap without nesting" in msg
 
 
