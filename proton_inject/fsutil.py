@@ -4,18 +4,36 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` via a temp file + rename, so readers never see half a file."""
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
+    """Open a temp file beside ``path`` for streaming writes; rename it over ``path`` on success.
+
+    Readers never see half a file, and a failure leaves any old ``path`` untouched.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as f:
-            f.write(data)
+        # mkstemp creates 0600; give the file the mode a plain open() would.
+        os.fchmod(fd, 0o666 & ~_umask())
+        if binary:
+            f = os.fdopen(fd, "wb")
+        else:
+            f = os.fdopen(fd, "w", encoding="utf-8", newline="")
+        with f:
+            yield f
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -23,4 +41,10 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
         except FileNotFoundError:
             pass
         raise
-    return path
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` via a temp file + rename, so readers never see half a file."""
+    with atomic_writer(path, binary=isinstance(data, bytes)) as f:
+        f.write(data)
+    return Path(path)

@@ -326,7 +326,7 @@ def write_trace(launches: Decoded | Sequence[Decoded], path: str | os.PathLike,
 
 
 def write_traces(launches: Sequence[Decoded], out_dir: str | os.PathLike, merge: bool = False,
-                 gz: bool = False, name: str = "run") -> list[Path]:
+                 gz: bool = False, name: str = "merged") -> list[Path]:
     """One ``<launch>.json[.gz]`` per launch in ``out_dir``, or one ``<name>.json`` if merged."""
     out = Path(out_dir)
     ext = ".json.gz" if gz else ".json"
