@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: the GPU tests and the overhead benchmark, one summary.
-# Usage: scripts/gpu_check.sh [pytest args...]   (writes logs to $OUT or /tmp/gpu_check)
+# Usage: scripts/gpu_check.sh [test paths or pytest args; default: tests]
+# Logs go to $OUT (or /tmp/gpu_check).
 # Runs from the checkout with PYTHONPATH=. (the project is not pip-installed there); a lark
 # wheel in .whl/ is installed into /tmp/site when lark is missing.
 set -uo pipefail
@@ -18,7 +19,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 'gpu', torch.cuda.get_device_name())" || exit 2
 
 echo "== GPU tests (pytest -m gpu) =="
-"$PY" -m pytest -m gpu -q -s -p no:cacheprovider --durations=8 tests "$@" 2>&1 | tee "$LOG/pytest.log"
+"$PY" -m pytest -m gpu -q -s -p no:cacheprovider --durations=8 "${@:-tests}" 2>&1 | tee "$LOG/pytest.log"
 tests_rc=${PIPESTATUS[0]}
 
 echo "== overhead benchmark =="

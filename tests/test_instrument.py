@@ -217,3 +217,28 @@ def test_golden_instrumented_ir(name, target, monkeypatch):
     res = CliRunner().invoke(main, ["insert", f"ttgir_samples/{target}", *GOLDEN[name],
                                     "--check-against", f"ttgir_samples/instrumented/{name}/{target}"])
     assert res.exit_code == 0, res.output[-3000:]
+
+
+def test_every_sample_compiles_with_every_rule_at_once(tmp_path, monkeypatch):
+    """`check` on the union of all rules for each sample: every placement lowers to a binary."""
+    from proton_inject.check import check_paths
+    from proton_inject.instrument import write_tree
+
+    monkeypatch.chdir(REPO)
+    union = Rules(kernel_scope=True, loops="both", source_root=str(REPO),
+                  ops=["tt.load", "tt.descriptor_load", "ttng.warp_group_dot*", "ttg.async_wait",
+                       "ttng.wait_barrier", "tt.atomic_*", "tt.store"])
+    expected = {}
+    for target in ("cuda-80", "cuda-90", "cuda-100", "hip-gfx942"):
+        outputs, manifest, _ = instrument_tree(SAMPLES / target, union)
+        write_tree(outputs, manifest, tmp_path / target)
+        for k in manifest["kernels"]:
+            expected[(target, k["file"])] = [(r["scope_id"], r["name"]) for r in k["regions"]]
+    reports, skipped = check_paths([tmp_path])
+    assert not skipped
+    assert len(reports) == len(FILES)
+    for r in reports:
+        assert r.ok, f"{r.path}: {r.error}"
+        rel = r.path.split(str(tmp_path) + "/", 1)[1].split("/", 1)
+        assert sorted(r.regions) == expected[(rel[0], rel[1])]
+        assert r.profile_scratch_bytes > 0
