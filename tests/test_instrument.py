@@ -242,3 +242,29 @@ def test_every_sample_compiles_with_every_rule_at_once(tmp_path, monkeypatch):
         rel = r.path.split(str(tmp_path) + "/", 1)[1].split("/", 1)
         assert sorted(r.regions) == expected[(rel[0], rel[1])]
         assert r.profile_scratch_bytes > 0
+
+
+def test_rules_from_pyproject_and_rules_file(tmp_path, monkeypatch):
+    from proton_inject.rules import load_rules_file, rules_from_pyproject
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.proton-inject]\nloops = "iteration"\nop = ["tt.load"]\n'
+        'region = ["tail=examples/matmul.py:46-50"]\nmarks = false\n')
+    rules = rules_from_pyproject(tmp_path)
+    assert rules.loops == "iteration" and rules.ops == ["tt.load"] and not rules.marks
+    assert rules.ranges[0] == LineRange("tail", "examples/matmul.py", 46, 50, "region",
+                                        "--region tail=examples/matmul.py:46-50")
+    # The CLI picks ./pyproject.toml up when no --rules is given, and adds its own flags.
+    src = SAMPLES / "cuda-90/matmul_kernel.ttgir"
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["insert", str(src), "-o", str(tmp_path / "o.ttgir"), "--kernel-scope"])
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "o.ttgir").read_text()
+    assert 'start "tail"' in text and 'start "kernel"' in text and 'start "iter acc @matmul.py:36"' in text
+    bad = tmp_path / "bad.toml"
+    bad.write_text('loops = "sometimes"\n')
+    with pytest.raises(UserError, match="--loops 'sometimes'"):
+        load_rules_file(bad)
+    bad.write_text('lops = "both"\n')
+    with pytest.raises(UserError, match="unknown rule key"):
+        load_rules_file(bad)
