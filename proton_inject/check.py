@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .fsutil import find_ttgir
 from .lowering import (
     LoweringOptions,
     installed,
@@ -250,23 +251,6 @@ def check_file(
 
 
 # --- many files, isolated ---------------------------------------------------------------
-
-
-def find_ttgir(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Every ``.ttgir`` file under the given directories, plus the files given directly."""
-    out: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = sorted(q for q in p.rglob("*.ttgir") if q.is_file())
-            if not found:
-                raise UserError(f"{raw}: no .ttgir files in this directory")
-            out.extend(found)
-        elif p.is_file():
-            out.append(p)
-        else:
-            raise UserError(f"{raw}: no such file or directory")
-    return out
 
 
 @dataclass

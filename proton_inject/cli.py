@@ -45,29 +45,13 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--max-ops", default=12, show_default=True, help="Op kinds listed per kernel.")
 def inspect(files: tuple[str, ...], max_ops: int) -> None:
     """Print an outline of TTGIR FILES (or dump directories): kernels, loops, ops, source lines."""
+    from .fsutil import find_ttgir
     from .ttgir import parse_file
     from .ttgir.outline import format_outline
 
-    for path in _ttgir_files(files):
+    for path in find_ttgir(files):
         click.echo(format_outline(parse_file(path), max_ops=max_ops))
 
-
-def _ttgir_files(paths) -> list:
-    """Expand directories into the .ttgir files under them (sorted); keep files as given."""
-    from pathlib import Path
-
-    out = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(p.rglob("*.ttgir"))
-            if not found:
-                raise UserError(f"{p}: directory holds no .ttgir files")
-            out.extend(found)
-        elif not p.exists():
-            raise UserError(f"{p}: no such file or directory")
-        else:
-            out.append(p)
-    return out
 
 # --- select + rewrite (issue 3): insert, strip ---------------------------------
 

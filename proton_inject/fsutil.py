@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+from .errors import UserError
 
 
 def _umask() -> int:
@@ -48,3 +50,20 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     with atomic_writer(path, binary=isinstance(data, bytes)) as f:
         f.write(data)
     return Path(path)
+
+
+def find_ttgir(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every ``.ttgir`` file under the given directories, plus the files given directly."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*.ttgir") if q.is_file())
+            if not found:
+                raise UserError(f"{raw}: no .ttgir files in this directory")
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise UserError(f"{raw}: no such file or directory")
+    return out

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import UserError
-from .fsutil import write_atomic
+from .fsutil import find_ttgir, write_atomic
 from .rules import Region, Rules, select
 from .ttgir import Module, parse, parse_file
 
@@ -187,10 +187,6 @@ def strip_text(data: str | bytes, path: str = "<string>") -> str:
 # ---- trees and files ---------------------------------------------------------------
 
 
-def _ttgir_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.ttgir") if p.is_file())
-
-
 def _load_dump_manifest(root: Path) -> dict[str, dict]:
     """Per relative .ttgir path, what `dump` recorded (if the input is a dump directory)."""
     p = root / "manifest.json"
@@ -216,9 +212,7 @@ def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
     output, so they run unmodified.
     """
     src = Path(src)
-    files = _ttgir_files(src)
-    if not files:
-        raise UserError(f"{src}: holds no .ttgir files; pass a `proton-inject dump` directory")
+    files = find_ttgir([src])
     dump_info = _load_dump_manifest(src)
     outputs: dict[str, str] = {}
     kernels: list[dict] = []
@@ -302,7 +296,7 @@ def diff_against(outputs: dict[str, str], manifest: dict | None, golden: str | P
         return _diff(golden.read_bytes().decode("latin-1"), text, str(golden), rel)
     if not golden.is_dir():
         raise UserError(f"{golden}: no such golden file or directory")
-    want = {p.relative_to(golden).as_posix(): p for p in _ttgir_files(golden)}
+    want = {p.relative_to(golden).as_posix(): p for p in find_ttgir([golden])}
     for rel in sorted(set(want) | set(outputs)):
         old = want[rel].read_bytes().decode("latin-1") if rel in want else ""
         new = outputs.get(rel, "")
@@ -325,9 +319,7 @@ def strip_path(src: str | Path, out: str | Path) -> list[Path]:
     if src.is_file():
         write_atomic(out, strip_text(src.read_bytes(), str(src)).encode("latin-1"))
         return [out]
-    files = _ttgir_files(src)
-    if not files:
-        raise UserError(f"{src}: holds no .ttgir files")
+    files = find_ttgir([src])
     written = []
     for path in files:
         rel = path.relative_to(src)
