@@ -45,8 +45,9 @@ JSON (``LaunchMeta.to_dict``): ``{"format": "proton-inject-raw", "version": 1, "
 {"child id": parent id}, "scope_locs": {"id": "file:line"}, "bytes_per_cta",
 "buffer_size" (data bytes per CTA or null = read from the header), "clock_bits": 32|64,
 "granularity": "warp", "sampled_warps": [ids] | null, "config": str | null, "launch": int,
-"device": str | null, "bin": file name of the buffer}``. ``save_raw`` and ``load_raw``
-write and read that pair.
+"device": str | null, "sm_clock_mhz": the device's max SM clock, float | null (absent in
+files from before it was recorded), "bin": file name of the buffer}``. ``save_raw`` and
+``load_raw`` write and read that pair.
 """
 
 from __future__ import annotations
@@ -74,6 +75,17 @@ RAW_VERSION = 1
 MAX_LAUNCH_NS = 100 * 10**9
 # An SM's own rate is fitted only when its timer anchors span at least this long.
 MIN_OWN_RATE_SPAN_NS = 50_000
+# A globaltimer fit is trusted only when anchor times within an SM spread at least this many
+# timer ticks (RMS; the H100 timer ticks every 32 ns) ...
+MIN_SPREAD_TICKS = 4
+# ... one rate explains this much of their cycle variance (1 - R^2 bounds how far timer jitter
+# pulls the rate down) ...
+MIN_FIT_R2 = 0.9
+# ... the rate is plausible (the upper end becomes 1.05 x the device's max clock if known) ...
+PLAUSIBLE_MHZ = (200.0, 3000.0)
+# ... and at most this share of CTAs get records spanning > OVERLONG_TOL x their lifetime.
+MAX_OVERLONG_CTAS = 0.05
+OVERLONG_TOL = 1.02
 # A guess for clock32 unwrapping only (exact while CTAs start < ~1.4 s apart).
 _GUESS_GHZ = 1.5
 
@@ -101,6 +113,9 @@ class LaunchMeta:
     config: str | None = None
     launch: int = 0
     device: str | None = None
+    # The device's max SM clock (driver's CU_DEVICE_ATTRIBUTE_CLOCK_RATE), the fallback rate
+    # when the timer reads of a launch cannot determine the clock.
+    sm_clock_mhz: float | None = None
 
     @property
     def num_ctas(self) -> int:
@@ -139,6 +154,7 @@ class LaunchMeta:
             "config": self.config,
             "launch": self.launch,
             "device": self.device,
+            "sm_clock_mhz": self.sm_clock_mhz,
         }
 
     @classmethod
@@ -167,6 +183,7 @@ class LaunchMeta:
                 config=d.get("config"),
                 launch=int(d.get("launch", 0)),
                 device=d.get("device"),
+                sm_clock_mhz=None if not d.get("sm_clock_mhz") else float(d["sm_clock_mhz"]),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(f"{where}: bad or missing field ({e!r}); rewrite it with save_raw") from e
@@ -339,9 +356,15 @@ class ClockFit:
     scale: np.ndarray  # per SM
     knot_ns: np.ndarray
     knot_cycles: np.ndarray
-    source: str  # globaltimer-fit | within-cta | user | assumed-1GHz | none
+    # globaltimer-fit | device-clock (meta.sm_clock_mhz) | within-cta | --clock-mhz |
+    # assumed-1GHz | none
+    source: str
     residual_ns: float | None = None
     gap_ns: float | None = None
+    reason: str | None = None  # why the globaltimer fit was not used
+    tick_ns: int | None = None  # globaltimer resolution seen in the data
+    spread_ns: float | None = None  # within-SM RMS spread of anchor times (carries the rate)
+    r2: float | None = None  # share of that spread's cycle variance one rate explains
 
     @property
     def segment_mhz(self) -> np.ndarray:
@@ -374,6 +397,10 @@ class ClockFit:
             "sm_rate_spread_pct": round(float(np.std(self.scale) * 100), 3) if len(self.sm) else None,
             "residual_ns": None if self.residual_ns is None else round(self.residual_ns, 1),
             "first_record_gap_ns": None if self.gap_ns is None else round(self.gap_ns, 1),
+            "timer_tick_ns": self.tick_ns,
+            "anchor_spread_ns": None if self.spread_ns is None else round(self.spread_ns, 1),
+            "fit_r2": None if self.r2 is None else round(self.r2, 4),
+            "reason": self.reason,
         }
 
 
@@ -608,8 +635,9 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
     c_last = c_last.reshape(n_ok, n_seg).max(axis=1) if n_ok else c_last
     cta_has = has.reshape(n_ok, n_seg).any(axis=1) if n_ok else np.zeros(0, bool)
     cta_nodrop = (written <= kept).all(axis=1) if n_ok else np.zeros(0, bool)
+    tick = _timer_tick(np.r_[init, pre, post])
     clock = _fit_clock(sm_id, cta_has, cta_nodrop, c_first, c_last, init - base, pre - base,
-                       clock_mhz, warn, where)
+                       clock_mhz, meta.sm_clock_mhz, tick, warn, where)
 
     # --- events -------------------------------------------------------------------------------
     ev_row = s_row[si]
@@ -669,9 +697,41 @@ def _unwrap(cyc: np.ndarray, stream: np.ndarray, first_rec: np.ndarray, kept: np
     return base[np.repeat(np.arange(has.sum()), kept[has])] + rel
 
 
+def _timer_tick(values: np.ndarray) -> int:
+    """The globaltimer's resolution read off the data: gcd of the steps between distinct values.
+
+    32 ns on the H100 (every value a multiple of 32); 1 where the values are not quantized.
+    """
+    v = np.unique(values)
+    if len(v) < 2:
+        return 1
+    return max(1, min(int(np.gcd.reduce(np.diff(v))), 1000))
+
+
+@dataclass
+class _Anchors:
+    """(globaltimer ns, cycles) pairs of one launch: their SM, time, cycles and kind."""
+
+    sm: np.ndarray  # index into the launch's sorted SM ids
+    t: np.ndarray  # ns, float64
+    c: np.ndarray  # cycles, int64
+    y: np.ndarray  # cycles minus the SM's smallest anchor (keeps float64 exact)
+    start: np.ndarray  # 1.0 for (init, first record), 0.0 for (pre-final, last record)
+    cref: np.ndarray  # per SM: its smallest anchor cycle count
+    n: np.ndarray  # per SM: number of anchors
+
+    def mean(self, v: np.ndarray) -> np.ndarray:
+        """Per-SM mean of ``v``."""
+        return np.bincount(self.sm, v, len(self.n)) / self.n
+
+    def demean(self, v: np.ndarray) -> np.ndarray:
+        """``v`` minus its SM's mean: what is left once per-SM counter origins are unknown."""
+        return v - self.mean(v)[self.sm]
+
+
 def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.ndarray,
                c_last: np.ndarray, init: np.ndarray, pre: np.ndarray, clock_mhz: float | None,
-               warn: list[str], where: str) -> ClockFit:
+               device_mhz: float | None, tick: int, warn: list[str], where: str) -> ClockFit:
     """Fit cycles = offset[SM] + G(t) to the timer anchors every CTA gives.
 
     Anchors: (pre-final time, last record) of every CTA that has records - the pre-final time
@@ -682,6 +742,11 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
     changes during long launches: 1.58 -> 1.44 -> 1.58 GHz within 0.22 ms on the H100 matmul
     fixture), then each SM's own rate relative to G is fitted where its anchors span enough
     time. Records are then placed half the start/end gap inside the CTA's timer reads.
+
+    The rate comes only from how anchor times differ WITHIN an SM. On a short launch with
+    one CTA per SM those differences are a few 32 ns timer ticks of jitter and the fit is
+    noise (1,275 MHz for a 1,980 MHz H100). Such fits are rejected (``_doubts``) and the
+    rate falls back to the device's max SM clock, else to the within-CTA bound.
     """
     sel = has
     s_ids, inv = np.unique(sm[sel], return_inverse=True)
@@ -689,118 +754,194 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
     if n_sm == 0:
         return ClockFit(sm=s_ids, offset=np.zeros(0), scale=np.ones(0),
                         knot_ns=np.array([0.0, 1.0]),
-                        knot_cycles=np.array([0.0, 1.0]), source="none")
+                        knot_cycles=np.array([0.0, 1.0]), source="none", tick_ns=tick)
     st = (nodrop & has)[sel] & (c_last[sel] >= c_first[sel])
     # Anchor rows: every end anchor, then the start anchors.
     a_sm = np.concatenate([inv, inv[st]])
-    a_t = np.concatenate([pre[sel], init[sel][st]]).astype(np.float64)
     a_c = np.concatenate([c_last[sel], c_first[sel][st]])
-    a_start = np.r_[np.zeros(int(sel.sum())), np.ones(int(st.sum()))]
-    # Cycles relative to each SM's smallest anchor keep float64 exact.
     cref = np.full(n_sm, np.iinfo(np.int64).max)
     np.minimum.at(cref, a_sm, a_c)
-    y = (a_c - cref[a_sm]).astype(np.float64)
-    n = np.bincount(a_sm, minlength=n_sm).astype(np.float64)
+    a = _Anchors(
+        sm=a_sm,
+        t=np.concatenate([pre[sel], init[sel][st]]).astype(np.float64),
+        c=a_c,
+        y=(a_c - cref[a_sm]).astype(np.float64),
+        start=np.r_[np.zeros(int(sel.sum())), np.ones(int(st.sum()))],
+        cref=cref,
+        n=np.bincount(a_sm, minlength=n_sm).astype(np.float64),
+    )
+    # Per CTA (of those with records): first/last record cycles, init/pre-final times.
+    cta = (inv, c_first[sel], c_last[sel], init[sel], pre[sel], st)
+    spread, r2 = _identifiability(a, bool(st.any()))
 
-    def demean(v: np.ndarray) -> np.ndarray:
-        return v - (np.bincount(a_sm, v, n_sm) / n)[a_sm]
+    def build(fit: tuple[np.ndarray, np.ndarray, float], source: str) -> ClockFit:
+        clock = _place(a, fit, source, cta, s_ids)
+        clock.tick_ns, clock.spread_ns, clock.r2 = tick, spread, r2
+        return clock
 
-    source = "globaltimer-fit"
-    fit = None
     if clock_mhz:
-        source = "user"
-        knots = np.array([a_t.min(), a_t.max() + 1.0])
-        G = knots * clock_mhz / 1000.0
-        sd = demean(a_start)
-        den = float(sd @ sd)
-        gamma = float(sd @ demean(y - a_t * clock_mhz / 1000)) / den if den > 0 else 0.0
-        fit = (knots, G, gamma)
+        return build(_fixed_rate(a, clock_mhz), "--clock-mhz")
+    fit = _fit_rate_curve(a, bool(st.any()))
+    if fit is None:
+        doubts = ["too few timer anchors"]
     else:
-        span = a_t.max() - a_t.min()
-        n_seg = int(min(16, max(1, span // 25_000)))
-        while n_seg >= 1 and fit is None:
-            knots = np.unique(np.quantile(a_t, np.linspace(0, 1, n_seg + 1)))
-            knots = knots[np.r_[True, np.diff(knots) >= 10_000]] if len(knots) > 2 else knots
-            if len(knots) < 2:
-                knots = np.array([a_t.min(), a_t.min() + max(span, 1.0)])
-            knots[-1] = max(knots[-1], a_t.max())
-            phi = _hat_basis(a_t, knots)[:, 1:]  # G(knot 0) = 0: offsets absorb the constant
-            cols = [phi] + ([a_start[:, None]] if st.any() else [])
-            X = np.concatenate(cols, axis=1)
-            Xd = X - (np.stack([np.bincount(a_sm, X[:, j], n_sm) for j in range(X.shape[1])], 1)
-                      / n[:, None])[a_sm]
-            try:
-                coef, _, rank, _ = np.linalg.lstsq(Xd, demean(y), rcond=None)
-            except np.linalg.LinAlgError:
-                break
-            G = np.r_[0.0, coef[: len(knots) - 1]]
-            ok = rank == X.shape[1] and (np.diff(G) / np.diff(knots) > 0.05).all() and (
-                np.diff(G) / np.diff(knots) < 20).all()
-            if ok:
-                fit = (knots, G, float(coef[-1]) if st.any() else 0.0)
-            elif n_seg == 1:
-                break
-            else:
-                n_seg = max(1, n_seg // 2)
-        if fit is None:
-            ok = st & (c_last[sel] > c_first[sel]) & (pre[sel] > init[sel])
-            if ok.any():
-                ghz = float(np.median((c_last[sel][ok] - c_first[sel][ok]) /
-                                      (pre[sel][ok] - init[sel][ok])))
-                source = "within-cta"
-            else:
-                ghz = 1.0
-                source = "assumed-1GHz"
-            _warn(warn, f"{where}: too few timer anchors to fit the SM clock; used {source} "
-                        f"({ghz * 1000:.0f} MHz); pass --clock-mhz to set it")
-            knots = np.array([a_t.min(), a_t.max() + 1.0])
-            fit = (knots, knots * ghz, 0.0)
+        clock = build(fit, "globaltimer-fit")
+        doubts = _doubts(clock, spread, r2, tick, device_mhz, cta)
+        if not doubts:
+            return clock
+    ok = st & (c_last[sel] > c_first[sel])
+    if device_mhz:
+        mhz, source = float(device_mhz), "device-clock"
+    elif ok.any():
+        # The slowest clock at which 95% of CTAs' records fit between their timer reads.
+        life = (pre[sel][ok] - init[sel][ok] + tick).astype(np.float64)
+        mhz = float(np.quantile((c_last[sel][ok] - c_first[sel][ok]) / life, 0.95)) * 1000
+        source = "within-cta"
+    else:
+        mhz, source = 1000.0, "assumed-1GHz"
+    reason = "; ".join(doubts)
+    _warn(warn, f"{where}: globaltimer clock fit rejected ({reason}); used {source} "
+                f"({mhz:.0f} MHz); pass --clock-mhz to set it")
+    clock = build(_fixed_rate(a, mhz), source)
+    clock.reason = reason
+    return clock
+
+
+def _identifiability(a: _Anchors, with_start: bool) -> tuple[float, float]:
+    """How well the anchors can pin one clock rate: (within-SM time spread in ns RMS, R^2).
+
+    Only within-SM time differences (beyond the start/end constant) carry the rate. Timer
+    jitter in them biases the fitted rate low by up to ``1 - R^2`` of itself.
+    """
+    t, y = a.demean(a.t), a.demean(a.y)
+    if with_start:
+        s = a.demean(a.start)
+        ss = float(s @ s)
+        if ss > 0:
+            t = t - s * float(s @ t) / ss
+            y = y - s * float(s @ y) / ss
+    tt, yy = float(t @ t), float(y @ y)
+    spread = math.sqrt(tt / len(t)) if len(t) else 0.0
+    if tt <= 0 or yy <= 0:
+        return spread, 0.0
+    b = float(t @ y) / tt
+    r = y - b * t
+    return spread, max(0.0, 1.0 - float(r @ r) / yy)
+
+
+def _doubts(clock: ClockFit, spread: float, r2: float, tick: int, device_mhz: float | None,
+            cta: tuple) -> list[str]:
+    """Reasons not to trust a globaltimer fit (empty when it is fine)."""
+    out = []
+    if spread < MIN_SPREAD_TICKS * tick:
+        out.append(f"within-SM anchor spread {spread:.0f} ns RMS = {spread / tick:.1f} ticks "
+                   f"of {tick} ns (< {MIN_SPREAD_TICKS})")
+    if r2 < MIN_FIT_R2:
+        out.append(f"R^2 {r2:.2f} (< {MIN_FIT_R2})")
+    mhz = float(np.median(clock.segment_mhz))
+    lo, hi = PLAUSIBLE_MHZ
+    if device_mhz:
+        hi = device_mhz * 1.05
+    if not lo <= mhz <= hi:
+        out.append(f"fitted {mhz:.0f} MHz outside {lo:.0f}-{hi:.0f} MHz")
+    inv, c_first, c_last, init, pre, st = cta
+    if st.any():
+        # Records lie between their CTA's init and pre-final reads; a slow fitted clock
+        # stretches them past those.
+        span = clock.to_ns(c_last[st], inv[st]) - clock.to_ns(c_first[st], inv[st])
+        over = float(np.mean(span > OVERLONG_TOL * (pre[st] - init[st] + tick)))
+        if over > MAX_OVERLONG_CTAS:
+            out.append(f"fitted {mhz:.0f} MHz stretches {over:.0%} of CTAs' records past "
+                       "their lifetime")
+    return out
+
+
+def _fixed_rate(a: _Anchors, mhz: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """G for a known constant rate, and the start anchors' constant fitted against it."""
+    knots = np.array([a.t.min(), a.t.max() + 1.0])
+    G = knots * mhz / 1000.0
+    sd = a.demean(a.start)
+    den = float(sd @ sd)
+    gamma = float(sd @ a.demean(a.y - a.t * mhz / 1000)) / den if den > 0 else 0.0
+    return knots, G, gamma
+
+
+def _fit_rate_curve(a: _Anchors, with_start: bool) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """Least-squares piecewise-linear G (fewer pieces until it is full rank and monotone)."""
+    n_sm = len(a.n)
+    span = a.t.max() - a.t.min()
+    n_seg = int(min(16, max(1, span // 25_000)))
+    while n_seg >= 1:
+        knots = np.unique(np.quantile(a.t, np.linspace(0, 1, n_seg + 1)))
+        knots = knots[np.r_[True, np.diff(knots) >= 10_000]] if len(knots) > 2 else knots
+        if len(knots) < 2:
+            knots = np.array([a.t.min(), a.t.min() + max(span, 1.0)])
+        knots[-1] = max(knots[-1], a.t.max())
+        phi = _hat_basis(a.t, knots)[:, 1:]  # G(knot 0) = 0: offsets absorb the constant
+        X = np.concatenate([phi] + ([a.start[:, None]] if with_start else []), axis=1)
+        Xd = X - (np.stack([np.bincount(a.sm, X[:, j], n_sm) for j in range(X.shape[1])], 1)
+                  / a.n[:, None])[a.sm]
+        try:
+            coef, _, rank, _ = np.linalg.lstsq(Xd, a.demean(a.y), rcond=None)
+        except np.linalg.LinAlgError:
+            return None
+        G = np.r_[0.0, coef[: len(knots) - 1]]
+        rate = np.diff(G) / np.diff(knots)
+        if rank == X.shape[1] and (rate > 0.05).all() and (rate < 20).all():
+            return knots, G, float(coef[-1]) if with_start else 0.0
+        if n_seg == 1:
+            return None
+        n_seg = max(1, n_seg // 2)
+    return None
+
+
+def _place(a: _Anchors, fit: tuple[np.ndarray, np.ndarray, float], source: str, cta: tuple,
+           s_ids: np.ndarray) -> ClockFit:
+    """Per-SM offsets (and own rates, for a fit) that put the anchors on G."""
     knots, G, gamma = fit
-    g_at = _hat_basis(a_t, knots) @ G if len(knots) > 1 else a_t * 0
+    n_sm = len(a.n)
+    inv, c_first, _, init, _, st = cta
+    g_at = _hat_basis(a.t, knots) @ G if len(knots) > 1 else a.t * 0
     # Outside the knots G goes on linearly.
     r0 = (G[1] - G[0]) / (knots[1] - knots[0])
     r1 = (G[-1] - G[-2]) / (knots[-1] - knots[-2])
-    g_at = np.where(a_t < knots[0], G[0] + (a_t - knots[0]) * r0, g_at)
-    g_at = np.where(a_t > knots[-1], G[-1] + (a_t - knots[-1]) * r1, g_at)
-    yg = y - gamma * a_start  # start anchors moved onto the end anchors' footing
-    off = np.bincount(a_sm, yg - g_at, n_sm) / n  # end-anchored offsets
+    g_at = np.where(a.t < knots[0], G[0] + (a.t - knots[0]) * r0, g_at)
+    g_at = np.where(a.t > knots[-1], G[-1] + (a.t - knots[-1]) * r1, g_at)
+    yg = a.y - gamma * a.start  # start anchors moved onto the end anchors' footing
+    off = a.mean(yg - g_at)  # end-anchored offsets
     scale = np.ones(n_sm)
     if source == "globaltimer-fit":
         # Each SM's own rate relative to G, where its anchors span enough time to tell
         # (SMs differ by ~0.7% on the H100 fixture: residuals 472 -> 175 ns).
         tmin = np.full(n_sm, np.inf)
         tmax = np.full(n_sm, -np.inf)
-        np.minimum.at(tmin, a_sm, a_t)
-        np.maximum.at(tmax, a_sm, a_t)
-        gd = g_at - (np.bincount(a_sm, g_at, n_sm) / n)[a_sm]
-        yd = yg - (np.bincount(a_sm, yg, n_sm) / n)[a_sm]
-        sgg = np.bincount(a_sm, gd * gd, n_sm)
-        sgy = np.bincount(a_sm, gd * yd, n_sm)
-        own = (n >= 4) & (tmax - tmin >= MIN_OWN_RATE_SPAN_NS) & (sgg > 0)
+        np.minimum.at(tmin, a.sm, a.t)
+        np.maximum.at(tmax, a.sm, a.t)
+        gd, yd = a.demean(g_at), a.demean(yg)
+        sgg = np.bincount(a.sm, gd * gd, n_sm)
+        sgy = np.bincount(a.sm, gd * yd, n_sm)
+        own = (a.n >= 4) & (tmax - tmin >= MIN_OWN_RATE_SPAN_NS) & (sgg > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             b = np.where(own, sgy / np.where(sgg > 0, sgg, 1.0), 1.0)
         own &= (b > 0.9) & (b < 1.1)
         scale[own] = b[own]
-        gm = np.bincount(a_sm, g_at, n_sm) / n
-        ym = np.bincount(a_sm, yg, n_sm) / n
-        off = np.where(own, ym - scale * gm, off)
+        off = np.where(own, a.mean(yg) - scale * a.mean(g_at), off)
     # Before the first knot G is extrapolated. When early CTAs lost their first records there
     # is no early anchor, and the neighbouring piece's rate can place kept records before
     # their CTA's init time. Raise the early rate until 95% of them start after init.
-    u_first = (c_first[sel] - cref[inv] - off[inv]) / scale[inv]
-    early = (init[sel] < knots[0]) & (u_first < G[0])
+    u_first = (c_first - a.cref[inv] - off[inv]) / scale[inv]
+    early = (init < knots[0]) & (u_first < G[0])
     if source == "globaltimer-fit" and early.any():
-        need = (G[0] - u_first[early]) / (knots[0] - init[sel][early])
+        need = (G[0] - u_first[early]) / (knots[0] - init[early])
         rate = float(np.quantile(need, 0.95))
-        r_first = (G[1] - G[0]) / (knots[1] - knots[0])
-        if rate > r_first:
-            t_lo = float(init[sel].min())
+        if rate > r0:
+            t_lo = float(init.min())
             knots = np.r_[t_lo, knots]
             G = np.r_[G[0] - (knots[1] - t_lo) * rate, G]
-    end = a_start == 0
-    clock = ClockFit(sm=s_ids, offset=off + cref, scale=scale, knot_ns=knots, knot_cycles=G,
+    end = a.start == 0
+    clock = ClockFit(sm=s_ids, offset=off + a.cref, scale=scale, knot_ns=knots, knot_cycles=G,
                      source=source)
-    resid = a_t[end] - clock.to_ns(a_c[end], a_sm[end])
+    resid = a.t[end] - clock.to_ns(a.c[end], a.sm[end])
     clock.residual_ns = float(np.sqrt(np.mean(resid * resid)))
     if st.any() and gamma > 0:
         # gamma cycles = time from init to first record plus from last record to pre-final;

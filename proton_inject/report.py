@@ -25,6 +25,11 @@ from .fsutil import write_atomic
 
 # Per-warp (or per-warp-group) medians differing by more than this get their own rows.
 SPLIT_THRESHOLD = 0.10
+# A CTA whose records span more than this times its timer lifetime (plus a timer tick) on the
+# launch's clock is reported: the clock is then too slow.
+OVERLONG_TOL = 1.02
+# ... and said in the text when more than this share of CTAs is (a few are timer noise).
+OVERLONG_SHARE = 0.05
 
 
 @dataclass
@@ -161,7 +166,8 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
         clock = dict(s["clock"])
         if clock_mhz:
             dur = cycles * 1000.0 / clock_mhz
-            clock.update(source="user", mhz_median=clock_mhz, mhz_min=clock_mhz, mhz_max=clock_mhz)
+            clock.update(source="--clock-mhz", mhz_median=clock_mhz, mhz_min=clock_mhz,
+                         mhz_max=clock_mhz, reason=None)
         else:
             dur = np.round(arr["dur"][m] * 1000.0) if m.any() else np.zeros(0)
         out.append(LaunchData(
@@ -219,16 +225,19 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
     cycles = _concat(launches, "cycles").astype(np.float64)
     dur = _concat(launches, "dur_ns").astype(np.float64)
     warp = _concat(launches, "warp").astype(np.int64)
-    # Kernel time = sum over profiled (launch, CTA, warp) of that CTA's init..pre-final span.
+    # Kernel time = sum over profiled (launch, CTA, warp) of that CTA's lifetime.
     kernel_ns = 0.0
+    overlong = [0, 0, 0.0]  # CTAs whose records outlast them, CTAs, worst ratio
     for x in launches:
         if len(x.cta) == 0:
             continue
-        span = dict(zip(x.cta_ids.tolist(), (x.cta_prefinal_ns - x.cta_init_ns).tolist(),
-                        strict=False))
+        ids, life, n_over, worst = _cta_lifetimes(x)
+        overlong[0] += n_over
+        overlong[1] += len(ids)
+        overlong[2] = max(overlong[2], worst)
         stride = int(x.warp.max()) + 1
         pairs = np.unique(x.cta * stride + x.warp)  # profiled (CTA, warp) streams
-        kernel_ns += sum(span.get(int(c), 0.0) for c in (pairs // stride).tolist())
+        kernel_ns += float(life[np.searchsorted(ids, pairs // stride)].sum())
     W = first.num_warps
     group = 4 if W > 4 else 1  # warp groups (partitions) for wide CTAs, warps otherwise
     scopes = dict(first.scopes)
@@ -282,11 +291,43 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
             "per_launch": [x.clock for x in launches],
         },
         "kernel_time_ns": kernel_ns,
+        "ctas_overlong": {"count": overlong[0], "of": overlong[1],
+                          "max_ratio": round(overlong[2], 3) if overlong[0] else None},
         "events": int(len(scope)),
         "regions": regions,
         "drops": drops,
         "warnings": [w for x in launches for w in x.warnings],
     }
+
+
+def _cta_lifetimes(x: LaunchData) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """Per CTA with events: sorted ids, lifetime in ns, how many overlong, worst ratio.
+
+    The lifetime is the CTA's init..pre-final span, or its records' span on the launch's
+    clock where that is longer. Every region instance of a warp lies inside its CTA's record
+    span, so a region's share can then never pass 100%, even when the clock is off; CTAs
+    whose records outlast their timer reads are counted so the report can say the clock is
+    suspect.
+    """
+    ids, k = np.unique(x.cta, return_inverse=True)
+    lo = np.full(len(ids), np.inf)
+    hi = np.full(len(ids), -np.inf)
+    np.minimum.at(lo, k, x.start_ns)
+    np.maximum.at(hi, k, x.start_ns + x.dur_ns)
+    rec = hi - lo
+    life = np.full(len(ids), np.nan)
+    order = np.argsort(x.cta_ids)
+    j = np.clip(np.searchsorted(x.cta_ids[order], ids), 0, max(0, len(order) - 1))
+    known = np.zeros(len(ids), bool)
+    if len(order):
+        known = x.cta_ids[order][j] == ids
+        jj = order[j[known]]
+        life[known] = x.cta_prefinal_ns[jj] - x.cta_init_ns[jj]
+    tick = float(x.clock.get("timer_tick_ns") or 0)
+    over = known & (rec > OVERLONG_TOL * (life + tick))
+    worst = float((rec[over] / np.maximum(life[over], 1.0)).max()) if over.any() else 1.0
+    # A CTA without timer reads (a trace that lost them) counts its record span.
+    return ids, np.fmax(life, rec), int(over.sum()), worst
 
 
 def summarize(launches: Sequence[LaunchData]) -> dict[str, Any]:
@@ -322,6 +363,37 @@ def drop_warning(k: dict[str, Any]) -> str | None:
         f"({per_warp} bytes per warp) would have held them all (a shared-memory buffer is capped "
         "by free shared memory; use a global buffer for more)."
     )
+
+
+_CLOCK_MEANING = {
+    "device-clock": "the device's max SM clock: ns are lower bounds if the SMs ran slower",
+    "within-cta": "the slowest clock that fits 95% of CTAs' records inside their lifetime: "
+                  "ns are upper bounds",
+    "assumed-1GHz": "a guess",
+}
+
+
+def clock_notes(k: dict[str, Any]) -> list[str]:
+    """Lines saying which launches did not get a globaltimer-fitted clock, why, and what the
+    ns then mean; and whether the clock stretched records past their CTA's lifetime."""
+    out = []
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for launch, c in zip(k["launches"], k["clock"]["per_launch"], strict=True):
+        by_source.setdefault(str(c.get("source")), []).append({"launch": launch, **c})
+    for source, cs in sorted(by_source.items()):
+        if source not in _CLOCK_MEANING:
+            continue
+        ids = ", ".join(str(c["launch"]) for c in cs[:5]) + (", ..." if len(cs) > 5 else "")
+        if cs[0].get("reason"):
+            out.append(f"note: launch {ids}: globaltimer clock fit rejected ({cs[0]['reason']})")
+        out.append(f"note: launch {ids}: clock = {source}, {_CLOCK_MEANING[source]}; "
+                   "pass --clock-mhz to set it")
+    o = k.get("ctas_overlong") or {}
+    if o.get("count", 0) > OVERLONG_SHARE * o.get("of", 0):
+        out.append(f"note: on this clock the records of {o['count']:,} of {o['of']:,} CTAs span "
+                   f"longer than the CTA lived (up to {o['max_ratio']:.2f}x): the clock is too "
+                   "slow for them; shares count their record span as their lifetime")
+    return out
 
 
 def format_text(summary: dict[str, Any]) -> str:
@@ -362,12 +434,14 @@ def format_text(summary: dict[str, Any]) -> str:
         w = drop_warning(k)
         if w:
             out.append("  " + w)
+        out += [f"  {n}" for n in clock_notes(k)]
         d = k["drops"]
         if d["unmatched_starts"] or d["unmatched_ends"]:
             out.append(f"  note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
                        "records had no partner (regions cut by the buffer window, or left early)")
         out.append("  share = region time / sum over profiled warps of their CTA's lifetime "
-                   "(init to pre-final); nested regions overlap their parents")
+                   "(init to pre-final, or its records' span where longer); nested regions "
+                   "overlap their parents")
         out.append("")
     return "\n".join(out)
 

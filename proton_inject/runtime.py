@@ -107,6 +107,21 @@ def _out_of_resources_type() -> type:
 # --- the instrumented tree -----------------------------------------------------------
 
 
+def sm_clock_mhz(device: int) -> float | None:
+    """The device's max SM clock in MHz, as the driver reports it (CU_DEVICE_ATTRIBUTE_CLOCK_RATE).
+
+    Recorded with every launch: the decoder's fallback rate when a launch is too short for
+    its globaltimer reads to determine the clock. None where the driver cannot tell.
+    """
+    try:
+        from triton.runtime import driver
+
+        khz = driver.active.utils.get_device_properties(device).get("sm_clock_rate")
+    except Exception:  # a driver without this query must not stop a profiling run
+        return None
+    return float(khz) / 1000.0 if khz else None
+
+
 def prepare_override_tree(
     instrumented_dir: str | os.PathLike, dest: str | os.PathLike, kernel: str | None = None
 ) -> dict[str, set[str]]:
@@ -293,6 +308,7 @@ class Session:
         self._max_shared: int | None = None
         self._locs: dict[tuple[str, str], dict[int, str]] = {}
         self._device_names: dict[int, str] = {}
+        self._device_clocks: dict[int, float | None] = {}
         self._started = False
         self._stopped = False
         self.write_traces = True
@@ -328,6 +344,7 @@ class Session:
             self._locs = scope_locations(self.instrumented_dir)
             for d in range(torch.cuda.device_count()):
                 self._device_names[d] = torch.cuda.get_device_name(d)
+                self._device_clocks[d] = sm_clock_mhz(d)
             # Knobs and the environment (Inductor reads TRITON_CACHE_DIR from the environment).
             self._push_scope(triton.knobs.cache.scope())
             self._push_scope(triton.knobs.compilation.scope())
@@ -714,6 +731,7 @@ class Session:
             config=f"[tuning] {name}" if rec.tuning else name,
             launch=rec.seq,
             device=self._device_names.get(rec.device),
+            sm_clock_mhz=self._device_clocks.get(rec.device),
         )
 
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:

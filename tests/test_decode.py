@@ -27,6 +27,8 @@ from proton_inject.decode import (
 from proton_inject.errors import UserError
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
+SHORT = Path(__file__).parent / "data" / "h100-shortlaunch"
+H100_SM_CLOCK_MHZ = 1980.0  # get_device_properties()["sm_clock_rate"] on the GPU that made SHORT
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +105,71 @@ def test_clock_fit_on_real_buffers(add, mm):
     # the matmul's clock changed during the launch (DVFS): several pieces, different rates
     assert len(mm[2].clock.knot_ns) > 2
     assert np.ptp(mm[2].clock.segment_mhz) > 50
+    # the checks that reject short launches pass these: 32 ns timer, anchors spread enough
+    for d, spread in ((add[2], 300), (mm[2], 60_000)):
+        c = d.clock.summary()
+        assert c["timer_tick_ns"] == 32 and c["reason"] is None
+        assert c["anchor_spread_ns"] > spread and c["fit_r2"] > 0.95
+
+
+def _short(n: int, sm_clock_mhz: float | None = None):
+    buf, meta = load_raw(SHORT / f"{n:05d}-matmul_kernel.json")
+    meta.sm_clock_mhz = sm_clock_mhz
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DecodeWarning)
+        d = decode(buf, meta)
+    return d, [str(w.message) for w in caught]
+
+
+def _inside_lifetime(d) -> float:
+    """Share of region instances that end within their CTA's init..pre-final (+ one tick)."""
+    e, c = d.events, d.ctas
+    order = np.argsort(c.cta)
+    k = order[np.searchsorted(c.cta[order], e.cta)]
+    life = (c.prefinal_ns - c.init_ns)[k] + 32
+    return float(np.mean((e.end_ns - e.start_ns <= life) & (e.start_ns >= c.init_ns[k] - 32)
+                         & (e.end_ns <= c.prefinal_ns[k] + 32)))
+
+
+def test_short_launch_one_cta_per_sm_cannot_fit_the_clock():
+    """96 CTAs on 96 SMs, ~7 us: the anchors of an SM are 1.5 timer ticks apart (RMS)."""
+    d, warned = _short(0, H100_SM_CLOCK_MHZ)
+    c = d.clock.summary()
+    assert c["source"] == "device-clock" and c["mhz_median"] == H100_SM_CLOCK_MHZ
+    assert c["timer_tick_ns"] == 32 and c["anchor_spread_ns"] < 4 * 32 and c["fit_r2"] < 0.9
+    assert "ticks of 32 ns" in c["reason"] and "past their lifetime" in c["reason"]
+    assert len(warned) == 1 and "fit rejected" in warned[0] and "device-clock (1980 MHz)" in warned[0]
+    # ns = cycles at the max clock, so every region fits inside its CTA's timer reads
+    e = d.events
+    assert e.dur_ns == pytest.approx(e.cycles / 1.98, rel=1e-9)
+    assert _inside_lifetime(d) > 0.999
+
+
+def test_short_launch_from_an_old_file_uses_the_within_cta_bound():
+    d, warned = _short(0)  # the file predates sm_clock_mhz: it loads, the field is None
+    assert d.meta.sm_clock_mhz is None
+    c = d.clock.summary()
+    assert c["source"] == "within-cta" and len(warned) == 1
+    # the slowest clock that puts 95% of CTAs' records inside their lifetime: above the
+    # rejected fit (1,275 MHz), below the max clock
+    assert 1650 < c["mhz_median"] < H100_SM_CLOCK_MHZ
+    assert _inside_lifetime(d) > 0.9
+
+
+def test_short_launch_with_several_ctas_per_sm_keeps_the_fit():
+    """384 CTAs, up to 3 resident per SM that end up to 1.5 us apart: enough to fit."""
+    d, warned = _short(1, H100_SM_CLOCK_MHZ)
+    c = d.clock.summary()
+    assert c["source"] == "globaltimer-fit" and warned == []
+    assert 1700 < c["mhz_median"] < H100_SM_CLOCK_MHZ and c["fit_r2"] > 0.98
+    assert c["anchor_spread_ns"] > 300
+    assert _inside_lifetime(d) > 0.99
+
+
+def test_fit_faster_than_the_device_clock_is_rejected():
+    d, warned = _short(1, 1500.0)  # pretend the device tops out at 1500 MHz
+    assert d.clock.source == "device-clock" and "outside 200-1575 MHz" in d.clock.reason
+    assert len(warned) == 1
 
 
 def test_events_agree_with_protons_own_trace_of_the_same_kernel(add):
@@ -141,7 +208,7 @@ def test_scope_ids_follow_protons_analysis(tmp_path):
 def test_save_and_load_raw_round_trip(tmp_path, add):
     buf, meta, _ = add
     meta2 = LaunchMeta(**{**meta.__dict__, "launch": 7, "config": "BLOCK=1024",
-                          "sampled_warps": None})
+                          "sampled_warps": None, "sm_clock_mhz": 1980.0})
     for i, b in enumerate((bytes(buf), np.asarray(buf), torch.from_numpy(np.array(buf)))):
         prefix = raw_prefix(tmp_path / f"r{i}", meta2)
         bin_path, json_path = save_raw(prefix, b, meta2)
@@ -236,7 +303,7 @@ def test_synthetic_clock_fit_recovers_rate_and_time():
 def test_clock_mhz_override():
     (buf, meta), _ = _two_sm_launch(rate_ghz=1.5)
     d = decode(buf, meta, clock_mhz=1000)
-    assert d.clock.source == "user"
+    assert d.clock.source == "--clock-mhz"
     assert d.events.dur_ns == pytest.approx(d.events.cycles.astype(float), rel=1e-9)
 
 
@@ -257,7 +324,7 @@ def test_too_few_anchors_falls_back_with_a_warning():
     c = profbuf.Cta(pid=0, sm=0, init=10**9, pre=10**9 + 1000, post=10**9 + 1100,
                     warps={0: recs})
     buf, meta = profbuf.write([c], num_warps=1, slots=8)
-    with pytest.warns(DecodeWarning, match="too few timer anchors.*within-cta"):
+    with pytest.warns(DecodeWarning, match="fit rejected .too few timer anchors.*within-cta"):
         d = decode(buf, meta)
     assert d.clock.source == "within-cta"
 

@@ -23,6 +23,7 @@ from conftest import requires_gpu
 from proton_inject.decode import decode, find_raw, load_raw
 from proton_inject.instrument import instrument_tree, write_tree
 from proton_inject.override import dump_program
+from proton_inject.report import run_report
 from proton_inject.rules import Rules
 from proton_inject.runtime import RunResult, profile
 
@@ -130,6 +131,14 @@ def test_matmul_profile_api(tmp_path):
     counts = sorted(n for n, _ in iters.values())
     assert counts == sorted([12 * 96 * 8, 24 * 384 * 4]), iters
     print("\nmatmul regions (instances, median cycles):", stats)
+    # Launches of a few us: the clock is a fit that passed its checks or the device's max
+    # clock (recorded with each launch), and no region outlasts its CTA.
+    for d in _decoded(tmp_path / "traces"):
+        assert d.meta.sm_clock_mhz and 1000 < d.meta.sm_clock_mhz < 3000
+        assert d.clock.source in ("globaltimer-fit", "device-clock"), d.clock.summary()
+        print(d.meta.label, d.clock.summary())
+    summary = run_report([tmp_path / "traces"], as_json=True).summary
+    assert all(r["share"] <= 1.0 for k in summary["kernels"] for r in k["regions"])
 
 
 def test_attention_profile_api(tmp_path):

@@ -11,10 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from proton_inject.cli import main
-from proton_inject.decode import decode, save_raw
+from proton_inject.decode import decode, load_raw, save_raw
 from proton_inject.report import LaunchData, run_report, summarize
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
+SHORT = Path(__file__).parent / "data" / "h100-shortlaunch"
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,49 @@ def test_json_numbers(fixture_report):
     assert it["loc"] == "kernels.py:28" and _region(add, "iter")["parent"] == 0
     assert mm["drops"]["records_dropped"] == 16384 and mm["drops"]["needed_buffer_size"] == 16384
     assert add["drops"]["records_dropped"] == 0
+    assert add["clock"]["sources"] == mm["clock"]["sources"] == ["globaltimer-fit"]
+
+
+def _short_with_device_clock(tmp_path: Path) -> Path:
+    """The 96-CTA short launch as the runtime writes it now: with the device's max clock."""
+    buf, meta = load_raw(SHORT / "00000-matmul_kernel.json")
+    meta.sm_clock_mhz = 1980.0
+    save_raw(tmp_path / "raw" / "00000-matmul_kernel", buf, meta)
+    return tmp_path
+
+
+def test_short_launch_shares_stay_within_the_cta(tmp_path):
+    """The globaltimer fit said 1,275 MHz here and the kernel region got a 129% share."""
+    res = run_report([_short_with_device_clock(tmp_path)], trace_dir=tmp_path / "tr")
+    [k] = res.summary["kernels"]
+    assert k["clock"]["sources"] == ["device-clock"] and k["clock"]["mhz_median"] == 1980
+    assert "clock 1,980 MHz (device-clock)" in res.text
+    assert "fit rejected (within-SM anchor spread 47 ns RMS = 1.5 ticks of 32 ns" in res.text
+    assert "ns are lower bounds" in res.text and len(res.warnings) == 1
+    shares = {r["name"]: r["share"] for r in k["regions"]}
+    assert 0.75 < shares["kernel"] <= 1.0 and shares["mma"] < shares["loop acc @matmul.py:36"]
+    assert k["ctas_overlong"]["count"] == 0
+    # the trace says which clock it used, and reports the same from it
+    [tr] = res.files
+    again = run_report([tr], as_json=True).summary["kernels"][0]
+    clock = again["clock"]["per_launch"][0]
+    assert clock["source"] == "device-clock" and "1.5 ticks" in clock["reason"]
+    assert _region(again, "kernel")["share"] == pytest.approx(shares["kernel"], rel=0.01)
+
+
+def test_short_launches_old_files_and_a_slow_clock():
+    res = run_report([SHORT], as_json=True)
+    one, four = res.summary["kernels"]  # 8 warps, 96 CTAs; 4 warps, 384 CTAs
+    assert one["clock"]["sources"] == ["within-cta"] and four["clock"]["sources"] == ["globaltimer-fit"]
+    assert all(0 < r["share"] <= 1.0 for k in (one, four) for r in k["regions"])
+    # a clock far too slow stretches every CTA's records past its lifetime: still <= 100%,
+    # and the report says so
+    res = run_report([SHORT / "00000-matmul_kernel.json"], clock_mhz=1275)
+    [k] = res.summary["kernels"]
+    assert k["clock"]["sources"] == ["--clock-mhz"]
+    assert k["ctas_overlong"]["count"] == 96 and k["ctas_overlong"]["max_ratio"] > 1.3
+    assert all(r["share"] <= 1.0 for r in k["regions"])
+    assert "records of 96 of 96 CTAs span longer than the CTA lived" in res.text
 
 
 def test_text_table_and_drop_warning():
@@ -98,7 +142,7 @@ def test_cli(tmp_path):
     k = json.loads(r.stdout)["kernels"][0]
     it = _region(k, "iter")
     assert it["ns"]["median"] == it["cycles"]["median"]  # 1 GHz: a cycle is a ns
-    assert k["clock"]["sources"] == ["user"]
+    assert k["clock"]["sources"] == ["--clock-mhz"]
     r = CliRunner().invoke(main, ["report", str(tmp_path / "missing")])
     assert r.exit_code == 2 and "no such file" in r.output
     # a launch whose buffer stayed zero: the override was not used

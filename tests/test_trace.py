@@ -62,7 +62,7 @@ def test_small_trace_structure():
     procs = {e["pid"]: e["args"]["name"] for e in evs if e["name"] == "process_name"}
     assert procs == {1: "SM 0", 2: "SM 1"}
     launch = doc["otherData"]["launches"][0]
-    assert launch["clock"]["source"] == "user" and launch["events"] == 18
+    assert launch["clock"]["source"] == "--clock-mhz" and launch["events"] == 18
 
 
 def _check_nesting(regions: list[dict]) -> None:
