@@ -281,20 +281,13 @@ def scopes_from_ttgir(path: str | os.PathLike) -> tuple[dict[int, str], dict[int
 
     Parses the instrumented TTGIR with Triton's own MLIR parser (works without a GPU).
     """
-    from triton._C.libtriton import ir, nvidia, proton
+    from .lowering import scope_names_of
 
-    ctx = ir.context()
-    ir.load_dialects(ctx)
-    nvidia.load_dialects(ctx)
-    proton.load_dialects(ctx)
     try:
-        mod = ir.parse_mlir_module(str(path), ctx)
+        names, parents = scope_names_of(str(path))
     except RuntimeError as e:
         raise UserError(f"{path}: Triton could not parse this TTGIR: {e}") from e
-    mod.context = ctx
-    names = {int(i): str(n) for i, n in proton.get_scope_id_names(mod)}
-    parents = {int(c): int(p) for c, p in proton.get_scope_id_parents(mod)}
-    return names, parents
+    return dict(names), dict(parents)
 
 
 # --- decoded structures ----------------------------------------------------------------------
