@@ -464,7 +464,8 @@ def _error_text(e: BaseException, max_lines: int = 8) -> str:
 # --- writing the dump -----------------------------------------------------------
 
 
-def _jsonable(v: Any) -> Any:
+def jsonable(v: Any) -> Any:
+    """A value as JSON can hold it: scalars as they are, anything else as its str()."""
     if isinstance(v, bool | int | float | str) or v is None:
         return v
     return str(v)
@@ -482,7 +483,7 @@ def manifest_entry(r: AotResult) -> dict[str, Any]:
         "num_stages": r.num_stages,
         "num_ctas": r.num_ctas,
         "signature": dict(r.signature),
-        "constexprs": {k: _jsonable(v) for k, v in r.constexprs.items()},
+        "constexprs": {k: jsonable(v) for k, v in r.constexprs.items()},
         "divisibility_16": list(r.divisibility_16),
         "mode": "aot",
     }
@@ -783,7 +784,7 @@ def _describe_compile(src, metadata: dict[str, Any], metadata_group: dict[str, s
         "num_stages": int(metadata.get("num_stages", 0)),
         "num_ctas": int(metadata.get("num_ctas", 1)),
         "signature": {name_of(k): str(v) for k, v in dict(src.signature).items()},
-        "constexprs": {name_of(k): _jsonable(v) for k, v in dict(src.constants).items()},
+        "constexprs": {name_of(k): jsonable(v) for k, v in dict(src.constants).items()},
         "divisibility_16": div16,
         "ttgir_path": ttgir_path,
         "metadata": {

@@ -37,6 +37,7 @@ from typing import Any
 from .errors import UserError
 from .fsutil import write_atomic
 from .lowering import LoweringOptions, installed, scope_names_of, suggest_buffer_size
+from .override import jsonable as _jsonable
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -195,12 +196,6 @@ def scope_locations(instrumented_dir: str | os.PathLike) -> dict[tuple[str, str]
 
 
 # --- describing launches ------------------------------------------------------------------
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, bool | int | float | str) or v is None:
-        return v
-    return str(v)
 
 
 def config_of_kernel(ck: Any) -> dict[str, Any]:
