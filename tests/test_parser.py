@@ -121,7 +121,7 @@ module attributes {"ttg.num-warps" = 4 : i32, ttg.target = "cuda:90"} {
 MALFORMED = [
     # (what, old, new, line, column, words in the message)
     ("double equals", "%c0_i32 = arith", "%c0_i32 = = arith", 6, 15, "unexpected '='; expected an op name"),
-    ("missing close brace", "    } loc(#loc1)\n", "    loc(#loc1)\n", 13, 12, "'}' missing"),
+    ("missing close brace", "    } loc(#loc1)\n", "    loc(#loc1)\n", 10, 5, "unexpected 'loc(#loc1)'"),
     ("undefined loc alias", "%i : i32 loc(#loc1)", "%i : i32 loc(#loc9)", 8, 40, "#loc9 is never defined"),
     ("bad loc body", '#loc1 = loc("x"(#loc))', "#loc1 = loc(42)", 3, 13, "unexpected '42'"),
     ("unterminated string", '#loc = loc("k.py":4:0)', '#loc = loc("k.py:4:0)', 2, 12, "unexpected '\"'"),
@@ -136,6 +136,7 @@ MALFORMED = [
     ("number for an op", "    tt.return loc(#loc)", "    42", 11, 5, "unexpected '42'"),
     ("op name with a leading dot", "    tt.return loc(#loc)", "    .return loc(#loc)", 11, 5,
      "unexpected '.'"),
+    ("missing last brace", "} loc(#loc)\n", "", 12, 14, "'}' missing"),
     ("bad fused loc", '#loc1 = loc("x"(#loc))', "#loc1 = loc(fused[#loc,])", 3, 24,
      "unexpected ']'"),
 ]

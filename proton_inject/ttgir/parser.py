@@ -25,7 +25,8 @@ _DESCRIBE = {
     "LBRACE": "'{' opening a region",
     "RBRACE": "'}' closing a region",
     "LOC_ID": "a loc alias like #loc3",
-    "LOC_DEF_SIMPLE": "a loc alias definition",
+    "LOC_DEFS": "a loc alias definition",
+    "OP_LINES": "an op like '%x = tt.load ...'",
     "ATTR_ALIAS_DEF": "an alias definition like '#blocked = ...'",
     "RESOURCES": "a '{-# ... #-}' resource section",
     "OP_HEAD": "an op like '%x = tt.load ...'",
@@ -130,25 +131,7 @@ class _Build(Transformer):
         return op
 
     def _simple_op(self, tok):
-        loc_ref = None
-        end = len(tok)
-        if tok[-1] == ")":
-            m = _LOC_REF_AT_END.search(tok)
-            if m:
-                loc_ref = m.group(1)
-                end = tok.rfind("loc(")
-        name_at = _OP_NAME_AT.match(tok).end() if tok[0] == "%" else 0
-        name = _OP_NAME.match(tok, name_at).group(0)
-        return Op(
-            name=name.strip('"') if name[0] == '"' else name,
-            results=_RESULT.findall(tok, 0, name_at) if name_at else [],
-            start=tok.start_pos,
-            end=tok.end_pos,
-            line=tok.line,
-            column=tok.column,
-            loc_ref=loc_ref,
-            head=tok[name_at + len(name):end].rstrip() if loc_ref else tok[name_at + len(name):],
-        )
+        return _line_op(tok, tok.start_pos, tok.line, tok.column)
 
     def region(self, children):
         lbrace, rbrace = children[0], children[-1]
@@ -158,14 +141,15 @@ class _Build(Transformer):
             b.parent = region
         return region
 
-    def entry_block(self, ops):
+    def entry_block(self, items):
+        ops = _expand(items)
         block = Block(label=None, start=ops[0].start, end=ops[-1].end, ops=ops)
         for op in ops:
             op.parent = block
         return block
 
     def labeled_block(self, children):
-        label, ops = children[0], children[1:]
+        label, ops = children[0], _expand(children[1:])
         end = ops[-1].end if ops else label.end_pos
         block = Block(label=str(label), start=label.start_pos, end=end, ops=ops)
         for op in ops:
@@ -213,10 +197,8 @@ _SIMPLE_LOC = re.compile(
 )
 
 
-def _simple_loc_def(tok: Token) -> tuple[str, tuple]:
-    """Decode a LOC_DEF_SIMPLE token into (alias name, loc node)."""
-    m = _SIMPLE_LOC.match(tok)
-    pos = tok.start_pos
+def _simple_loc_def(m: re.Match, pos: int) -> tuple[str, tuple]:
+    """Decode one plain loc alias definition of a LOC_DEFS token into (name, loc node)."""
     g = m.groupdict()
     if g["str"] is not None:
         if g["line"] is not None:
@@ -242,6 +224,66 @@ def _unquote(tok) -> str:
         except UnicodeDecodeError:
             pass  # keep the escapes as written
     return s
+
+
+def _line_op(text: str, start: int, line: int, column: int) -> Op:
+    """An Op from the text of one whole one-line op (results, name, rest, plain loc)."""
+    loc_ref = None
+    end = len(text)
+    if text[-1] == ")":
+        m = _LOC_REF_AT_END.search(text)
+        if m:
+            loc_ref = m.group(1)
+            end = text.rfind("loc(")
+    if text[0] == "%":  # results: everything before the first '=' (SSA names hold none)
+        eq = text.index("=")
+        results = _RESULT.findall(text, 0, eq)
+        name_at = eq + 1
+        while text[name_at] in " \t":
+            name_at += 1
+    else:
+        results, name_at = [], 0
+    name = _OP_NAME.match(text, name_at).group(0)
+    head = text[name_at + len(name):end]
+    return Op(
+        name=name.strip('"') if name[0] == '"' else name,
+        results=results,
+        start=start,
+        end=start + len(text),
+        line=line,
+        column=column,
+        loc_ref=loc_ref,
+        head=head.rstrip() if loc_ref else head,
+    )
+
+
+def _split_lines(tok: Token) -> list[Op]:
+    """The ops of an OP_LINES token, one per non-blank line (a line break cannot occur
+    inside an op's line: strings in TTGIR hold no raw line breaks)."""
+    ops = []
+    base, line = tok.start_pos, tok.line
+    offset = 0
+    first = True
+    for raw in str(tok).split("\n"):
+        body = raw.rstrip(" \t\r")
+        if body:
+            indent = len(body) - len(body.lstrip(" \t"))
+            column = tok.column + indent if first else indent + 1
+            ops.append(_line_op(body[indent:], base + offset + indent, line, column))
+        first = False
+        offset += len(raw) + 1
+        line += 1
+    return ops
+
+
+def _expand(items) -> list[Op]:
+    out: list[Op] = []
+    for it in items:
+        if isinstance(it, Token):
+            out.extend(_split_lines(it))
+        else:
+            out.append(it)
+    return out
 
 
 _parser: Lark | None = None
@@ -290,13 +332,16 @@ def parse(text: str | bytes, path: str = "<string>") -> Module:
             if str(tok) in loc_aliases:
                 raise _error_at(source, path, tok.start_pos, f"loc alias {tok} is defined twice")
             loc_aliases[str(tok)] = item[2].node
-        elif isinstance(item, Token):  # LOC_DEF_SIMPLE or RESOURCES
-            if item.type == "LOC_DEF_SIMPLE":
-                name, node = _simple_loc_def(item)
-                if name in loc_aliases:
-                    raise _error_at(source, path, item.start_pos,
-                                    f"loc alias {name} is defined twice")
-                loc_aliases[name] = node
+        elif isinstance(item, Token):  # LOC_DEFS, OP_LINES or RESOURCES
+            if item.type == "LOC_DEFS":
+                for m in _SIMPLE_LOC.finditer(item):
+                    name, node = _simple_loc_def(m, item.start_pos)
+                    if name in loc_aliases:
+                        raise _error_at(source, path, item.start_pos + m.start(),
+                                        f"loc alias {name} is defined twice")
+                    loc_aliases[name] = node
+            elif item.type == "OP_LINES":
+                ops.extend(_split_lines(item))
         elif isinstance(item, tuple) and item[0] == "attr_alias":
             attr_aliases.append((item[1], item[2]))
     module = Module(path=path, text=text, items=ops, loc_aliases=loc_aliases,
@@ -318,6 +363,19 @@ def parse_file(path: str | os.PathLike) -> Module:
 
 
 # ---- location resolution ---------------------------------------------------
+
+def _all_ops(module: Module) -> list[Op]:
+    """Every op, without the cost of nested generators (order does not matter here)."""
+    out: list[Op] = []
+    stack = list(module.items)
+    while stack:
+        op = stack.pop()
+        out.append(op)
+        for region in op.regions:
+            for block in region.blocks:
+                stack.extend(block.ops)
+    return out
+
 
 def _resolve_locations(module: Module, source: str) -> None:
     aliases = module.loc_aliases
@@ -368,7 +426,7 @@ def _resolve_locations(module: Module, source: str) -> None:
                             tuple(n for p in parts for n in p.names))
         return UNKNOWN
 
-    for op in module.walk():
+    for op in _all_ops(module):
         if op.loc_ref is not None:
             if op.loc_ref not in aliases:
                 raise _error_at(source, path, op.end - len(op.loc_ref) - 1,
