@@ -48,7 +48,16 @@ _DESCRIBE = {
 }
 
 
-_LOC_REF_AT_END = re.compile(r"loc\((#loc\d*)\)$")
+_LOC_REF = re.compile(r"loc\((#loc\d*)\)$")
+
+
+def _trailing_loc_ref(text: str) -> str | None:
+    """`#loc12` when the text ends with `loc(#loc12)` (found from the end: lines are long)."""
+    at = text.rfind("loc(#", max(0, len(text) - 24))
+    if at < 0:
+        return None
+    m = _LOC_REF.match(text, at)
+    return m.group(1) if m else None
 _RESULT = re.compile(r"%[\w$.-]+(?::\d+)?")
 _RESULTS_PREFIX = re.compile(r"%[\w$.-]+(?::\d+)?(?:[ \t]*,[ \t]*%[\w$.-]+(?::\d+)?)*[ \t]*=[ \t]*")
 _OP_NAME_AT = re.compile(r"(?:%[^=]*=[ \t]*)?")
@@ -91,15 +100,11 @@ class _Build(Transformer):
                 t = c.type
                 if t == "OP_HEAD":
                     head_tok = c
-                    m = _LOC_REF_AT_END.search(c)
-                    if m:
-                        loc_ref = m.group(1)
+                    loc_ref = _trailing_loc_ref(c) or loc_ref
                     if c[0] == "%":
                         results = _RESULT.findall(c, 0, c.index("="))
                 elif t == "OP_REST":
-                    m = _LOC_REF_AT_END.search(c)
-                    if m:
-                        loc_ref = m.group(1)
+                    loc_ref = _trailing_loc_ref(c) or loc_ref
                 elif t == "TRAILING_LOC_REF":
                     loc_ref = str(c)[4:-1]
             elif isinstance(c, Region):
@@ -231,9 +236,8 @@ def _line_op(text: str, start: int, line: int, column: int) -> Op:
     loc_ref = None
     end = len(text)
     if text[-1] == ")":
-        m = _LOC_REF_AT_END.search(text)
-        if m:
-            loc_ref = m.group(1)
+        loc_ref = _trailing_loc_ref(text)
+        if loc_ref:
             end = text.rfind("loc(")
     if text[0] == "%":  # results: everything before the first '=' (SSA names hold none)
         eq = text.index("=")
