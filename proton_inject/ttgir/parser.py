@@ -221,13 +221,16 @@ def _simple_loc_def(m: re.Match, pos: int) -> tuple[str, tuple]:
     return m.group(1), node
 
 
+# MLIR string escapes: \\, \", \n, \t and two hex digits for any other byte.
+_ESCAPE = re.compile(r"\\(?:([0-9A-Fa-f]{2})|(.))")
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t"}
+
+
 def _unquote(tok) -> str:
     s = str(tok)[1:-1]
     if "\\" in s:
-        try:
-            s = s.encode("latin-1").decode("unicode_escape")
-        except UnicodeDecodeError:
-            pass  # keep the escapes as written
+        s = _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1)
+                        else _SIMPLE_ESCAPES.get(m.group(2), m.group(2)), s)
     return s
 
 
