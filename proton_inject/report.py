@@ -360,8 +360,9 @@ def drop_warning(k: dict[str, Any]) -> str | None:
         f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) were "
         f"dropped: the circular buffer wrapped in {d['warps_with_drops']:,} warps of "
         f"{d['ctas_with_drops']:,} CTAs, so the oldest regions are missing. --buffer-size {need} "
-        f"({per_warp} bytes per warp) would have held them all (a shared-memory buffer is capped "
-        "by free shared memory; use a global buffer for more)."
+        f"({per_warp} bytes per warp) would have held them all, if the kernel leaves that much "
+        "shared memory free (`proton-inject check` shows it); else record fewer regions or warps "
+        "(--loop-depth, --warps)."
     )
 
 
