@@ -29,6 +29,7 @@ from .lowering import (
     installed,
     max_shared_mem_for,
     profile_buffer_bytes,
+    profile_scratch_bytes,
     records_per_segment,
     scope_names_of,
 )
@@ -51,8 +52,9 @@ class CheckReport:
     regions: list[tuple[int, str]] = field(default_factory=list)  # (scope id, name)
     parents: list[tuple[int, int]] = field(default_factory=list)  # (child id, parent id)
     profile_scratch_bytes: int = 0  # global scratch per CTA the records are flushed to
-    shared_bytes: int = 0  # shared memory per CTA, record buffer included
-    buffer_bytes: int | None = None  # the record buffer's part of shared_bytes
+    shared_bytes: int = 0  # shared memory per CTA, a shared record buffer included
+    buffer_bytes: int | None = None  # the record buffer (in shared_bytes, or in the scratch)
+    buffer_type: str = "shared"  # where the records live while the kernel runs
     max_shared: int = 0  # the target's shared memory limit per CTA used for sizing
     records_per_warp: int | None = None
     binary_bytes: int = 0
@@ -149,6 +151,12 @@ def _buffer_split(
     return None
 
 
+def _global_buffer(scratch: int, num_warps: int, options: LoweringOptions) -> int | None:
+    """The global record buffer's size, if the predicted one explains ``scratch`` bytes."""
+    b = profile_buffer_bytes(0, 0, num_warps, options)
+    return b if profile_scratch_bytes(b, num_warps) == scratch else None
+
+
 def check_file(
     path: str | os.PathLike,
     target: str | None = None,
@@ -176,8 +184,9 @@ def check_file(
     tname = f"{gpu_target.backend}:{gpu_target.arch}"
     m = _WARPS_RE.search(text)
     report = CheckReport(
-        path=str(path), target=tname, ok=False, num_warps=int(m.group(1)) if m else 0
-    )
+        path=str(path), target=tname, ok=False, num_warps=int(m.group(1)) if m else 0,
+        buffer_type=options.buffer_type,
+    )  # fmt: skip
     report.max_shared = max_shared_mem_for(gpu_target)
     if "proton.record" not in text:
         report.warnings.append("no proton.record in this file: nothing would be profiled")
@@ -185,6 +194,12 @@ def check_file(
         report.error = (
             f"--granularity {options.granularity}: Triton 3.6's NVIDIA Proton lowering supports "
             "warp granularity only ('granularity must be warp for now'); use --granularity warp"
+        )
+        return report
+    if gpu_target.backend == "hip" and options.buffer_type == "global":
+        report.error = (
+            "--buffer-type global: Triton 3.6's AMD Proton lowering does not implement record "
+            "stores to global memory (LLVM ERROR: unimplemented); use --buffer-type shared"
         )
         return report
 
@@ -224,7 +239,12 @@ def check_file(
         binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
         report.binary_bytes = len(binary)
         if report.profile_scratch_bytes:
-            b = _buffer_split(report.shared_bytes, report.num_warps, report.max_shared, options)
+            if options.buffer_type == "global":
+                b = _global_buffer(report.profile_scratch_bytes, report.num_warps, options)
+            else:
+                b = _buffer_split(
+                    report.shared_bytes, report.num_warps, report.max_shared, options
+                )
             report.buffer_bytes = b
             if b is not None:
                 report.records_per_warp = records_per_segment(b, report.num_warps, options)
@@ -233,9 +253,14 @@ def check_file(
                         "the record buffer holds no record per warp: raise --buffer-size"
                     )
         if report.shared_bytes > report.max_shared:
+            advice = (
+                "the kernel itself needs more than the GPU has"
+                if options.buffer_type == "global"
+                else "lower --buffer-size or use --buffer-type global"
+            )
             report.warnings.append(
                 f"shared memory {report.shared_bytes} B exceeds {tname}'s {report.max_shared} B "
-                "per CTA: the launch will fail; lower --buffer-size"
+                f"per CTA: the launch will fail; {advice}"
             )
         if options.warps and report.num_warps and max(options.warps) >= report.num_warps:
             report.warnings.append(
@@ -405,7 +430,21 @@ def format_report(r: CheckReport) -> str:
     lines = [head]
     if r.ok:
         lines.append(f"     {_region_text(r)}")
-        if r.profile_scratch_bytes:
+        if r.profile_scratch_bytes and r.buffer_type == "global":
+            records = (
+                f" ({r.buffer_bytes} B of records, {r.records_per_warp} records/warp)"
+                if r.buffer_bytes is not None
+                else ""
+            )
+            lines.append(
+                f"     {r.num_warps} warps; shared memory {r.shared_bytes} B (kernel only) of "
+                f"{r.max_shared}; {r.seconds:.2f}s"
+            )
+            lines.append(
+                f"     records in global memory: profile scratch {r.profile_scratch_bytes} B/CTA"
+                f"{records}"
+            )
+        elif r.profile_scratch_bytes:
             if r.buffer_bytes is not None:
                 split = (
                     f" (kernel {r.shared_bytes - r.buffer_bytes} + records {r.buffer_bytes}, "

@@ -169,7 +169,11 @@ def _lowering_options(f):
                      help="Clock bits read per record (32: cheaper read; wraps every ~2 s)."),
         click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
         click.option("--buffer-size", type=int, default=0, show_default=True,
-                     help="Shared memory per CTA for records, bytes (0: Proton's default)."),
+                     help="Record buffer per CTA, bytes (0: Proton's default for the type)."),
+        click.option("--buffer-type", type=click.Choice(["shared", "global"]), default="shared",
+                     show_default=True,
+                     help="Keep records in shared memory (copied out at the end) or write them "
+                          "to global memory (no shared-memory limit; 0 = 16 KiB per warp)."),
         click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
                      show_default=True, help="Who records: each warp or each warp group."),
         click.option("--warps", default=None, metavar="0,4",
@@ -186,7 +190,7 @@ def _options_from(kw: dict):
     return options_from_cli(
         clock=int(kw.pop("clock")), sched_stores=kw.pop("sched_stores"),
         buffer_size=kw.pop("buffer_size"), granularity=kw.pop("granularity"),
-        warps=kw.pop("warps"),
+        warps=kw.pop("warps"), buffer_type=kw.pop("buffer_type"),
     )  # fmt: skip
 
 

@@ -20,6 +20,12 @@ to 128). All words are little-endian uint32::
                   selected ids of selective sampling), each data_bytes / n_segments
                   bytes = a power-of-two number of 8-byte record slots
 
+The layout does not depend on the buffer type. With ``buffer_type=shared`` the records live
+in shared memory while the kernel runs and each warp copies its segment out at the end;
+with ``global`` the warps store them directly at the same scratch offsets (data starts at
+byte 40 + 4 x warps) and nothing is copied. The header and count words are written the same
+way in both cases (checked in the LLVM IR of both builds of one kernel).
+
 A warp writes record ``k`` (0-based) into slot ``k mod slots`` of its segment; at the end
 the segment is copied out in slot order. When a warp wrote more records than slots, the
 buffer wrapped: the newest ``slots`` records survive and the oldest sits in slot
@@ -44,7 +50,8 @@ JSON (``LaunchMeta.to_dict``): ``{"format": "proton-inject-raw", "version": 1, "
 "hash", "grid": [x, y, z], "num_warps", "scopes": {"id": name}, "scope_parents":
 {"child id": parent id}, "scope_locs": {"id": "file:line"}, "bytes_per_cta",
 "buffer_size" (data bytes per CTA or null = read from the header), "clock_bits": 32|64,
-"granularity": "warp", "sampled_warps": [ids] | null, "config": str | null, "launch": int,
+"granularity": "warp", "sampled_warps": [ids] | null, "buffer_type": "shared" | "global"
+(absent in older files: "shared"), "config": str | null, "launch": int,
 "device": str | null, "sm_clock_mhz": the device's max SM clock, float | null (absent in
 files from before it was recorded), "bin": file name of the buffer}``. ``save_raw`` and
 ``load_raw`` write and read that pair.
@@ -110,6 +117,7 @@ class LaunchMeta:
     clock_bits: int = 64
     granularity: str = "warp"
     sampled_warps: list[int] | None = None
+    buffer_type: str = "shared"  # where records lived during the run; same layout either way
     config: str | None = None
     launch: int = 0
     device: str | None = None
@@ -151,6 +159,7 @@ class LaunchMeta:
             "clock_bits": self.clock_bits,
             "granularity": self.granularity,
             "sampled_warps": self.sampled_warps,
+            "buffer_type": self.buffer_type,
             "config": self.config,
             "launch": self.launch,
             "device": self.device,
@@ -180,6 +189,7 @@ class LaunchMeta:
                 sampled_warps=None
                 if d.get("sampled_warps") is None
                 else [int(w) for w in d["sampled_warps"]],
+                buffer_type=_buffer_type(d.get("buffer_type")),
                 config=d.get("config"),
                 launch=int(d.get("launch", 0)),
                 device=d.get("device"),
@@ -187,6 +197,14 @@ class LaunchMeta:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(f"{where}: bad or missing field ({e!r}); rewrite it with save_raw") from e
+
+
+def _buffer_type(value: Any) -> str:
+    if value is None:
+        return "shared"  # files from before the option existed
+    if value not in ("shared", "global"):
+        raise ValueError(f"buffer_type must be 'shared' or 'global', got {value!r}")
+    return str(value)
 
 
 # --- raw files -------------------------------------------------------------------------------

@@ -32,8 +32,13 @@ CIRCULAR_HEADER_BYTES = 40
 # Without an explicit size, the pass caps the shared buffer at 4% of the device's shared
 # memory when it estimates more than one CTA fits per SM.
 _AUTO_SHARE = 0.04
+# Without an explicit size, a global buffer gets 16 KiB (2048 records) per segment.
+GLOBAL_DEFAULT_SEGMENT_BYTES = 16384
 
 GRANULARITIES = ("warp", "warp-group")
+# Where records live while the kernel runs: a shared-memory buffer copied out to the profile
+# scratch at the end, or the profile scratch itself (global memory, no shared-memory cap).
+BUFFER_TYPES = ("shared", "global")
 
 # Largest shared memory one CTA may use (opt-in), per target, for compiles without a GPU.
 # The runtime asks the device instead.
@@ -56,8 +61,10 @@ _MAX_SHARED_HIP = {"gfx90a": 65536, "gfx942": 65536, "gfx950": 163840}
 class LoweringOptions:
     """How ``proton.record`` ops are lowered: clock width, buffer, granularity, sampling.
 
-    ``buffer_size`` is the shared memory per CTA for records in bytes (0: Proton's default,
-    at most 4% of the device's shared memory); ``warps`` selects warps to record (None: all).
+    ``buffer_size`` is the record buffer per CTA in bytes. With ``buffer_type`` "shared" it is
+    shared memory (0: Proton's default, at most 4% of the device's shared memory and never
+    more than the kernel leaves free); with "global" records go straight to the profile
+    scratch in global memory (0: 16 KiB per warp). ``warps`` selects warps (None: all).
     """
 
     clock: int = 64
@@ -66,6 +73,7 @@ class LoweringOptions:
     granularity: str = "warp"
     warps: tuple[int, ...] | None = None
     metric: str = "cycle"
+    buffer_type: str = "shared"
 
     def __post_init__(self) -> None:
         if self.clock not in (32, 64):
@@ -75,6 +83,10 @@ class LoweringOptions:
         if self.granularity not in GRANULARITIES:
             raise UserError(
                 f"--granularity must be one of {', '.join(GRANULARITIES)}, got {self.granularity!r}"
+            )
+        if self.buffer_type not in BUFFER_TYPES:
+            raise UserError(
+                f"--buffer-type must be one of {', '.join(BUFFER_TYPES)}, got {self.buffer_type!r}"
             )
         if not isinstance(self.buffer_size, int) or self.buffer_size < 0:
             raise UserError(f"--buffer-size must be a byte count >= 0, got {self.buffer_size!r}")
@@ -104,7 +116,7 @@ class LoweringOptions:
         warps = ",".join(map(str, self.warps)) if self.warps else "all"
         return (
             f"proton-inject:clock{self.clock}:{self.granularity}:warps={warps}"
-            f":buffer={self.buffer_size}:sched_stores={int(self.sched_stores)}"
+            f":buffer={self.buffer_type}:{self.buffer_size}:sched_stores={int(self.sched_stores)}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -170,13 +182,18 @@ def _next_power_of_two_above(x: int) -> int:
 def profile_buffer_bytes(
     max_shared: int, kernel_shared: int, num_warps: int, options: LoweringOptions
 ) -> int:
-    """Shared memory the lowering gives the record buffer of one CTA (shared buffer type).
+    """Bytes the lowering gives the record buffer of one CTA (all segments).
 
-    Mirrors the sizing rule of Proton's ConvertProtonToProtonGPU pass in Triton 3.6: half the
-    power of two above each segment's share of the free shared memory, capped at 4% of the
-    device's shared memory when more than one CTA fits per SM, then at most ``buffer_size``.
+    Mirrors the sizing rule of Proton's ConvertProtonToProtonGPU pass in Triton 3.6. Shared:
+    half the power of two above each segment's share of the free shared memory, capped at 4%
+    of the device's shared memory when more than one CTA fits per SM, then at most
+    ``buffer_size``. Global: ``buffer_size``, or 16 KiB per segment; shared memory plays no part.
     """
     segments = options.segments(num_warps)
+    if options.buffer_type == "global":
+        if options.buffer_size:
+            return -(-options.buffer_size // BYTES_PER_RECORD) * BYTES_PER_RECORD
+        return GLOBAL_DEFAULT_SEGMENT_BYTES * segments
     used = -(-kernel_shared // BYTES_PER_RECORD) * BYTES_PER_RECORD
     if used >= max_shared:
         max_shared += used  # the pass assumes it fits and lets the launch fail
@@ -190,6 +207,15 @@ def profile_buffer_bytes(
         want = -(-options.buffer_size // BYTES_PER_RECORD) * BYTES_PER_RECORD
         size = min(size, want)
     return size
+
+
+def shared_buffer_bytes(
+    max_shared: int, kernel_shared: int, num_warps: int, options: LoweringOptions
+) -> int:
+    """Shared memory per CTA the record buffer adds to the kernel's (0 for a global buffer)."""
+    if options.buffer_type == "global":
+        return 0
+    return profile_buffer_bytes(max_shared, kernel_shared, num_warps, options)
 
 
 def profile_scratch_bytes(buffer_bytes: int, num_warps: int) -> int:
@@ -252,7 +278,9 @@ class ProtonLowering:
                 ",".join(map(str, o.warps)) if o.warps else "",
                 granularity,
                 proton.BUFFER_STRATEGY.CIRCULAR,
-                proton.BUFFER_TYPE.SHARED,
+                proton.BUFFER_TYPE.GLOBAL
+                if o.buffer_type == "global"
+                else proton.BUFFER_TYPE.SHARED,
                 o.buffer_size,
                 self.max_shared,
                 PROFILE_SCRATCH_SIZE_HINT,
@@ -355,10 +383,11 @@ def options_from_cli(
     buffer_size: int = 0,
     granularity: str = "warp",
     warps: str | Iterable[int] | None = None,
+    buffer_type: str = "shared",
 ) -> LoweringOptions:
     """Build options from command-line values (``warps`` as ``"0,4"``)."""
     w = parse_warps(warps) if isinstance(warps, str) or warps is None else tuple(warps)
     return LoweringOptions(
         clock=clock, sched_stores=sched_stores, buffer_size=buffer_size,
-        granularity=granularity, warps=w,
+        granularity=granularity, warps=w, buffer_type=buffer_type,
     )  # fmt: skip

@@ -85,6 +85,7 @@ def _drops_dict(d: Decoded) -> dict[str, Any]:
         "ctas_with_drops": s.ctas_with_drops,
         "needed_buffer_size": s.needed_buffer_size if s.dropped else None,
         "buffer_size": s.slots_per_warp * 8 * s.segments,
+        "buffer_type": d.meta.buffer_type,
         "unmatched_starts": d.unmatched_starts,
         "unmatched_ends": d.unmatched_ends,
     }
@@ -276,6 +277,8 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
                        "unmatched_starts", "unmatched_ends")}
     need = [x.drops.get("needed_buffer_size") for x in launches if x.drops.get("needed_buffer_size")]
     drops["needed_buffer_size"] = max(need) if need else None
+    kinds = {x.drops.get("buffer_type") for x in launches}
+    drops["buffer_type"] = kinds.pop() if len(kinds) == 1 else None  # None: unknown or mixed
     mhz = [x.clock.get("mhz_median") for x in launches if x.clock.get("mhz_median")]
     return {
         "kernel": first.kernel,
@@ -356,13 +359,18 @@ def drop_warning(k: dict[str, Any]) -> str | None:
     pct = 100.0 * d["records_dropped"] / max(1, d["records_written"])
     need = d["needed_buffer_size"]
     per_warp = need // max(1, k["num_warps"]) if need else None
-    return (
+    head = (
         f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) were "
         f"dropped: the circular buffer wrapped in {d['warps_with_drops']:,} warps of "
         f"{d['ctas_with_drops']:,} CTAs, so the oldest regions are missing. --buffer-size {need} "
-        f"({per_warp} bytes per warp) would have held them all, if the kernel leaves that much "
-        "shared memory free (`proton-inject check` shows it); else record fewer regions or warps "
-        "(--loop-depth, --warps)."
+        f"({per_warp} bytes per warp)"
+    )
+    if d.get("buffer_type") == "global":
+        return f"{head} with --buffer-type global would have held them all."
+    return (
+        f"{head} would have held them all, if the kernel leaves that much shared memory free "
+        "(`proton-inject check` shows it); else add --buffer-type global (records in global "
+        "memory, no shared-memory limit) or record fewer regions or warps (--loop-depth, --warps)."
     )
 
 

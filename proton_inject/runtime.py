@@ -330,6 +330,12 @@ class Session:
         from triton.compiler.compiler import CompiledKernel
         from triton.runtime import _allocation
 
+        if self.options.buffer_type == "global" and getattr(torch.version, "hip", None):
+            raise UserError(
+                "--buffer-type global: Triton 3.6's AMD Proton lowering does not implement "
+                "record stores to global memory; use --buffer-type shared on AMD GPUs"
+            )
+
         self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
         try:
             override_dir = os.path.join(self._tmp, "override")
@@ -553,6 +559,8 @@ class Session:
             return e
         if not int(getattr(ck.metadata, "profile_scratch_size", 0) or 0):
             return e
+        if self.options.buffer_type == "global":
+            return e  # records use no shared memory: the kernel itself does not fit
         nw = int(ck.metadata.num_warps)
         need, limit = int(e.required), int(e.limit)
         from .check import _buffer_split
@@ -561,7 +569,11 @@ class Session:
         built_for = build_max_shared or self._max_shared or limit
         buf = _buffer_split(need, nw, built_for, self.options) or 0
         fit = suggest_buffer_size(limit - (need - buf), nw, self.options) if buf else 0
-        advice = f"pass --buffer-size {fit} (or less)" if fit else "instrument fewer regions"
+        advice = (
+            f"pass --buffer-size {fit} (or less), or --buffer-type global"
+            if fit
+            else "instrument fewer regions, or pass --buffer-type global"
+        )
         msg = (
             f"kernel {self._info(ck).name}: the instrumented build needs {need} B of shared "
             f"memory per CTA ({buf} B of it for the record buffer) but the GPU allows {limit} B; "
@@ -723,6 +735,7 @@ class Session:
             clock_bits=self.options.clock,
             granularity=self.options.granularity,
             sampled_warps=list(self.options.warps) if self.options.warps else None,
+            buffer_type=self.options.buffer_type,
             config=f"[tuning] {name}" if rec.tuning else name,
             launch=rec.seq,
             device=self._device_names.get(rec.device),

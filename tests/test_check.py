@@ -76,6 +76,25 @@ def test_options_change_the_build(aot_files):
     assert small.profile_scratch_bytes < default.profile_scratch_bytes
 
 
+def test_global_buffer_type_moves_records_out_of_shared_memory(aot_files):
+    add = check_file(DATA / "add_kernel.ttgir", options=LoweringOptions(buffer_type="global"))
+    assert add.ok, add.error
+    assert add.buffer_type == "global" and add.shared_bytes == 0  # 8192 B with a shared buffer
+    # Proton's default for a global buffer: 16 KiB per warp (2048 records), no 4% cap.
+    assert add.buffer_bytes == 65536 and add.records_per_warp == 2048
+    assert add.profile_scratch_bytes == 65664  # 40 + 4 x 4 header bytes, rounded up to 128
+    # The 4096^3 matmul writes 132 records per warp: 256 slots per warp hold them all, where
+    # the kernel's 96 KiB of shared memory leaves the shared buffer 128 slots.
+    opts = LoweringOptions(buffer_type="global", buffer_size=16384)
+    mm = check_file(DATA / "mm_kernel.ttgir", options=opts)
+    assert mm.ok, mm.error
+    assert mm.shared_bytes == 98304 and mm.buffer_bytes == 16384 and mm.records_per_warp == 256
+    assert mm.profile_scratch_bytes == 16512
+    # Triton 3.6's AMD lowering aborts on record stores to global memory: refused up front.
+    hip = check_file(aot_files["gfx942"], options=LoweringOptions(buffer_type="global"))
+    assert not hip.ok and "does not implement record stores to global memory" in hip.error
+
+
 def test_unbalanced_record_fails_with_the_compiler_message(tmp_path):
     text = (DATA / "add_kernel.ttgir").read_text()
     bad = tmp_path / "bad.ttgir"
@@ -147,3 +166,11 @@ def test_cli_check_exit_codes(tmp_path):
     assert missing.exit_code == 2 and "no such file or directory" in missing.output
     badopt = runner.invoke(main, ["check", str(DATA), "--buffer-size", "1000"])
     assert badopt.exit_code == 2 and "not a power of two" in badopt.output
+    glob = runner.invoke(main, ["check", str(DATA / "mm_kernel.ttgir"), "--buffer-type", "global",
+                                "--buffer-size", "16384"])
+    assert glob.exit_code == 0, glob.output
+    assert "shared memory 98304 B (kernel only) of 232448" in glob.output
+    assert ("records in global memory: profile scratch 16512 B/CTA (16384 B of records, "
+            "256 records/warp)") in glob.output
+    badtype = runner.invoke(main, ["check", str(DATA), "--buffer-type", "texture"])
+    assert badtype.exit_code == 2 and "--buffer-type" in badtype.output

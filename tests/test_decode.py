@@ -225,6 +225,24 @@ def test_load_raw_errors(tmp_path):
     (tmp_path / "x.json").write_text('{"format": "proton-inject-raw", "kernel": "k"}')
     with pytest.raises(UserError, match="bad or missing field"):
         load_raw(tmp_path / "x.json")
+    d = json.loads((DATA / "profile_scratch_add.json").read_text())
+    with pytest.raises(UserError, match="buffer_type must be 'shared' or 'global'"):
+        LaunchMeta.from_dict({**d, "buffer_type": "texture"})
+
+
+def test_buffer_type_round_trips_and_old_files_mean_shared(tmp_path, add):
+    buf, meta, dec = add
+    assert "buffer_type" not in json.loads((DATA / "profile_scratch_add.json").read_text())
+    assert meta.buffer_type == "shared"  # the fixtures predate the option
+    glob = LaunchMeta(**{**meta.__dict__, "buffer_type": "global"})
+    _, json_path = save_raw(tmp_path / "g", buf, glob)
+    assert json.loads(json_path.read_text())["buffer_type"] == "global"
+    got, m = load_raw(json_path)
+    assert m == glob
+    # Same scratch layout for both types: the same bytes decode to the same events.
+    again = decode(got, m)
+    assert np.array_equal(again.events.cycles, dec.events.cycles)
+    assert again.drops == dec.drops
 
 
 # --- damaged input ---------------------------------------------------------------------------

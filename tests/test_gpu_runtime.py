@@ -324,3 +324,41 @@ def test_lowering_options_on_the_gpu(tmp_path):
             assert (ev.cycles[m] > 0).all() and ev.cycles[m].max() < 1e6
     print("\niteration medians (cycles):", medians)
     assert abs(medians["64"] - medians["32+sampled"]) <= 0.1 * medians["64"]
+
+
+def test_global_buffer_keeps_every_iteration_on_the_gpu(tmp_path):
+    """--buffer-type global: the K=4096 matmul whose shared buffer wraps (132 records per warp
+    into 128 slots, test above) keeps every record with 256 slots per warp in global memory."""
+    from proton_inject.lowering import LoweringOptions
+
+    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "matmul.py")])
+    mm = _load(EXAMPLES / "matmul.py", "pi_matmul_global")
+    torch.manual_seed(0)
+    a = torch.randn(1024, 4096, device="cuda", dtype=torch.float16)
+    b = torch.randn(4096, 1536, device="cuda", dtype=torch.float16)
+    plain = mm.matmul(a, b)
+    warps, k_steps, ctas = 8, 4096 // 64, (1024 // 128) * (1536 // 128)
+    # 256 slots of 8 bytes per warp: the smallest power of two above 132 records.
+    opts = LoweringOptions(buffer_type="global", buffer_size=256 * 8 * warps)
+    out = tmp_path / "traces"
+    with profile(inst, out=out, options=opts) as result:
+        got = mm.matmul(a, b)
+    assert torch.equal(plain, got)
+    assert [r.kernel for r in result.launches] == ["matmul_kernel"], result.messages
+    [path] = find_raw(out / "raw")
+    data, meta = load_raw(path)
+    assert meta.buffer_type == "global" and meta.bytes_per_cta == 16512
+    d = decode(data, meta)
+    assert d.drops.dropped == 0, d.drops
+    assert d.drops.max_records_per_warp == 2 * (k_steps + 2), d.drops  # kernel, loop, iterations
+    assert d.drops.slots_per_warp == 256
+    ev = d.events
+    names = sorted(meta.scopes.values())
+    for sid, name in meta.scopes.items():
+        m = ev.scope == sid
+        assert len(_pairs(ev, m)) == ctas * warps, (name, names)
+        per_unit = np.bincount(ev.cta[m] * warps + ev.warp[m], minlength=ctas * warps)
+        want = k_steps if name.startswith("iter") else 1
+        assert (per_unit == want).all(), (name, per_unit.min(), per_unit.max())
+        assert (ev.cycles[m] > 0).all() and ev.cycles[m].max() < 5e8, name
+    assert any(n.startswith("iter") for n in names) and any(n.startswith("loop") for n in names)

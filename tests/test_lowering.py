@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from proton_inject.lowering import (
     profile_buffer_bytes,
     profile_scratch_bytes,
     scope_names_of,
+    shared_buffer_bytes,
     suggest_buffer_size,
 )
 
@@ -37,6 +39,8 @@ H100 = GPUTarget("cuda", 90, 32)
         ({"warps": (0, 1, 2), "buffer_size": 4096}, "3 x a power of two"),
         ({"warps": ()}, "--warps is empty"),
         ({"metric": "time"}, "Proton records 'cycle' only"),
+        ({"buffer_type": "texture"}, "--buffer-type must be one of shared, global"),
+        ({"buffer_type": "global", "buffer_size": 3000}, "not a power of two"),
     ],
 )
 def test_bad_options_are_user_errors(kwargs, message):
@@ -46,7 +50,8 @@ def test_bad_options_are_user_errors(kwargs, message):
 
 def test_options_normalise_and_key_the_mode():
     o = options_from_cli(clock=32, warps="4, 0,4")
-    assert o.warps == (0, 4)
+    assert o.warps == (0, 4) and o.buffer_type == "shared"
+    assert options_from_cli(buffer_type="global").to_json()["buffer_type"] == "global"
     assert LoweringOptions(warps=(0, 1, 2), buffer_size=3 * 512).segments(8) == 3
     modes = {
         LoweringOptions().mode(),
@@ -54,8 +59,9 @@ def test_options_normalise_and_key_the_mode():
         LoweringOptions(buffer_size=2048).mode(),
         LoweringOptions(sched_stores=True).mode(),
         LoweringOptions(warps=(0,)).mode(),
+        LoweringOptions(buffer_type="global").mode(),
     }
-    assert len(modes) == 5 and not any(m == "consan" for m in modes)
+    assert len(modes) == 6 and not any(m == "consan" for m in modes)
     assert parse_warps(None) is None and parse_warps("") is None
     with pytest.raises(UserError, match="comma-separated warp ids"):
         parse_warps("0;4")
@@ -106,6 +112,42 @@ def test_size_prediction_matches_the_compiled_kernel(tmp_path, kernel, kernel_sh
     buf = profile_buffer_bytes(max_shared, kernel_shared, warps, options)
     assert k.metadata.shared == kernel_shared + buf
     assert k.metadata.profile_scratch_size == profile_scratch_bytes(buf, warps)
+
+
+@pytest.mark.parametrize(
+    "kernel, kernel_shared, warps, options, max_shared, scratch",
+    [
+        # No size: 16 KiB per warp, whatever the shared memory.
+        ("add_kernel", 0, 4, LoweringOptions(buffer_type="global"), 232448, 65664),
+        ("mm_kernel", 98304, 8, LoweringOptions(buffer_type="global"), 110000, 131200),
+        # A size beyond the shared buffer's 4% cap is taken as given.
+        ("mm_kernel", 98304, 8, LoweringOptions(buffer_type="global", buffer_size=16384, clock=32),
+         232448, 16512),
+        ("mm_kernel", 98304, 8, LoweringOptions(buffer_type="global", warps=(0, 4)), 232448, 32896),
+    ],
+)
+def test_global_buffer_size_prediction(tmp_path, kernel, kernel_shared, warps, options, max_shared, scratch):
+    k = _compile(DATA / f"{kernel}.ttgir", options, max_shared, tmp_path)
+    buf = profile_buffer_bytes(max_shared, kernel_shared, warps, options)
+    assert shared_buffer_bytes(max_shared, kernel_shared, warps, options) == 0
+    assert k.metadata.shared == kernel_shared  # records take no shared memory
+    assert k.metadata.profile_scratch_size == profile_scratch_bytes(buf, warps) == scratch
+
+
+def test_global_buffer_has_the_shared_layout_in_the_scratch(tmp_path):
+    """The decoder reads both types alike: check where the global build stores its records."""
+    opts = LoweringOptions(buffer_type="global", buffer_size=16384)
+    llir = _compile(DATA / "mm_kernel.ttgir", opts, 232448, tmp_path).asm["llir"]
+    assert "st.global.cg.v2.b32" in llir and "st.shared.v2.b32" not in llir
+    # Data starts after the 40-byte header and 8 count words: byte 72 of the CTA's block ...
+    assert re.search(r"getelementptr i8, ptr addrspace\(1\) %\d+, i64 72\b", llir)
+    # ... each warp owns 2048 bytes (512 words: warp id << 9) and wraps at 256 records ...
+    assert re.search(r"shl nuw nsw i32 %\d+, 9\b", llir) and re.search(r"and i32 %\d+, 511\b", llir)
+    # ... and finalize writes the buffer bytes into header word 3 but copies nothing.
+    assert re.search(r"store i32 16384, ptr addrspace\(1\)", llir)
+    assert not re.search(r"load i32, ptr addrspace\(3\)", llir)
+    shared = _compile(DATA / "mm_kernel.ttgir", LoweringOptions(), 232448, tmp_path).asm["llir"]
+    assert "st.shared.v2.b32" in shared and re.search(r"load i32, ptr addrspace\(3\)", shared)
 
 
 def test_fixture_sizes_are_the_measured_ones(tmp_path):

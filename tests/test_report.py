@@ -95,7 +95,20 @@ def test_text_table_and_drop_warning():
     assert "516,096" in text and "32,768" in text
     assert "WARNING: 16,384 of 1,064,960 records (1.5%) were dropped" in text
     assert "--buffer-size 16384 (2048 bytes per warp)" in text
+    assert "else add --buffer-type global" in text
     assert text.count("WARNING") == 1  # add_kernel lost nothing
+
+
+def test_drop_warning_for_a_global_buffer(tmp_path):
+    buf, meta = load_raw(DATA / "profile_scratch_mm.json")
+    meta.buffer_type = "global"
+    save_raw(tmp_path / "mm", buf, meta)
+    res = run_report([tmp_path / "mm.json"])
+    assert ("--buffer-size 16384 (2048 bytes per warp) with --buffer-type global would have "
+            "held them all.") in res.text
+    assert "shared memory free" not in res.text
+    summary = run_report([tmp_path / "mm.json"], as_json=True).summary
+    assert summary["kernels"][0]["drops"]["buffer_type"] == "global"
 
 
 def test_trace_round_trip_gives_same_numbers(tmp_path, fixture_report):
