@@ -58,6 +58,7 @@ OPTIONS = {
     "clock64": LoweringOptions(),
     "clock32": LoweringOptions(clock=32),
     "sched_stores": LoweringOptions(sched_stores=True),
+    "global16K": LoweringOptions(buffer_type="global", buffer_size=16384),
 }
 
 
