@@ -23,20 +23,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from proton_inject.instrument import insert_text  # noqa: E402
+from proton_inject.lowering import mlir_context  # noqa: E402
 from proton_inject.rules import Rules  # noqa: E402
 from proton_inject.ttgir import parse  # noqa: E402
 from proton_inject.ttgir.parser import _get_parser  # noqa: E402
-
-
-def mlir_context():
-    from triton._C.libtriton import amd, ir, nvidia, proton
-
-    ctx = ir.context()
-    ir.load_dialects(ctx)
-    nvidia.load_dialects(ctx)
-    amd.load_dialects(ctx)
-    proton.load_dialects(ctx)
-    return ctx
 
 
 def best_of(fn, repeat: int) -> float:

@@ -361,8 +361,8 @@ def installed(
             triton.knobs.compilation.instrumentation_mode = saved_mode
 
 
-def scope_names_of(ttgir_path: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
-    """``(get_scope_id_names, get_scope_id_parents)`` of a TTGIR file: the lowering's scope ids."""
+def mlir_context():
+    """A Triton MLIR context that can parse any TTGIR we handle: core, NVIDIA, AMD and Proton."""
     from triton._C.libtriton import amd, ir, nvidia, proton
 
     ctx = ir.context()
@@ -370,6 +370,14 @@ def scope_names_of(ttgir_path: str) -> tuple[list[tuple[int, str]], list[tuple[i
     nvidia.load_dialects(ctx)
     amd.load_dialects(ctx)
     proton.load_dialects(ctx)
+    return ctx
+
+
+def scope_names_of(ttgir_path: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
+    """``(get_scope_id_names, get_scope_id_parents)`` of a TTGIR file: the lowering's scope ids."""
+    from triton._C.libtriton import ir, proton
+
+    ctx = mlir_context()
     module = ir.parse_mlir_module(str(ttgir_path), ctx)
     module.context = ctx
     names = [(int(i), str(n)) for i, n in proton.get_scope_id_names(module)]

@@ -32,11 +32,6 @@ requires_gpu = pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU")
 @pytest.fixture(scope="session")
 def mlir_context():
     """A Triton MLIR context with every dialect TTGIR files use, Proton's included."""
-    from triton._C.libtriton import amd, ir, nvidia, proton
+    from proton_inject.lowering import mlir_context as make
 
-    ctx = ir.context()
-    ir.load_dialects(ctx)
-    nvidia.load_dialects(ctx)
-    amd.load_dialects(ctx)
-    proton.load_dialects(ctx)
-    return ctx
+    return make()

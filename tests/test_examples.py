@@ -37,14 +37,11 @@ def test_example_specs(path):
 
 def test_samples_parse_with_triton():
     from triton._C.libtriton import ir
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
+
+    from proton_inject.lowering import mlir_context
 
     assert len(SAMPLES) >= 30
-    ctx = ir.context()
-    ir.load_dialects(ctx)
-    make_backend(GPUTarget("cuda", 90, 32)).load_dialects(ctx)
-    make_backend(GPUTarget("hip", "gfx942", 64)).load_dialects(ctx)
+    ctx = mlir_context()
     for path in SAMPLES:
         text = path.read_text()
         assert not re.search(r'loc\("/', text), f"{path}: absolute path in a loc"
