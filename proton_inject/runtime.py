@@ -261,6 +261,24 @@ class _InFlight:
 # --- the session ------------------------------------------------------------------------------
 
 
+def _setting(tls: threading.local, attr: str, value_of: Any) -> Any:
+    """A method wrapper factory: while the method runs, ``tls.<attr>`` is
+    ``value_of(self, kwargs)``; the previous value comes back afterwards."""
+
+    def make(orig: Any) -> Any:
+        def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            prev = getattr(tls, attr, None)
+            setattr(tls, attr, value_of(obj, kwargs))
+            try:
+                return orig(obj, *args, **kwargs)
+            finally:
+                setattr(tls, attr, prev)
+
+        return wrapper
+
+    return make
+
+
 class Session:
     """One profiling session; use ``profile()`` or ``run_program()`` rather than this directly."""
 
@@ -429,31 +447,10 @@ class Session:
         from triton.runtime.autotuner import Autotuner
 
         tls = self._tls
-
-        def wrap_bench(orig):
-            def _bench(at, *args, config, **meta):
-                prev = getattr(tls, "tuning", None)
-                tls.tuning = config
-                try:
-                    return orig(at, *args, config=config, **meta)
-                finally:
-                    tls.tuning = prev
-
-            return _bench
-
-        def wrap_run(orig):
-            def run(at, *args, **kwargs):
-                prev = getattr(tls, "autotuner", None)
-                tls.autotuner = at
-                try:
-                    return orig(at, *args, **kwargs)
-                finally:
-                    tls.autotuner = prev
-
-            return run
-
-        self._patch(Autotuner, "_bench", wrap_bench)
-        self._patch(Autotuner, "run", wrap_run)
+        # While the autotuner benchmarks a config, launches are tuning launches; while it runs,
+        # the launch hook can ask it which config won.
+        self._patch(Autotuner, "_bench", _setting(tls, "tuning", lambda at, kw: kw["config"]))
+        self._patch(Autotuner, "run", _setting(tls, "autotuner", lambda at, kw: at))
         heur = sys.modules.get("torch._inductor.runtime.triton_heuristics")
         if heur is None:
             try:
@@ -462,19 +459,7 @@ class Session:
                 heur = None
         cls = getattr(heur, "CachingAutotuner", None) if heur else None
         if cls is not None and "benchmark_all_configs" in cls.__dict__:
-
-            def wrap_inductor(orig):
-                def benchmark_all_configs(at, *args, **kwargs):
-                    prev = getattr(tls, "tuning", None)
-                    tls.tuning = "inductor"
-                    try:
-                        return orig(at, *args, **kwargs)
-                    finally:
-                        tls.tuning = prev
-
-                return benchmark_all_configs
-
-            self._patch(cls, "benchmark_all_configs", wrap_inductor)
+            self._patch(cls, "benchmark_all_configs", _setting(tls, "tuning", lambda at, kw: "inductor"))
 
     def _teardown(self) -> None:
         while self._undo:
