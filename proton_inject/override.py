@@ -577,21 +577,26 @@ _DUMP_CHILD = (
 )
 
 
-def _program_argv(argv: Iterable[str]) -> tuple[str, str, list[str]]:
-    """``python x.py a`` / ``x.py a`` / ``python -m mod a`` -> (kind, target, args)."""
+def split_program_argv(argv: Iterable[str], command: str) -> tuple[str, str, list[str]]:
+    """``python x.py a`` / ``x.py a`` / ``python -m mod a`` -> (kind, target, args).
+
+    Shared by ``dump`` and ``run``, which both run a program given after ``--``; ``command``
+    names the one asking, for the messages.
+    """
     args = list(argv)
     if args and (Path(args[0]).name.startswith("python") or args[0] == sys.executable):
         args = args[1:]
     if not args:
-        raise UserError("dump: no program given: use dump -o DIR -- python script.py ARGS")
+        raise UserError(f"{command}: no program given: use proton-inject {command} ... -- "
+                        "python script.py ARGS")
     if args[0] == "-m":
         if len(args) < 2:
-            raise UserError("dump: -m needs a module name")
+            raise UserError(f"{command}: -m needs a module name")
         return "module", args[1], args[2:]
     if args[0].startswith("-"):
-        raise UserError(f"dump: python option {args[0]!r} is not supported; give a script or -m")
+        raise UserError(f"{command}: python option {args[0]!r} is not supported; give a script or -m")
     if not Path(args[0]).is_file():
-        raise UserError(f"dump: {args[0]}: no such script")
+        raise UserError(f"{command}: {args[0]}: no such script")
     return "path", args[0], args[1:]
 
 
@@ -610,7 +615,7 @@ def dump_program(
     """
     import subprocess
 
-    kind, target, args = _program_argv(argv)
+    kind, target, args = split_program_argv(argv, "dump")
     pattern = None
     if kernel:
         try:

@@ -38,6 +38,7 @@ from .errors import UserError
 from .fsutil import write_atomic
 from .lowering import LoweringOptions, installed, scope_names_of, suggest_buffer_size
 from .override import jsonable as _jsonable
+from .override import split_program_argv
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -875,24 +876,6 @@ def profile(
                 print(f"proton-inject: {m}", file=sys.stderr)
 
 
-def _split_argv(argv: Sequence[str]) -> tuple[str, str, list[str]]:
-    """``["python", "x.py", "a"]`` -> ("path", "x.py", ["a"]); ``-m mod`` -> ("module", ...)."""
-    args = list(argv)
-    if args and (os.path.basename(args[0]).startswith("python") or args[0] == sys.executable):
-        args = args[1:]
-    if not args:
-        raise UserError("no program given: use proton-inject run DIR -- python script.py ARGS")
-    if args[0] == "-m":
-        if len(args) < 2:
-            raise UserError("-m needs a module name")
-        return "module", args[1], args[2:]
-    if args[0].startswith("-"):
-        raise UserError(f"python option {args[0]!r} is not supported here; give a script or -m")
-    if not os.path.isfile(args[0]):
-        raise UserError(f"{args[0]}: no such script")
-    return "path", args[0], args[1:]
-
-
 def run_program(
     instrumented_dir: str | os.PathLike,
     out: str | os.PathLike,
@@ -909,7 +892,7 @@ def run_program(
     ``result.exit_code`` is the code it would have exited with. What was collected is written
     even when it raises or calls ``sys.exit``.
     """
-    kind, target, args = _split_argv(argv)
+    kind, target, args = split_program_argv(argv, "run")
     session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning).start()
     saved_argv, saved_path0 = sys.argv, list(sys.path)
     code = 0

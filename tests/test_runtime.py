@@ -17,11 +17,11 @@ from triton.runtime.errors import OutOfResources
 from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.lowering import LoweringOptions, installed
+from proton_inject.override import split_program_argv
 from proton_inject.runtime import (
     ProfileBufferTooLarge,
     Session,
     _out_of_resources_type,
-    _split_argv,
     config_name,
     config_of_autotune,
     config_of_kernel,
@@ -82,18 +82,18 @@ def test_override_tree_errors(tmp_path):
         prepare_override_tree(plain.parent, tmp_path / "o4")
 
 
-def test_split_argv(tmp_path):
+def test_split_program_argv(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text("print('hi')\n")
-    assert _split_argv(["python", str(script), "-x", "1"]) == ("path", str(script), ["-x", "1"])
-    assert _split_argv([str(script)]) == ("path", str(script), [])
-    assert _split_argv(["python3", "-m", "pkg.mod", "a"]) == ("module", "pkg.mod", ["a"])
+    assert split_program_argv(["python", str(script), "-x", "1"], "run") == ("path", str(script), ["-x", "1"])
+    assert split_program_argv([str(script)], "run") == ("path", str(script), [])
+    assert split_program_argv(["python3", "-m", "pkg.mod", "a"], "run") == ("module", "pkg.mod", ["a"])
     with pytest.raises(UserError, match="no program given"):
-        _split_argv(["python"])
+        split_program_argv(["python"], "run")
     with pytest.raises(UserError, match="no such script"):
-        _split_argv(["python", str(tmp_path / "nope.py")])
+        split_program_argv(["python", str(tmp_path / "nope.py")], "run")
     with pytest.raises(UserError, match="not supported"):
-        _split_argv(["python", "-c", "pass"])
+        split_program_argv(["python", "-c", "pass"], "run")
 
 
 def test_config_names_from_a_real_compile(tmp_path):
