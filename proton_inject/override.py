@@ -92,6 +92,8 @@ def _split_top_level(text: str, sep: str = ",") -> list[str]:
 
 def _check_type(name: str, ty: str) -> None:
     base = ty.split(":", 1)[0] if not ty.startswith("tensordesc") else ty
+    if base.lower() == "none":  # the argument is passed as None: the JIT makes it a constexpr
+        return
     if base.startswith("*"):
         pointee = base.lstrip("*")
         if base.startswith("*k"):  # const pointer, as the JIT writes it
@@ -104,8 +106,8 @@ def _check_type(name: str, ty: str) -> None:
         return
     raise UserError(
         f"signature: {name}={ty}: unknown type {base!r}; use a Triton type string such as "
-        "*fp16, *fp32, i32, i64, fp32 or tensordesc<fp16[128, 64]>, optionally with a "
-        "divisibility hint :16 (or :1 for none)"
+        "*fp16, *fp32, i32, i64, fp32 or tensordesc<fp16[128, 64]> (none for an argument passed "
+        "as None), optionally with a divisibility hint :16 (or :1 for none)"
     )
 
 
@@ -154,7 +156,7 @@ def _split_hint(name: str, ty: str) -> tuple[str, int | None]:
 
 
 def parse_constexpr_value(text: str) -> Any:
-    """``"128"`` -> 128, ``"0.5"`` -> 0.5, ``"true"`` -> True, anything else stays a string."""
+    """``"128"`` -> 128, ``"0.5"`` -> 0.5, ``"true"`` -> True, ``"None"`` -> None, else a string."""
     s = text.strip()
     try:
         return int(s)
@@ -166,6 +168,8 @@ def parse_constexpr_value(text: str) -> Any:
         pass
     if s.lower() in ("true", "false"):
         return s.lower() == "true"
+    if s.lower() == "none":  # `if MASK is not None:` needs Python's None, not the string
+        return None
     return s
 
 
@@ -278,10 +282,28 @@ class AotResult:
         return f"{self.hash}/{self.kernel_name}.ttgir"
 
 
-def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any], where: str):
-    """The ASTSource the JIT launcher would build for these types and constexpr values."""
-    from triton.compiler import ASTSource
+def _string_paths(value: Any, path: tuple[int, ...]) -> list[tuple[tuple[int, ...], str]]:
+    """Paths of the strings in a constexpr value (nested in tuples/lists), in Triton's order."""
+    if isinstance(value, list | tuple):
+        return [hit for i, v in enumerate(value) for hit in _string_paths(v, (*path, i))]
+    return [(path, value)] if isinstance(value, str) else []
 
+
+def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any], where: str,
+                  target=None):
+    """The ASTSource the JIT launcher would build for these types and constexpr values.
+
+    Mirrors ``JITFunction._pack_args``: every parameter's specialization is a (type, key)
+    pair; the key of a pointer is "D" when 16-byte aligned (plus "S" on AMD with buffer ops,
+    for a tensor under 2 GiB), of an integer "D" when divisible by 16, and a constexpr's key
+    is its value. Every key that is a string (a string constexpr value too) becomes an
+    ``attrs`` entry through the backend's ``parse_attr``, in parameter order.
+    """
+    from triton import knobs
+    from triton.compiler import ASTSource, make_backend
+
+    backend = make_backend(target if target is not None else parse_target("cuda:90"))
+    hip = backend.target.backend == "hip"
     params = list(fn.arg_names)
     unknown = [n for n in list(signature) + list(constexprs) if n not in params]
     if unknown:
@@ -295,22 +317,25 @@ def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any
 
     full_sig: dict[str, str] = {}
     cx: dict[str, Any] = {}
-    attrs: dict[tuple[int, ...], list] = {}
+    keys: list[tuple[tuple[int, ...], str]] = []  # (path, specialization key), in param order
     div16: list[str] = []
     missing: list[str] = []
     for i, p in enumerate(fn.params):
         name = p.name
-        if name in constexprs:
+        given = signature.get(name)
+        if name in constexprs or (given is not None and given.lower() == "none"):
             full_sig[name] = "constexpr"
-            cx[name] = constexprs[name]
+            cx[name] = constexprs.get(name)
+            keys += _string_paths(cx[name], (i,))
         elif p.is_constexpr:
             if p.has_default:
                 full_sig[name] = "constexpr"
                 cx[name] = p.default
+                keys += _string_paths(cx[name], (i,))
             else:
                 missing.append(f"{name} (constexpr)")
-        elif name in signature:
-            base, hint = _split_hint(name, signature[name])
+        elif given is not None:
+            base, hint = _split_hint(name, given)
             full_sig[name] = base
             scalar = base.lstrip("*")
             if base.startswith("tensordesc") or (
@@ -333,20 +358,27 @@ def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any
                 hint = 1
             if hint is None:
                 hint = 16 if base.startswith("*") else 1
+            key = "D" if hint == 16 else ""
             if hint == 16:
-                attrs[(i,)] = [["tt.divisibility", 16]]
                 div16.append(name)
-            else:
-                attrs[(i,)] = []
+            if base.startswith("*") and hip and knobs.amd.use_buffer_ops:
+                key += "S"  # AMD: any tensor under 2 GiB may use buffer ops
+            keys.append(((i,), key))
         else:
             missing.append(name)
     if missing:
         raise UserError(
             f"{where}: missing {', '.join(missing)}: give every parameter a type in --signature "
-            "or a value with --constexpr"
+            "or a value with --constexpr" + _wrapper_hint(fn)
         )
+    attrs = {path: backend.parse_attr(key) for path, key in keys}
     src = ASTSource(fn, signature=full_sig, constexprs=cx, attrs=attrs)
     return src, full_sig, cx, div16
+
+
+def _wrapper_hint(fn) -> str:
+    """Filled in where a kernel has autotune/heuristics wrappers (see load_kernel_spec)."""
+    return ""
 
 
 def override_hash(src) -> str:
@@ -382,7 +414,7 @@ def compile_aot(
         if not isinstance(val, int) or val < 1:
             raise UserError(f"{where}: {opt} must be a positive integer, got {val!r}")
     fn = load_kernel(source_file, kernel_name)
-    src, full_sig, cx, div16 = _build_source(fn, signature, constexprs, where)
+    src, full_sig, cx, div16 = _build_source(fn, signature, constexprs, where, gpu_target)
     options = {"num_warps": num_warps, "num_stages": num_stages, "num_ctas": num_ctas}
 
     with tempfile.TemporaryDirectory(prefix="proton-inject-aot-") as cache_dir:
