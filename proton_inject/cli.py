@@ -37,6 +37,13 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+def _check_outputs(inputs, outputs) -> None:
+    """Outputs must not overwrite inputs and must be writable (checked before any work)."""
+    from .fsutil import check_outputs
+
+    check_outputs([(w, p) for w, p in inputs if p], [(o, p, k) for o, p, k in outputs if p])
+
+
 # --- parse (issue 2): inspect -------------------------------------------------
 
 
@@ -90,6 +97,11 @@ def insert(src, out, kernel_scope, loops, loop_depth, regions, ops, kernel, rule
 
     if not out and not check_against:
         raise UserError("insert: give -o OUT (where to write) and/or --check-against GOLDEN")
+    srcp = Path(src)
+    if not srcp.exists():
+        raise UserError(f"{src}: no such file or directory")
+    _check_outputs([("input", src), ("--rules file", rules_file), ("golden", check_against)],
+                   [("-o", out, "tree" if srcp.is_dir() else "file")])
     base = load_rules_file(rules_file) if rules_file else (rules_from_pyproject() or Rules())
     rules = Rules(
         kernel_scope=kernel_scope or base.kernel_scope,
@@ -101,9 +113,6 @@ def insert(src, out, kernel_scope, loops, loop_depth, regions, ops, kernel, rule
         marks=base.marks and not no_marks,
         source_root=source_root or base.source_root,
     )
-    srcp = Path(src)
-    if not srcp.exists():
-        raise UserError(f"{src}: no such file or directory")
     if srcp.is_dir():
         def progress(i, n, rel):
             if n >= 20 and (i == n or i % 10 == 0):
@@ -112,14 +121,15 @@ def insert(src, out, kernel_scope, loops, loop_depth, regions, ops, kernel, rule
         outputs, manifest, notes = instrument.instrument_tree(srcp, rules, force, progress)
         if not outputs:
             raise UserError(f"{src}: no kernel matched the rules (--kernel {rules.kernel!r})"
-                            if rules.kernel else f"{src}: the rules selected no region")
+                            if rules.kernel else f"{src}: the rules selected no region"
+                            + "".join(f"; {n}" for n in notes[:3]))
     else:
         res = instrument.insert_file(srcp, rules, force)
         outputs, manifest, notes = {srcp.name: res.text}, None, res.notes
         if not any(k.regions for k in res.kernels):
             raise UserError(f"{src}: the rules selected no region"
                             + (f" (no kernel matches --kernel {rules.kernel!r})"
-                               if rules.kernel else ""))
+                               if rules.kernel else "") + "".join(f"; {n}" for n in notes[:3]))
         kernels = res.kernels
     for note in notes:
         click.echo(f"note: {note}", err=True)
@@ -135,8 +145,6 @@ def insert(src, out, kernel_scope, loops, loop_depth, regions, ops, kernel, rule
         else:
             from .fsutil import write_atomic
 
-            if Path(out).resolve() == srcp.resolve():
-                raise UserError(f"{out}: is the input file; choose another -o")
             write_atomic(out, next(iter(outputs.values())).encode("latin-1"))
         click.echo(f"wrote {out}")
     if check_against:
@@ -154,8 +162,11 @@ def insert(src, out, kernel_scope, loops, loop_depth, regions, ops, kernel, rule
               help="Where to write the stripped tree or file.")
 def strip(src, out) -> None:
     """Remove every proton.record line from SRC (a tree or a .ttgir file)."""
+    from pathlib import Path
+
     from . import instrument
 
+    _check_outputs([("input", src)], [("-o", out, "tree" if Path(src).is_dir() else "file")])
     written = instrument.strip_path(src, out)
     click.echo(f"stripped {len(written)} file{'s' if len(written) != 1 else ''} into {out}")
 
@@ -264,6 +275,9 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
     if spec is not None:
         if not target:
             raise UserError(f"{args[0]}: an ahead-of-time dump needs --target (e.g. cuda:90)")
+        if kernel:
+            raise UserError(f"--kernel {kernel}: only applies to a program's dump; "
+                            f"{args[0]} already names the one kernel to dump")
         _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages)
         return
     if not args:
@@ -282,6 +296,7 @@ def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stage
     from . import override
 
     source_file, kernel = spec
+    _check_outputs([("kernel source", source_file)], [("-o", out_dir, "dir")])
     sig = override.parse_signature(signature) if signature else {}
     result = override.compile_aot(
         source_file, kernel, sig, override.parse_constexprs(constexprs), target,
@@ -330,6 +345,7 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     """
     from .runtime import run_program
 
+    _check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
     result = run_program(
         instrumented, out, list(program), _options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,

@@ -59,11 +59,12 @@ files from before it was recorded), "bin": file name of the buffer}``. ``save_ra
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
+import sys
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ import numpy as np
 
 from .errors import UserError
 from .fsutil import write_atomic
+from .validate import is_int, read_json
 
 PREAMBLE = 0xDEADBEEF
 HEADER_WORDS = 10
@@ -128,7 +130,7 @@ class LaunchMeta:
     @property
     def num_ctas(self) -> int:
         """Number of CTAs in the grid."""
-        return int(np.prod(self.grid))
+        return math.prod(self.grid)  # Python ints: a large grid must not wrap around
 
     @property
     def segments(self) -> list[int]:
@@ -169,42 +171,9 @@ class LaunchMeta:
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "launch metadata") -> LaunchMeta:
         """Inverse of ``to_dict``; a missing or malformed field is a UserError naming it."""
-        if d.get("format", RAW_FORMAT) != RAW_FORMAT:
-            raise UserError(f"{where}: not a proton-inject raw launch (format={d.get('format')!r})")
-        try:
-            grid = tuple(int(g) for g in d["grid"])
-            grid = (grid + (1, 1, 1))[:3]
-            return cls(
-                kernel=str(d["kernel"]),
-                grid=grid,  # type: ignore[arg-type]
-                num_warps=int(d["num_warps"]),
-                bytes_per_cta=int(d["bytes_per_cta"]),
-                scopes={int(k): str(v) for k, v in d.get("scopes", {}).items()},
-                scope_parents={int(k): int(v) for k, v in d.get("scope_parents", {}).items()},
-                scope_locs={int(k): str(v) for k, v in d.get("scope_locs", {}).items()},
-                hash=str(d.get("hash", "")),
-                buffer_size=None if d.get("buffer_size") is None else int(d["buffer_size"]),
-                clock_bits=int(d.get("clock_bits", 64)),
-                granularity=str(d.get("granularity", "warp")),
-                sampled_warps=None
-                if d.get("sampled_warps") is None
-                else [int(w) for w in d["sampled_warps"]],
-                buffer_type=_buffer_type(d.get("buffer_type")),
-                config=d.get("config"),
-                launch=int(d.get("launch", 0)),
-                device=d.get("device"),
-                sm_clock_mhz=None if not d.get("sm_clock_mhz") else float(d["sm_clock_mhz"]),
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise UserError(f"{where}: bad or missing field ({e!r}); rewrite it with save_raw") from e
+        from .validate import launch_meta
 
-
-def _buffer_type(value: Any) -> str:
-    if value is None:
-        return "shared"  # files from before the option existed
-    if value not in ("shared", "global"):
-        raise ValueError(f"buffer_type must be 'shared' or 'global', got {value!r}")
-    return str(value)
+        return cls(**launch_meta(d, where))
 
 
 # --- raw files -------------------------------------------------------------------------------
@@ -248,23 +217,38 @@ def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
     json_path = p.with_name(name + ".json")
     if not json_path.is_file():
         raise UserError(f"{json_path}: launch metadata not found (expected next to the .bin file)")
-    try:
-        d = json.loads(json_path.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"{json_path}: cannot read launch metadata: {e}") from e
+    d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`")
     meta = LaunchMeta.from_dict(d, str(json_path))
     candidates = [p.with_name(d["bin"])] if d.get("bin") else []
     candidates += [p.with_name(name + ".bin"), p.with_name(name + ".bin.gz")]
+    # The grid bounds the bytes worth reading: a huge or gzip-bomb file costs no more memory.
+    want = min(meta.num_ctas * meta.bytes_per_cta + meta.bytes_per_cta, sys.maxsize)
     for c in candidates:
         if c.is_file():
-            raw = c.read_bytes()
+            try:
+                with open(c, "rb") as f:
+                    raw = f.read(want) if not c.name.endswith(".gz") else f.read()
+            except OSError as e:
+                raise UserError(f"{c}: cannot read the raw buffer: {e.strerror or e}") from None
             if c.name.endswith(".gz"):
-                try:
-                    raw = gzip.decompress(raw)
-                except (OSError, EOFError) as e:
-                    raise UserError(f"{c}: damaged gzip file: {e}") from e
+                raw = _gunzip(raw, want, c)
             return np.frombuffer(raw, np.uint8), meta
     raise UserError(f"{json_path}: raw buffer {name}.bin not found next to it")
+
+
+def _gunzip(data: bytes, limit: int, path: Path) -> bytes:
+    """At most ``limit`` bytes of a gzip stream; a damaged stream is a UserError."""
+    z = zlib.decompressobj(wbits=31)
+    try:
+        out = z.decompress(data, limit)
+        if len(out) < limit and not z.eof:
+            out += z.flush()
+            if not z.eof:
+                raise zlib.error("the stream ends early")
+    except zlib.error as e:
+        raise UserError(f"{path}: damaged gzip file ({e}); copy it again from the run's "
+                        "raw/ directory") from None
+    return out
 
 
 def is_raw_json(path: str | os.PathLike) -> bool:
@@ -287,10 +271,10 @@ def find_raw(path: str | os.PathLike) -> list[Path]:
         if not is_raw_json(j):  # traces beside them can be huge: never parse those here
             continue
         try:
-            d = json.loads(j.read_text())
-        except (OSError, ValueError):
-            continue
-        found.append((int(d.get("launch", 0)), j))
+            launch = read_json(j, "launch metadata", "").get("launch", 0)
+        except (UserError, AttributeError):
+            launch = 0  # load_raw reports what is wrong with it
+        found.append((launch if is_int(launch) else 0, j))
     return [j for _, j in sorted(found)]
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
+import re
+import shutil
+import signal
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -18,15 +23,66 @@ def _umask() -> int:
     return mask
 
 
+def kill_point(name: str) -> None:
+    """Tests only: SIGKILL this process at a named point of a write (PROTON_INJECT_TEST_KILL_AT)."""
+    if os.environ.get("PROTON_INJECT_TEST_KILL_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _debris(path: Path, kinds: tuple[str, ...]) -> list[tuple[str, Path]]:
+    """Temp siblings of ``path`` left by processes that are gone: (kind, path)."""
+    pat = re.compile(rf"\.{re.escape(path.name)}\.({'|'.join(kinds)})-(\d+)(\..*)?")
+    out = []
+    try:
+        siblings = list(path.parent.iterdir())
+    except OSError:
+        return out
+    for q in siblings:
+        m = pat.fullmatch(q.name)
+        if m and int(m.group(2)) != os.getpid() and not _pid_alive(int(m.group(2))):
+            out.append((m.group(1), q))
+    return out
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        with suppress(FileNotFoundError):
+            p.unlink()
+
+
+def _oserror(path: Path, e: OSError) -> UserError:
+    return UserError(f"{path}: cannot write: {e.strerror or e}; choose another output path")
+
+
 @contextmanager
 def atomic_writer(path: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
     """Open a temp file beside ``path`` for streaming writes; rename it over ``path`` on success.
 
-    Readers never see half a file, and a failure leaves any old ``path`` untouched.
+    Readers never see half a file, and a failure leaves any old ``path`` untouched. The temp
+    name carries our pid, so one left by a killed run is removed by the next write there.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            raise UserError(f"{path}: is a directory; give a file name to write")
+        for _kind, q in _debris(path, ("tmp",)):
+            _remove(q)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}.", dir=path.parent)
+    except OSError as e:
+        raise _oserror(path, e) from None
     try:
         # mkstemp creates 0600; give the file the mode a plain open() would.
         os.fchmod(fd, 0o666 & ~_umask())
@@ -36,12 +92,13 @@ def atomic_writer(path: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
             f = os.fdopen(fd, "w", encoding="utf-8", newline="")
         with f:
             yield f
+        kill_point("file-written")
         os.replace(tmp, path)
-    except BaseException:
-        try:
+    except BaseException as e:
+        with suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        if isinstance(e, OSError):
+            raise _oserror(path, e) from None
         raise
 
 
@@ -50,6 +107,135 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     with atomic_writer(path, binary=isinstance(data, bytes)) as f:
         f.write(data)
     return Path(path)
+
+
+# --- whole trees --------------------------------------------------------------------------------
+
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    if os.environ.get("PROTON_INJECT_TEST_NO_EXCHANGE"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False  # a file system without it: fall back to two renames
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def recover_tree(out: str | os.PathLike) -> None:
+    """Undo what a killed ``replace_tree`` left beside ``out``.
+
+    A half-built new tree is deleted; an old tree moved aside is put back if ``out`` is
+    missing (killed between the two renames), else deleted.
+    """
+    out = Path(out)
+    debris = _debris(out, ("new", "old"))
+    for kind, q in sorted(debris, key=lambda kq: kq[0] != "old"):
+        if kind == "old" and not out.exists():
+            os.replace(q, out)
+        else:
+            _remove(q)
+
+
+def replace_tree(out: str | os.PathLike, build: Callable[[Path], object]) -> Path:
+    """Build a directory tree with ``build(tmp)`` beside ``out``, then swap it in whole.
+
+    Killed at any point, ``out`` is the old tree or the new one (swapped in one step where the
+    file system allows it); temp trees left by a killed run are removed by the next one.
+    """
+    out = Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        recover_tree(out)
+        tmp = out.parent / f".{out.name}.new-{os.getpid()}"
+        _remove(tmp)
+        tmp.mkdir()
+    except OSError as e:
+        raise _oserror(out, e) from None
+    try:
+        build(tmp)
+        kill_point("tree-written")
+        if not out.exists():
+            os.replace(tmp, out)
+        elif _exchange(tmp, out):
+            kill_point("tree-swapped")
+            shutil.rmtree(tmp)  # now the old tree
+        else:
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.replace(out, old)
+            kill_point("between-renames")
+            os.replace(tmp, out)
+            kill_point("tree-swapped")
+            shutil.rmtree(old)
+    except BaseException as e:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise _oserror(out, e) from None
+        raise
+    return out
+
+
+# --- inputs and outputs -------------------------------------------------------------------------
+
+
+def _inside(a: Path, b: Path) -> bool:
+    return a == b or b in a.parents
+
+
+def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
+                  outputs: Iterable[tuple[str, str | os.PathLike, str]]) -> None:
+    """Refuse, before any work, outputs that would overwrite inputs or cannot be written.
+
+    ``inputs``: (what, path); ``outputs``: (option, path, kind) where kind is ``file`` (one
+    file replaced), ``tree`` (a directory replaced whole) or ``dir`` (files written into it).
+    """
+    ins = [(what, Path(p), Path(os.path.realpath(p))) for what, p in inputs]
+    for opt, raw, kind in outputs:
+        path = Path(raw)
+        real = Path(os.path.realpath(raw))
+        for what, shown, inp in ins:
+            if real == inp:
+                raise UserError(f"{opt} {raw}: is the {what} {shown}; writing there would "
+                                "destroy it; choose another output path")
+            if _inside(real, inp):
+                raise UserError(f"{opt} {raw}: is inside the {what} {shown}; choose an output "
+                                "path outside it")
+            if kind != "dir" and _inside(inp, real):
+                raise UserError(f"{opt} {raw}: holds the {what} {shown}, which writing it would "
+                                "replace; choose another output path")
+            if kind == "dir" and inp.parent == real and inp.is_file():
+                raise UserError(f"{opt} {raw}: holds the {what} {shown}, which files written "
+                                "there could overwrite; choose another directory")
+        if kind == "file" and path.is_dir():
+            raise UserError(f"{opt} {raw}: is a directory; give a file name to write")
+        if kind != "file" and path.exists() and not path.is_dir():
+            raise UserError(f"{opt} {raw}: exists and is not a directory; choose a directory")
+        # The nearest existing ancestor must be a directory we can create files in (root passes
+        # os.access everywhere, so try it).
+        anc = path.parent if kind == "file" else path
+        while not anc.exists() and anc != anc.parent:
+            anc = anc.parent
+        if not anc.is_dir():
+            raise UserError(f"{opt} {raw}: {anc} is a file, not a directory; choose another "
+                            "output path")
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".proton-inject-probe-", dir=anc)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise UserError(f"{opt} {raw}: cannot create files in {anc} ({e.strerror or e}); "
+                            "choose another output path") from None
 
 
 def find_ttgir(paths: Iterable[str | os.PathLike]) -> list[Path]:

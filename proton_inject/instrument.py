@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import __version__
 from .errors import UserError
-from .fsutil import find_ttgir, write_atomic
+from .fsutil import find_ttgir, replace_tree, write_atomic
 from .rules import Region, Rules, select
 from .ttgir import Module, parse, parse_file
 
@@ -189,15 +186,13 @@ def strip_text(data: str | bytes, path: str = "<string>") -> str:
 
 def _load_dump_manifest(root: Path) -> dict[str, dict]:
     """Per relative .ttgir path, what `dump` recorded (if the input is a dump directory)."""
+    from .validate import read_manifest
+
     p = root / "manifest.json"
     if not p.is_file():
         return {}
-    try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise UserError(f"{p}: not valid JSON ({e}); re-run `proton-inject dump`") from None
     out = {}
-    for k in data.get("kernels", []):
+    for k in read_manifest(p):
         rel = k.get("ttgir") or k.get("file")
         if rel:
             out[rel] = {key: v for key, v in k.items() if key != "regions"}
@@ -263,28 +258,26 @@ def write_tree(outputs: dict[str, str], manifest: dict, out: str | Path) -> Path
     override the instrumented build with the original one.
     """
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
-        raise UserError(f"{out}: exists and is not an override tree written by proton-inject; "
-                        "choose another -o or remove it")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    _check_replaceable(out)
+
+    def build(tmp: Path) -> None:
         for rel, text in outputs.items():
             write_atomic(tmp / rel, text.encode("latin-1"))
         write_atomic(tmp / "manifest.json", manifest_json(manifest))
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
-            os.replace(out, old)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+
+    return replace_tree(out, build)
+
+
+def _check_replaceable(out: Path) -> None:
+    """Refuse to replace a directory that holds anything but TTGIR and a manifest."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"-o {out}: exists and is not a directory; choose another -o")
+    if out.is_dir():
+        other = [p for p in out.rglob("*") if p.is_file() and p.suffix != ".ttgir"
+                 and p.name != "manifest.json"]
+        if other:
+            raise UserError(f"-o {out}: holds {other[0].relative_to(out)}, which is not TTGIR "
+                            "written by proton-inject; choose another -o or remove it")
 
 
 def diff_against(outputs: dict[str, str], manifest: dict | None, golden: str | Path) -> str:
@@ -292,6 +285,9 @@ def diff_against(outputs: dict[str, str], manifest: dict | None, golden: str | P
     golden = Path(golden)
     chunks: list[str] = []
     if golden.is_file():
+        if manifest is not None:
+            raise UserError(f"--check-against {golden}: is a file, but the input is a tree; "
+                            "give the golden tree (a directory)")
         (rel, text), = outputs.items()
         return _diff(golden.read_bytes().decode("latin-1"), text, str(golden), rel)
     if not golden.is_dir():
@@ -320,12 +316,15 @@ def strip_path(src: str | Path, out: str | Path) -> list[Path]:
         write_atomic(out, strip_text(src.read_bytes(), str(src)).encode("latin-1"))
         return [out]
     files = find_ttgir([src])
-    written = []
-    for path in files:
-        rel = path.relative_to(src)
-        text = strip_text(path.read_bytes(), str(path))
-        written.append(write_atomic(out / rel, text.encode("latin-1")))
-    return written
+    texts = {path.relative_to(src): strip_text(path.read_bytes(), str(path)) for path in files}
+    _check_replaceable(out)
+
+    def build(tmp: Path) -> None:
+        for rel, text in texts.items():
+            write_atomic(tmp / rel, text.encode("latin-1"))
+
+    replace_tree(out, build)
+    return [out / rel for rel in texts]
 
 
 def insert_file(src: str | Path, rules: Rules, force: bool = False) -> InsertResult:

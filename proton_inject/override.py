@@ -526,12 +526,11 @@ def read_manifest(out_dir: str | os.PathLike) -> dict[str, Any]:
     path = Path(out_dir) / MANIFEST_NAME
     if not path.exists():
         return {"version": MANIFEST_VERSION, "kernels": []}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path}: not a readable manifest ({e})") from e
-    if not isinstance(data, dict) or not isinstance(data.get("kernels"), list):
-        raise UserError(f"{path}: not a proton-inject manifest (no 'kernels' list)")
+    from .validate import manifest_kernels, read_json
+
+    data = read_json(path, "manifest", "remove it or dump into another directory")
+    manifest_kernels(data, path)
+    data.setdefault("kernels", [])
     return data
 
 

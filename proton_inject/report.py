@@ -11,6 +11,7 @@ import io
 import json
 import os
 import warnings
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from . import trace as trace_mod
+from . import validate
 from .decode import Decoded, DecodeWarning, decode, find_raw, is_raw_json, load_raw
 from .errors import UserError
-from .fsutil import write_atomic
+from .fsutil import check_outputs, write_atomic
 
 # Per-warp (or per-warp-group) medians differing by more than this get their own rows.
 SPLIT_THRESHOLD = 0.10
@@ -133,30 +135,38 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
     """Rebuild LaunchData from a trace written by ``trace.write_trace``."""
     try:
         doc = trace_mod.read_trace(path)
-    except (OSError, ValueError, EOFError) as e:
-        raise UserError(f"{path}: cannot read trace: {e}") from e
-    other = doc.get("otherData", {}) if isinstance(doc, dict) else {}
-    if other.get("format") != trace_mod.TRACE_FORMAT:
+    except (OSError, ValueError, EOFError, zlib.error, RecursionError) as e:
+        raise UserError(f"{path}: cannot read trace: {e}") from None
+    other = doc.get("otherData") if isinstance(doc, dict) else None
+    if not isinstance(other, dict) or other.get("format") != trace_mod.TRACE_FORMAT:
         raise UserError(f"{path}: not a proton-inject trace (write it with `report --trace` or `run`)")
-    infos = sorted(other["launches"], key=lambda s: s["pid_base"])
+    infos = sorted(validate.trace_launches(other, path), key=lambda s: s["pid_base"])
     bases = np.array([s["pid_base"] for s in infos])
     cols: dict[str, list] = {k: [] for k in ("pid", "scope", "cycles", "cta", "warp", "sm", "ts", "dur")}
     fin: dict[str, list] = {k: [] for k in ("pid", "cta", "sm", "init", "pre")}
-    for ev in doc.get("traceEvents", []):
-        if ev.get("ph") != "X":
-            continue
-        a = ev.get("args", {})
-        if ev.get("name") == "finalize" and "finalize_ns" in a:
-            for k, v in (("pid", ev["pid"]), ("cta", a["cta"]), ("sm", a["sm"]),
-                         ("init", a["init_ns"]), ("pre", a["prefinal_ns"])):
-                fin[k].append(v)
-        elif "cycles" in a:
-            for k, v in (("pid", ev["pid"]), ("scope", a["scope"]), ("cycles", a["cycles"]),
-                         ("cta", a["cta"]), ("warp", a["warp"]), ("sm", a["sm"]),
-                         ("ts", ev["ts"]), ("dur", ev["dur"])):
-                cols[k].append(v)
+    events = doc.get("traceEvents", [])
+    for i, ev in enumerate(events if isinstance(events, list) else [None]):
+        try:
+            if ev.get("ph") != "X":
+                continue
+            a = ev.get("args", {})
+            if ev.get("name") == "finalize" and "finalize_ns" in a:
+                for k, v in (("pid", ev["pid"]), ("cta", a["cta"]), ("sm", a["sm"]),
+                             ("init", a["init_ns"]), ("pre", a["prefinal_ns"])):
+                    fin[k].append(v)
+            elif "cycles" in a:
+                for k, v in (("pid", ev["pid"]), ("scope", a["scope"]), ("cycles", a["cycles"]),
+                             ("cta", a["cta"]), ("warp", a["warp"]), ("sm", a["sm"]),
+                             ("ts", ev["ts"]), ("dur", ev["dur"])):
+                    cols[k].append(v)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise validate.trace_event_error(path, i, e) from None
     arr = {k: np.asarray(v) for k, v in cols.items()}
     farr = {k: np.asarray(v) for k, v in fin.items()}
+    for k, v in [*arr.items(), *farr.items()]:
+        if v.size and v.dtype.kind not in "iuf":
+            raise UserError(f"{path}: trace events hold a non-numeric {k!r}; write the trace "
+                            "again with `proton-inject report RAW --trace DIR`")
     which = np.searchsorted(bases, arr["pid"], side="right") - 1 if len(arr["pid"]) else arr["pid"]
     fwhich = np.searchsorted(bases, farr["pid"], side="right") - 1 if len(farr["pid"]) else farr["pid"]
     out = []
@@ -592,9 +602,11 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
                gz: bool = False) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces."""
-    if clock_mhz is not None and clock_mhz <= 0:
-        raise UserError(f"--clock-mhz must be positive, not {clock_mhz}")
+    validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
     raws, traces = expand_inputs(inputs)
+    check_outputs([("input", p) for p in raws + traces],
+                  [(o, p, k) for o, p, k in (("--trace", trace_dir, "dir"), ("--plot", plot, "file"))
+                   if p is not None])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DecodeWarning)
         decoded = decode_raw(raws, clock_mhz)

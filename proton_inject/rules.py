@@ -97,45 +97,30 @@ class Rules:
         return self.kernel is None or re.search(self.kernel, name) is not None
 
 
-_RULE_KEYS = {"kernel-scope", "loops", "loop-depth", "region", "op", "kernel", "marks",
-              "source-root"}
-
-
 def rules_from_table(table: dict, where: str) -> Rules:
-    """Rules from a `[tool.proton-inject]` table or a rules TOML file."""
-    unknown = set(table) - _RULE_KEYS
-    if unknown:
-        raise UserError(f"{where}: unknown rule key(s) {', '.join(sorted(unknown))}; "
-                        f"known: {', '.join(sorted(_RULE_KEYS))}")
-    regions = table.get("region", [])
-    if isinstance(regions, str):
-        regions = [regions]
-    ops = table.get("op", [])
-    if isinstance(ops, str):
-        ops = [ops]
-    return Rules(
-        kernel_scope=bool(table.get("kernel-scope", False)),
-        loops=table.get("loops"),
-        loop_depth=table.get("loop-depth"),
-        ranges=[LineRange.parse(s) for s in regions],
-        ops=list(ops),
-        kernel=table.get("kernel"),
-        marks=bool(table.get("marks", True)),
-        source_root=table.get("source-root"),
-    )
+    """Rules from a `[tool.proton-inject]` table or a rules TOML file (checked by validate)."""
+    from .validate import rules_table
+
+    return Rules(**rules_table(table, where))
+
+
+def _toml(path: Path, what: str) -> dict:
+    from .validate import read_text
+
+    try:
+        return tomllib.loads(read_text(path, what))
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML: {e}") from None
 
 
 def load_rules_file(path: str | Path) -> Rules:
     """Read rules from a TOML file: a `[tool.proton-inject]` table or top-level keys."""
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such rules file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{p}: not valid TOML: {e}") from None
-    table = data.get("tool", {}).get("proton-inject", data)
-    return rules_from_table(table, str(p))
+    data = _toml(p, "rules")
+    tool = data.get("tool")
+    if isinstance(tool, dict) and "proton-inject" in tool:
+        return rules_from_table(tool["proton-inject"], f"{p} [tool.proton-inject]")
+    return rules_from_table(data, str(p))
 
 
 def rules_from_pyproject(directory: str | Path = ".") -> Rules | None:
@@ -143,11 +128,9 @@ def rules_from_pyproject(directory: str | Path = ".") -> Rules | None:
     p = Path(directory) / "pyproject.toml"
     if not p.is_file():
         return None
-    try:
-        table = tomllib.loads(p.read_text()).get("tool", {}).get("proton-inject")
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{p}: not valid TOML: {e}") from None
-    return rules_from_table(table, f"{p} [tool.proton-inject]") if table else None
+    tool = _toml(p, "pyproject.toml").get("tool", {})
+    table = tool.get("proton-inject") if isinstance(tool, dict) else None
+    return rules_from_table(table, f"{p} [tool.proton-inject]") if table is not None else None
 
 
 # ---- regions -------------------------------------------------------------------
@@ -251,7 +234,7 @@ def select(module: Module, rules: Rules,
     cannot be placed correctly.
     """
     rules = rules.with_defaults()
-    marks = _read_marks(module, rules) if rules.marks else []
+    marks = _read_marks(module, rules, notes) if rules.marks else []
     out: dict[str, list[Region]] = {}
     for fn in module.functions:
         if fn.visibility != "public" or not rules.wants_kernel(fn.name):
@@ -462,13 +445,18 @@ def _suggest(k: _Kernel, ops: list[Op], rng: LineRange) -> str:
 _MARK = re.compile(r"#\s*proton:\s*(?:(begin|end)\s+)?(.+?)\s*$")
 
 
-def _read_marks(module: Module, rules: Rules) -> list[LineRange]:
+def _read_marks(module: Module, rules: Rules, notes: list[str] | None = None) -> list[LineRange]:
     """`# proton:` marks in every source file the IR's locations name that can be read."""
     files = {f.file for op in module.walk() for f in op.location.frames}
     marks: list[LineRange] = []
     for file in sorted(files):
         path = _find_source(file, rules.source_root, module.path)
         if path is None:
+            if notes is not None and file.endswith(".py") and not Path(file).is_absolute():
+                # Relative paths are relative to where the kernel was compiled.
+                notes.append(f"{module.path}: source {file} not found under "
+                             f"{rules.source_root or 'the current directory'}, so its "
+                             "'# proton:' marks are not read; pass --source-root DIR")
             continue
         marks.extend(_marks_in(path, file))
     return marks

@@ -177,21 +177,18 @@ def _compile_regex(text: str | None) -> re.Pattern[str] | None:
 
 def scope_locations(instrumented_dir: str | os.PathLike) -> dict[tuple[str, str], dict[int, str]]:
     """(hash, kernel) -> scope id -> source location, from the insert step's manifest.json."""
+    from .validate import read_manifest
+
     path = Path(instrumented_dir) / "manifest.json"
     out: dict[tuple[str, str], dict[int, str]] = {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not path.is_file():
         return out
-    for k in data.get("kernels", []) if isinstance(data, dict) else []:
-        rel = str(k.get("file") or k.get("ttgir") or "")
-        parts = rel.split("/")
+    for k in read_manifest(path):  # a damaged manifest is a UserError before the program runs
+        parts = (k.get("file") or k.get("ttgir") or "").split("/")
         if len(parts) != 2:
             continue
-        locs = {}
-        for r in k.get("regions", []) or []:
-            if isinstance(r, dict) and r.get("source") and r.get("scope_id") is not None:
-                locs[int(r["scope_id"])] = str(r["source"])
+        locs = {r["scope_id"]: r["source"] for r in k.get("regions", [])
+                if r.get("source") and r.get("scope_id") is not None}
         out[(parts[0], Path(parts[1]).stem)] = locs
     return out
 

@@ -223,10 +223,10 @@ def test_load_raw_errors(tmp_path):
     with pytest.raises(UserError, match="metadata not found"):
         load_raw(tmp_path / "nothing.bin")
     (tmp_path / "x.json").write_text('{"format": "proton-inject-raw", "kernel": "k"}')
-    with pytest.raises(UserError, match="bad or missing field"):
+    with pytest.raises(UserError, match="x.json: missing field 'grid'"):
         load_raw(tmp_path / "x.json")
     d = json.loads((DATA / "profile_scratch_add.json").read_text())
-    with pytest.raises(UserError, match="buffer_type must be 'shared' or 'global'"):
+    with pytest.raises(UserError, match="buffer_type = 'texture' must be 'shared' or 'global'"):
         LaunchMeta.from_dict({**d, "buffer_type": "texture"})
 
 
