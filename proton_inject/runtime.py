@@ -354,11 +354,8 @@ class Session:
 
         self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
         try:
-            override_dir = os.path.join(self._tmp, "override")
             cache_dir = os.path.join(self._tmp, "cache")
             os.makedirs(cache_dir)
-            self._tree = prepare_override_tree(self.instrumented_dir, override_dir, self.kernel)
-            self._locs = scope_locations(self.instrumented_dir)
             for d in range(torch.cuda.device_count()):
                 self._device_names[d] = torch.cuda.get_device_name(d)
                 self._device_clocks[d] = sm_clock_mhz(d)
@@ -366,12 +363,9 @@ class Session:
             self._push_scope(triton.knobs.cache.scope())
             self._push_scope(triton.knobs.compilation.scope())
             triton.knobs.cache.dir = cache_dir
-            triton.knobs.cache.override_dir = override_dir
-            triton.knobs.compilation.override = True
             triton.knobs.compilation.dump_ir = False
             self._set_env("TRITON_CACHE_DIR", cache_dir)
-            self._set_env("TRITON_OVERRIDE_DIR", override_dir)
-            self._set_env("TRITON_KERNEL_OVERRIDE", "1")
+            self._override_tree()
             self._setup_inductor()
             # The session tag keeps the JIT from reusing kernels built in another session.
             tag = f"s{id(self):x}{time.perf_counter_ns():x}"
@@ -394,6 +388,18 @@ class Session:
             raise
         self._started = True
         return self
+
+    def _override_tree(self) -> None:
+        """Point Triton's kernel override at a private copy of the instrumented tree."""
+        import triton
+
+        override_dir = os.path.join(self._tmp or "", "override")
+        self._tree = prepare_override_tree(self.instrumented_dir, override_dir, self.kernel)
+        self._locs = scope_locations(self.instrumented_dir)
+        triton.knobs.cache.override_dir = override_dir
+        triton.knobs.compilation.override = True
+        self._set_env("TRITON_OVERRIDE_DIR", override_dir)
+        self._set_env("TRITON_KERNEL_OVERRIDE", "1")
 
     def _push_scope(self, cm: Any) -> Any:
         value = cm.__enter__()
@@ -889,8 +895,17 @@ def run_program(
     ``result.exit_code`` is the code it would have exited with. What was collected is written
     even when it raises or calls ``sys.exit``.
     """
-    kind, target, args = split_program_argv(argv, "run")
-    session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning).start()
+    session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning)
+    return run_in_session(session, argv, "run")
+
+
+def run_in_session(session: Session, argv: Sequence[str], command: str) -> RunResult:
+    """Start ``session``, run the program of ``argv`` in it as ``__main__``, stop it.
+
+    ``command`` names the caller in messages about a bad program argv.
+    """
+    kind, target, args = split_program_argv(argv, command)
+    session.start()
     saved_argv, saved_path0 = sys.argv, list(sys.path)
     code = 0
     try:
