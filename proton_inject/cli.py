@@ -63,29 +63,60 @@ def inspect(files: tuple[str, ...], max_ops: int) -> None:
 # --- select + rewrite (issue 3): insert, strip ---------------------------------
 
 
+def _rule_options(f):
+    """The rules of insert, shared with profile."""
+    opts = [
+        click.option("--kernel-scope", is_flag=True, help="One region around each kernel's body."),
+        click.option("--loops", type=click.Choice(["outer", "iteration", "both"]),
+                     help="A region around each loop, each iteration's body, or both."),
+        click.option("--loop-depth", type=int,
+                     help="Only loops nested at most N deep (1 = outermost)."),
+        click.option("--region", "regions", multiple=True, metavar="NAME=FILE:START-END",
+                     help="A region around the ops from those source lines (repeatable)."),
+        click.option("--op", "ops", multiple=True, metavar="PATTERN",
+                     help="A region around each op whose name matches the glob (repeatable)."),
+        click.option("--kernel", metavar="REGEX", help="Only kernels whose name matches."),
+        click.option("--rules", "rules_file", type=click.Path(),
+                     help="Rules from a TOML file (default: [tool.proton-inject] in "
+                          "./pyproject.toml)."),
+        click.option("--no-marks", is_flag=True,
+                     help="Ignore '# proton:' marks in the kernel source."),
+        click.option("--source-root", type=click.Path(file_okay=False),
+                     help="Where relative source paths in the IR are found (default: .)."),
+    ]  # fmt: skip
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _rules_from(kw: dict):
+    """Rules from the options of ``_rule_options`` (popped from ``kw``) over the rules file."""
+    from .rules import LineRange, Rules, load_rules_file, rules_from_pyproject
+
+    rules_file = kw.pop("rules_file")
+    base = load_rules_file(rules_file) if rules_file else (rules_from_pyproject() or Rules())
+    loop_depth = kw.pop("loop_depth")
+    return Rules(
+        kernel_scope=kw.pop("kernel_scope") or base.kernel_scope,
+        loops=kw.pop("loops") or base.loops,
+        loop_depth=loop_depth if loop_depth is not None else base.loop_depth,
+        ranges=base.ranges + [LineRange.parse(s) for s in kw.pop("regions")],
+        ops=base.ops + list(kw.pop("ops")),
+        kernel=kw.pop("kernel") or base.kernel,
+        marks=base.marks and not kw.pop("no_marks"),
+        source_root=kw.pop("source_root") or base.source_root,
+    )  # fmt: skip
+
+
 @main.command()
 @click.argument("src", type=click.Path())
 @click.option("-o", "--out", type=click.Path(),
               help="Output: an override tree (for a directory SRC) or a .ttgir file.")
-@click.option("--kernel-scope", is_flag=True, help="One region around each kernel's body.")
-@click.option("--loops", type=click.Choice(["outer", "iteration", "both"]),
-              help="A region around each loop, each iteration's body, or both.")
-@click.option("--loop-depth", type=int, help="Only loops nested at most N deep (1 = outermost).")
-@click.option("--region", "regions", multiple=True, metavar="NAME=FILE:START-END",
-              help="A region around the ops from those source lines (repeatable).")
-@click.option("--op", "ops", multiple=True, metavar="PATTERN",
-              help="A region around each op whose name matches the glob (repeatable).")
-@click.option("--kernel", metavar="REGEX", help="Only kernels whose name matches.")
-@click.option("--rules", "rules_file", type=click.Path(),
-              help="Rules from a TOML file (default: [tool.proton-inject] in ./pyproject.toml).")
-@click.option("--no-marks", is_flag=True, help="Ignore '# proton:' marks in the kernel source.")
-@click.option("--source-root", type=click.Path(file_okay=False),
-              help="Where relative source paths in the IR are found (default: .).")
+@_rule_options
 @click.option("--force", is_flag=True, help="Strip existing records and instrument again.")
 @click.option("--check-against", type=click.Path(),
               help="Compare with golden output instead of (or besides) writing; exit 1 on a diff.")
-def insert(src, out, kernel_scope, loops, loop_depth, regions, ops, kernel, rules_file, no_marks,
-           source_root, force, check_against) -> None:
+def insert(src, out, force, check_against, **kw) -> None:
     """Insert proton.record regions into the TTGIR of SRC (a dump directory or a .ttgir file).
 
     With no rule, instruments each kernel's body and each loop (--kernel-scope --loops outer).
@@ -93,26 +124,15 @@ def insert(src, out, kernel_scope, loops, loop_depth, regions, ops, kernel, rule
     from pathlib import Path
 
     from . import instrument
-    from .rules import LineRange, Rules, load_rules_file, rules_from_pyproject
 
     if not out and not check_against:
         raise UserError("insert: give -o OUT (where to write) and/or --check-against GOLDEN")
     srcp = Path(src)
     if not srcp.exists():
         raise UserError(f"{src}: no such file or directory")
-    _check_outputs([("input", src), ("--rules file", rules_file), ("golden", check_against)],
+    _check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
                    [("-o", out, "tree" if srcp.is_dir() else "file")])
-    base = load_rules_file(rules_file) if rules_file else (rules_from_pyproject() or Rules())
-    rules = Rules(
-        kernel_scope=kernel_scope or base.kernel_scope,
-        loops=loops or base.loops,
-        loop_depth=loop_depth if loop_depth is not None else base.loop_depth,
-        ranges=base.ranges + [LineRange.parse(s) for s in regions],
-        ops=base.ops + list(ops),
-        kernel=kernel or base.kernel,
-        marks=base.marks and not no_marks,
-        source_root=source_root or base.source_root,
-    )
+    rules = _rules_from(kw)
     if srcp.is_dir():
         def progress(i, n, rel):
             if n >= 20 and (i == n or i % 10 == 0):
@@ -353,6 +373,56 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     for m in result.messages:
         click.echo(f"proton-inject: {m}", err=True)
     click.echo(f"proton-inject: {len(result.launches)} launches written to {result.out}", err=True)
+    sys.exit(result.exit_code or 0)
+
+
+# --- compile-time instrumentation (issue 12): profile -------------------------
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("-o", "--out", default="traces", show_default=True, type=click.Path(),
+              help="Where raw buffers, traces and the instrumented IR (OUT/ir) go.")
+@_rule_options
+@_lowering_options
+@click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
+@click.option("--max-pending-mb", type=float, default=256, show_default=True,
+              help="Device memory held for buffers not yet copied to the host.")
+@click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches.")
+@click.option("--no-report", is_flag=True, help="Do not print the report at the end.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Also write a timeline PNG.")
+@click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
+def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, **kw):
+    """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
+
+    Takes insert's rules (default: kernel body and outer loops) and run's options. The
+    instrumented IR lands in OUT/ir (reviewable, and usable with run); the report goes to
+    stderr. Exits with the program's own exit code.
+    """
+    from .compile_hook import profile_program
+
+    _check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir")])
+    rules = _rules_from(kw)
+    result = profile_program(
+        list(program), rules, out, _options_from(kw), max_launches=max_launches,
+        max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
+    )  # fmt: skip
+    for m in result.messages:
+        click.echo(f"proton-inject: {m}", err=True)
+    click.echo(f"proton-inject: {len(result.launches)} launches written to {result.out}", err=True)
+    if result.launches and (not no_report or plot):
+        from .report import run_report
+
+        try:
+            res = run_report([result.out], plot=plot)
+        except UserError as e:
+            click.echo(f"proton-inject: no report: {e}", err=True)
+        else:
+            for w in res.warnings:
+                click.echo(f"proton-inject: warning: {w}", err=True)
+            if not no_report:
+                click.echo(res.text, err=True)
+            for f in res.files:
+                click.echo(f"wrote {f}", err=True)
     sys.exit(result.exit_code or 0)
 
 

@@ -261,6 +261,8 @@ class ProtonLowering:
         from triton._C.libtriton import passes, proton
 
         self.load_dialects(ctx)
+        if getattr(_skip, "on", False):
+            return
         o = self.options
         if stage == "ttgpuir_to_llvmir":
             sampling = (
@@ -300,6 +302,18 @@ class ProtonLowering:
 
 
 _install_lock = threading.RLock()
+_skip = threading.local()
+
+
+@contextmanager
+def lowering_skipped() -> Iterator[None]:
+    """Compiles on this thread add no Proton passes: a kernel left plain is built as without us."""
+    prev = getattr(_skip, "on", False)
+    _skip.on = True
+    try:
+        yield
+    finally:
+        _skip.on = prev
 
 
 def _backend_classes() -> dict[str, Any]:

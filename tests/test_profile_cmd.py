@@ -1,0 +1,331 @@
+"""``profile``: instrumenting kernels while they compile (compile_hook), and its command.
+
+The CPU tests compile a real kernel for ``cuda:90`` through ``triton.compile`` with the hook
+installed, as the JIT would in the user's process; the GPU tests run whole programs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import requires_gpu
+
+import proton_inject
+from proton_inject import compile_hook
+from proton_inject.cli import main
+from proton_inject.compile_hook import CompileHook, _clear_out, as_rules, rank_out
+from proton_inject.errors import UserError
+from proton_inject.lowering import LoweringOptions, installed
+from proton_inject.rules import LineRange, Rules
+from proton_inject.runtime import prepare_override_tree, scope_locations
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL_SRC = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, REPS: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for _ in range(REPS):
+            acc += tl.load(x_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, acc, mask=mask)  # proton: store
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def kernel_mod(tmp_path_factory):
+    from proton_inject.override import load_module
+
+    path = tmp_path_factory.mktemp("src") / "kern.py"
+    path.write_text(KERNEL_SRC)
+    return load_module(path)
+
+
+def _source(mod):
+    from triton.compiler import ASTSource
+
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr",
+           "REPS": "constexpr"}
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): []}
+    return ASTSource(mod.scale_kernel, signature=sig, constexprs={"BLOCK": 256, "REPS": 3},
+                     attrs=attrs)
+
+
+def _compile(src, cache: Path, hook: CompileHook | None):
+    """Compile for cuda:90 as a profiled process would: Proton lowering, hook, given cache."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    target = GPUTarget("cuda", 90, 32)
+    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
+        triton.knobs.cache.dir = str(cache)
+        if hook is None:
+            return triton.compile(src, target=target, options={"instrumentation_mode": ""})
+        prev = triton.knobs.runtime.add_stages_inspection_hook
+        triton.knobs.runtime.add_stages_inspection_hook = hook
+        try:
+            with installed(LoweringOptions(), target=target, tag="test"):
+                # The JIT passes the mode in the options (part of the cache key); so do we.
+                mode = triton.knobs.compilation.instrumentation_mode
+                return triton.compile(src, target=target, options={"instrumentation_mode": mode})
+        finally:
+            triton.knobs.runtime.add_stages_inspection_hook = prev
+
+
+def test_hook_instruments_at_compile_time_and_writes_reviewable_ir(kernel_mod, tmp_path):
+    from proton_inject.override import override_hash
+
+    src = _source(kernel_mod)
+    hook = CompileHook(Rules(kernel_scope=True, loops="both"), tmp_path / "ir")
+    ck = _compile(src, tmp_path / "cache", hook)
+    assert ck.asm["ttgir"].count("proton.record start") == 4  # kernel, loop, iteration, mark
+    assert ck.metadata.profile_scratch_size > 0
+    (c,) = hook.compiled.values()
+    assert c.instrumented and c.name == "scale_kernel"
+    assert c.hash == override_hash(src)  # the directory `run` looks the kernel up under
+    assert [n for _, n in c.scope_names][0] == "kernel"
+    assert "store" in [n for _, n in c.scope_names]
+    # The IR tree is what insert writes: run can take it as it is.
+    ir_file = tmp_path / "ir" / c.file
+    text = ir_file.read_text(encoding="latin-1")
+    assert text.count("proton.record") == ck.asm["ttgir"].count("proton.record") == 8
+    found = prepare_override_tree(tmp_path / "ir", tmp_path / "copy")
+    assert found == {"scale_kernel": {c.hash}}
+    assert scope_locations(tmp_path / "ir")[(c.hash, "scale_kernel")]
+    manifest = json.loads((tmp_path / "ir" / "manifest.json").read_text())
+    (entry,) = manifest["kernels"]
+    assert entry["dump"]["constexprs"] == {"BLOCK": 256, "REPS": 3}
+    assert entry["dump"]["compile_hash"] == ck.metadata.hash
+    assert hook.summary() == ["instrumented 1 kernel(s) at compile time: scale_kernel"]
+
+
+def test_kernel_left_out_compiles_as_without_the_tool(kernel_mod, tmp_path):
+    hook = CompileHook(Rules(kernel_scope=True, kernel="^other$"), tmp_path / "ir")
+    ck = _compile(_source(kernel_mod), tmp_path / "cache", hook)
+    assert "proton.record" not in ck.asm["ttgir"]
+    assert not ck.metadata.profile_scratch_size
+    (c,) = hook.compiled.values()
+    assert not c.instrumented and c.reason == "not matched by --kernel"
+    assert not (tmp_path / "ir").exists()
+    assert "left out: scale_kernel (not matched by --kernel)" in hook.summary()
+
+
+def test_a_rule_that_cannot_be_placed_leaves_the_kernel_plain(kernel_mod, tmp_path):
+    # Two line ranges whose ops overlap without nesting: insert refuses them; profile runs
+    # the kernel plain and says why.
+    rules = Rules(ranges=[LineRange.parse("a=kern.py:8-9"), LineRange.parse("b=kern.py:9-12")])
+    hook = CompileHook(rules, tmp_path / "ir")
+    ck = _compile(_source(kernel_mod), tmp_path / "cache", hook)
+    (c,) = hook.compiled.values()
+    assert not c.instrumented and c.reason == "a rule could not be placed"
+    assert "proton.record" not in ck.asm["ttgir"]
+    assert not ck.metadata.profile_scratch_size
+    assert any("scale_kernel runs uninstrumented" in n and "overlap" in n for n in hook.notes)
+
+
+def test_instrumented_build_is_never_reused_by_a_plain_compile(kernel_mod, tmp_path):
+    """Even sharing one cache directory, a plain JIT compile never gets the instrumented binary.
+
+    (Inductor leaves the mode out of its options: there the private cache directory profile
+    sets up is what keeps them apart; the GPU test below checks the user's cache.)
+    """
+    cache = tmp_path / "cache"
+    src = _source(kernel_mod)
+    inst = _compile(src, cache, CompileHook(Rules(kernel_scope=True), tmp_path / "ir"))
+    plain = _compile(src, cache, None)
+    assert "proton.record" in inst.asm["ttgir"]
+    assert "proton.record" not in plain.asm["ttgir"]
+    assert plain.metadata.hash != inst.metadata.hash
+    assert not plain.metadata.profile_scratch_size
+
+
+def test_previous_hook_still_runs(kernel_mod, tmp_path):
+    seen = []
+    hook = CompileHook(Rules(kernel_scope=True), tmp_path / "ir",
+                       prev=lambda backend, stages, *a: seen.append(sorted(stages)))
+    _compile(_source(kernel_mod), tmp_path / "cache", hook)
+    assert seen and "ttgir" in seen[0]
+
+
+def test_rules_forms_and_rank_dirs(monkeypatch):
+    assert as_rules(None) == Rules()
+    assert as_rules({"loops": "both"}).loops == "both"
+    with pytest.raises(UserError, match="loops"):
+        as_rules({"loops": "sideways"})
+    with pytest.raises(UserError):
+        as_rules(["loops"])
+    monkeypatch.delenv("RANK", raising=False)
+    assert rank_out("out") == Path("out")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert rank_out("out") == Path("out/rank3")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert rank_out("out") == Path("out")
+
+
+def test_output_dir_is_cleared_only_when_it_is_ours(tmp_path):
+    ours = tmp_path / "ours"
+    (ours / "raw").mkdir(parents=True)
+    (ours / "raw" / "00000-k.bin").write_bytes(b"old")
+    (ours / "run.json").write_text("{}")
+    (ours / "00000-k.json").write_text("{}")
+    (ours / "timeline.png").write_bytes(b"keep")
+    _clear_out(ours)
+    assert sorted(p.name for p in ours.iterdir()) == ["timeline.png"]
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="did not write"):
+        _clear_out(theirs)
+    assert (theirs / "notes.txt").read_text() == "mine"
+
+
+def test_python_api_is_exported_lazily():
+    assert proton_inject.profile is compile_hook.profile
+    with pytest.raises(AttributeError):
+        proton_inject.no_such_name  # noqa: B018
+
+
+def test_profile_command_options(tmp_path):
+    runner = CliRunner()
+    prog = tmp_path / "prog.py"
+    prog.write_text("print('hi')\n")
+    res = runner.invoke(main, ["profile", "--loops", "sideways", "--", "python", str(prog)])
+    assert res.exit_code == 2 and "sideways" in res.output
+    res = runner.invoke(main, ["profile", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    res = runner.invoke(main, ["profile", "--", "python", str(tmp_path / "missing.py")])
+    assert res.exit_code == 2 and "missing.py: no such script" in res.output
+    res = runner.invoke(main, ["profile", "--region", "bad", "--", "python", str(prog)])
+    assert res.exit_code == 2 and "--region" in res.output
+    help_text = runner.invoke(main, ["profile", "--help"]).output
+    for opt in ("--loops", "--op", "--kernel", "--buffer-type", "--max-launches", "--no-report"):
+        assert opt in help_text
+
+
+def test_profile_without_gpu_is_a_clear_error(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    prog = tmp_path / "prog.py"
+    prog.write_text("print('hi')\n")
+    res = CliRunner().invoke(main, ["profile", "-o", str(tmp_path / "o"), "--", "python", str(prog)])
+    assert res.exit_code == 2
+    assert "no CUDA GPU" in res.output
+
+
+# --- on the GPU -------------------------------------------------------------------------------
+
+PROGRAMS = {
+    "plain": """
+        import torch, triton, triton.language as tl
+
+        @triton.jit
+        def add(x, y, out, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = offs < n
+            tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
+
+        x = torch.arange(100000, device="cuda", dtype=torch.float32)
+        out = torch.empty_like(x)
+        add[(triton.cdiv(x.numel(), 1024),)](x, x, out, x.numel(), BLOCK=1024)
+        print("sum", out.sum().item())
+    """,
+    "autotuned": """
+        import torch, triton, triton.language as tl
+
+        @triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 1024})],
+                         key=["n"])
+        @triton.jit
+        def double(x, out, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = offs < n
+            tl.store(out + offs, tl.load(x + offs, mask=m) * 2, mask=m)
+
+        x = torch.ones(1 << 20, device="cuda")
+        out = torch.empty_like(x)
+        double[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+        print("sum", out.sum().item())
+    """,
+    "compiled": """
+        import torch
+
+        def f(x):
+            return torch.softmax(x * 0.5, dim=-1) + torch.nn.functional.gelu(x)
+
+        x = torch.randn(1024, 512, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+        print("sum %.5e" % torch.compile(f)(x).sum().item())
+    """,
+}
+
+
+def _run(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.gpu
+@requires_gpu
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
+    prog = tmp_path / f"{name}.py"
+    prog.write_text(textwrap.dedent(PROGRAMS[name]))
+    user_cache = tmp_path / "user_cache"
+    env = dict(os.environ, TRITON_CACHE_DIR=str(user_cache),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor_cache"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    plain = _run([sys.executable, str(prog)], tmp_path, env)
+    out = tmp_path / "out"
+    prof = _run([sys.executable, "-m", "proton_inject.cli", "profile", "--loops", "both",
+                 "-o", str(out), "--", "python", str(prog)], tmp_path, env)
+    assert prof.returncode == plain.returncode == 0, prof.stderr
+    assert prof.stdout == plain.stdout
+    index = json.loads((out / "run.json").read_text())
+    kept = [x for x in index["launches"] if not x["tuning"]]
+    assert kept and not any(x["all_zero"] for x in kept)
+    assert list((out / "ir").glob("*/*.ttgir"))
+    assert "instrumented 0 kernel(s)" not in prof.stderr
+    assert "kernel" in prof.stderr  # the report's table
+    if name == "autotuned":
+        assert "autotune benchmarking" in prof.stderr
+    # Nothing instrumented reached the user's cache, and a plain run afterwards is plain.
+    def instrumented_files() -> list[Path]:
+        dirs = [user_cache, tmp_path / "inductor_cache"]
+        return [f for d in dirs if d.exists() for f in d.rglob("*")
+                if f.is_file() and b"proton.record" in f.read_bytes()]
+
+    assert not instrumented_files()
+    again = _run([sys.executable, str(prog)], tmp_path, env)
+    assert again.stdout == plain.stdout
+    assert not instrumented_files()
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_profile_api_with_torch_compile(tmp_path):
+    import torch
+
+    def f(x):
+        return torch.softmax(x * 0.5, dim=-1).sum(-1)
+
+    x = torch.randn(512, 512, device="cuda")
+    want = f(x)
+    with proton_inject.profile(rules={"kernel-scope": True}, out=tmp_path / "o", quiet=True) as r:
+        got = torch.compile(f)(x)
+        torch.cuda.synchronize()
+    assert torch.allclose(got, want, atol=1e-5)
+    assert r.launches, r.messages
+    assert any(m.startswith("instrumented") and "triton_" in m for m in r.messages), r.messages
