@@ -126,6 +126,7 @@ class LaunchMeta:
     # The device's max SM clock (driver's CU_DEVICE_ATTRIBUTE_CLOCK_RATE), the fallback rate
     # when the timer reads of a launch cannot determine the clock.
     sm_clock_mhz: float | None = None
+    rank: int | None = None  # torchrun's RANK of the process that launched it
 
     @property
     def num_ctas(self) -> int:
@@ -141,8 +142,10 @@ class LaunchMeta:
 
     @property
     def label(self) -> str:
-        """Launch label used in file names and titles: ``00003-add_kernel``."""
-        return f"{self.launch:05d}-{self.kernel}"
+        """Launch label used in file names and titles: ``00003-add_kernel``
+        (``rank1-00003-add_kernel`` for one rank of a multi-process job)."""
+        head = "" if self.rank is None else f"rank{self.rank}-"
+        return f"{head}{self.launch:05d}-{self.kernel}"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``.json`` half of a raw launch)."""
@@ -166,6 +169,7 @@ class LaunchMeta:
             "launch": self.launch,
             "device": self.device,
             "sm_clock_mhz": self.sm_clock_mhz,
+            "rank": self.rank,
         }
 
     @classmethod
@@ -190,7 +194,8 @@ def _as_bytes(buffer: Any) -> np.ndarray:
 def raw_prefix(out_dir: str | os.PathLike, meta: LaunchMeta) -> Path:
     """Where ``save_raw`` should put a launch inside a ``raw/`` directory."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in meta.kernel)
-    return Path(out_dir) / f"{meta.launch:05d}-{safe}"
+    head = "" if meta.rank is None else f"rank{meta.rank}-"
+    return Path(out_dir) / f"{head}{meta.launch:05d}-{safe}"
 
 
 def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta) -> tuple[Path, Path]:

@@ -620,6 +620,10 @@ def split_program_argv(argv: Iterable[str], command: str) -> tuple[str, str, lis
     if not args:
         raise UserError(f"{command}: no program given: use proton-inject {command} ... -- "
                         "python script.py ARGS")
+    if Path(args[0]).name in ("torchrun", "torch.distributed.run") or args[:2] == ["-m", "torch.distributed.run"]:
+        raise UserError(f"{command}: put torchrun outside: torchrun --nproc-per-node N --no-python "
+                        f"proton-inject {command} ... -- python script.py ARGS (each rank is then "
+                        "profiled, with its rank in the file names)")
     if args[0] == "-m":
         if len(args) < 2:
             raise UserError(f"{command}: -m needs a module name")

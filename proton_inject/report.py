@@ -61,6 +61,7 @@ class LaunchData:
     drops: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     device: str | None = None
+    rank: int | None = None
 
     @classmethod
     def from_decoded(cls, d: Decoded) -> LaunchData:
@@ -74,7 +75,7 @@ class LaunchData:
             sm=e.sm, cta_ids=d.ctas.cta, cta_sm=d.ctas.sm,
             cta_init_ns=d.ctas.init_ns.astype(np.float64),
             cta_prefinal_ns=d.ctas.prefinal_ns.astype(np.float64),
-            drops=_drops_dict(d), warnings=list(d.warnings), device=m.device,
+            drops=_drops_dict(d), warnings=list(d.warnings), device=m.device, rank=m.rank,
         )
 
 
@@ -108,10 +109,16 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
             if found:
                 raws += found
                 continue
-            tr = sorted(q for q in p.iterdir() if q.name.endswith((".json", ".json.gz")))
+            tr = sorted(q for q in p.iterdir()
+                        if q.name.endswith((".json", ".json.gz")) and not _is_run_index(q))
             if not tr:
+                runs = sorted(q for q in p.glob("run*.json") if _is_run_index(q))
+                if runs:
+                    raise UserError(_empty_run(runs))
                 raise UserError(f"{p}: holds neither raw launches (*.json + *.bin) nor traces")
             traces += tr
+        elif _is_run_index(p):
+            raise UserError(f"{p}: is the run's index; give its directory ({p.parent}) to report")
         elif p.name.endswith((".bin", ".bin.gz")) or (p.suffix == ".json" and is_raw_json(p)):
             raws.append(p)
         elif p.name.endswith((".json", ".json.gz")):
@@ -119,6 +126,34 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
         else:
             raise UserError(f"{p}: expected a raw launch (.json/.bin), a trace (.json[.gz]) or a dir")
     return raws, traces
+
+
+def _is_run_index(path: Path) -> bool:
+    """Whether ``path`` is the run.json (run.rank<R>.json) that ``run`` writes."""
+    if not (path.name.startswith("run") and path.name.endswith(".json")):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    return b'"format": "proton-inject-run"' in head or b'"instrumented_dir"' in head
+
+
+def _empty_run(runs: Sequence[Path]) -> str:
+    """Why a run directory holds no launch, from its run.json messages."""
+    msgs: list[str] = []
+    code = None
+    for r in runs:
+        try:
+            d = json.loads(r.read_text())
+        except (OSError, ValueError):
+            continue
+        msgs += [str(m) for m in d.get("messages", [])][:3]
+        code = d.get("exit_code", code)
+    why = "; ".join(msgs) or "no instrumented launch was kept"
+    ended = f" (the program exited with code {code})" if code else ""
+    return f"{runs[0].parent}: the run kept no launches{ended}: {why}"
 
 
 def decode_raw(paths: Sequence[Path], clock_mhz: float | None = None) -> list[Decoded]:
@@ -205,7 +240,7 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
                 "unmatched_starts": s.get("unmatched_starts", 0),
                 "unmatched_ends": s.get("unmatched_ends", 0),
             },
-            warnings=list(s.get("warnings", [])), device=s.get("device"),
+            warnings=list(s.get("warnings", [])), device=s.get("device"), rank=s.get("rank"),
         ))
     return out
 
@@ -236,6 +271,9 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
     cycles = _concat(launches, "cycles").astype(np.float64)
     dur = _concat(launches, "dur_ns").astype(np.float64)
     warp = _concat(launches, "warp").astype(np.int64)
+    ranks = sorted({x.rank for x in launches if x.rank is not None})
+    rank_ev = np.concatenate([np.full(len(x.scope), -1 if x.rank is None else x.rank, np.int64)
+                              for x in launches]) if launches else np.zeros(0, np.int64)
     # Kernel time = sum over profiled (launch, CTA, warp) of that CTA's lifetime.
     kernel_ns = 0.0
     overlong = [0, 0, 0.0]  # CTAs whose records outlast them, CTAs, worst ratio
@@ -281,6 +319,11 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
             "ns": _stats(dur[m]),
             "share": float(dur[m].sum() / kernel_ns) if kernel_ns > 0 else None,
             "per_unit": per_unit if differs else None,
+            "per_rank": [
+                {"rank": r, "count": int((m & (rank_ev == r)).sum()),
+                 "cycles": _stats(cycles[m & (rank_ev == r)]), "ns": _stats(dur[m & (rank_ev == r)])}
+                for r in ranks
+            ] if ranks else None,
         })
     drops = {k: sum((x.drops.get(k) or 0) for x in launches)
              for k in ("records_written", "records_dropped", "warps_with_drops", "ctas_with_drops",
@@ -294,6 +337,7 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
         "kernel": first.kernel,
         "config": first.config,
         "launches": [x.launch for x in launches],
+        "ranks": ranks or None,
         "device": first.device,
         "grid": first.grid,
         "num_warps": W,
@@ -438,6 +482,13 @@ def format_text(summary: dict[str, Any]) -> str:
                 _fmt(n["mean"], 1), _fmt(n["median"], 1), _fmt(n["p95"], 1), _fmt(n["max"], 1),
                 "-" if r["share"] is None else f"{100 * r['share']:.1f}%",
             ])
+            for pr in r.get("per_rank") or []:
+                c, n = pr["cycles"], pr["ns"]
+                rows.append([
+                    f"  rank {pr['rank']}", f"{pr['count']:,}", _fmt(c["total"]), _fmt(c["mean"], 1),
+                    _fmt(c["median"]), _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1),
+                    _fmt(n["mean"], 1), _fmt(n["median"], 1), _fmt(n["p95"], 1), _fmt(n["max"], 1), "",
+                ])
             for u in r["per_unit"] or []:
                 rows.append([f"  {u['unit']}", f"{u['count']:,}", "", "", _fmt(u["median_cycles"]),
                              "", "", "", "", _fmt(u["median_ns"], 1), "", "", ""])
@@ -603,6 +654,12 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                gz: bool = False) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as e:
+            raise UserError("--plot needs matplotlib, which is not installed: "
+                            "pip install 'proton-inject[plot]' (or pip install matplotlib)") from e
     raws, traces = expand_inputs(inputs)
     check_outputs([("input", p) for p in raws + traces],
                   [(o, p, k) for o, p, k in (("--trace", trace_dir, "dir"), ("--plot", plot, "file"))

@@ -40,7 +40,23 @@ from .lowering import LoweringOptions, installed, scope_names_of, suggest_buffer
 from .override import jsonable as _jsonable
 from .override import split_program_argv
 
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+RUN_FORMAT = "proton-inject-run"  # run.json's "format": report tells it from a trace
+# Discard buffers captured into graphs we cannot follow: freeing them could let a later
+# replay write into someone else's memory.
+_KEEP_FOREVER: list[Any] = []
+
+
+def _rank() -> int | None:
+    """This process's rank under torchrun (RANK), None for a single-process program."""
+    try:
+        return int(os.environ["RANK"]) if "RANK" in os.environ else None
+    except ValueError:
+        return None
+
+
+def run_index_name(rank: int | None) -> str:
+    """run.json, or run.rank<R>.json for one rank of a multi-process job."""
+    return "run.json" if rank is None else f"run.rank{rank}.json"
 
 
 @dataclass
@@ -64,13 +80,11 @@ class LaunchRecord:
     scope_parents: list[tuple[int, int]] = field(default_factory=list)
     enqueued_ns: int = 0  # host clock (time.perf_counter_ns) when launched
     all_zero: bool = False
+    graph_replay: int | None = None  # replay number of the CUDA graph the launch was captured in
 
     @property
     def num_blocks(self) -> int:
         return self.grid[0] * self.grid[1] * self.grid[2] * self.num_ctas
-
-    def file_stem(self) -> str:
-        return f"{self.seq:05d}-{_SAFE_NAME.sub('_', self.kernel)[:80]}"
 
 
 @dataclass
@@ -83,6 +97,9 @@ class RunResult:
     messages: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     exit_code: int | None = None
+    # kernel -> launches captured into a CUDA graph that we could not profile (ran as usual)
+    in_cuda_graphs: dict[str, int] = field(default_factory=dict)
+    compile_fallbacks: list[dict[str, str]] = field(default_factory=list)
 
 
 class ProfileBufferTooLarge(Exception):
@@ -246,6 +263,7 @@ class _Pending:
     tuning: bool
     buffer: Any = None
     keep: bool = False
+    graph: Any = None  # the CUDA graph this launch is being captured into
 
 
 @dataclass
@@ -257,6 +275,24 @@ class _InFlight:
 
 
 # --- the session ------------------------------------------------------------------------------
+
+
+@contextmanager
+def _no_modes() -> Iterator[None]:
+    """Outside the program's torch modes (set_default_device, Inductor's): our own tensors
+    must land where we say, not where the program's context would put them."""
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with torch._C._DisableTorchFunction(), _disable_current_modes():
+        yield
+
+
+def _pinned(nbytes: int) -> Any:
+    import torch
+
+    with _no_modes():
+        return torch.empty(nbytes, dtype=torch.uint8, device="cpu", pin_memory=True)
 
 
 def _setting(tls: threading.local, attr: str, value_of: Any) -> Any:
@@ -322,6 +358,9 @@ class Session:
         self._device_clocks: dict[int, float | None] = {}
         self._started = False
         self._stopped = False
+        self._alloc_pool: Any = None  # one helper thread for device buffers (see _device_empty)
+        self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
+        self.rank = _rank()
         self.write_traces = True
 
     # -- setup / teardown --
@@ -383,6 +422,8 @@ class Session:
             triton.knobs.compilation.listener = self._listener(prev_listener)
             self._patch(CompiledKernel, "launch_metadata", self._wrap_launch_metadata)
             self._patch_autotuners()
+            self._patch_compile()
+            self._patch_cuda_graphs()
         except BaseException:
             self._teardown()
             raise
@@ -465,7 +506,135 @@ class Session:
         if cls is not None and "benchmark_all_configs" in cls.__dict__:
             self._patch(cls, "benchmark_all_configs", _setting(tls, "tuning", lambda at, kw: "inductor"))
 
+    def _patch_compile(self) -> None:
+        """Triton prints 'Overriding kernel with file ...' on stdout for every override: count it
+        instead (the program's stdout stays its own). An instrumented build that fails to
+        compile is compiled again from the original source, with a warning."""
+        import triton
+        import triton.compiler as tc
+        import triton.compiler.compiler as tcc
+        from triton.runtime.jit import JITFunction
+
+        def quiet_print(*args: Any, **kwargs: Any) -> None:
+            text = " ".join(map(str, args))
+            if "Overriding kernel with file" in text:
+                name = Path(text.split()[-1]).stem
+                with self._lock:
+                    self._overridden[name] = self._overridden.get(name, 0) + 1
+                return
+            print(*args, **kwargs)
+
+        tcc.print = quiet_print  # shadows the builtin in that module only
+        self._undo.append(lambda: tcc.__dict__.pop("print", None))
+        orig = tcc.compile
+        safe = self._safe_compile(orig)
+        for mod in (triton, tc, tcc):
+            if getattr(mod, "compile", None) is orig:
+                self._set_attr(mod, "compile", safe)
+        # JIT functions launched before the session hold Triton's compile itself.
+        self._patch(JITFunction, "_do_compile", self._safe_do_compile)
+
+    def _fallback(self, name: str, error: BaseException, compile_plain: Any) -> Any:
+        """Compile the original kernel after its instrumented build failed; warn once."""
+        import triton
+
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        with triton.knobs.compilation.scope():
+            triton.knobs.compilation.override = False
+            out = compile_plain()  # its own failure is the program's, as without us
+        with self._lock:
+            self.result.compile_fallbacks.append({"kernel": name, "error": first})
+            self.result.messages.append(
+                f"warning: kernel {name}: the instrumented build failed to compile ({first}); "
+                "it runs uninstrumented"
+            )
+        return out
+
+    def _overrides(self, name: str, src: Any = None) -> bool:
+        if name not in self._tree:
+            return False
+        if src is None or not hasattr(src, "hash"):
+            return True
+        from triton.runtime.cache import _base32
+
+        try:
+            return _base32(src.hash()) in self._tree[name]
+        except Exception:
+            return True
+
+    def _safe_compile(self, orig: Any) -> Any:
+        session = self
+
+        def compile(src: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return orig(src, *args, **kwargs)
+            except Exception as e:
+                name = getattr(getattr(src, "fn", None), "__name__", None) or str(getattr(src, "name", ""))
+                if not session._started or not session._overrides(name, src):
+                    raise
+                return session._fallback(name, e, lambda: orig(src, *args, **kwargs))
+
+        compile.__wrapped__ = orig  # type: ignore[attr-defined]
+        return compile
+
+    def _safe_do_compile(self, orig: Any) -> Any:
+        session = self
+
+        def _do_compile(jf: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return orig(jf, *args, **kwargs)
+            except Exception as e:
+                name = getattr(jf, "__name__", "")
+                if not session._started or not session._overrides(name):
+                    raise
+                return session._fallback(name, e, lambda: orig(jf, *args, **kwargs))
+
+        return _do_compile
+
+    def _patch_cuda_graphs(self) -> None:
+        """Launches captured into a CUDA graph run on every replay: each captured launch gets
+        its own buffer, kept alive with the graph, copied out after every replay."""
+        import torch
+
+        cls = getattr(torch.cuda, "CUDAGraph", None)
+        if cls is None or "capture_begin" not in cls.__dict__ or "replay" not in cls.__dict__:
+            return  # captured launches then run unprofiled (counted in in_cuda_graphs)
+        tls = self._tls
+        session = self
+
+        def capture_begin(orig: Any) -> Any:
+            def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
+                tls.capture = (graph, mode)
+                return orig(graph, *args, **kwargs)
+
+            return wrapper
+
+        def capture_end(orig: Any) -> Any:
+            def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                tls.capture = None
+                return orig(graph, *args, **kwargs)
+
+            return wrapper
+
+        def replay(orig: Any) -> Any:
+            def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                ret = orig(graph, *args, **kwargs)
+                captured = graph.__dict__.get("_proton_inject")
+                if captured and captured[0] is session and not session._stopped:
+                    session._replayed(captured[1], captured[2])
+                return ret
+
+            return wrapper
+
+        self._patch(cls, "capture_begin", capture_begin)
+        self._patch(cls, "capture_end", capture_end)
+        self._patch(cls, "replay", replay)
+
     def _teardown(self) -> None:
+        if self._alloc_pool is not None:
+            self._alloc_pool.shutdown(wait=True)
+            self._alloc_pool = None
         while self._undo:
             undo = self._undo.pop()
             try:
@@ -587,24 +756,62 @@ class Session:
 
         pending: _Pending | None = getattr(self._tls, "pending", None)
         device = torch.cuda.current_device()
-        keep = pending is not None and self._want(pending)
+        capturing = torch.cuda.is_current_stream_capturing()
+        graph, mode = getattr(self._tls, "capture", None) or (None, "global")
+        # A global-mode capture forbids allocating from other threads: take the graph's pool.
+        inline = capturing and mode == "global"
+        keep = pending is not None and self._want(pending, capturing)
+        if keep and capturing and graph is None:  # captured by an API we do not follow
+            with self._lock:
+                name = pending.info.name
+                self.result.in_cuda_graphs[name] = self.result.in_cuda_graphs.get(name, 0) + 1
+            keep = False
         if not keep:
-            return self._discard_buffer(size, device)
+            buf = self._discard_buffer(size, device, inline)
+            if capturing:  # the graph writes to it on every replay, after this session too
+                if graph is not None:
+                    graph.__dict__.setdefault("_proton_inject_keep", []).append(buf)
+                else:
+                    _KEEP_FOREVER.append(buf)
+            return buf
         s = self._stream_obj(int(stream or 0), device)
-        with self._lock:
-            self._poll()
-            while self._pending_bytes + size > self.max_pending and self._inflight:
-                self._retire(self._inflight.popleft(), wait=True)
+        if not capturing:  # event queries are illegal during a capture
+            with self._lock:
+                self._poll()
+                while self._pending_bytes + size > self.max_pending and self._inflight:
+                    self._retire(self._inflight.popleft(), wait=True)
+        buf = self._device_empty(size, device, inline)
         with torch.cuda.stream(s):
-            buf = torch.zeros(size, dtype=torch.uint8, device=device)
+            buf.zero_()  # in a capture this memset becomes part of the graph: zero per replay
         pending.buffer = buf
         pending.keep = True
+        pending.graph = graph if capturing else None
         return buf
 
-    def _want(self, p: _Pending) -> bool:
+    def _device_empty(self, size: int, device: int, inline: bool = False) -> Any:
+        """A device buffer from the default pool, allocated on a helper thread: on the
+        program's thread it could come from a CUDA-graph pool (Inductor's cudagraph trees
+        route the thread's allocations there and check that pool for unknown tensors)."""
+        import torch
+
+        def alloc() -> Any:
+            with _no_modes():
+                return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device))
+
+        if inline:
+            return alloc()
+        if self._alloc_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._alloc_pool = ThreadPoolExecutor(1, thread_name_prefix="proton-inject-alloc")
+        return self._alloc_pool.submit(alloc).result()
+
+    def _want(self, p: _Pending, capturing: bool = False) -> bool:
         reason = None
         if p.tuning and not self.keep_tuning:
             reason = "autotune benchmarking"
+        elif capturing:
+            return True  # --max-launches applies to each replay
         elif self.max_launches is not None and len(self.result.launches) >= self.max_launches:
             reason = "past --max-launches"
         if reason:
@@ -612,15 +819,13 @@ class Session:
             return False
         return True
 
-    def _discard_buffer(self, size: int, device: int):
-        import torch
-
+    def _discard_buffer(self, size: int, device: int, inline: bool = False):
         # Launches not kept still write their records somewhere. Old buffers are never freed
-        # during the session: an in-flight kernel on another stream may still write to them.
+        # during the session: an in-flight kernel (or a captured graph) may still write to them.
         for b in self._discard:
             if b.device.index == device and b.numel() >= size:
                 return b
-        buf = torch.empty(max(size, 1 << 20), dtype=torch.uint8, device=device)
+        buf = self._device_empty(max(size, 1 << 20), device, inline)
         self._discard.append(buf)
         return buf
 
@@ -638,27 +843,19 @@ class Session:
         self._tls.pending = None
         if p is None or not p.keep or p.buffer is None:
             return
+        if p.graph is not None:
+            # Captured: nothing ran yet. The buffer lives with the graph; each replay copies it.
+            with self._lock:
+                mine = p.graph.__dict__.get("_proton_inject")
+                if not mine or mine[0] is not self:
+                    mine = (self, [], [0])  # session, captured launches, replays so far
+                    p.graph._proton_inject = mine
+                mine[1].append(p)
+            return
         device = p.buffer.device.index
         s = self._stream_obj(p.stream, device)
         with self._lock:
-            md = p.info.ck.metadata
-            rec = LaunchRecord(
-                seq=len(self.result.launches),
-                kernel=p.info.name,
-                hash=p.info.override_hash,
-                compile_hash=str(getattr(md, "hash", "")),
-                grid=p.grid,
-                num_warps=int(md.num_warps),
-                num_ctas=int(getattr(md, "num_ctas", 1)),
-                stream=p.stream,
-                device=device,
-                scratch_bytes_per_cta=p.info.scratch,
-                config=p.config,
-                config_name=config_name(p.config),
-                tuning=p.tuning,
-                enqueued_ns=time.perf_counter_ns(),
-            )
-            self.result.launches.append(rec)
+            rec = self._record(p, p.stream, device)
             copy_stream = self._copy_streams.get(device)
             if copy_stream is None:
                 copy_stream = torch.cuda.Stream(device=device)
@@ -666,13 +863,61 @@ class Session:
             launched = torch.cuda.Event()
             launched.record(s)
             copy_stream.wait_event(launched)
+            host = _pinned(p.buffer.numel())
             with torch.cuda.stream(copy_stream):
-                host = torch.empty(p.buffer.numel(), dtype=torch.uint8, pin_memory=True)
                 host.copy_(p.buffer, non_blocking=True)
                 done = torch.cuda.Event()
                 done.record(copy_stream)
             self._inflight.append(_InFlight(rec, p.buffer, host, done))
             self._pending_bytes += p.buffer.numel()
+
+    def _record(self, p: _Pending, stream: int, device: int, replay: int | None = None) -> LaunchRecord:
+        md = p.info.ck.metadata
+        rec = LaunchRecord(
+            seq=len(self.result.launches),
+            kernel=p.info.name,
+            hash=p.info.override_hash,
+            compile_hash=str(getattr(md, "hash", "")),
+            grid=p.grid,
+            num_warps=int(md.num_warps),
+            num_ctas=int(getattr(md, "num_ctas", 1)),
+            stream=stream,
+            device=device,
+            scratch_bytes_per_cta=p.info.scratch,
+            config=p.config,
+            config_name=config_name(p.config),
+            tuning=p.tuning,
+            enqueued_ns=time.perf_counter_ns(),
+            graph_replay=replay,
+        )
+        self.result.launches.append(rec)
+        return rec
+
+    def _replayed(self, captured: list[_Pending], replays: list[int]) -> None:
+        """After a graph replay: copy each captured launch's buffer out, on the replay's
+        stream, so the next replay (same stream) cannot overwrite it before the copy."""
+        import torch
+
+        with self._lock:
+            replays[0] += 1
+            self._poll()
+            for p in captured:
+                if self.max_launches is not None and len(self.result.launches) >= self.max_launches:
+                    reason = "past --max-launches"
+                    self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
+                    continue
+                device = p.buffer.device.index
+                cur = torch.cuda.current_stream(device)
+                rec = self._record(p, cur.cuda_stream, device, replay=replays[0])
+                host = _pinned(p.buffer.numel())
+                with torch.cuda.stream(cur):
+                    host.copy_(p.buffer, non_blocking=True)
+                    done = torch.cuda.Event()
+                    done.record(cur)
+                self._inflight.append(_InFlight(rec, p.buffer, host, done))
+                self._pending_bytes += p.buffer.numel()
+            while self._pending_bytes > self.max_pending and self._inflight:
+                self._retire(self._inflight.popleft(), wait=True)
 
     # -- draining --
 
@@ -729,6 +974,7 @@ class Session:
             launch=rec.seq,
             device=self._device_names.get(rec.device),
             sm_clock_mhz=self._device_clocks.get(rec.device),
+            rank=self.rank,
         )
 
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
@@ -800,6 +1046,22 @@ class Session:
             msgs.append("no instrumented kernel was launched while profiling")
         for reason, n in sorted(self.result.dropped.items()):
             msgs.append(f"{n} instrumented launches not kept ({reason})")
+        graphs = self.result.in_cuda_graphs
+        if graphs:
+            msgs.append(
+                f"{sum(graphs.values())} launches captured into CUDA graphs by an API proton-inject "
+                f"does not follow ran unprofiled: {', '.join(f'{k} x{n}' for k, n in sorted(graphs.items()))}"
+            )
+        # One line per instrumented kernel (Triton's per-compile override notes are swallowed).
+        kept: dict[str, int] = {}
+        replayed: dict[str, int] = {}
+        for r in self.result.launches:
+            kept[r.kernel] = kept.get(r.kernel, 0) + 1
+            if r.graph_replay is not None:
+                replayed[r.kernel] = replayed.get(r.kernel, 0) + 1
+        for name, n in sorted(self._overridden.items()):
+            extra = f", {replayed[name]} of them CUDA-graph replays" if name in replayed else ""
+            msgs.append(f"kernel {name}: {n} instrumented builds, {kept.get(name, 0)} launches kept{extra}")
 
     def _write_traces(self) -> None:
         """Decode each written launch and write its Chrome trace beside ``raw/``."""
@@ -823,10 +1085,13 @@ class Session:
                 self.result.messages.append(f"launch {rec.seq} ({rec.kernel}): {w}")
 
     def _write_index(self) -> None:
-        if not self.result.launches and not self.out.exists():
-            return
+        from .decode import raw_prefix
+
+        # Always written (report reads it to explain a run that kept nothing).
         index = {
             "version": 1,
+            "format": RUN_FORMAT,
+            "rank": self.rank,
             "instrumented_dir": self.instrumented_dir,
             "options": self.options.to_json(),
             "launches": [
@@ -838,15 +1103,19 @@ class Session:
                     "num_warps": r.num_warps,
                     "config": r.config_name,
                     "tuning": r.tuning,
-                    "raw": f"raw/{r.file_stem()}.bin",
+                    "raw": f"raw/{raw_prefix(Path(), self.launch_meta(r)).name}.bin",
                     "all_zero": r.all_zero,
+                    "graph_replay": r.graph_replay,
                 }  # fmt: skip
                 for r in self.result.launches
             ],
             "dropped": self.result.dropped,
+            "in_cuda_graphs": self.result.in_cuda_graphs,
+            "compile_fallbacks": self.result.compile_fallbacks,
+            "exit_code": self.result.exit_code,
             "messages": self.result.messages,
         }
-        path = write_atomic(self.out / "run.json", json.dumps(index, indent=1) + "\n")
+        path = write_atomic(self.out / run_index_name(self.rank), json.dumps(index, indent=1) + "\n")
         self.result.files.append(str(path))
 
 
@@ -934,6 +1203,6 @@ def run_in_session(session: Session, argv: Sequence[str], command: str) -> RunRe
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path0
+        session.result.exit_code = code
         session.stop()
-    session.result.exit_code = code
     return session.result

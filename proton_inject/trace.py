@@ -233,6 +233,8 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
     # Name and order processes (SMs) and threads (CTA x warp) that have events.
     sms = np.unique(c.sm[has])
     label = f"{meta.kernel} #{meta.launch} " if merged else ""
+    if meta.rank is not None:
+        label = f"rank {meta.rank} {label}"
     lines = []
     for s in sms.tolist():
         p = pid_base + s
@@ -281,6 +283,8 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
         "unmatched_ends": d.unmatched_ends,
         "warnings": d.warnings,
     }
+    if meta.rank is not None:
+        summary["rank"] = meta.rank
     return parts, summary
 
 

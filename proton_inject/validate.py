@@ -283,7 +283,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         clock_bits=clock_bits, granularity=str_field("granularity", "warp"),
         sampled_warps=None if sampled is None else list(sampled), buffer_type=buffer_type,
         config=config, launch=int_field("launch", 0, 10**12, 0), device=device,
-        sm_clock_mhz=float(mhz) if mhz else None,
+        sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
     )  # fmt: skip
 
 

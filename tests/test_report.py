@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from proton_inject.cli import main
-from proton_inject.decode import decode, load_raw, save_raw
+from proton_inject.decode import decode, load_raw, raw_prefix, save_raw
+from proton_inject.errors import UserError
 from proton_inject.report import LaunchData, run_report, summarize
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
@@ -125,6 +127,7 @@ def test_trace_round_trip_gives_same_numbers(tmp_path, fixture_report):
 
 
 def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
     res = run_report([DATA / "profile_scratch_mm.json"], plot=tmp_path / "t.png")
     png = tmp_path / "t.png"
     assert res.files == [png]
@@ -167,3 +170,66 @@ def test_cli(tmp_path):
              LaunchMeta.from_dict(meta))
     r = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert r.exit_code == 2 and "instrumented binary was not used" in r.output
+
+
+def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an install without [plot] sees
+    with pytest.raises(UserError, match=r"proton-inject\[plot\]"):
+        run_report([DATA / "profile_scratch_mm.json"], plot=tmp_path / "t.png")
+    assert not (tmp_path / "t.png").exists()
+
+
+def _two_ranks(tmp_path: Path) -> Path:
+    """The add launch as two ranks of a torchrun job write it: one raw dir, rank in the names."""
+    buf, meta = load_raw(DATA / "profile_scratch_add.json")
+    for rank in (0, 1):
+        meta.rank = rank
+        save_raw(raw_prefix(tmp_path / "raw", meta), buf, meta)
+    return tmp_path
+
+
+def test_ranks_merge_into_one_table_and_one_trace(tmp_path):
+    out = _two_ranks(tmp_path)
+    assert sorted(p.name for p in (out / "raw").glob("*.json")) == [
+        "rank0-00000-add_kernel.json", "rank1-00000-add_kernel.json"]
+    res = run_report([out], as_json=True, trace_dir=tmp_path / "tr", merge=True)
+    (add,) = json.loads(res.text)["kernels"]
+    assert add["ranks"] == [0, 1] and add["launches"] == [0, 0]
+    it = _region(add, "iter")
+    assert it["count"] == 2 * 32768
+    assert [(r["rank"], r["count"]) for r in it["per_rank"]] == [(0, 32768), (1, 32768)]
+    text = run_report([out]).text
+    assert "  rank 0 " in text and "  rank 1 " in text
+    (merged,) = res.files
+    doc = json.loads(merged.read_text())
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    r0 = {n for n in names if n.startswith("rank 0 add_kernel #0 SM ")}
+    r1 = {n for n in names if n.startswith("rank 1 add_kernel #0 SM ")}
+    assert r0 and len(r0) == len(r1) and len(names) == len(r0) + len(r1)
+    assert [s["rank"] for s in doc["otherData"]["launches"]] == [0, 1]
+    # the merged trace reads back with its ranks
+    again = json.loads(run_report([merged], as_json=True).text)["kernels"][0]
+    assert again["ranks"] == [0, 1]
+
+
+def test_report_on_a_run_that_kept_nothing(tmp_path):
+    """run always writes run.json; report explains the empty run instead of misreading it."""
+    (tmp_path / "run.json").write_text(json.dumps({
+        "version": 1, "format": "proton-inject-run", "rank": None, "instrumented_dir": "inst",
+        "launches": [], "exit_code": 1,
+        "messages": ["kernel add_kernel (ABC) was never compiled: the program did not launch it"],
+    }, indent=1))
+    r = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "the run kept no launches (the program exited with code 1)" in r.output
+    assert "add_kernel (ABC) was never compiled" in r.output and "not a proton-inject" not in r.output
+    r = CliRunner().invoke(main, ["report", str(tmp_path / "run.json")])
+    assert r.exit_code == 2 and "give its directory" in r.output
+
+
+def test_report_ignores_run_json_beside_traces(tmp_path):
+    """A run directory with traces and run.json (raw/ removed): the traces are read."""
+    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, merge=False)
+    (tmp_path / "run.json").write_text('{\n "version": 1,\n "format": "proton-inject-run",\n "launches": []\n}\n')
+    (add,) = json.loads(run_report([tmp_path], as_json=True).text)["kernels"]
+    assert add["kernel"] == "add_kernel" and len(res.files) == 1

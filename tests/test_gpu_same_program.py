@@ -1,0 +1,262 @@
+"""GPU: profiling never changes what the program does (issue 11).
+
+CUDA graphs (torch.compile reduce-overhead and a hand capture), outputs plain vs profiled,
+a kernel whose instrumented build fails to compile, two torchrun ranks on one GPU. Each
+program prints exact checksums (float.hex) on stdout; the profiled run must print the same
+bytes (so also nothing of ours or Triton's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import requires_gpu
+
+from proton_inject.decode import decode, find_raw, load_raw
+
+pytestmark = [pytest.mark.gpu, requires_gpu]
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+CLI = [sys.executable, "-m", "proton_inject.cli"]
+
+# A small Llama-like block: RMSNorm (looped reductions at this width), attention, SiLU MLP.
+_MODEL = textwrap.dedent("""
+    import sys, torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    D, H, L = 2048, 16, 2
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(D, 3 * D, bias=False)
+            self.o = torch.nn.Linear(D, D, bias=False)
+            self.up = torch.nn.Linear(D, 4 * D, bias=False)
+            self.gate = torch.nn.Linear(D, 4 * D, bias=False)
+            self.down = torch.nn.Linear(4 * D, D, bias=False)
+            self.w1 = torch.nn.Parameter(torch.rand(D) + 0.5)
+            self.w2 = torch.nn.Parameter(torch.rand(D) + 0.5)
+
+        def norm(self, x, w):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.norm(x, self.w1)).view(b, t, 3, H, D // H).transpose(1, 3).unbind(2)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, D)
+            x = x + self.o(a)
+            h = self.norm(x, self.w2)
+            return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+    model = torch.nn.Sequential(*[Block() for _ in range(L)]).cuda()
+    mode = sys.argv[1] if len(sys.argv) > 1 else "default"
+    f = torch.compile(model, mode=None if mode == "default" else mode)
+    x = torch.randn(2, 64, D, device="cuda")
+    with torch.no_grad():
+        for i in range(4):
+            y = f(x)
+            print(i, float(y.double().sum()).hex(), float(y.double().abs().sum()).hex())
+""")
+
+_LIGER = textwrap.dedent("""
+    import torch
+    from liger_kernel.transformers.rms_norm import LigerRMSNorm
+    from liger_kernel.transformers.swiglu import LigerSiLUMulFunction
+    torch.manual_seed(0)
+    x = torch.randn(64, 4096, device="cuda", requires_grad=True)
+    norm = LigerRMSNorm(4096).cuda()
+    a = torch.randn(64, 4096, device="cuda", requires_grad=True)
+    y = norm(x)
+    z = LigerSiLUMulFunction.apply(y, a)
+    z.square().sum().backward()
+    for t in (y, z, x.grad, a.grad, norm.weight.grad):
+        print(float(t.double().sum()).hex())
+""")
+
+_AUTOTUNED = textwrap.dedent("""
+    import torch, triton, triton.language as tl
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2),
+                              triton.Config({"BLOCK": 256}, num_warps=4)], key=["n"])
+    @triton.jit
+    def rowsum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        acc = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, n, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            acc += tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0) * 1.5
+        tl.store(out_ptr + row, tl.sum(acc))
+
+    torch.manual_seed(0)
+    x = torch.randn(512, 8192, device="cuda")
+    out = torch.empty(512, device="cuda")
+    for _ in range(3):
+        rowsum[(512,)](x, out, 8192)
+    print("BLOCK", rowsum.best_config.kwargs["BLOCK"], float(out.double().sum()).hex())
+""")
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                PYTHONUNBUFFERED="1")
+
+
+def _sh(args: list[str], cwd: Path, ok: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(args, env=_env(), capture_output=True, text=True, cwd=cwd, timeout=400)
+    if ok:
+        assert p.returncode == 0, f"{args}\n{p.stdout}\n{p.stderr[-4000:]}"
+    return p
+
+
+KS = ("--kernel-scope", "--no-marks")
+LOOPS = ("--kernel-scope", "--loops", "both", "--no-marks")
+
+
+def _plain_and_profiled(tmp_path: Path, body: str, args: tuple[str, ...] = (),
+                        inserts: tuple[tuple[str, ...], ...] = (KS,),
+                        ) -> tuple[str, list[subprocess.CompletedProcess]]:
+    """The program's stdout run plainly, and its runs under `run` for each set of insert rules
+    (traces in traces0, traces1, ...)."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(body)
+    plain = _sh([sys.executable, str(prog), *args], tmp_path).stdout
+    _sh([*CLI, "dump", "-o", "dump", "--", "python", str(prog), *args], tmp_path)
+    runs = []
+    for i, rules in enumerate(inserts):
+        _sh([*CLI, "insert", "dump", "-o", f"inst{i}", *rules], tmp_path)
+        prof = _sh([*CLI, "run", f"inst{i}", "-o", f"traces{i}", "--", "python", str(prog), *args], tmp_path)
+        print(prof.stderr[-3000:])
+        runs.append(prof)
+    return plain, runs
+
+
+def _index(out: Path, name: str = "run.json") -> dict:
+    return json.loads((out / name).read_text())
+
+
+def test_reduce_overhead_graph_replays_are_profiled(tmp_path):
+    plain, (prof,) = _plain_and_profiled(tmp_path, _MODEL, ("reduce-overhead",))
+    assert prof.stdout == plain  # same numbers, nothing of ours or Triton's on stdout
+    index = _index(tmp_path / "traces0")
+    replays = [x for x in index["launches"] if x["graph_replay"] is not None]
+    assert replays, index["messages"]
+    assert not index["in_cuda_graphs"] and not any(x["all_zero"] for x in index["launches"])
+    assert max(x["graph_replay"] for x in replays) >= 2  # later calls replay the graph
+    for p in find_raw(tmp_path / "traces0" / "raw")[:20]:
+        assert len(decode(*load_raw(p)).events) > 0
+    assert "Overriding kernel" not in prof.stdout + prof.stderr
+    rep = _sh([*CLI, "report", "traces0"], tmp_path)
+    assert "kernel" in rep.stdout
+
+
+def test_hand_captured_graph_is_profiled_on_every_replay(tmp_path):
+    from test_gpu_runtime import _instrumented, _load
+
+    from proton_inject.runtime import profile
+
+    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
+    va = _load(EXAMPLES / "vector_add.py", "pi_vector_add_graph")
+    x = torch.randn(1_000_003, device="cuda")
+    with profile(inst, out=tmp_path / "traces", quiet=True) as result:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            out = va.add(x, x)  # warm up (compiles) outside the capture
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = va.add(x, x)
+        for k in range(3):
+            x.add_(1.0)
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, x + x), k
+    assert [r.graph_replay for r in result.launches] == [None, 1, 2, 3], result.messages
+    assert not result.in_cuda_graphs
+    evs = [decode(*load_raw(p)) for p in find_raw(tmp_path / "traces" / "raw")]
+    assert len(evs) == 4 and all(len(d.events) > 0 for d in evs)
+
+
+def test_outputs_are_bit_identical_plain_vs_profiled(tmp_path):
+    results = {}
+    cases = {"torch.compile": (_MODEL, ()), "autotuned": (_AUTOTUNED, ())}
+    try:
+        import liger_kernel  # noqa: F401
+
+        cases["liger"] = (_LIGER, ())
+    except ImportError:
+        print("liger_kernel not installed: Liger case skipped")
+    for name, (body, args) in cases.items():
+        d = tmp_path / name.replace(".", "_")
+        d.mkdir()
+        plain, (ks, loops) = _plain_and_profiled(d, body, args, (KS, LOOPS))
+        results[(name, "kernel")] = (plain, ks.stdout)
+        results[(name, "loops")] = (plain, loops.stdout)
+    for (name, rules), (plain, prof) in results.items():
+        print(f"SAME {name:14s} {rules:8s} {plain == prof}\n  plain    {plain!r}\n  profiled {prof!r}")
+    assert all(a == b for a, b in results.values())
+
+
+def test_failed_instrumented_compile_runs_the_original(tmp_path):
+    from test_gpu_runtime import _instrumented
+
+    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
+    (f,) = inst.glob("*/add_kernel.ttgir")
+    # An op MLIR does not know: insert's parser keeps it, Triton's parser refuses the file.
+    text = f.read_text()
+    at = text.index('proton.record start "kernel"')
+    f.write_text(text[:at] + '"proton_inject.no_such_op"() : () -> ()\n    ' + text[at:])
+    prog = tmp_path / "prog.py"
+    prog.write_text(f"import sys, torch\nsys.path.insert(0, {str(EXAMPLES)!r})\nimport vector_add as va\n"
+                    "x = torch.randn(1_000_003, device='cuda')\n"
+                    "print(torch.equal(va.add(x, x), x + x))\n")
+    p = _sh([*CLI, "run", str(inst), "-o", "traces", "--", "python", str(prog)], tmp_path, ok=False)
+    print(p.stderr[-3000:])
+    assert p.returncode == 0 and p.stdout == "True\n"
+    index = _index(tmp_path / "traces")
+    assert [x["kernel"] for x in index["compile_fallbacks"]] == ["add_kernel"]
+    assert "failed to compile" in p.stderr and "runs uninstrumented" in p.stderr
+
+
+_RANKS = textwrap.dedent("""
+    import os, sys, torch, torch.distributed as dist
+    sys.path.insert(0, sys.argv[1])
+    import vector_add as va
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    t = torch.tensor([rank + 1.0])
+    dist.all_reduce(t)
+    x = torch.full((1_000_003,), float(rank), device="cuda")
+    print(rank, torch.equal(va.add(x, x), x + x), float(t))
+    dist.destroy_process_group()
+""")
+
+
+def test_two_ranks_under_torchrun(tmp_path):
+    from test_gpu_runtime import _instrumented
+
+    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
+    prog = tmp_path / "ranks.py"
+    prog.write_text(_RANKS)
+    p = _sh([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+             "-m", "proton_inject.cli", "run", str(inst), "-o", "traces", "--",
+             "python", str(prog), str(EXAMPLES)], tmp_path)
+    assert sorted(p.stdout.split("\n")) == ["", "0 True 3.0", "1 True 3.0"], p.stdout
+    out = tmp_path / "traces"
+    assert {_index(out, f"run.rank{r}.json")["rank"] for r in (0, 1)} == {0, 1}
+    names = sorted(q.name for q in (out / "raw").glob("*.json"))
+    assert names == ["rank0-00000-add_kernel.json", "rank1-00000-add_kernel.json"], names
+    rep = _sh([*CLI, "report", "traces", "--json", "--trace", "merged", "--merge"], tmp_path)
+    (k,) = json.loads(rep.stdout)["kernels"]
+    assert k["ranks"] == [0, 1]
+    doc = json.loads((tmp_path / "merged" / "merged.json").read_text())
+    procs = {e["args"]["name"].split(" SM ")[0] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    assert procs == {"rank 0 add_kernel #0", "rank 1 add_kernel #0"}
