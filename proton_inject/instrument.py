@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -156,23 +157,32 @@ def _manifest_regions(regions: list[Region], index: dict[int, Region],
     return out
 
 
+_RECORD_LINE = re.compile(r'[ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*"[ \t]*\r?')
+
+
 def strip_text(data: str | bytes, path: str = "<string>") -> str:
-    """Remove every `proton.record` line; the inverse of insert_text."""
+    """Remove every `proton.record` line; the inverse of insert_text.
+
+    Only the record's own line goes, and only when it is exactly a line insert writes:
+    an op parsed as spanning more (a record line before a `partitionN(...) {` continuation
+    line takes it in) keeps the rest, and a line holding anything else is refused.
+    """
     module = parse(data, path)
     text = module.text
-    cuts = []
+    cuts = set()
     for op in module.walk():
         if op.name != RECORD_OP:
             continue
         start = _line_start(text, op.start)
-        nl = text.find("\n", op.end)
+        nl = text.find("\n", op.start)
         end = len(text) if nl < 0 else nl + 1
-        if text[start:op.start].strip() or text[op.end:end].strip():
-            raise UserError(f"{path}:{op.line}: proton.record shares its line with other "
-                            "text; cannot strip it cleanly")
+        if not _RECORD_LINE.fullmatch(text, start, len(text) if nl < 0 else nl):
+            raise UserError(f"{path}:{op.line}: this proton.record line holds more than a "
+                            "record proton-inject writes ('proton.record start|end \"NAME\"'); "
+                            "cannot strip it without losing the rest; edit the line by hand")
         if nl < 0 and start > 0:  # the record ended the file: drop the newline before it
             start -= 1
-        cuts.append((start, end))
+        cuts.add((start, end))
     out, pos = [], 0
     for a, b in sorted(cuts):
         out.append(text[pos:a])

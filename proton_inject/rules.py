@@ -284,6 +284,9 @@ def _loops(k: _Kernel) -> None:
             i = block.ops.index(op)
             k.add(_label("loop", op), block, i, i, "loops", src, rank=1)
         if mode in ("iteration", "both"):
+            if not op.regions:
+                raise UserError(f"{k.where(op)}: {op.name} has no body region, which MLIR would "
+                                "refuse; is the file damaged? Re-dump it, or use --loops outer")
             body_region = op.regions[-1]  # scf.for: its body; scf.while: the `do` region
             for body in body_region.blocks:
                 end = _end_index(body)

@@ -320,6 +320,9 @@ def parse(text: str | bytes, path: str = "<string>") -> Module:
     """Parse TTGIR; raises ParseError (with file:line:column and a caret) on malformed input."""
     if isinstance(text, bytes):
         text = text.decode("latin-1")
+    if not text.strip():
+        raise ParseError("the file is empty; expected TTGIR (a 'module attributes {...} {' "
+                         "holding tt.func ops), e.g. from `proton-inject dump`", path, 1, 1, "")
     source = text if text.endswith("\n") else text + "\n"
     try:
         items = _get_parser().parse(source)
@@ -351,10 +354,24 @@ def parse(text: str | bytes, path: str = "<string>") -> Module:
                 ops.extend(_split_lines(item))
         elif isinstance(item, tuple) and item[0] == "attr_alias":
             attr_aliases.append((item[1], item[2]))
+    _check_top_level(ops, source, path)
     module = Module(path=path, text=text, items=ops, loc_aliases=loc_aliases,
                     attr_aliases=attr_aliases)
     _resolve_locations(module, source)
     return module
+
+
+def _check_top_level(ops: list[Op], source: str, path: str) -> None:
+    """Only a module (or, as MLIR allows, dialect ops it wraps in one) stands at the top:
+    a file of words or noise parses as bare-named ops, and is not IR."""
+    if not ops:
+        raise _error_at(source, path, 0, "no op in the file; expected TTGIR (a 'module "
+                        "attributes {...} {' holding tt.func ops), e.g. from `proton-inject dump`")
+    for op in ops:
+        if op.name not in ("module", "builtin.module") and "." not in op.name:
+            raise _error_at(source, path, op.start, f"{op.name[:40]!r} is not an op that can "
+                            "stand at the top level; expected a module like 'module "
+                            "attributes {...} {' (is this a TTGIR file?)")
 
 
 def parse_file(path: str | os.PathLike) -> Module:

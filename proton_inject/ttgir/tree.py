@@ -17,7 +17,8 @@ STRAIGHT_LINE_REGION_OPS = frozenset(
 )
 LOOP_OPS = frozenset({"scf.for", "scf.while"})
 TERMINATORS = frozenset(
-    {"scf.yield", "tt.return", "scf.condition", "ttg.warp_yield", "ttg.warp_return"}
+    {"scf.yield", "tt.return", "scf.condition", "ttg.warp_yield", "ttg.warp_return",
+     "cf.br", "cf.cond_br", "cf.switch"}
 )
 # Ops whose printed form omits an operand-less terminator; MLIR re-adds `scf.yield`.
 IMPLICIT_YIELD_OPS = frozenset({"scf.for", "scf.if"})
@@ -96,12 +97,13 @@ class Op:
         return self.results[0].lstrip("%").split(":")[0]
 
     def walk(self):
-        """This op and every op nested in it, in text order."""
-        yield self
-        for r in self.regions:
-            for b in r.blocks:
-                for op in b.ops:
-                    yield from op.walk()
+        """This op and every op nested in it, in text order (iterative: nesting has no limit)."""
+        stack = [self]
+        while stack:
+            op = stack.pop()
+            yield op
+            if op.regions:
+                stack.extend(reversed([c for r in op.regions for b in r.blocks for c in b.ops]))
 
     def parent_op(self) -> Op | None:
         return self.parent.parent.parent if self.parent and self.parent.parent else None
@@ -178,6 +180,12 @@ class Module:
         for item in self.items:
             yield from item.walk()
 
+    def block_name(self, block: Block) -> str:
+        """`^bb2` for a labelled block, else `^bb0` (the entry block prints no label)."""
+        if block.label is None:
+            return "^bb0"
+        return block.label.split("(", 1)[0].rstrip(":")
+
     @property
     def functions(self) -> list[Function]:
         funcs = []
@@ -199,16 +207,25 @@ class Module:
 
 
 def _render_op(text: str, op: Op, out: list[str]) -> int:
+    """Append the text of `op`, children re-rendered from the tree; returns op.end.
+
+    Iterative: the stack holds the ops still to enter and, for each entered op, a
+    marker to emit its tail (text after its last child) once its children are done.
+    """
     pos = op.start
-    for region in op.regions:
-        out.append(text[pos : region.start])
-        pos = region.start
-        for block in region.blocks:
-            for child in block.ops:
-                out.append(text[pos : child.start])
-                pos = _render_op(text, child, out)
-    out.append(text[pos : op.end])
-    return op.end
+    stack: list[tuple[Op, bool]] = [(op, False)]
+    while stack:
+        cur, done = stack.pop()
+        if done:
+            out.append(text[pos : cur.end])
+            pos = cur.end
+            continue
+        out.append(text[pos : cur.start])
+        pos = cur.start
+        stack.append((cur, True))
+        stack.extend((c, False) for c in reversed(
+            [c for r in cur.regions for b in r.blocks for c in b.ops]))
+    return pos
 
 
 def induction_var(op: Op) -> str | None:
@@ -237,8 +254,9 @@ def mlir_op_counts(module: Module) -> dict[str, int]:
         counts[name] = counts.get(name, 0) + 1
         if op.name in IMPLICIT_YIELD_OPS:
             for region in op.regions:
-                for block in region.blocks:
-                    if not block.ops or not block.ops[-1].is_terminator:
+                blocks = region.blocks or [None]  # `{ }` or only comments: one empty block
+                for block in blocks:
+                    if block is None or not block.ops or not block.ops[-1].is_terminator:
                         counts["scf.yield"] = counts.get("scf.yield", 0) + 1
         if op.name == "ttg.warp_specialize" and len(op.regions) > 1:
             key = "ttg.warp_specialize.partitions"
