@@ -27,7 +27,7 @@ class _Group(click.Group):
             sys.exit(e.exit_code)
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks for user errors.")
 @click.version_option(package_name="proton-inject")
 @click.pass_context
@@ -152,7 +152,7 @@ def insert(src, out, force, check_against, **kw) -> None:
                                if rules.kernel else "") + "".join(f"; {n}" for n in notes[:3]))
         kernels = res.kernels
     for note in notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
     if manifest is not None:
         kernels_desc = [(k["kernel"], k["file"], len(k["regions"])) for k in manifest["kernels"]]
     else:
@@ -265,7 +265,6 @@ def _aot_spec(args: tuple[str, ...]) -> tuple[str, str] | None:
 
 @main.command(
     "dump",
-    context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Examples:\n\n"
     "  proton-inject dump --target cuda:90 examples/matmul.py:matmul_kernel "
     "--signature 'a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp16,M=i32:16,...' "
@@ -281,11 +280,18 @@ def _aot_spec(args: tuple[str, ...]) -> tuple[str, str] | None:
 @click.option("--constexpr", "constexprs", multiple=True, metavar="NAME=VALUE",
               help="AOT: a constexpr parameter (int, float, true/false or string); repeatable. "
               "Arguments the JIT specializes to 1 (unit strides) go here too.")
-@click.option("--num-warps", type=int, default=4, show_default=True, help="AOT: num_warps.")
-@click.option("--num-stages", type=int, default=3, show_default=True, help="AOT: num_stages.")
+@click.option("--num-warps", type=int, default=None,
+              help="AOT: num_warps (default: the autotune config's, else Triton's: 4).")
+@click.option("--num-stages", type=int, default=None,
+              help="AOT: num_stages (default: the autotune config's, else Triton's for the "
+              "target).")
+@click.option("--num-ctas", type=int, default=None, help="AOT: num_ctas (default 1).")
+@click.option("--config", "config", type=int, default=None, metavar="N",
+              help="AOT, @triton.autotune kernel: dump only config N (default: every config).")
 @click.option("--kernel", default=None, metavar="REGEX",
               help="Program form: keep only kernels whose name matches.")
-def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages, kernel):
+def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages, num_ctas, config,
+             kernel):
     """Dump TTGIR into an override tree: OUT/<hash>/<kernel>.ttgir + OUT/manifest.json.
 
     AOT form: one FILE.py:KERNEL argument and --target compile that kernel on this machine
@@ -298,12 +304,16 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
         if kernel:
             raise UserError(f"--kernel {kernel}: only applies to a program's dump; "
                             f"{args[0]} already names the one kernel to dump")
-        _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages)
+        _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages, num_ctas,
+                  config)
         return
     if not args:
         raise UserError("dump: give FILE.py:KERNEL with --target, or '-- python script.py ...'")
     aot_only = [n for n, v in (("--target", target), ("--signature", signature),
-                               ("--constexpr", constexprs)) if v]
+                               ("--constexpr", constexprs), ("--num-warps", num_warps),
+                               ("--num-stages", num_stages), ("--num-ctas", num_ctas),
+                               ("--config", config))
+                if v is not None and v != ()]
     if aot_only:
         raise UserError(
             f"dump: {', '.join(aot_only)} only apply to an ahead-of-time dump of one "
@@ -312,20 +322,25 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
     _dump_program(list(args), out_dir, kernel)
 
 
-def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages) -> None:
+def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages, num_ctas,
+              config):
     from . import override
 
     source_file, kernel = spec
     _check_outputs([("kernel source", source_file)], [("-o", out_dir, "dir")])
     sig = override.parse_signature(signature) if signature else {}
-    result = override.compile_aot(
+    results = override.compile_aot_all(
         source_file, kernel, sig, override.parse_constexprs(constexprs), target,
-        num_warps=num_warps, num_stages=num_stages,
+        num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas, config=config,
     )
-    written = override.write_dump([result], out_dir)
+    results, notes = override.one_per_hash(results)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    written = override.write_dump(results, out_dir)
     click.echo(f"wrote {len(written)} kernel(s) to {out_dir}:")
-    for r in [result]:
-        click.echo(f"  {r.ttgir_relpath}  ({r.target}, {r.num_warps} warps, "
+    for r in results:
+        cfg = f"config [{r.config}] {r.config_desc}: " if r.config is not None else ""
+        click.echo(f"  {r.ttgir_relpath}  ({cfg}{r.target}, {r.num_warps} warps, "
                    f"{r.num_stages} stages)")
 
 

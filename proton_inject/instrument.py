@@ -236,9 +236,26 @@ def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
             k.file = rel
             k.dump = dump_info.get(rel)
             kernels.append(_kernel_dict(k))
+            notes.extend(_changed_source_note(k))
     manifest = {"tool": f"proton-inject {__version__}", "format": 1,
                 "rules": _rules_dict(rules), "kernels": kernels}
     return outputs, manifest, notes
+
+
+def _changed_source_note(k: KernelManifest) -> list[str]:
+    """A warning when marks or line ranges are read from a source file that changed since the
+    dump: the IR's line numbers are the old file's, so a region may cover other code."""
+    dump = k.dump or {}
+    recorded, path = dump.get("source_sha256"), dump.get("source_file")
+    if not recorded or not path or not any(r.origin in ("mark", "region") for r in k.regions):
+        return []
+    from .override import source_sha256
+
+    if source_sha256(path) in (recorded, None):
+        return []
+    return [f"warning: kernel {k.kernel}: {path} changed since it was dumped; its marks and "
+            "line ranges are matched against the dumped IR's line numbers: re-run "
+            "`proton-inject dump` if lines moved"]
 
 
 def _kernel_dict(k: KernelManifest) -> dict:

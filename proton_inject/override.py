@@ -170,7 +170,28 @@ def parse_constexpr_value(text: str) -> Any:
         return s.lower() == "true"
     if s.lower() == "none":  # `if MASK is not None:` needs Python's None, not the string
         return None
+    if s.startswith("tl."):  # a dtype constexpr (hashed as a dtype, not as a string)
+        import triton.language as tl
+
+        dt = getattr(tl, s[3:], None)
+        if isinstance(dt, tl.dtype):
+            return dt
     return s
+
+
+def constexpr_text(v: Any) -> str:
+    """The ``--constexpr`` text that ``parse_constexpr_value`` reads back as ``v``."""
+    import triton.language as tl
+
+    if v is None:
+        return "None"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, tl.dtype):
+        name = next((n for n in dir(tl) if isinstance(getattr(tl, n), tl.dtype)
+                     and getattr(tl, n) == v), str(v))
+        return f"tl.{name}"
+    return repr(v) if isinstance(v, float) else str(v)
 
 
 def parse_constexprs(items: Iterable[str]) -> dict[str, Any]:
@@ -257,6 +278,111 @@ def load_kernel(source_file: str | os.PathLike, kernel_name: str):
     return fn
 
 
+# --- autotune and heuristics wrappers --------------------------------------------
+
+
+@dataclass
+class KernelSpec:
+    """A kernel as its module defines it: the JITFunction, its autotune configs (in the
+    decorator's order, None without ``@triton.autotune``) and its ``@triton.heuristics``
+    values (name -> function of the launch's arguments), in the order the launch applies them."""
+
+    fn: Any
+    configs: list | None
+    heuristics: dict[str, Any]
+
+
+def load_kernel_spec(source_file: str | os.PathLike, kernel_name: str) -> KernelSpec:
+    """``load_kernel`` plus what its autotune/heuristics wrappers decide at launch time."""
+    fn = load_kernel(source_file, kernel_name)
+    obj = getattr(load_module(Path(source_file).resolve()), kernel_name)
+    configs, heuristics = None, {}
+    chain = []
+    while obj is not None and obj is not fn:
+        chain.append(obj)
+        obj = getattr(obj, "fn", None)
+    # A launch runs the outermost wrapper first; heuristics see the config's values, so they
+    # are applied innermost-last in the order the wrappers call each other.
+    for w in chain:
+        cfgs = getattr(w, "configs", None)
+        if configs is None and isinstance(cfgs, list | tuple) and cfgs and all(
+                hasattr(c, "kwargs") for c in cfgs):
+            configs = list(cfgs)
+        values = getattr(w, "values", None)
+        if isinstance(values, dict) and all(callable(v) for v in values.values()):
+            heuristics.update(values)
+    return KernelSpec(fn, configs, heuristics)
+
+
+def describe_config(cfg) -> str:
+    """``BLOCK=64, num_warps=4, num_stages=3`` for an autotune config."""
+    parts = [f"{k}={v}" for k, v in cfg.kwargs.items()]
+    parts += [f"{k}={getattr(cfg, k)}" for k in ("num_warps", "num_stages", "num_ctas", "maxnreg")
+              if getattr(cfg, k, None) is not None and not (k == "num_ctas" and cfg.num_ctas == 1)]
+    return ", ".join(parts)
+
+
+class _Unknown:
+    """A runtime argument's value in a heuristic's ``args`` (known only at launch time)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def _fail(self, *a, **k):
+        raise _NeedsValue(self.name)
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = _fail
+    __rfloordiv__ = __truediv__ = __rtruediv__ = __mod__ = __rmod__ = __pow__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __int__ = __float__ = __index__ = _fail
+    __and__ = __or__ = __rshift__ = __lshift__ = __neg__ = __abs__ = __getattr__ = _fail
+    __getitem__ = __len__ = __iter__ = _fail
+
+    def __eq__(self, other):
+        raise _NeedsValue(self.name)
+
+    __hash__ = object.__hash__
+
+
+class _NeedsValue(Exception):
+    pass
+
+
+def apply_heuristics(spec: KernelSpec, signature: Mapping[str, str], constexprs: dict[str, Any],
+                     options: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``constexprs`` plus the value of each heuristic not given explicitly.
+
+    A heuristic is called as the launch calls it, with every argument by name: constexprs by
+    value, ``none`` arguments as None, tensors and scalars as stand-ins that only allow
+    ``is None`` tests. One that needs a runtime value is a UserError saying what to pass.
+    """
+    out = dict(constexprs)
+    for name, heur in spec.heuristics.items():
+        if name in constexprs:
+            continue  # the user's value wins, as for a launch that passes it
+        args: dict[str, Any] = {}
+        for p in spec.fn.arg_names:
+            if p in out:
+                args[p] = out[p]
+            elif str(signature.get(p, "")).lower() == "none":
+                args[p] = None
+            else:
+                args[p] = _Unknown(p)
+        args.update({k: v for k, v in options.items() if v is not None})
+        try:
+            out[name] = heur(args)
+        except _NeedsValue as e:
+            raise UserError(
+                f"{where}: @triton.heuristics computes {name} from the value of {e.args[0]!r}, "
+                f"which is only known at launch: pass --constexpr {name}=VALUE"
+            ) from None
+        except Exception as e:
+            raise UserError(
+                f"{where}: @triton.heuristics value {name} failed ({type(e).__name__}: {e}): "
+                f"pass --constexpr {name}=VALUE"
+            ) from None
+    return out
+
+
 # --- compiling ------------------------------------------------------------------
 
 
@@ -276,6 +402,8 @@ class AotResult:
     divisibility_16: list[str]  # arguments specialized as divisible by 16
     ttgir: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    config: int | None = None  # index of the @triton.autotune config dumped
+    config_desc: str | None = None
 
     @property
     def ttgir_relpath(self) -> str:
@@ -377,8 +505,20 @@ def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any
 
 
 def _wrapper_hint(fn) -> str:
-    """Filled in where a kernel has autotune/heuristics wrappers (see load_kernel_spec)."""
-    return ""
+    """Where missing names come from, for a kernel with autotune/heuristics wrappers."""
+    spec = _SPECS.get(id(fn))
+    if spec is None:
+        return ""
+    parts = []
+    if spec.configs:
+        listing = "; ".join(f"[{i}] {describe_config(c)}" for i, c in enumerate(spec.configs))
+        parts.append(f"@triton.autotune configs (choose one with --config N): {listing}")
+    if spec.heuristics:
+        parts.append(f"@triton.heuristics computes {', '.join(spec.heuristics)}")
+    return ". " + "; ".join(parts) if parts else ""
+
+
+_SPECS: dict[int, KernelSpec] = {}  # JITFunction id -> its wrappers, for messages
 
 
 def override_hash(src) -> str:
@@ -388,48 +528,111 @@ def override_hash(src) -> str:
     return _base32(src.hash())
 
 
-def compile_aot(
+def _variants(spec: KernelSpec, constexprs: dict[str, Any], config: int | None,
+              options: dict[str, Any], where: str) -> list[tuple[int | None, dict, dict]]:
+    """(config index, constexprs, options) of each compile a dump makes for this kernel."""
+    user_opts = {k: v for k, v in options.items() if v is not None}
+    if not spec.configs:
+        if config is not None:
+            raise UserError(f"{where}: --config {config}: the kernel has no @triton.autotune")
+        return [(None, constexprs, user_opts)]
+    if config is not None:
+        if not 0 <= config < len(spec.configs):
+            raise UserError(f"{where}: --config {config}: the kernel has {len(spec.configs)} "
+                            f"autotune configs (0 to {len(spec.configs) - 1})")
+        chosen = [config]
+    elif all(set(c.kwargs) <= set(constexprs) for c in spec.configs) and (
+            any(c.kwargs for c in spec.configs) or "num_warps" in user_opts):
+        return [(None, constexprs, user_opts)]  # every tuned value given: the user's config
+    else:
+        chosen = list(range(len(spec.configs)))
+    out = []
+    for i in chosen:
+        c = spec.configs[i]
+        opts = {k: getattr(c, k, None) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg")}
+        opts = {k: v for k, v in opts.items() if v is not None}
+        out.append((i, {**c.kwargs, **constexprs}, {**opts, **user_opts}))
+    return out
+
+
+def compile_aot_all(
     source_file: str | os.PathLike,
     kernel_name: str,
     signature: Mapping[str, str] | str,
     constexprs: Mapping[str, Any] | None,
     target,
-    num_warps: int = 4,
-    num_stages: int = 3,
-    num_ctas: int = 1,
-) -> AotResult:
-    """Compile one kernel for ``target`` on this machine (no GPU needed) and return its TTGIR.
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    num_ctas: int | None = None,
+    config: int | None = None,
+) -> list[AotResult]:
+    """Compile a kernel for ``target`` on this machine (no GPU needed): one result, or one per
+    ``@triton.autotune`` config unless ``config`` picks one (or every tuned value is given in
+    ``constexprs``). ``@triton.heuristics`` values are computed as a launch would.
 
+    Options left None take Triton's defaults for the target (what a launch without them gets).
     Uses a private, temporary Triton cache so the user's cache is neither read nor written,
     and switches off any ``TRITON_KERNEL_OVERRIDE``/``TRITON_KERNEL_DUMP`` for the compile.
     """
-    import triton
-
     if isinstance(signature, str):
         signature = parse_signature(signature)
     constexprs = dict(constexprs or {})
     gpu_target = parse_target(target) if isinstance(target, str) else target
     where = f"{source_file}:{kernel_name}"
     for opt, val in (("num_warps", num_warps), ("num_stages", num_stages), ("num_ctas", num_ctas)):
-        if not isinstance(val, int) or val < 1:
+        if val is not None and (not isinstance(val, int) or val < 1):
             raise UserError(f"{where}: {opt} must be a positive integer, got {val!r}")
-    fn = load_kernel(source_file, kernel_name)
-    src, full_sig, cx, div16 = _build_source(fn, signature, constexprs, where, gpu_target)
+    spec = load_kernel_spec(source_file, kernel_name)
+    _SPECS[id(spec.fn)] = spec
     options = {"num_warps": num_warps, "num_stages": num_stages, "num_ctas": num_ctas}
+    results = []
+    for idx, cx, opts in _variants(spec, constexprs, config, options, where):
+        cx = apply_heuristics(spec, signature, cx, opts, where)
+        r = _compile_one(spec.fn, signature, cx, opts, gpu_target, source_file, where)
+        if idx is not None:
+            r.config = idx
+            r.config_desc = describe_config(spec.configs[idx])
+        results.append(r)
+    return results
 
+
+def compile_aot(
+    source_file: str | os.PathLike,
+    kernel_name: str,
+    signature: Mapping[str, str] | str,
+    constexprs: Mapping[str, Any] | None,
+    target,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    num_ctas: int | None = None,
+    config: int | None = None,
+) -> AotResult:
+    """``compile_aot_all`` for exactly one compile (an autotuned kernel needs ``config``)."""
+    results = compile_aot_all(source_file, kernel_name, signature, constexprs, target,
+                              num_warps, num_stages, num_ctas, config)
+    if len(results) > 1:
+        raise UserError(f"{source_file}:{kernel_name}: {len(results)} autotune configs: choose "
+                        "one with config=N" + _wrapper_hint(load_kernel(source_file, kernel_name)))
+    return results[0]
+
+
+def _compile_one(fn, signature, constexprs, options, gpu_target, source_file, where) -> AotResult:
+    import triton
+
+    src, full_sig, cx, div16 = _build_source(fn, signature, constexprs, where, gpu_target)
     with tempfile.TemporaryDirectory(prefix="proton-inject-aot-") as cache_dir:
         with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
             triton.knobs.cache.dir = cache_dir
             triton.knobs.compilation.override = False
             triton.knobs.compilation.dump_ir = False
             try:
-                compiled = triton.compile(src, target=gpu_target, options=options)
+                compiled = triton.compile(src, target=gpu_target, options=dict(options))
             except UserError:
                 raise
             except Exception as e:
                 raise UserError(
                     f"{_error_location(e, fn, source_file) or where}: Triton could not compile "
-                    f"{kernel_name} for {format_target(gpu_target)}: {_error_text(e)}"
+                    f"{fn.__name__} for {format_target(gpu_target)}: {_error_text(e)}"
                 ) from e
             ttgir = compiled.asm["ttgir"]
             meta = compiled.metadata._asdict()
@@ -445,9 +648,9 @@ def compile_aot(
         hash=override_hash(src),
         source_file=str(Path(source_file).resolve()),
         target=format_target(gpu_target),
-        num_warps=num_warps,
-        num_stages=num_stages,
-        num_ctas=num_ctas,
+        num_warps=int(meta["num_warps"]),
+        num_stages=int(meta["num_stages"]),
+        num_ctas=int(meta.get("num_ctas", 1)),
         signature=full_sig,
         constexprs=cx,
         divisibility_16=div16,
@@ -503,6 +706,27 @@ def jsonable(v: Any) -> Any:
     return str(v)
 
 
+def one_per_hash(results: Iterable[AotResult]) -> tuple[list[AotResult], list[str]]:
+    """The first result of each (hash, kernel), and a note for each config it stands for.
+
+    Autotune configs that differ only in num_warps/num_stages share an override file (the
+    hash leaves those out), so a dump can hold only one of them.
+    """
+    kept: dict[tuple[str, str], AotResult] = {}
+    notes = []
+    for r in results:
+        first = kept.setdefault((r.hash, r.kernel_name), r)
+        if first is not r:
+            notes.append(
+                f"{r.kernel_name}: config [{r.config}] ({r.config_desc}) has the same override "
+                f"hash as config [{first.config}] ({first.config_desc}): Triton's hash ignores "
+                f"num_warps/num_stages, so only [{first.config}] is dumped and an instrumented "
+                f"run uses its IR for both; dump the other with --config {r.config} into another "
+                "-o directory"
+            )
+    return list(kept.values()), notes
+
+
 def manifest_entry(r: AotResult) -> dict[str, Any]:
     """The manifest's record of one kernel."""
     return {
@@ -518,7 +742,22 @@ def manifest_entry(r: AotResult) -> dict[str, Any]:
         "constexprs": {k: jsonable(v) for k, v in r.constexprs.items()},
         "divisibility_16": list(r.divisibility_16),
         "mode": "aot",
+        **({"config": r.config, "config_desc": r.config_desc} if r.config is not None else {}),
+        "source_sha256": source_sha256(r.source_file),
     }
+
+
+def source_sha256(path: str) -> str | None:
+    """sha256 of a kernel's source file, so `insert` can tell when its marks may have moved."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _config_text(e: Mapping[str, Any]) -> str:
+    cfg = f"config [{e['config']}] {e.get('config_desc')}, " if e.get("config") is not None else ""
+    return f"{cfg}{e.get('target')}, {e.get('num_warps')} warps, {e.get('num_stages')} stages"
 
 
 def read_manifest(out_dir: str | os.PathLike) -> dict[str, Any]:
@@ -556,11 +795,27 @@ def write_dump(results: Iterable[AotResult], out_dir: str | os.PathLike) -> list
                 f"{r.source_file}:{r.kernel_name}: two compiles ({prev.target}, {prev.num_warps} "
                 f"warps, {prev.num_stages} stages and {r.target}, {r.num_warps} warps, "
                 f"{r.num_stages} stages) have the same override hash {r.hash}: Triton's override "
-                "hash ignores target and launch options, so dump them into separate directories"
+                "hash ignores target and launch options, so dump them into separate directories "
+                "(for autotune configs: choose one with --config N)"
             )
         by_key[key] = r
 
     manifest = read_manifest(out)
+    # Triton's override hash ignores target, num_warps and num_stages: a file already dumped
+    # there for another of them would be silently replaced, and a launch would use this one.
+    for e in manifest["kernels"]:
+        r = by_key.get((e.get("hash"), e.get("name")))
+        if r is None or not (out / r.ttgir_relpath).is_file():
+            continue
+        new_e = manifest_entry(r)
+        fields = ("target", "num_warps", "num_stages", "num_ctas")
+        if any(e.get(f) != new_e.get(f) for f in fields):
+            raise UserError(
+                f"{out / r.ttgir_relpath}: holds {r.kernel_name} dumped for "
+                f"{_config_text(e)}; this dump ({_config_text(new_e)}) has the same override "
+                "hash (Triton's hash ignores target, num_warps and num_stages) and would replace "
+                "it: dump into another -o directory, or delete that one first"
+            )
     written: list[Path] = []
     for r in by_key.values():
         written.append(write_atomic(out / r.ttgir_relpath, r.ttgir))
@@ -723,7 +978,7 @@ def _program_results(
             target=rec["target"], num_warps=rec["num_warps"], num_stages=rec["num_stages"],
             num_ctas=rec["num_ctas"], signature=rec["signature"], constexprs=rec["constexprs"],
             divisibility_16=rec["divisibility_16"], ttgir=path.read_text(encoding="utf-8"),
-            metadata=rec["metadata"],
+            metadata={**rec["metadata"], "constexpr_args": rec.get("constexpr_args")},
         )  # fmt: skip
         key = (r.hash, r.kernel_name)
         prev = by_key.get(key)
@@ -741,14 +996,44 @@ def _program_results(
     return list(by_key.values()), notes
 
 
+def aot_command(r: AotResult, out_dir: str | os.PathLike) -> str:
+    """The ``proton-inject dump`` command line that compiles this kernel ahead of time under
+    the same hash, from what the launch specialized (types, divisibility, constexprs)."""
+    import shlex
+
+    sig = []
+    for name, ty in r.signature.items():
+        if ty == "constexpr":
+            continue
+        if ty.startswith("*"):
+            ty += "" if name in r.divisibility_16 else ":1"
+        elif ty not in _UNSPECIALIZED_SCALARS and not ty.startswith("tensordesc"):
+            ty += ":16" if name in r.divisibility_16 else ""
+        sig.append(f"{name}={ty}")
+    cmd = ["proton-inject", "dump", "--target", r.target, f"{r.source_file}:{r.kernel_name}"]
+    if sig:
+        cmd += ["--signature", ",".join(sig)]
+    texts = r.metadata.get("constexpr_args") or {k: constexpr_text(v) for k, v in
+                                                 r.constexprs.items()}
+    for name, text in texts.items():
+        cmd += ["--constexpr", f"{name}={text}"]
+    cmd += ["--num-warps", str(r.num_warps), "--num-stages", str(r.num_stages)]
+    if r.num_ctas != 1:
+        cmd += ["--num-ctas", str(r.num_ctas)]
+    return shlex.join([*cmd, "-o", str(out_dir)])
+
+
 def _mark_program_entries(out_dir: str | os.PathLike, results: list[AotResult], argv) -> None:
-    """Tag the manifest entries this dump wrote as coming from a program run."""
+    """Tag the manifest entries this dump wrote as coming from a program run, each with the
+    AOT command line that reproduces it."""
     manifest = read_manifest(out_dir)
-    mine = {(r.hash, r.kernel_name) for r in results}
+    mine = {(r.hash, r.kernel_name): r for r in results}
     for e in manifest["kernels"]:
-        if (e.get("hash"), e.get("name")) in mine:
+        r = mine.get((e.get("hash"), e.get("name")))
+        if r is not None:
             e["mode"] = "program"
             e["program"] = list(argv)
+            e["aot_command"] = aot_command(r, out_dir)
     write_atomic(Path(out_dir) / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
 
 
@@ -826,6 +1111,8 @@ def _describe_compile(src, metadata: dict[str, Any], metadata_group: dict[str, s
         "signature": {name_of(k): str(v) for k, v in dict(src.signature).items()},
         "constexprs": {name_of(k): jsonable(v) for k, v in dict(src.constants).items()},
         "divisibility_16": div16,
+        "constexpr_args": {name_of(k): constexpr_text(v) for k, v in dict(src.constants).items()},
+        "kernel_attr": fn.__name__,
         "ttgir_path": ttgir_path,
         "metadata": {
             "hash": metadata.get("hash"),

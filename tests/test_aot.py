@@ -5,6 +5,7 @@ Compiles only two tiny kernels (well under a second each on the CPU, no GPU need
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import textwrap
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import requires_gpu
 
 from proton_inject import override
 from proton_inject.cli import main
@@ -231,6 +233,7 @@ def test_write_dump_layout(result, tmp_path):
         "constexprs": {"BLOCK": 256, "REPS": 2},
         "divisibility_16": ["x_ptr", "out_ptr", "n"],
         "mode": "aot",
+        "source_sha256": hashlib.sha256(Path(result.source_file).read_bytes()).hexdigest(),
     }
 
 
@@ -413,3 +416,234 @@ def test_none_values(spec_kernel):
     r = override.compile_aot(path, "spec_kernel", sig, cx, "cuda:90")
     assert r.signature["mask_ptr"] == "constexpr" and r.constexprs["mask_ptr"] is None
     assert r.ttgir.count("tt.load") == 1
+
+
+# --- autotune and heuristics ------------------------------------------------------------
+
+TUNED_SRC = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": 64}, num_warps=2),
+                 triton.Config({"BLOCK": 128}, num_warps=4, num_stages=2),
+                 triton.Config({"BLOCK": 128}, num_warps=8, num_stages=2)],
+        key=["n"],
+    )
+    @triton.heuristics({"HAS_B": lambda args: args["b_ptr"] is not None,
+                        "EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+    @triton.jit
+    def tuned_kernel(a_ptr, b_ptr, n, BLOCK: tl.constexpr, HAS_B: tl.constexpr,
+                     EVEN: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(a_ptr + offs, mask=offs < n)
+        if HAS_B:
+            x += tl.load(b_ptr + offs, mask=offs < n)
+        tl.store(a_ptr + offs, x, mask=offs < n)
+    """
+)
+TUNED_SIG = "a_ptr=*fp32,b_ptr=none,n=i32:16"
+
+
+@pytest.fixture(scope="module")
+def tuned_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("tuned") / "tuned.py"
+    path.write_text(TUNED_SRC)
+    return path
+
+
+def test_autotune_dumps_one_file_per_config(tuned_file):
+    torch = pytest.importorskip("torch")
+    results = override.compile_aot_all(tuned_file, "tuned_kernel", TUNED_SIG, {"EVEN": True},
+                                       "cuda:90")
+    assert [(r.config, r.num_warps, r.num_stages) for r in results] == [(0, 2, 3), (1, 4, 2),
+                                                                      (2, 8, 2)]
+    assert [r.constexprs["BLOCK"] for r in results] == [64, 128, 128]
+    assert all(r.constexprs["HAS_B"] is False for r in results)  # heuristic computed
+    assert results[1].config_desc == "BLOCK=128, num_warps=4, num_stages=2"
+    # each is the hash the launch of that config looks up
+    fn = override.load_kernel(tuned_file, "tuned_kernel")
+    x = torch.empty(1024)
+    for r in results:
+        assert r.hash == _binder_hash(fn, "cuda:90", x, None, 1024, BLOCK=r.constexprs["BLOCK"],
+                                      HAS_B=False, EVEN=True)
+    kept, notes = override.one_per_hash(results)
+    assert [r.config for r in kept] == [0, 1]
+    assert len(notes) == 1 and "config [2]" in notes[0] and "--config 2" in notes[0]
+    (one,) = override.compile_aot_all(tuned_file, "tuned_kernel", TUNED_SIG, {"EVEN": True},
+                                      "cuda:90", config=2)
+    assert (one.config, one.num_warps, one.constexprs["BLOCK"]) == (2, 8, 128)
+
+
+def test_autotune_and_heuristics_errors(tuned_file):
+    with pytest.raises(UserError, match=r"computes EVEN from the value of 'n'.*--constexpr EVEN="):
+        override.compile_aot_all(tuned_file, "tuned_kernel", TUNED_SIG, {}, "cuda:90", config=0)
+    with pytest.raises(UserError, match=r"--config 3: the kernel has 3 autotune configs"):
+        override.compile_aot_all(tuned_file, "tuned_kernel", TUNED_SIG, {"EVEN": True}, "cuda:90",
+                                 config=3)
+    with pytest.raises(UserError) as e:
+        override.compile_aot_all(tuned_file, "tuned_kernel", "a_ptr=*fp32,n=i32", {"EVEN": True},
+                                 "cuda:90", config=0)
+    msg = str(e.value)
+    assert "missing b_ptr" in msg and "[1] BLOCK=128, num_warps=4, num_stages=2" in msg
+    assert "@triton.heuristics computes HAS_B, EVEN" in msg
+
+
+def test_default_options_are_tritons(kernel_file):
+    cuda = override.compile_aot(kernel_file, "scale_kernel", SIG, CONSTEXPRS, "cuda:90")
+    hip = override.compile_aot(kernel_file, "scale_kernel", SIG, CONSTEXPRS, "hip:gfx942")
+    assert (cuda.num_warps, cuda.num_stages) == (4, 3)
+    assert (hip.num_warps, hip.num_stages) == (4, 2)
+
+
+def test_dump_refuses_to_replace_another_config(kernel_file, tmp_path):
+    out = tmp_path / "d"
+    cli = CliRunner()
+    args = ["dump", "--target", "cuda:90", f"{kernel_file}:scale_kernel", "--signature", SIG,
+            "--constexpr", "BLOCK=256", "--constexpr", "REPS=2", "-o", str(out)]
+    assert cli.invoke(main, [*args, "--num-warps", "4"]).exit_code == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert cli.invoke(main, [*args, "--num-warps", "4"]).exit_code == 0  # same config: fine
+    res = cli.invoke(main, [*args, "--num-warps", "8"])
+    assert res.exit_code == 2 and "4 warps" in res.output and "8 warps" in res.output
+    assert "would replace it" in res.output
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_cli_dump_autotuned(tuned_file, tmp_path):
+    res = CliRunner().invoke(main, ["dump", "--target", "cuda:90", f"{tuned_file}:tuned_kernel",
+                                    "--signature", TUNED_SIG, "--constexpr", "EVEN=true",
+                                    "-o", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output
+    assert "wrote 2 kernel(s)" in res.output and "config [1] BLOCK=128" in res.output
+    entries = json.loads((tmp_path / "d" / "manifest.json").read_text())["kernels"]
+    assert sorted(e["config"] for e in entries) == [0, 1]
+
+
+@pytest.mark.parametrize("cmd", ["dump", "inspect", "insert", "strip", "check", "run", "report"])
+def test_every_command_has_dash_h(cmd):
+    res = CliRunner().invoke(main, [cmd, "-h"])
+    assert res.exit_code == 0 and res.output.startswith(f"Usage: main {cmd}")
+
+
+# --- the AOT command a program dump writes ------------------------------------------------
+
+LAUNCH_PROGRAM = textwrap.dedent(
+    """
+    import sys
+    import torch
+    import triton
+    from triton.compiler import ASTSource, make_backend
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.jit import create_function_from_signature
+    sys.path.insert(0, sys.argv[1])
+    from spec_kernels import spec_kernel
+
+    # No GPU here: bind realistic arguments exactly as a launch does, then compile.
+    backend = make_backend(GPUTarget("cuda", 90, 32))
+    binder = create_function_from_signature(spec_kernel.signature, spec_kernel.params, backend)
+    t = torch.empty(256)
+    for args, kw in [((t, t, None, 1000, 3, 2.0, False), dict(MODE="sum", PREC="ieee",
+                                                              HAS_MASK=False, EPS=0.0)),
+                     ((t[1:], t, t, 4096, 5, 0.5, True), dict(MODE=None, PREC="tf32",
+                                                              HAS_MASK=True, EPS=1e-6))]:
+        bound, spec, opts = binder(*args, **kw)
+        _, sig, cx, attrs = spec_kernel._pack_args(backend, {}, bound, spec, opts)
+        triton.compile(ASTSource(spec_kernel, sig, cx, attrs), target=backend.target,
+                       options={"num_warps": 2})
+    """
+)
+
+
+def test_program_dump_writes_the_aot_command_that_reproduces_it(spec_kernel, tmp_path):
+    import shlex
+
+    path, _ = spec_kernel
+    prog = tmp_path / "prog.py"
+    prog.write_text(LAUNCH_PROGRAM)
+    res = override.dump_program(["python", str(prog), str(path.parent)], tmp_path / "dump")
+    assert res.exit_code == 0 and len(res.kernels) == 2
+    entries = json.loads((tmp_path / "dump" / "manifest.json").read_text())["kernels"]
+    for e in entries:
+        argv = shlex.split(e["aot_command"])
+        assert argv[:2] == ["proton-inject", "dump"] and argv[-2:] == ["-o", str(tmp_path / "dump")]
+        out = tmp_path / f"aot_{e['hash']}"
+        got = CliRunner().invoke(main, [*argv[1:-2], "-o", str(out)])
+        assert got.exit_code == 0, got.output
+        (again,) = json.loads((out / "manifest.json").read_text())["kernels"]
+        assert (again["hash"], again["num_warps"]) == (e["hash"], 2)
+        assert (out / again["ttgir"]).read_text() == (tmp_path / "dump" / e["ttgir"]).read_text()
+
+
+def test_insert_warns_when_a_marked_source_changed_since_the_dump(tmp_path):
+    src = tmp_path / "marked.py"
+    src.write_text(textwrap.dedent(
+        """
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def marked_kernel(x_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs)  # proton: load
+            tl.store(x_ptr + offs, x * 2)
+        """))
+    cli = CliRunner()
+    dump, inst = tmp_path / "dump", tmp_path / "inst"
+    res = cli.invoke(main, ["dump", "--target", "cuda:90", f"{src}:marked_kernel", "--signature",
+                            "x_ptr=*fp32", "--constexpr", "BLOCK=64", "-o", str(dump)])
+    assert res.exit_code == 0, res.output
+    res = cli.invoke(main, ["insert", str(dump), "-o", str(inst)])
+    assert res.exit_code == 0 and "changed since" not in res.output
+    src.write_text(src.read_text() + "# edited after the dump\n")
+    res = cli.invoke(main, ["insert", str(dump), "-o", str(tmp_path / "inst2")])
+    assert res.exit_code == 0
+    assert f"warning: kernel marked_kernel: {src} changed since it was dumped" in res.output
+
+
+GPU_PROGRAM = textwrap.dedent(
+    """
+    import sys
+    import torch
+    sys.path.insert(0, sys.argv[1])
+    sys.path.insert(0, sys.argv[2])
+    from spec_kernels import spec_kernel
+    from tuned import tuned_kernel
+
+    t = torch.ones(4096, device="cuda")
+    spec_kernel[(4,)](t, t, None, 1000, 3, 2.0, False, MODE="sum", PREC="ieee", HAS_MASK=False,
+                      EPS=0.0)
+    spec_kernel[(4,)](t[1:], t, t, 4096, 5, 0.5, True, MODE=None, PREC="tf32", HAS_MASK=True,
+                      EPS=1e-6)
+    tuned_kernel[lambda m: (4096 // m["BLOCK"],)](t, None, 4096)
+    torch.cuda.synchronize()
+    """
+)
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_gpu_aot_commands_reproduce_the_launch_hashes(spec_kernel, tuned_file, tmp_path):
+    """Real launches (strings, None, floats, bools, an autotuned kernel): the manifest's AOT
+    command of each kernel compiles, on the CPU path, the file the launch dumped."""
+    import shlex
+
+    path, _ = spec_kernel
+    prog = tmp_path / "prog.py"
+    prog.write_text(GPU_PROGRAM)
+    res = override.dump_program(["python", str(prog), str(path.parent), str(tuned_file.parent)],
+                                tmp_path / "dump")
+    assert res.exit_code == 0
+    entries = json.loads((tmp_path / "dump" / "manifest.json").read_text())["kernels"]
+    assert {e["name"] for e in entries} == {"spec_kernel", "tuned_kernel"} and len(entries) >= 4
+    for e in entries:
+        argv = shlex.split(e["aot_command"])
+        out = tmp_path / f"aot_{e['hash']}"
+        got = CliRunner().invoke(main, [*argv[1:-2], "-o", str(out)])
+        assert got.exit_code == 0, (e["aot_command"], got.output)
+        (again,) = json.loads((out / "manifest.json").read_text())["kernels"]
+        assert again["hash"] == e["hash"], e["aot_command"]
+        assert (out / again["ttgir"]).read_text() == (tmp_path / "dump" / e["ttgir"]).read_text()
