@@ -1,0 +1,440 @@
+"""Bad inputs a hostile user gives each command, with the one message each must get.
+
+Every case runs in an empty directory holding only its ``files``, from that directory (so
+paths in messages are the relative ones of ``argv``). The promise checked for each: exit 2,
+``message`` as the last line of stderr, no traceback, and the directory byte-identical
+afterwards (inputs untouched, no output written). ``message`` starting with "Error:" is
+click's own usage error; anything else follows "proton-inject: error: ".
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TT = (REPO / "ttgir_samples/cuda-90/add_kernel.ttgir").read_bytes()
+MM = (REPO / "ttgir_samples/cuda-90/matmul_kernel.ttgir").read_bytes()
+_RAW = REPO / "tests/data/h100-shortlaunch"
+RAW_META = json.loads((_RAW / "00000-matmul_kernel.json").read_text())
+RAW_BIN = (_RAW / "00000-matmul_kernel.bin.gz").read_bytes()
+TRACE = (REPO / "tests/data/golden/small_trace.json").read_bytes()
+
+# Waiting for the parser fixes of issue 13's other half (empty IR, long lines, deep nesting).
+PARSER = "parser side of issue 13 (h8) not on main yet"
+
+
+@dataclass
+class Case:
+    name: str
+    argv: list[str]
+    message: str
+    files: dict[str, bytes | str] = field(default_factory=dict)
+    xfail: str | None = None
+
+
+def dump(manifest: object = None) -> dict[str, bytes | str]:
+    """A dump directory of one kernel; ``manifest`` replaces its manifest.json."""
+    m = {"version": 1, "kernels": [{"name": "add_kernel", "hash": "h1",
+                                    "ttgir": "h1/add_kernel.ttgir"}]}
+    body = manifest if isinstance(manifest, str | bytes) else json.dumps(
+        m if manifest is None else manifest)
+    return {"dump/h1/add_kernel.ttgir": TT, "dump/manifest.json": body}
+
+
+def raw(drop: tuple[str, ...] = (), text: str | bytes | None = None, binary: bytes | None = None,
+        **changes) -> dict[str, bytes | str]:
+    """One raw launch in raw/, its metadata changed (or replaced by ``text``)."""
+    meta = {k: v for k, v in {**RAW_META, **changes}.items() if k not in drop}
+    return {"raw/00000-matmul_kernel.json": text if text is not None else json.dumps(meta),
+            "raw/00000-matmul_kernel.bin.gz": RAW_BIN if binary is None else binary}
+
+
+def rules(toml: str | bytes) -> dict[str, bytes | str]:
+    return {"a.ttgir": TT, "r.toml": toml}
+
+
+def trace(mutate) -> dict[str, bytes | str]:
+    doc = json.loads(TRACE)
+    mutate(doc)
+    return {"t.json": json.dumps(doc)}
+
+
+INS = ["insert", "a.ttgir", "-o", "o.ttgir"]
+RULES = [*INS, "--rules", "r.toml"]
+REPORT = ["report", "raw"]
+RAWJ = "raw/00000-matmul_kernel.json"
+RAWF = "raw/00000-matmul_kernel.bin.gz"
+FIX = "the file is damaged; rewrite it with `proton-inject run` (or decode.save_raw)"
+TFIX = "write it again with `proton-inject report RAW --trace DIR`"
+MFIX = "re-run `proton-inject dump` (or `insert`) to rewrite it"
+
+
+def _nest(depth: int) -> bytes:
+    """A kernel whose body nests `depth` scf.if regions."""
+    lines = ['module attributes {"ttg.num-warps" = 4 : i32, ttg.target = "cuda:90"} {',
+             "  tt.func public @k(%c: i1) {"]
+    lines += ["    scf.if %c {"] * depth + ["    }"] * depth
+    lines += ["    tt.return", "  }", "}", ""]
+    return "\n".join(lines).encode()
+
+
+CASES: list[Case] = [
+    # --- rules files ---------------------------------------------------------------------------
+    Case("rules loop-depth string", RULES,
+         "r.toml: loop-depth = 'two' must be an integer of 1 or more (1 = outermost loops only)",
+         rules('loop-depth = "two"\n')),
+    Case("rules loop-depth zero", RULES,
+         "r.toml: loop-depth = 0 must be an integer of 1 or more (1 = outermost loops only)",
+         rules("loop-depth = 0\n")),
+    Case("rules loop-depth bool", RULES,
+         "r.toml: loop-depth = True must be an integer of 1 or more (1 = outermost loops only)",
+         rules("loop-depth = true\n")),
+    Case("rules kernel int", RULES, "r.toml: kernel = 5 must be a non-empty string",
+         rules("kernel = 5\n")),
+    Case("rules kernel bad regex", RULES,
+         "r.toml: kernel = '(' is not a valid regular expression: missing ), unterminated "
+         "subpattern at position 0", rules('kernel = "("\n')),
+    Case("rules op int list", RULES,
+         "r.toml: op = [1, 2] must be a string or an array of strings, e.g. 'tt.dot'",
+         rules("op = [1, 2]\n")),
+    Case("rules op empty string", RULES,
+         "r.toml: op = '' must be a string or an array of strings, e.g. 'tt.dot'",
+         rules('op = ""\n')),
+    Case("rules kernel-scope string false", RULES,
+         "r.toml: kernel-scope = 'false' must be true or false (without quotes)",
+         rules('kernel-scope = "false"\n')),
+    Case("rules marks string no", RULES,
+         "r.toml: marks = 'no' must be true or false (without quotes)", rules('marks = "no"\n')),
+    Case("rules loops unknown", RULES,
+         "r.toml: loops = 'inner' must be one of 'outer', 'iteration', 'both'",
+         rules('loops = "inner"\n')),
+    Case("rules loops int", RULES,
+         "r.toml: loops = 1 must be one of 'outer', 'iteration', 'both'", rules("loops = 1\n")),
+    Case("rules region int", RULES,
+         "r.toml: region = 5 must be a string or an array of strings, e.g. "
+         "'load tiles=matmul.py:41-43'", rules("region = 5\n")),
+    Case("rules region bad spec", RULES,
+         "r.toml: region 'oops': expected NAME=FILE:START-END, e.g. 'load tiles=matmul.py:41-43'",
+         rules('region = "oops"\n')),
+    Case("rules region end before start", RULES,
+         "r.toml: region 'x=a.py:9-3': END line 3 is before START line 9",
+         rules('region = ["x=a.py:9-3"]\n')),
+    Case("rules source-root int", RULES, "r.toml: source-root = 3 must be a non-empty string",
+         rules("source-root = 3\n")),
+    Case("rules unknown key", RULES,
+         "r.toml: unknown rule key(s) lops; known: kernel-scope, loops, loop-depth, region, op, "
+         "kernel, marks, source-root", rules('lops = "both"\n')),
+    Case("rules tool table not a table", RULES,
+         "r.toml [tool.proton-inject]: expected a table of rules, not an integer",
+         rules('[tool]\n"proton-inject" = 5\n')),
+    Case("rules not TOML", RULES,
+         "r.toml: not valid TOML: Expected '=' after a key in a key/value pair (at line 1, "
+         "column 6)", rules("this is not toml\n")),
+    Case("rules not UTF-8", RULES, "r.toml: not UTF-8 text (byte 7); not a rules file",
+         rules(b"loops =\xff\xfe\n")),
+    Case("rules is a directory", [*INS, "--rules", "rdir"],
+         "rdir: is a directory; give the rules file", {"a.ttgir": TT, "rdir/x": "1"}),
+    Case("rules missing", RULES, "r.toml: no such rules file", {"a.ttgir": TT}),
+    Case("pyproject bad table", INS,
+         "pyproject.toml [tool.proton-inject]: loop-depth = 'x' must be an integer of 1 or more "
+         "(1 = outermost loops only)",
+         {"a.ttgir": TT, "pyproject.toml": '[tool.proton-inject]\nloop-depth = "x"\n'}),
+    Case("pyproject tool not a table", INS,
+         "pyproject.toml [tool.proton-inject]: expected a table of rules, not a string",
+         {"a.ttgir": TT, "pyproject.toml": '[tool]\n"proton-inject" = "yes"\n'}),
+    # --- insert options and outputs ------------------------------------------------------------
+    Case("insert no output", ["insert", "a.ttgir"],
+         "insert: give -o OUT (where to write) and/or --check-against GOLDEN", {"a.ttgir": TT}),
+    Case("insert missing input", INS, "a.ttgir: no such file or directory"),
+    Case("insert file onto itself", ["insert", "a.ttgir", "-o", "a.ttgir"],
+         "-o a.ttgir: is the input a.ttgir; writing there would destroy it; choose another "
+         "output path", {"a.ttgir": TT}),
+    Case("insert file onto itself via ./", ["insert", "a.ttgir", "-o", "./sub/../a.ttgir"],
+         "-o ./sub/../a.ttgir: is the input a.ttgir; writing there would destroy it; choose "
+         "another output path", {"a.ttgir": TT, "sub/k": "1"}),
+    Case("insert dump onto itself", ["insert", "dump", "-o", "dump"],
+         "-o dump: is the input dump; writing there would destroy it; choose another output path",
+         dump()),
+    Case("insert dump into itself", ["insert", "dump", "-o", "dump/inst"],
+         "-o dump/inst: is inside the input dump; choose an output path outside it", dump()),
+    Case("insert dump onto its parent", ["insert", "w/dump", "-o", "w"],
+         "-o w: holds the input w/dump, which writing it would replace; choose another output path",
+         {"w/dump/h1/add_kernel.ttgir": TT}),
+    Case("insert over the rules file", [*INS[:3], "r.toml", "--rules", "r.toml"],
+         "-o r.toml: is the --rules file r.toml; writing there would destroy it; choose another "
+         "output path", rules("kernel-scope = true\n")),
+    Case("insert over the golden", ["insert", "a.ttgir", "-o", "g.ttgir", "--check-against",
+                                    "g.ttgir"],
+         "-o g.ttgir: is the golden g.ttgir; writing there would destroy it; choose another "
+         "output path", {"a.ttgir": TT, "g.ttgir": TT}),
+    Case("insert file output is a directory", ["insert", "a.ttgir", "-o", "odir"],
+         "-o odir: is a directory; give a file name to write", {"a.ttgir": TT, "odir/x": "1"}),
+    Case("insert output under a file", ["insert", "a.ttgir", "-o", "f/o.ttgir"],
+         "-o f/o.ttgir: f is a file, not a directory; choose another output path",
+         {"a.ttgir": TT, "f": "x"}),
+    Case("insert output unwritable", ["insert", "a.ttgir", "-o", "/proc/o.ttgir"],
+         "-o /proc/o.ttgir: cannot create files in /proc (No such file or directory); choose "
+         "another output path", {"a.ttgir": TT}),
+    Case("insert tree output is a file", ["insert", "dump", "-o", "f"],
+         "-o f: exists and is not a directory; choose a directory", {**dump(), "f": "x"}),
+    Case("insert tree over a foreign directory", ["insert", "dump", "-o", "mine"],
+         "-o mine: holds notes.txt, which is not TTGIR written by proton-inject; choose another "
+         "-o or remove it", {**dump(), "mine/notes.txt": "keep me"}),
+    Case("insert tree golden is a file", ["insert", "dump", "--check-against", "a.ttgir"],
+         "--check-against a.ttgir: is a file, but the input is a tree; give the golden tree "
+         "(a directory)", {**dump(), "a.ttgir": TT}),
+    Case("insert loop-depth zero", [*INS, "--loop-depth", "0"],
+         "--loop-depth 0: must be 1 or more (1 = outermost loops only)", {"a.ttgir": TT}),
+    Case("insert bad --region", [*INS, "--region", "x"],
+         "--region 'x': expected NAME=FILE:START-END, e.g. 'load tiles=matmul.py:41-43'",
+         {"a.ttgir": TT}),
+    Case("insert bad --kernel regex", [*INS, "--kernel", "[a"],
+         "--kernel '[a': not a valid regular expression: unterminated character set at "
+         "position 0", {"a.ttgir": TT}),
+    Case("insert --op matches nothing", [*INS, "--op", "tt.nothing"],
+         "a.ttgir: the rules selected no region; a.ttgir: source examples/vector_add.py not "
+         "found under the current directory, so its '# proton:' marks are not read; pass "
+         "--source-root DIR; kernel add_kernel: --op tt.nothing matched no op", {"a.ttgir": TT}),
+    Case("insert --kernel matches nothing", [*INS, "--kernel", "zzz"],
+         "a.ttgir: the rules selected no region (no kernel matches --kernel 'zzz'); a.ttgir: "
+         "source examples/vector_add.py not found under the current directory, so its "
+         "'# proton:' marks are not read; pass --source-root DIR", {"a.ttgir": TT}),
+    Case("insert already instrumented", INS,
+         "a.ttgir: already instrumented (it holds proton.record ops); pass --force to strip "
+         "them and instrument again, or run `proton-inject strip` first",
+         {"a.ttgir": TT.replace(b"    %pid = ", b'    proton.record start "x"\n'
+                                b'    proton.record end "x"\n    %pid = ', 1)}),
+    Case("manifest is a list", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: expected a JSON object with a \"kernels\" list, not an array; {MFIX}",
+         dump([])),
+    Case("manifest kernels hold a number", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: kernels[0] must be an object, not an integer; {MFIX}",
+         dump({"kernels": [1]})),
+    Case("manifest kernels not a list", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: \"kernels\" must be a list, not an integer; {MFIX}",
+         dump({"kernels": 5})),
+    Case("manifest file not a string", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: kernels[0].ttgir must be a string, not 5; {MFIX}",
+         dump({"kernels": [{"ttgir": 5}]})),
+    Case("manifest not JSON", ["insert", "dump", "-o", "o"],
+         "dump/manifest.json: not valid JSON (Expecting value: line 1 column 1 (char 0)); "
+         "re-run `proton-inject dump` (or `insert`) to rewrite it", dump("nope")),
+    Case("manifest not UTF-8", ["insert", "dump", "-o", "o"],
+         "dump/manifest.json: not UTF-8 text (byte 0); not a manifest file", dump(b"\xff{}")),
+    Case("IR garbage", INS, "a.ttgir:1:1: expected a module, found 'garbage'\n  garbage\n  ^",
+         {"a.ttgir": "garbage\n"}, PARSER),
+    Case("IR empty file", INS, "a.ttgir: empty file; expected TTGIR (a module)",
+         {"a.ttgir": ""}, PARSER),
+    Case("IR whitespace only", INS, "a.ttgir: empty file; expected TTGIR (a module)",
+         {"a.ttgir": " \n\t\n"}, PARSER),
+    Case("IR nested 2000 deep", [*INS, "--kernel-scope"], "a.ttgir: nesting deeper than",
+         {"a.ttgir": _nest(2000)}, PARSER),
+    # --- strip ---------------------------------------------------------------------------------
+    Case("strip file onto itself", ["strip", "a.ttgir", "-o", "a.ttgir"],
+         "-o a.ttgir: is the input a.ttgir; writing there would destroy it; choose another "
+         "output path", {"a.ttgir": TT}),
+    Case("strip tree onto itself", ["strip", "dump", "-o", "dump"],
+         "-o dump: is the input dump; writing there would destroy it; choose another output path",
+         dump()),
+    Case("strip tree into itself", ["strip", "dump", "-o", "dump/s"],
+         "-o dump/s: is inside the input dump; choose an output path outside it", dump()),
+    Case("strip file to a directory", ["strip", "a.ttgir", "-o", "odir"],
+         "-o odir: is a directory; give a file name to write", {"a.ttgir": TT, "odir/x": "1"}),
+    Case("strip output under a file", ["strip", "a.ttgir", "-o", "f/x.ttgir"],
+         "-o f/x.ttgir: f is a file, not a directory; choose another output path",
+         {"a.ttgir": TT, "f": "x"}),
+    Case("strip missing input", ["strip", "nope", "-o", "x"],
+         "Error: Invalid value for 'SRC': Path 'nope' does not exist."),
+    Case("strip tree over a foreign directory", ["strip", "dump", "-o", "mine"],
+         "-o mine: holds notes.txt, which is not TTGIR written by proton-inject; choose another "
+         "-o or remove it", {**dump(), "mine/notes.txt": "keep me"}),
+    # --- report options ------------------------------------------------------------------------
+    Case("report clock nan", [*REPORT, "--clock-mhz", "nan"],
+         "--clock-mhz nan: must be a positive number of MHz, e.g. 1755", raw()),
+    Case("report clock inf", [*REPORT, "--clock-mhz", "inf"],
+         "--clock-mhz inf: must be a positive number of MHz, e.g. 1755", raw()),
+    Case("report clock negative", [*REPORT, "--clock-mhz", "-5"],
+         "--clock-mhz -5.0: must be a positive number of MHz, e.g. 1755", raw()),
+    Case("report merge without trace", [*REPORT, "--merge"],
+         "--merge only applies to --trace DIR; add --trace DIR or drop --merge", raw()),
+    Case("report gz without trace", [*REPORT, "--gz"],
+         "--gz only applies to --trace DIR; add --trace DIR or drop --gz", raw()),
+    Case("report plot not png", [*REPORT, "--plot", "x.json"],
+         "--plot x.json: must name a .png file, e.g. --plot timeline.png", raw()),
+    Case("report plot over the metadata", [*REPORT, "--plot", RAWJ],
+         f"--plot {RAWJ}: must name a .png file, e.g. --plot timeline.png", raw()),
+    Case("report plot is a directory", [*REPORT, "--plot", "p.png"],
+         "Error: Invalid value for '--plot': File 'p.png' is a directory.",
+         {**raw(), "p.png/x": "1"}),
+    Case("report trace into the raw dir", [*REPORT, "--trace", "raw"],
+         f"--trace raw: holds the input {RAWJ}, which files written there could overwrite; "
+         "choose another directory", raw()),
+    Case("report trace onto the metadata", [*REPORT, "--trace", RAWJ],
+         f"Error: Invalid value for '--trace': Directory '{RAWJ}' is a file.", raw()),
+    Case("report trace under a file", [*REPORT, "--trace", "f/t"],
+         "--trace f/t: f is a file, not a directory; choose another output path",
+         {**raw(), "f": "x"}),
+    Case("report missing input", ["report", "nope"], "nope: no such file or directory"),
+    Case("report empty dir", ["report", "e"],
+         "e: holds neither raw launches (*.json + *.bin) nor traces", {"e/x.txt": "1"}),
+    # --- raw launch metadata -------------------------------------------------------------------
+    Case("meta is a list", [*REPORT[:1], RAWJ],
+         f"{RAWJ}: expected a JSON object, not an array; {FIX}",
+         raw(text='[{"format": "proton-inject-raw"}]')),
+    Case("meta not JSON", REPORT[:1] + [RAWJ],
+         f"{RAWJ}: not valid JSON (Expecting ':' delimiter: line 1 column 42 (char 41)); "
+         "rewrite it with `proton-inject run`",
+         raw(text='{"format": "proton-inject-raw", "kernel" "k"}')),
+    Case("meta not UTF-8", REPORT[:1] + [RAWJ],
+         f"{RAWJ}: not UTF-8 text (byte 38); not a launch metadata file",
+         raw(text=b'{"format": "proton-inject-raw", "k": "\xff"}')),
+    Case("meta scopes list", REPORT,
+         f"{RAWJ}: scopes must be an object of scope id -> a name, not an array", raw(scopes=[])),
+    Case("meta scope key not a number", REPORT,
+         f"{RAWJ}: scopes has key 'x'; scope ids are integers", raw(scopes={"x": "k"})),
+    Case("meta scope name int", REPORT, f"{RAWJ}: scopes[0] = 5 must be a name",
+         raw(scopes={"0": 5})),
+    Case("meta scope_parents bad value", REPORT,
+         f"{RAWJ}: scope_parents[1] = 'x' must be an integer scope id",
+         raw(scope_parents={"1": "x"})),
+    Case("meta scope_locs not an object", REPORT,
+         f"{RAWJ}: scope_locs must be an object of scope id -> a string, not an integer",
+         raw(scope_locs=5)),
+    Case("meta config object", REPORT,
+         f"{RAWJ}: config = {{'a': 1}} must be null or a string; {FIX}", raw(config={"a": 1})),
+    Case("meta launch string", REPORT,
+         f"{RAWJ}: launch = 'x' must be an integer from 0 to 1000000000000; {FIX}",
+         raw(launch="x")),
+    Case("meta launch negative", REPORT,
+         f"{RAWJ}: launch = -1 must be an integer from 0 to 1000000000000; {FIX}",
+         raw(launch=-1)),
+    Case("meta bin escapes the directory", REPORT,
+         f"{RAWJ}: bin = '../x.bin' must be the name of a .bin or .bin.gz file in the same "
+         f"directory; {FIX}", raw(bin="../x.bin")),
+    Case("meta bin absolute", REPORT,
+         f"{RAWJ}: bin = '/etc/passwd' must be the name of a .bin or .bin.gz file in the same "
+         f"directory; {FIX}", raw(bin="/etc/passwd")),
+    Case("meta bin number", REPORT,
+         f"{RAWJ}: bin = 7 must be the name of a .bin or .bin.gz file in the same directory; "
+         f"{FIX}", raw(bin=7)),
+    Case("meta grid negative", REPORT,
+         f"{RAWJ}: grid x = -1 is outside 1..2147483647: no CUDA launch has that grid; {FIX}",
+         raw(grid=[-1, 1, 1])),
+    Case("meta grid zero", REPORT,
+         f"{RAWJ}: grid y = 0 is outside 1..65535: no CUDA launch has that grid; {FIX}",
+         raw(grid=[96, 0, 1])),
+    Case("meta grid overflows", REPORT,
+         f"{RAWJ}: grid x = 18446744073709551617 is outside 1..2147483647: no CUDA launch has "
+         f"that grid; {FIX}", raw(grid=[2**64 + 1, 1, 1])),
+    Case("meta grid strings", REPORT,
+         f"{RAWJ}: grid = ['96'] must be a list of 1 to 3 integers; {FIX}", raw(grid=["96"])),
+    Case("meta grid four dims", REPORT,
+         f"{RAWJ}: grid = [1, 1, 1, 1] must be a list of 1 to 3 integers; {FIX}",
+         raw(grid=[1, 1, 1, 1])),
+    Case("meta num_warps huge float", REPORT,
+         f"{RAWJ}: num_warps = 1000000000.0 must be an integer from 1 to 32; {FIX}",
+         raw(num_warps=1e9)),
+    Case("meta num_warps huge int", REPORT,
+         f"{RAWJ}: num_warps = 1000000000 must be an integer from 1 to 32; {FIX}",
+         raw(num_warps=10**9)),
+    Case("meta num_warps missing", REPORT, f"{RAWJ}: missing field 'num_warps'; {FIX}",
+         raw(drop=("num_warps",))),
+    Case("meta kernel number", REPORT, f"{RAWJ}: kernel = 5 must be a string; {FIX}",
+         raw(kernel=5)),
+    Case("meta sampled warp out of range", REPORT,
+         f"{RAWJ}: sampled_warps = [9] must be null or a non-empty list of warp ids below "
+         f"num_warps=8; {FIX}", raw(sampled_warps=[9])),
+    Case("meta clock bits", REPORT, f"{RAWJ}: clock_bits = 48 must be 32 or 64; {FIX}",
+         raw(clock_bits=48)),
+    Case("meta buffer type", REPORT,
+         f"{RAWJ}: buffer_type = 'tex' must be 'shared' or 'global'; {FIX}",
+         raw(buffer_type="tex")),
+    Case("meta bytes_per_cta string", REPORT,
+         f"{RAWJ}: bytes_per_cta = '8320' must be an integer from 4 to 2147483648; {FIX}",
+         raw(bytes_per_cta="8320")),
+    Case("meta bytes_per_cta too small", REPORT,
+         "launch 00000-matmul_kernel: bytes_per_cta=64 cannot hold the header of 8 warps; it "
+         "must be the kernel's profile_scratch_size", raw(bytes_per_cta=64)),
+    Case("meta sm clock string", REPORT,
+         f"{RAWJ}: sm_clock_mhz = 'fast' must be null or a positive number; {FIX}",
+         raw(sm_clock_mhz="fast")),
+    Case("meta wrong format", ["report", RAWF],
+         f"{RAWJ}: not a proton-inject raw launch (format='other')", raw(format="other")),
+    Case("raw buffer missing", ["report", RAWJ],
+         f"{RAWJ}: raw buffer 00000-matmul_kernel.bin not found next to it",
+         {RAWJ: json.dumps(RAW_META)}),
+    Case("raw gzip truncated", REPORT,
+         f"{RAWF}: damaged gzip file (the stream ends early); copy it again from the run's raw/ "
+         "directory", raw(binary=RAW_BIN[: len(RAW_BIN) // 2])),
+    Case("raw gzip corrupted", REPORT,
+         f"{RAWF}: damaged gzip file (Error -3 while decompressing data: invalid literal/lengths set); "
+         "copy it again from the run's raw/ directory",
+         raw(binary=RAW_BIN[:20] + b"\xff" * 64 + RAW_BIN[84:])),
+    Case("raw gzip not gzip", REPORT,
+         f"{RAWF}: damaged gzip file (Error -3 while decompressing data: incorrect header "
+         "check); copy it again from the run's raw/ directory", raw(binary=b"plain bytes")),
+    Case("raw buffer all zero", REPORT,
+         "launch 00000-matmul_kernel: the profile buffer is all zeros: the instrumented binary "
+         "was not used. Check that the override directory holds only .ttgir files and that the "
+         "run used a private TRITON_CACHE_DIR", raw(binary=gzip.compress(bytes(96 * 8320)))),
+    # --- traces --------------------------------------------------------------------------------
+    Case("trace missing launches", ["report", "t.json"],
+         f"t.json: otherData.launches is missing or empty; {TFIX}",
+         trace(lambda d: d["otherData"].pop("launches"))),
+    Case("trace event missing pid", ["report", "t.json"],
+         "t.json: traceEvents[2] lacks 'pid'; write the trace again with `proton-inject report "
+         "RAW --trace DIR`", trace(lambda d: [e.pop("pid") for e in d["traceEvents"][2:3]])),
+    Case("trace event args lack scope", ["report", "t.json"],
+         "t.json: traceEvents[2] lacks 'scope'; write the trace again with `proton-inject report "
+         "RAW --trace DIR`", trace(lambda d: d["traceEvents"][2]["args"].pop("scope"))),
+    Case("trace event ts string", ["report", "t.json"],
+         "t.json: trace events hold a non-numeric 'ts'; write the trace again with "
+         "`proton-inject report RAW --trace DIR`",
+         trace(lambda d: d["traceEvents"][2].update(ts="soon"))),
+    Case("trace launch pid_base string", ["report", "t.json"],
+         f"t.json: otherData.launches[0].pid_base is missing or of the wrong type; {TFIX}",
+         trace(lambda d: d["otherData"]["launches"][0].update(pid_base="x"))),
+    Case("trace otherData a list", ["report", "t.json"],
+         "t.json: not a proton-inject trace (write it with `report --trace` or `run`)",
+         trace(lambda d: d.update(otherData=[]))),
+    Case("trace damaged gzip", ["report", "t.json.gz"],
+         "t.json.gz: cannot read trace: Compressed file ended before the end-of-stream marker "
+         "was reached", {"t.json.gz": gzip.compress(TRACE)[:200]}),
+    Case("trace not JSON", ["report", "t.json"],
+         "t.json: cannot read trace: Expecting value: line 1 column 1 (char 0)",
+         {"t.json": "]"}),
+    # --- dump, check, run, inspect -------------------------------------------------------------
+    Case("dump AOT with --kernel", ["dump", "k.py:k", "--target", "cuda:90", "--kernel", "x"],
+         "--kernel x: only applies to a program's dump; k.py:k already names the one kernel to "
+         "dump", {"k.py": "x = 1\n"}),
+    Case("dump AOT without target", ["dump", "k.py:k"],
+         "k.py:k: an ahead-of-time dump needs --target (e.g. cuda:90)", {"k.py": "x = 1\n"}),
+    Case("dump AOT onto its source", ["dump", "k.py:k", "--target", "cuda:90", "-o", "k.py"],
+         "Error: Invalid value for '-o' / '--out': Directory 'k.py' is a file.",
+         {"k.py": "x = 1\n"}),
+    Case("dump AOT into the source dir", ["dump", "k.py:k", "--target", "cuda:90", "-o", "."],
+         "-o .: holds the kernel source k.py, which files written there could overwrite; "
+         "choose another directory", {"k.py": "x = 1\n"}),
+    Case("dump program with --target", ["dump", "--target", "cuda:90", "--", "python", "x.py"],
+         "dump: --target only apply to an ahead-of-time dump of one FILE.py:KERNEL, not to "
+         "'python x.py'"),
+    Case("check missing", ["check", "nope.ttgir"], "nope.ttgir: no such file or directory"),
+    Case("check bad target", ["check", "a.ttgir", "--target", "cuda"],
+         "unknown target 'cuda': expected cuda:<sm> (e.g. cuda:80, cuda:90, cuda:100) or "
+         "hip:<gfx arch> (e.g. hip:gfx942)",
+         {"a.ttgir": TT}),
+    Case("run output onto the tree", ["run", "inst", "-o", "inst", "--", "python", "x.py"],
+         "-o inst: is the instrumented tree inst; writing there would destroy it; choose another "
+         "output path", {"inst/manifest.json": "{}"}),
+    Case("run output inside the tree", ["run", "inst", "-o", "inst/t", "--", "python", "x.py"],
+         "-o inst/t: is inside the instrumented tree inst; choose an output path outside it",
+         {"inst/manifest.json": "{}"}),
+    Case("run max pending zero", ["run", "inst", "--max-pending-mb", "0", "-o", "t", "--",
+                                  "python", "x.py"],
+         "--max-pending-mb must be > 0, got 0.0", {"inst/manifest.json": "{}", "x.py": ""}),
+    Case("inspect empty dir", ["inspect", "e"], "e: no .ttgir files in this directory",
+         {"e/x.txt": "1"}),
+]
