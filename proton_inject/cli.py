@@ -432,9 +432,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
         except UserError as e:
             click.echo(f"proton-inject: no report: {e}", err=True)
         else:
-            for w in res.warnings:
-                click.echo(f"proton-inject: warning: {w}", err=True)
-            if not no_report:
+            if not no_report:  # (its warnings are among the messages above)
                 click.echo(res.text, err=True)
             for f in res.files:
                 click.echo(f"wrote {f}", err=True)

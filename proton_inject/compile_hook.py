@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from .errors import ParseError, UserError
 from .fsutil import write_atomic
 from .lowering import LoweringOptions, lowering_skipped
 from .rules import Rules, rules_from_table
-from .runtime import LaunchRecord, RunResult, Session, run_in_session
+from .runtime import LaunchRecord, RunResult, Session, run_in_session, run_index_name
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _FUNC = re.compile(r"^\s*tt\.func\b", re.M)
@@ -99,6 +99,7 @@ class CompileHook:
         self.compiled: dict[str, CompiledKernel] = {}  # compile hash -> what happened
         self.notes: list[str] = []
         self._manifest: dict[str, dict] = {}  # relative file -> manifest entry
+        self.plain_only: set[str] = set()  # kernels whose instrumented build failed once
         self._lock = threading.Lock()
 
     def __call__(self, backend: Any, stages: dict, options: Any, language: Any, capability: Any) -> None:
@@ -161,6 +162,9 @@ class CompileHook:
         if not self.rules.wants_kernel(name):
             entry.reason = "not matched by --kernel"
             return None
+        if name in self.plain_only:
+            entry.reason = "instrumented build failed to compile"
+            return None
         text = str(mod)
         if len(_FUNC.findall(text)) > 1:
             entry.reason = "calls noinline functions"
@@ -170,7 +174,8 @@ class CompileHook:
         try:
             res = insert_text(text, self.rules, f"{name}.ttgir")
         except UserError as e:
-            entry.reason = "a rule could not be placed"
+            entry.reason = ("its IR could not be parsed" if isinstance(e, ParseError)
+                            else "a rule could not be placed")
             self._note(f"kernel {name} runs uninstrumented: {e}")
             return None
         for n in res.notes:
@@ -247,27 +252,27 @@ def as_rules(rules: Rules | dict | None) -> Rules:
     raise UserError(f"rules: expected a Rules or a dict, got {type(rules).__name__}")
 
 
-def rank_out(out: str | os.PathLike) -> Path:
-    """``out/rank<N>`` in a process of a multi-process job (torchrun sets RANK), else ``out``."""
-    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
-    if rank is not None and world is not None and world.strip() not in ("", "1"):
-        return Path(out) / f"rank{rank.strip()}"
-    return Path(out)
-
-
-def _clear_out(out: Path) -> None:
-    """Remove what an earlier run wrote to ``out``; refuse a directory that is not ours."""
+def _clear_out(out: Path, rank: int | None = None) -> None:
+    """Remove what an earlier run wrote to ``out`` (for one rank: that rank's files only, the
+    shared ``ir/`` is rewritten in place); refuse a directory that is not ours."""
     if not out.exists():
         return
     if not out.is_dir():
         raise UserError(f"-o {out}: exists and is not a directory")
-    if any(out.iterdir()) and not (out / "run.json").is_file() and not (out / "ir").is_dir():
+    ours = (out / "ir").is_dir() or any(out.glob("run*.json"))
+    if any(out.iterdir()) and not ours:
         raise UserError(f"-o {out}: exists and holds files proton-inject did not write; "
                         "choose another -o or remove it")
-    for sub in ("raw", "ir"):
-        shutil.rmtree(out / sub, ignore_errors=True)
-    for f in out.glob("*.json"):
-        f.unlink()
+    if rank is None:
+        shutil.rmtree(out / "raw", ignore_errors=True)
+        shutil.rmtree(out / "ir", ignore_errors=True)
+        stale = list(out.glob("*.json"))
+    else:
+        head = f"rank{rank}-"
+        stale = [*out.glob(f"raw/{head}*"), *out.glob(f"{head}*.json"), out / f"run.rank{rank}.json"]
+    for f in stale:
+        if f.is_file():
+            f.unlink()
 
 
 class CompileSession(Session):
@@ -282,7 +287,7 @@ class CompileSession(Session):
         max_pending_mb: float = 256,
         keep_tuning: bool = False,
     ) -> None:
-        out = rank_out(out)
+        out = Path(out)
         super().__init__(out / "ir", out, options, None, max_launches, max_pending_mb, keep_tuning)
         self.hook = CompileHook(as_rules(rules), out / "ir")
         self._unhooked: set[str] = set()  # kernels launched that never went through the hook
@@ -290,12 +295,24 @@ class CompileSession(Session):
     def _override_tree(self) -> None:
         import triton
 
-        _clear_out(self.out)
+        _clear_out(self.out, self.rank)
+        self.out.mkdir(parents=True, exist_ok=True)
         knobs_rt = triton.knobs.runtime
         self.hook.prev = knobs_rt.add_stages_inspection_hook
         knobs_rt.add_stages_inspection_hook = self.hook
         self._undo.append(lambda: setattr(knobs_rt, "add_stages_inspection_hook", self.hook.prev))
         triton.knobs.compilation.override = False
+
+    def _overrides(self, name: str, src: Any = None) -> bool:
+        """A kernel the hook instrumented: if a later stage fails, compile it again plain."""
+        return any(c.instrumented and c.name == name for c in self.hook.compiled.values())
+
+    def _fallback(self, name: str, error: BaseException, compile_plain: Any) -> Any:
+        self.hook.plain_only.add(name)
+        for c in self.hook.compiled.values():
+            if c.name == name and c.instrumented:
+                c.instrumented, c.reason = False, "instrumented build failed to compile"
+        return super()._fallback(name, error, compile_plain)
 
     def _info(self, ck: Any):
         info = super()._info(ck)
@@ -326,7 +343,7 @@ class CompileSession(Session):
 
     def _write_index(self) -> None:
         super()._write_index()
-        path = self.out / "run.json"
+        path = self.out / run_index_name(self.rank)
         if path.is_file():  # record what each compile became, for report and review
             data = json.loads(path.read_text())
             data["instrumented_dir"] = "ir"
