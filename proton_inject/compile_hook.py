@@ -266,10 +266,11 @@ def _clear_out(out: Path, rank: int | None = None) -> None:
     if rank is None:
         shutil.rmtree(out / "raw", ignore_errors=True)
         shutil.rmtree(out / "ir", ignore_errors=True)
-        stale = list(out.glob("*.json"))
+        stale = [*out.glob("*.json"), *out.glob("*.json.gz")]
     else:
         head = f"rank{rank}-"
-        stale = [*out.glob(f"raw/{head}*"), *out.glob(f"{head}*.json"), out / f"run.rank{rank}.json"]
+        stale = [*out.glob(f"raw/{head}*"), *out.glob(f"{head}*.json"),
+                 *out.glob(f"{head}*.json.gz"), out / f"run.rank{rank}.json"]
     for f in stale:
         if f.is_file():
             f.unlink()

@@ -175,13 +175,15 @@ def test_output_dir_is_cleared_only_when_it_is_ours(tmp_path):
     (ours / "raw" / "00000-k.bin").write_bytes(b"old")
     (ours / "run.json").write_text("{}")
     (ours / "00000-k.json").write_text("{}")
+    (ours / "00001-k.json.gz").write_bytes(b"")
     (ours / "timeline.png").write_bytes(b"keep")
     _clear_out(ours)
     assert sorted(p.name for p in ours.iterdir()) == ["timeline.png"]
     # One rank of a multi-process job removes only its own files.
     (ours / "raw").mkdir()
-    for name in ("raw/rank0-00000-k.bin", "raw/rank1-00000-k.bin", "rank0-00000-k.json",
-                 "rank1-00000-k.json", "run.rank0.json", "run.rank1.json"):
+    for name in ("raw/rank0-00000-k.bin", "raw/rank1-00000-k.bin.gz", "rank0-00000-k.json",
+                 "rank1-00000-k.json", "rank1-00001-k.json.gz", "run.rank0.json",
+                 "run.rank1.json"):
         (ours / name).write_text("{}")
     _clear_out(ours, rank=1)
     left = sorted(p.relative_to(ours).as_posix() for p in ours.rglob("*") if p.is_file())
