@@ -371,9 +371,10 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
 @click.option("--max-pending-mb", type=float, default=256, show_default=True,
               help="Device memory held for buffers not yet copied to the host.")
 @click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches.")
+@click.option("--no-gz", is_flag=True, help="Write raw buffers and traces uncompressed.")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
-        max_pending_mb, keep_tuning, **kw) -> None:  # fmt: skip
+        max_pending_mb, keep_tuning, no_gz, **kw) -> None:  # fmt: skip
     """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
 
     Exits with the program's own exit code.
@@ -384,6 +385,7 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     result = run_program(
         instrumented, out, list(program), _options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
+        gz=not no_gz,
     )  # fmt: skip
     for m in result.messages:
         click.echo(f"proton-inject: {m}", err=True)

@@ -59,6 +59,7 @@ files from before it was recorded), "bin": file name of the buffer}``. ``save_ra
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -198,13 +199,17 @@ def raw_prefix(out_dir: str | os.PathLike, meta: LaunchMeta) -> Path:
     return Path(out_dir) / f"{head}{meta.launch:05d}-{safe}"
 
 
-def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta) -> tuple[Path, Path]:
-    """Write ``<prefix>.bin`` (raw bytes) and ``<prefix>.json`` (meta); returns both paths."""
+def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta,
+             gz: bool = False) -> tuple[Path, Path]:
+    """Write ``<prefix>.bin`` (raw bytes; ``.bin.gz`` if ``gz``) and ``<prefix>.json`` (meta);
+    returns both paths."""
     prefix = Path(path_prefix)
-    data = _as_bytes(buffer)
-    bin_path = prefix.with_name(prefix.name + ".bin")
+    data = _as_bytes(buffer).tobytes()
+    bin_path = prefix.with_name(prefix.name + (".bin.gz" if gz else ".bin"))
     json_path = prefix.with_name(prefix.name + ".json")
-    write_atomic(bin_path, data.tobytes())
+    if gz:  # level 1: buffers are mostly zeros and record words; -6 buys little, costs 4x
+        data = gzip.compress(data, compresslevel=1, mtime=0)
+    write_atomic(bin_path, data)
     d = meta.to_dict()
     d["bin"] = bin_path.name
     write_atomic(json_path, json.dumps(d, indent=1) + "\n")

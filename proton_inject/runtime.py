@@ -284,7 +284,7 @@ def _no_modes() -> Iterator[None]:
     import torch
     from torch.utils._python_dispatch import _disable_current_modes
 
-    with torch._C._DisableTorchFunction(), _disable_current_modes():
+    with torch._C.DisableTorchFunction(), _disable_current_modes():
         yield
 
 
@@ -362,6 +362,7 @@ class Session:
         self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
         self.rank = _rank()
         self.write_traces = True
+        self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
 
     # -- setup / teardown --
 
@@ -752,6 +753,19 @@ class Session:
         return s
 
     def _allocate(self, size: int, alignment: int, stream: int | None):
+        try:
+            return self._allocate_buffer(size, stream)
+        except Exception as e:  # never fail the program's launch because of us
+            import torch
+
+            self._tls.pending = None
+            with self._lock:
+                if not any(m.startswith("profile buffer allocation failed") for m in self.result.messages):
+                    self.result.messages.append(f"profile buffer allocation failed ({e!r}); "
+                                                "those launches ran unprofiled")
+            return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", torch.cuda.current_device()))
+
+    def _allocate_buffer(self, size: int, stream: int | None):
         import torch
 
         pending: _Pending | None = getattr(self._tls, "pending", None)
@@ -949,7 +963,7 @@ class Session:
         if not rec.scope_names:
             rec.scope_names, rec.scope_parents = self._scopes(rec)
         meta = self.launch_meta(rec)
-        for path in save_raw(raw_prefix(self.out / "raw", meta), data, meta):
+        for path in save_raw(raw_prefix(self.out / "raw", meta), data, meta, gz=self.gz):
             self.result.files.append(str(path))
 
     def launch_meta(self, rec: LaunchRecord) -> Any:
@@ -1071,12 +1085,12 @@ class Session:
         for rec in self.result.launches:
             meta = self.launch_meta(rec)
             prefix = raw_prefix(self.out / "raw", meta)
-            if rec.all_zero or not prefix.with_name(prefix.name + ".bin").exists():
+            if rec.all_zero or not prefix.with_name(prefix.name + ".json").exists():
                 continue
             try:
                 data, meta = load_raw(prefix.with_name(prefix.name + ".json"))
                 decoded = decode(data, meta)
-                path = write_trace(decoded, self.out / f"{meta.label}.json")
+                path = write_trace(decoded, self.out / f"{meta.label}.json", gz=self.gz)
             except Exception as e:  # keep the raw data; report can retry later
                 self.result.messages.append(f"launch {rec.seq} ({rec.kernel}): not decoded: {e}")
                 continue
@@ -1103,7 +1117,7 @@ class Session:
                     "num_warps": r.num_warps,
                     "config": r.config_name,
                     "tuning": r.tuning,
-                    "raw": f"raw/{raw_prefix(Path(), self.launch_meta(r)).name}.bin",
+                    "raw": f"raw/{raw_prefix(Path(), self.launch_meta(r)).name}.bin{'.gz' if self.gz else ''}",
                     "all_zero": r.all_zero,
                     "graph_replay": r.graph_replay,
                 }  # fmt: skip
@@ -1132,13 +1146,16 @@ def profile(
     max_pending_mb: float = 256,
     keep_tuning: bool = False,
     quiet: bool = False,
+    gz: bool = True,
 ) -> Iterator[RunResult]:
     """Profile the instrumented kernels launched inside the ``with`` block.
 
     Yields a ``RunResult`` that is filled in when the block ends (normally or not); its
     ``messages`` are also printed to stderr unless ``quiet``.
     """
-    session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning).start()
+    session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning)
+    session.gz = gz
+    session.start()
     try:
         yield session.result
     finally:
@@ -1157,6 +1174,7 @@ def run_program(
     max_launches: int | None = None,
     max_pending_mb: float = 256,
     keep_tuning: bool = False,
+    gz: bool = True,
 ) -> RunResult:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled.
 
@@ -1165,6 +1183,7 @@ def run_program(
     even when it raises or calls ``sys.exit``.
     """
     session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning)
+    session.gz = gz
     return run_in_session(session, argv, "run")
 
 

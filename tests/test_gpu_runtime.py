@@ -102,7 +102,7 @@ def test_vector_add_cli_pipeline(tmp_path):
     assert "max abs error 0.000e+00" in out
     index = json.loads((tmp_path / "traces" / "run.json").read_text())
     assert [x["kernel"] for x in index["launches"]] == ["add_kernel"]
-    assert list((tmp_path / "traces").glob("00000-add_kernel.json"))  # the Chrome trace
+    assert list((tmp_path / "traces").glob("00000-add_kernel.json.gz"))  # the Chrome trace
     [d] = _decoded(tmp_path / "traces")
     grid = int(np.prod(d.meta.grid))
     for sid, name in d.meta.scopes.items():

@@ -32,7 +32,7 @@ _MODEL = textwrap.dedent("""
     import sys, torch
     import torch.nn.functional as F
     torch.manual_seed(0)
-    D, H, L = 2048, 16, 2
+    D, H, L = 2048, 16, 1
 
     class Block(torch.nn.Module):
         def __init__(self):

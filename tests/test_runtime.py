@@ -247,3 +247,16 @@ def test_dump_program_errors(tmp_path):
         dump_program(["python", str(quiet)], tmp_path / "d2")
     with pytest.raises(UserError, match="no such script"):
         dump_program(["python", str(tmp_path / "missing.py")], tmp_path / "d3")
+
+
+def test_own_tensors_ignore_the_programs_default_device():
+    """Pinned host buffers once came out as CUDA tensors under the program's default device."""
+    import torch
+
+    from proton_inject.runtime import _no_modes
+
+    with torch.device("meta"):
+        assert torch.empty(2).device.type == "meta"
+        with _no_modes():
+            assert torch.empty(2).device.type == "cpu"
+        assert torch.empty(2).device.type == "meta"
