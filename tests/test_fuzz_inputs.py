@@ -1,0 +1,167 @@
+"""Property tests on what users hand the tool: rules tables and raw launches from disk.
+
+Any mix of TOML values as rules gives valid rules (that instrument a kernel or say why not) or
+one UserError; any mutation of a real H100 launch (bytes of the buffer, of its gzip stream,
+fields of its metadata) gives a valid trace and report or one UserError. CI runs a fixed
+budget of 100 examples per property; for a longer local run:
+
+    PI_FUZZ_EXAMPLES=5000 .venv/bin/python -m pytest -q -s tests/test_fuzz_inputs.py
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import DATA, SAMPLES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proton_inject.decode import DecodeWarning, decode, load_raw
+from proton_inject.errors import UserError
+from proton_inject.instrument import insert_text
+from proton_inject.report import LaunchData, summarize
+from proton_inject.rules import Rules, rules_from_table
+from proton_inject.trace import trace_bytes
+from proton_inject.validate import RULE_KEYS
+
+_EXAMPLES = int(os.environ.get("PI_FUZZ_EXAMPLES", "100"))
+_SETTINGS = settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES <= 100,
+                     database=None,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+OUTCOMES: Counter = Counter()
+
+# --- rules ---------------------------------------------------------------------------------------
+
+_SCALARS = st.one_of(
+    st.booleans(), st.integers(-3, 5), st.integers(), st.floats(allow_nan=True),
+    st.sampled_from(["", "outer", "iteration", "both", "false", "no", "tt.load", "scf.*", "(",
+                     "add_kernel", "x=vector_add.py:20-24", "x=a.py:9-3", "oops", "."]),
+    st.text(max_size=12))
+_VALUES = st.recursive(_SCALARS, lambda c: st.lists(c, max_size=3) |
+                       st.dictionaries(st.text(max_size=5), c, max_size=2), max_leaves=6)
+# Mostly plausible values per key (so that valid rules reach insert), some of any type.
+_GOOD = {"kernel-scope": st.booleans(), "marks": st.booleans(),
+         "loops": st.sampled_from(["outer", "iteration", "both"]), "loop-depth": st.integers(1, 3),
+         "kernel": st.sampled_from(["add", "^add_kernel$", "nothing"]),
+         "op": st.sampled_from(["tt.load", ["tt.store", "arith.*"], "scf.for"]),
+         "region": st.sampled_from(["x=vector_add.py:20-24", ["y=vector_add.py:22"]]),
+         "source-root": st.sampled_from([".", "examples"])}
+_TABLES = st.dictionaries(st.sampled_from([*RULE_KEYS, "lops", "tool"]), _VALUES, max_size=2) | \
+    st.fixed_dictionaries({}, optional={k: v | _VALUES if k == "loops" else v
+                                        for k, v in _GOOD.items()})
+_ADD = (SAMPLES / "cuda-90/add_kernel.ttgir").read_bytes()
+
+
+@_SETTINGS
+@given(table=_TABLES)
+def test_any_rules_table_is_valid_rules_or_one_clear_error(table):
+    try:
+        rules = rules_from_table(table, "r.toml")
+    except UserError as e:
+        assert str(e).startswith("r.toml: ") and "\n" not in str(e)
+        OUTCOMES["rules: error"] += 1
+        return
+    assert isinstance(rules, Rules)
+    try:
+        res = insert_text(_ADD, rules, "a.ttgir")
+    except UserError:
+        OUTCOMES["rules: valid, insert refused"] += 1
+        return
+    OUTCOMES["rules: valid, instrumented"] += 1
+    assert res.text.count("proton.record start") == res.text.count("proton.record end")
+
+
+# --- raw launches --------------------------------------------------------------------------------
+
+_SRC = DATA / "h100-shortlaunch"
+_META = json.loads((_SRC / "00000-matmul_kernel.json").read_text())
+_CTAS = 6  # a slice of the real launch keeps each example fast
+_BIN = gzip.decompress((_SRC / "00000-matmul_kernel.bin.gz").read_bytes())[
+    : _CTAS * _META["bytes_per_cta"]]
+_FIELDS = ["grid", "num_warps", "bytes_per_cta", "buffer_size", "scopes", "scope_parents",
+           "sampled_warps", "clock_bits", "launch", "bin", "config", "sm_clock_mhz", "kernel"]
+_FIELD_VALUES = st.one_of(_VALUES, st.sampled_from(
+    [[6], [6, 1, 1], [0], [-1], [2**40], 4, 8, 9, 32, 10**9, 1e9, 8320, 8192, 0, 4096, None,
+     {"0": "k"}, {"1": 0}, [0, 1], [7], [9], 32, 64, 48, "00000-matmul_kernel.bin",
+     "../x.bin", "x.bin.gz", 1755.0, float("nan")]))
+
+
+def _launch(tmp: Path, meta: dict, data: bytes, gz: bool) -> Path:
+    name = "00000-matmul_kernel.bin" + (".gz" if gz else "")
+    (tmp / name).write_bytes(data)
+    meta = {**meta, "bin": meta.get("bin", name)}
+    (tmp / "00000-matmul_kernel.json").write_text(json.dumps(meta))
+    return tmp / "00000-matmul_kernel.json"
+
+
+def _check_trace(d) -> None:
+    doc = json.loads(trace_bytes([d]))
+    for ev in doc["traceEvents"]:
+        if ev.get("ph") == "X":
+            assert np.isfinite(ev["ts"]) and ev["dur"] >= 0
+    summarize([LaunchData.from_decoded(d)])
+
+
+@_SETTINGS
+@given(data=st.data())
+def test_any_mutated_real_launch_gives_a_trace_or_one_clear_error(data):
+    meta = {**_META, "grid": [_CTAS, 1, 1]}
+    meta.pop("bin")
+    fields = st.lists(st.sampled_from(_FIELDS), max_size=2) if data.draw(st.integers(0, 3)) == 0 \
+        else st.just([])
+    for key in data.draw(fields):
+        meta[key] = data.draw(_FIELD_VALUES)
+    buf = bytearray(_BIN)
+    for _ in range(data.draw(st.integers(0, 4))):
+        kind = data.draw(st.sampled_from(["byte", "word", "zeros", "cut", "repeat"]))
+        pos = data.draw(st.integers(0, max(0, len(buf) - 1)))
+        if kind == "byte" and buf:
+            buf[pos] = data.draw(st.integers(0, 255))
+        elif kind == "word" and len(buf) >= pos + 4:
+            buf[pos & ~3: (pos & ~3) + 4] = data.draw(st.binary(min_size=4, max_size=4))
+        elif kind == "zeros":
+            n = data.draw(st.integers(1, 9000))
+            buf[pos: pos + n] = bytes(len(buf[pos: pos + n]))
+        elif kind == "cut":
+            del buf[pos:]
+        else:
+            buf += buf[: data.draw(st.integers(1, 9000))]
+    gz = data.draw(st.booleans())
+    blob = gzip.compress(bytes(buf), compresslevel=1, mtime=0) if gz else bytes(buf)
+    if gz and data.draw(st.integers(0, 3)) == 0:  # damage the gzip stream itself
+        blob = bytearray(blob)
+        i = data.draw(st.integers(0, len(blob) - 1))
+        blob[i] ^= data.draw(st.integers(1, 255))
+        blob = bytes(blob[: data.draw(st.integers(0, len(blob)))])
+    tmp = Path(tempfile.mkdtemp(prefix="pi-fuzz-"))
+    try:
+        path = _launch(tmp, meta, blob, gz)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DecodeWarning)
+            try:
+                raw, m = load_raw(path)
+                d = decode(raw, m)
+            except UserError as e:
+                assert str(e)
+                OUTCOMES["launch: error"] += 1
+                return
+        _check_trace(d)
+        OUTCOMES["launch: decoded"] += 1
+    finally:
+        shutil.rmtree(tmp)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_counts():
+    yield
+    if OUTCOMES:
+        print("\nfuzz outcomes:", dict(sorted(OUTCOMES.items())))
