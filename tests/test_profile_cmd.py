@@ -64,12 +64,14 @@ def _source(mod):
                      attrs=attrs)
 
 
-def _compile(src, cache: Path, hook: CompileHook | None):
-    """Compile for cuda:90 as a profiled process would: Proton lowering, hook, given cache."""
+def _compile(src, cache: Path, hook: CompileHook | None, target=None,
+             options: LoweringOptions | None = None):
+    """Compile (for cuda:90 unless told) as a profiled process would: Proton lowering, hook,
+    the given cache."""
     import triton
     from triton.backends.compiler import GPUTarget
 
-    target = GPUTarget("cuda", 90, 32)
+    target = target or GPUTarget("cuda", 90, 32)
     with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
         triton.knobs.cache.dir = str(cache)
         if hook is None:
@@ -77,7 +79,7 @@ def _compile(src, cache: Path, hook: CompileHook | None):
         prev = triton.knobs.runtime.add_stages_inspection_hook
         triton.knobs.runtime.add_stages_inspection_hook = hook
         try:
-            with installed(LoweringOptions(), target=target, tag="test"):
+            with installed(options or LoweringOptions(), target=target, tag="test"):
                 # The JIT passes the mode in the options (part of the cache key); so do we.
                 mode = triton.knobs.compilation.instrumentation_mode
                 return triton.compile(src, target=target, options={"instrumentation_mode": mode})
@@ -134,6 +136,21 @@ def test_a_rule_that_cannot_be_placed_leaves_the_kernel_plain(kernel_mod, tmp_pa
     assert "proton.record" not in ck.asm["ttgir"]
     assert not ck.metadata.profile_scratch_size
     assert any("scale_kernel runs uninstrumented" in n and "overlap" in n for n in hook.notes)
+
+
+def test_instrumented_ir_that_does_not_lower_runs_plain(kernel_mod, tmp_path, capfd):
+    # Triton 3.6's AMD Proton lowering has no global-memory buffer: its pass pipeline fails.
+    from triton.backends.compiler import GPUTarget
+
+    hook = CompileHook(Rules(kernel_scope=True), tmp_path / "ir")
+    ck = _compile(_source(kernel_mod), tmp_path / "cache", hook, GPUTarget("hip", "gfx942", 64),
+                  LoweringOptions(buffer_type="global"))
+    assert not ck.metadata.profile_scratch_size  # the plain module was lowered
+    assert ck.asm["hsaco"]
+    (c,) = hook.compiled.values()
+    assert not c.instrumented and c.reason == "instrumented IR did not lower"
+    assert any("did not lower, so it runs uninstrumented" in n for n in hook.notes)
+    assert capfd.readouterr().out == ""  # the compiler's complaint went to stderr only
 
 
 def test_instrumented_build_is_never_reused_by_a_plain_compile(kernel_mod, tmp_path):
