@@ -982,16 +982,15 @@ def _program_results(
         )  # fmt: skip
         key = (r.hash, r.kernel_name)
         prev = by_key.get(key)
-        if prev is None:
-            by_key[key] = r
-        elif prev.ttgir != r.ttgir:
+        by_key[key] = r  # Triton's dump rewrote the file: it holds the last compile's IR
+        if prev is not None and (prev.num_warps, prev.num_stages) != (r.num_warps, r.num_stages):
             # Triton's override hash leaves out num_warps/num_stages: autotune configs that
-            # differ only there share one override file, and the first compiled one wins.
+            # differ only there share one override file.
             notes.append(
                 f"{r.kernel_name}: configs ({prev.num_warps} warps, {prev.num_stages} stages) and "
                 f"({r.num_warps} warps, {r.num_stages} stages) share override hash {r.hash} "
-                "(Triton's hash ignores num_warps/num_stages); the dump keeps the first, and "
-                "an instrumented run will use its IR for both"
+                "(Triton's hash ignores num_warps/num_stages); the dump keeps the last compiled, "
+                "and an instrumented run will use its IR for both"
             )
     return list(by_key.values()), notes
 

@@ -9,3 +9,8 @@ for target in cuda-80 cuda-90 cuda-100 hip-gfx942; do
   "$PI" insert "ttgir_samples/$target" -o "ttgir_samples/instrumented/detailed/$target" \
     --loops both --op tt.load --op tt.descriptor_load --op ttng.warp_group_dot --op ttg.async_wait
 done
+# Third-party kernels (scripts/make_thirdparty_samples.py; tests/test_thirdparty_samples.py).
+for target in cuda-80 cuda-90 cuda-100 hip-gfx942; do
+  "$PI" insert "ttgir_samples/thirdparty/$target" -o "ttgir_samples/instrumented/thirdparty/$target" \
+    --kernel-scope --loops both --no-marks
+done

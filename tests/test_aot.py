@@ -647,3 +647,18 @@ def test_gpu_aot_commands_reproduce_the_launch_hashes(spec_kernel, tuned_file, t
         (again,) = json.loads((out / "manifest.json").read_text())["kernels"]
         assert again["hash"] == e["hash"], e["aot_command"]
         assert (out / again["ttgir"]).read_text() == (tmp_path / "dump" / e["ttgir"]).read_text()
+
+
+def test_program_dump_of_configs_sharing_a_hash_records_the_dumped_one(spec_kernel, tmp_path):
+    """Triton's dump keeps the last compile under a shared hash: the manifest must describe it."""
+    path, _ = spec_kernel
+    prog = tmp_path / "prog.py"
+    again = ('options={"num_warps": 2})\n    triton.compile(ASTSource(spec_kernel, sig, cx, attrs), '
+             'target=backend.target, options={"num_warps": 8})')
+    prog.write_text(LAUNCH_PROGRAM.replace('options={"num_warps": 2})', again))
+    res = override.dump_program(["python", str(prog), str(path.parent)], tmp_path / "dump")
+    assert res.compiled == 4 and len(res.kernels) == 2
+    assert len(res.notes) == 2 and "keeps the last compiled" in res.notes[0]
+    for e in json.loads((tmp_path / "dump" / "manifest.json").read_text())["kernels"]:
+        assert e["num_warps"] == 8 and "--num-warps 8" in e["aot_command"]
+        assert '"ttg.num-warps" = 8' in (tmp_path / "dump" / e["ttgir"]).read_text()
