@@ -416,8 +416,10 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     stderr. Exits with the program's own exit code.
     """
     from .compile_hook import profile_program
+    from .validate import report_options
 
-    _check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir")])
+    _check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
+    report_options(None, None, False, False, plot)  # before the program runs, not after
     rules = _rules_from(kw)
     result = profile_program(
         list(program), rules, out, _options_from(kw), max_launches=max_launches,

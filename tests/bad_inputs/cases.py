@@ -427,6 +427,22 @@ CASES: list[Case] = [
     Case("run max pending zero", ["run", "inst", "--max-pending-mb", "0", "-o", "t", "--",
                                   "python", "x.py"],
          "--max-pending-mb must be > 0, got 0.0", {"inst/manifest.json": "{}", "x.py": ""}),
+    Case("profile bad rules file", ["profile", "--rules", "r.toml", "--", "python", "x.py"],
+         "r.toml: marks = 'no' must be true or false (without quotes)",
+         {"r.toml": 'marks = "no"\n', "x.py": ""}),
+    Case("profile output over the rules file", ["profile", "--rules", "r.toml", "-o", "r.toml",
+                                                "--", "python", "x.py"],
+         "-o r.toml: is the --rules file r.toml; writing there would destroy it; choose another "
+         "output path", {"r.toml": "marks = true\n", "x.py": ""}),
+    Case("profile plot not png", ["profile", "--plot", "p.json", "--", "python", "x.py"],
+         "--plot p.json: must name a .png file, e.g. --plot timeline.png", {"x.py": ""}),
+    Case("profile plot under a file", ["profile", "--plot", "f/p.png", "--", "python", "x.py"],
+         "--plot f/p.png: f is a file, not a directory; choose another output path",
+         {"x.py": "", "f": "x"}),
+    Case("profile bad --loops in pyproject", ["profile", "--", "python", "x.py"],
+         "pyproject.toml [tool.proton-inject]: loops = 'all' must be one of 'outer', "
+         "'iteration', 'both'",
+         {"x.py": "", "pyproject.toml": '[tool.proton-inject]\nloops = "all"\n'}),
     Case("inspect empty dir", ["inspect", "e"], "e: no .ttgir files in this directory",
          {"e/x.txt": "1"}),
 ]
