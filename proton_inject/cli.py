@@ -372,9 +372,10 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
               help="Device memory held for buffers not yet copied to the host.")
 @click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches.")
 @click.option("--no-gz", is_flag=True, help="Write raw buffers and traces uncompressed.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
-        max_pending_mb, keep_tuning, no_gz, **kw) -> None:  # fmt: skip
+        max_pending_mb, keep_tuning, no_gz, verbose, **kw) -> None:  # fmt: skip
     """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
 
     Exits with the program's own exit code.
@@ -387,10 +388,17 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
         gz=not no_gz,
     )  # fmt: skip
+    _echo_messages(result, verbose)
+    sys.exit(result.exit_code or 0)
+
+
+def _echo_messages(result, verbose: bool) -> None:
+    """A run's messages (decode problems once per kernel and cause; per launch with -v)."""
     for m in result.messages:
         click.echo(f"proton-inject: {m}", err=True)
+    for m in result.details if verbose else []:
+        click.echo(f"proton-inject:   {m}", err=True)
     click.echo(f"proton-inject: {len(result.launches)} launches written to {result.out}", err=True)
-    sys.exit(result.exit_code or 0)
 
 
 # --- compile-time instrumentation (issue 12): profile -------------------------
@@ -407,8 +415,10 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
 @click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches.")
 @click.option("--no-report", is_flag=True, help="Do not print the report at the end.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also write a timeline PNG.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
+@click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
-def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, **kw):
+def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, verbose, raw, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -425,14 +435,12 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
         list(program), rules, out, _options_from(kw), max_launches=max_launches,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
     )  # fmt: skip
-    for m in result.messages:
-        click.echo(f"proton-inject: {m}", err=True)
-    click.echo(f"proton-inject: {len(result.launches)} launches written to {result.out}", err=True)
+    _echo_messages(result, verbose)
     if result.launches and (not no_report or plot):
         from .report import run_report
 
         try:
-            res = run_report([result.out], plot=plot)
+            res = run_report([result.out], plot=plot, raw=raw)
         except UserError as e:
             click.echo(f"proton-inject: no report: {e}", err=True)
         else:
@@ -455,17 +463,33 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
               help="Also write Chrome/Perfetto traces of raw inputs into this directory.")
 @click.option("--merge", is_flag=True, help="With --trace: one file for all launches.")
 @click.option("--gz", is_flag=True, help="With --trace: write .json.gz.")
-def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
+@click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
+def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, verbose, raw) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from .report import run_report
 
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
-                     trace_dir=trace_dir, merge=merge, gz=gz)
+                     trace_dir=trace_dir, merge=merge, gz=gz, raw=raw)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w}", err=True)
+    for w in res.details if verbose else []:
+        click.echo(f"proton-inject:   {w}", err=True)
     click.echo(res.text)
     for f in res.files:
         click.echo(f"wrote {f}", err=True)
+
+
+@main.command()
+@_lowering_options
+@click.option("--device", type=int, default=0, show_default=True, help="CUDA device to calibrate.")
+def calibrate(device, **kw) -> None:
+    """Measure what a record pair adds to a region on this GPU (needs a GPU; cached)."""
+    from . import calibrate as cal
+
+    got = cal.measure(_options_from(kw), device=device)
+    click.echo(f"{got['device']}: {got['cycles']:g} cycles per record (p5 {got['p5']:g}, p95 "
+               f"{got['p95']:g}, {got['instances']:,} regions); cached in {cal.cache_file()}")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ from typing import Any
 
 import numpy as np
 
+from .diagnostics import Issue
 from .errors import UserError
 from .fsutil import write_atomic
 from .validate import is_int, read_json
@@ -128,6 +129,8 @@ class LaunchMeta:
     # when the timer reads of a launch cannot determine the clock.
     sm_clock_mhz: float | None = None
     rank: int | None = None  # torchrun's RANK of the process that launched it
+    # Cycles one record costs on this device and options (``calibrate``), when known.
+    record_cost_cycles: float | None = None
 
     @property
     def num_ctas(self) -> int:
@@ -171,6 +174,7 @@ class LaunchMeta:
             "device": self.device,
             "sm_clock_mhz": self.sm_clock_mhz,
             "rank": self.rank,
+            "record_cost_cycles": self.record_cost_cycles,
         }
 
     @classmethod
@@ -445,7 +449,13 @@ class Decoded:
     base_ns: int  # absolute globaltimer value of time 0 (earliest init)
     unmatched_starts: int = 0
     unmatched_ends: int = 0
-    warnings: list[str] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)  # what went wrong, per cause
+    record_cost: float | None = None  # cycles subtracted per record (0: raw; None: unknown)
+
+    @property
+    def warnings(self) -> list[str]:
+        """The issues' full sentences."""
+        return [i.detail for i in self.issues]
 
     def scope_name(self, scope: int) -> str:
         """Region name of a scope id (``scope_<id>`` when the meta does not know it)."""
@@ -455,8 +465,8 @@ class Decoded:
 # --- decoding --------------------------------------------------------------------------------
 
 
-def _warn(out: list[str], msg: str) -> None:
-    out.append(msg)
+def _warn(out: list[Issue], cause: str, msg: str, why: str = "", then: str = "") -> None:
+    out.append(Issue(cause, msg, why, then))
     warnings.warn(msg, DecodeWarning, stacklevel=3)
 
 
@@ -470,13 +480,19 @@ def _group_starts(lengths: np.ndarray) -> np.ndarray:
     return starts
 
 
-def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Decoded:
+def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
+           record_cost: float | None = None) -> Decoded:
     """Decode one launch's raw profile buffer into events on one ns time axis.
 
     Damaged CTAs are skipped with a ``DecodeWarning`` (also kept in ``.warnings``); an
     all-zero buffer is a UserError (the instrumented binary did not run).
+
+    ``record_cost`` (cycles, from ``calibrate``) is what one record adds to the time between
+    the clock reads around it: each warp's k-th record is moved k costs earlier, so a region
+    loses one cost per record from its start to its end (its own and those of regions nested
+    in it), and back-to-back regions keep their gap. 0 or None keeps the raw clock reads.
     """
-    warn: list[str] = []
+    warn: list[Issue] = []
     where = f"launch {meta.label}"
     if meta.granularity != "warp":
         raise UserError(
@@ -506,10 +522,12 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
         )
     n_blocks = raw.size // stride
     if raw.size % stride:
-        _warn(warn, f"{where}: buffer is truncated: {raw.size % stride} bytes of a partial CTA "
-                    f"block after {n_blocks} whole ones were ignored")
+        _warn(warn, "truncated buffer",
+              f"{where}: buffer is truncated: {raw.size % stride} bytes of a partial CTA "
+              f"block after {n_blocks} whole ones were ignored")
     if n_blocks < meta.num_ctas:
-        _warn(warn, f"{where}: buffer holds {n_blocks} CTA blocks, the grid has {meta.num_ctas}")
+        _warn(warn, "fewer CTA blocks than the grid",
+              f"{where}: buffer holds {n_blocks} CTA blocks, the grid has {meta.num_ctas}")
     n_blocks = min(n_blocks, meta.num_ctas)
     words = np.frombuffer(raw[: n_blocks * stride], dtype="<u4")
     blocks = words.reshape(n_blocks, stride // 4)
@@ -534,12 +552,14 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
     bad_pre = ~ok
     if bad_pre.any():
         first = int(np.argmax(bad_pre))
-        _warn(warn, f"{where}: skipped {int(bad_pre.sum())} CTA block(s) with a bad preamble "
-                    f"(first: block {first} at byte {first * stride})")
+        _warn(warn, "CTAs with a bad preamble skipped",
+              f"{where}: skipped {int(bad_pre.sum())} CTA block(s) with a bad preamble "
+              f"(first: block {first} at byte {first * stride})")
     bad_size = ok & (blocks[:, 3] != data_bytes)
     if bad_size.any():
-        _warn(warn, f"{where}: skipped {int(bad_size.sum())} CTA block(s) whose header says "
-                    f"another buffer size than {data_bytes} bytes")
+        _warn(warn, "CTAs with another buffer size skipped",
+              f"{where}: skipped {int(bad_size.sum())} CTA block(s) whose header says "
+              f"another buffer size than {data_bytes} bytes")
     ok &= ~bad_size
     # Timer reads must be ordered and belong to one launch; damaged ones would wreck the
     # common time axis.
@@ -553,8 +573,9 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
         sane &= np.abs(t_init - mid) <= MAX_LAUNCH_NS
     bad_time = ok & ~sane
     if bad_time.any():
-        _warn(warn, f"{where}: skipped {int(bad_time.sum())} CTA block(s) with implausible "
-                    "timer values (damaged header)")
+        _warn(warn, "CTAs with implausible timer values skipped",
+              f"{where}: skipped {int(bad_time.sum())} CTA block(s) with implausible "
+              "timer values (damaged header)")
     ok &= sane
     rows = np.nonzero(ok)[0]
     hdr = blocks[rows]
@@ -564,8 +585,9 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
     sm_id = hdr[:, 2].astype(np.int64)
     init, pre, post = t_init[rows], t_pre[rows], t_post[rows]
     if n_ok and (cta_id >= meta.num_ctas).any():
-        _warn(warn, f"{where}: {int((cta_id >= meta.num_ctas).sum())} CTA(s) report a program id "
-                    f"outside the grid of {meta.num_ctas}")
+        _warn(warn, "program ids outside the grid",
+              f"{where}: {int((cta_id >= meta.num_ctas).sum())} CTA(s) report a program id "
+              f"outside the grid of {meta.num_ctas}")
     base = int(init.min()) if n_ok else 0
 
     # --- records: which slots hold which record, oldest first ------------------------------
@@ -594,8 +616,9 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
         cyc = low.astype(np.int64)
         modulus = 1 << 32
     if empty.any():
-        _warn(warn, f"{where}: {int(empty.sum())} record slot(s) that the counts claim are empty "
-                    "(zero); ignored")
+        _warn(warn, "empty record slots ignored",
+              f"{where}: {int(empty.sum())} record slot(s) that the counts claim are empty "
+              "(zero); ignored")
 
     cyc = _unwrap(cyc, stream, first_rec, flat_kept, modulus, s_row, init, sm_id,
                   clock_mhz or _GUESS_GHZ * 1000)
@@ -621,12 +644,14 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
     dropped_stream = (flat_written > flat_kept)[stream]
     odd = int((un & ~dropped_stream).sum())
     if odd:
-        _warn(warn, f"{where}: {odd} start/end record(s) without a partner in warps whose buffer "
-                    "did not wrap (a region left early, or damaged data)")
+        _warn(warn, "records without a partner",
+              f"{where}: {odd} start/end record(s) without a partner in warps whose buffer "
+              "did not wrap (a region left early, or damaged data)")
     neg = cyc[ei] < cyc[si]
     if neg.any():
-        _warn(warn, f"{where}: dropped {int(neg.sum())} region(s) that end before they start "
-                    "(clock anomaly or damaged data)")
+        _warn(warn, "regions that end before they start dropped",
+              f"{where}: dropped {int(neg.sum())} region(s) that end before they start "
+              "(clock anomaly or damaged data)")
         si, ei = si[~neg], ei[~neg]
 
     # --- clock fit: cycles -> ns per SM -----------------------------------------------------
@@ -649,6 +674,12 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
     sm_of = sm_id[ev_row]
     k = np.searchsorted(clock.sm, sm_of)
     start, end = cyc[si], cyc[ei]
+    if record_cost:
+        # Record k of a warp (k counts the records the buffer lost too) ran after k records.
+        # (Siblings closer than the calibrated empty region may then overlap by a few cycles.)
+        pos = (flat_written - flat_kept)[stream] + j
+        start = start - np.round(pos[si] * record_cost).astype(np.int64)
+        end = np.maximum(end - np.round(pos[ei] * record_cost).astype(np.int64), start)
     start_ns = clock.to_ns(start, k)
     end_ns = clock.to_ns(end, k)
     ev = Events(
@@ -668,7 +699,8 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None) -> Dec
         segments=n_seg,
     )
     return Decoded(meta=meta, events=ev, ctas=ctas, clock=clock, drops=drops, base_ns=base,
-                   unmatched_starts=unmatched_starts, unmatched_ends=unmatched_ends, warnings=warn)
+                   unmatched_starts=unmatched_starts, unmatched_ends=unmatched_ends, issues=warn,
+                   record_cost=None if record_cost is None else float(record_cost))
 
 
 def _unwrap(cyc: np.ndarray, stream: np.ndarray, first_rec: np.ndarray, kept: np.ndarray,
@@ -736,7 +768,7 @@ class _Anchors:
 
 def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.ndarray,
                c_last: np.ndarray, init: np.ndarray, pre: np.ndarray, clock_mhz: float | None,
-               device_mhz: float | None, tick: int, warn: list[str], where: str) -> ClockFit:
+               device_mhz: float | None, tick: int, warn: list[Issue], where: str) -> ClockFit:
     """Fit cycles = offset[SM] + G(t) to the timer anchors every CTA gives.
 
     Anchors: (pre-final time, last record) of every CTA that has records - the pre-final time
@@ -805,11 +837,37 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
     else:
         mhz, source = 1000.0, "assumed-1GHz"
     reason = "; ".join(doubts)
-    _warn(warn, f"{where}: globaltimer clock fit rejected ({reason}); used {source} "
-                f"({mhz:.0f} MHz); pass --clock-mhz to set it")
+    _warn(warn, "globaltimer fit rejected",
+          f"{where}: globaltimer clock fit rejected ({reason}); used {source} "
+          f"({mhz:.0f} MHz); pass --clock-mhz to set it",
+          why=", ".join(_why(d) for d in doubts),
+          then=f"cycles converted at {mhz:.0f} MHz ({CLOCK_MEANING[source]}); "
+               "pass --clock-mhz to set it")
     clock = build(_fixed_rate(a, mhz), source)
     clock.reason = reason
     return clock
+
+
+# What the ns of each clock source are worth, in the report's words.
+CLOCK_MEANING = {
+    "globaltimer-fit": "fitted to the launch's globaltimer reads: a measurement",
+    "--clock-mhz": "given by --clock-mhz",
+    "device-clock": "device max clock: a guess, not a measurement; ns are lower bounds if "
+                    "the SMs ran slower",
+    "within-cta": "slowest clock that fits 95% of CTAs' records in their lifetime: a bound, "
+                  "not a measurement; ns are upper bounds",
+    "assumed-1GHz": "1 GHz: a guess, not a measurement",
+    "none": "no records",
+}
+
+
+def _why(doubt: str) -> str:
+    """A doubt of ``_doubts`` without its numbers, so launches can be counted per kind."""
+    for head, short in (("within-SM anchor spread", "anchors too close in time"),
+                        ("R^2", "low R^2"), ("too few", "too few timer anchors")):
+        if doubt.startswith(head):
+            return short
+    return "fitted rate implausible" if "outside" in doubt else "fitted rate stretches records"
 
 
 def _identifiability(a: _Anchors, with_start: bool) -> tuple[float, float]:

@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from . import calibrate, diagnostics, validate
 from . import trace as trace_mod
-from . import validate
-from .decode import Decoded, DecodeWarning, decode, find_raw, is_raw_json, load_raw
+from .decode import CLOCK_MEANING, Decoded, DecodeWarning, decode, find_raw, is_raw_json, load_raw
+from .diagnostics import Issue
 from .errors import UserError
 from .fsutil import check_outputs, write_atomic
 
@@ -59,9 +60,10 @@ class LaunchData:
     cta_init_ns: np.ndarray
     cta_prefinal_ns: np.ndarray
     drops: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)
     device: str | None = None
     rank: int | None = None
+    record_cost: float | None = None  # cycles subtracted per record (0: --raw; None: unknown)
 
     @classmethod
     def from_decoded(cls, d: Decoded) -> LaunchData:
@@ -75,7 +77,8 @@ class LaunchData:
             sm=e.sm, cta_ids=d.ctas.cta, cta_sm=d.ctas.sm,
             cta_init_ns=d.ctas.init_ns.astype(np.float64),
             cta_prefinal_ns=d.ctas.prefinal_ns.astype(np.float64),
-            drops=_drops_dict(d), warnings=list(d.warnings), device=m.device, rank=m.rank,
+            drops=_drops_dict(d), issues=list(d.issues), device=m.device, rank=m.rank,
+            record_cost=d.record_cost,
         )
 
 
@@ -156,12 +159,16 @@ def _empty_run(runs: Sequence[Path]) -> str:
     return f"{runs[0].parent}: the run kept no launches{ended}: {why}"
 
 
-def decode_raw(paths: Sequence[Path], clock_mhz: float | None = None) -> list[Decoded]:
-    """Decode raw launches, in launch order."""
+def decode_raw(paths: Sequence[Path], clock_mhz: float | None = None, raw: bool = False) -> list[Decoded]:
+    """Decode raw launches, in launch order; durations less the calibrated record cost (the
+    run's, else this machine's cache for the launch's device) unless ``raw``."""
     out = []
     for p in paths:
         buf, meta = load_raw(p)
-        out.append(decode(buf, meta, clock_mhz=clock_mhz))
+        cost = 0.0 if raw else meta.record_cost_cycles
+        if cost is None:
+            cost = calibrate.lookup(meta.device, meta.clock_bits, meta.buffer_type)
+        out.append(decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost))
     out.sort(key=lambda d: d.meta.launch)
     return out
 
@@ -240,7 +247,9 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
                 "unmatched_starts": s.get("unmatched_starts", 0),
                 "unmatched_ends": s.get("unmatched_ends", 0),
             },
-            warnings=list(s.get("warnings", [])), device=s.get("device"), rank=s.get("rank"),
+            issues=[Issue.from_json(v) for v in s.get("issues", s.get("warnings", []))],
+            device=s.get("device"), rank=s.get("rank"),
+            record_cost=s.get("record_cost_cycles"),
         ))
     return out
 
@@ -353,7 +362,10 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
         "events": int(len(scope)),
         "regions": regions,
         "drops": drops,
-        "warnings": [w for x in launches for w in x.warnings],
+        "record_cost_cycles": sorted({x.record_cost for x in launches}, key=lambda c: -1 if c is None else c),
+        "warnings": diagnostics.summarize({first.kernel: len(launches)},
+                                          [(first.kernel, i) for x in launches for i in x.issues]),
+        "issues": [{"launch": x.launch, **i.to_dict()} for x in launches for i in x.issues],
     }
 
 
@@ -428,29 +440,47 @@ def drop_warning(k: dict[str, Any]) -> str | None:
     )
 
 
-_CLOCK_MEANING = {
-    "device-clock": "the device's max SM clock: ns are lower bounds if the SMs ran slower",
-    "within-cta": "the slowest clock that fits 95% of CTAs' records inside their lifetime: "
-                  "ns are upper bounds",
-    "assumed-1GHz": "a guess",
-}
+def clock_line(k: dict[str, Any]) -> str:
+    """Which clock turned this kernel's cycles into ns, and what that is worth: a fit's
+    quality, or that a fallback is a guess, never presented as a measurement."""
+    per = k["clock"]["per_launch"]
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for c in per:
+        by_source.setdefault(str(c.get("source")), []).append(c)
+    parts = []
+    for source, cs in sorted(by_source.items(), key=lambda kv: -len(kv[1])):
+        mhz = sorted({c["mhz_median"] for c in cs if c.get("mhz_median")})
+        rate = ("-" if not mhz else f"{mhz[0]:,.0f}" if len(mhz) == 1
+                else f"{mhz[0]:,.0f}-{mhz[-1]:,.0f}") + " MHz"
+        head = f"{source} {rate} on {len(cs)} of {len(per)} launch{'es' if len(per) != 1 else ''}"
+        if source == "globaltimer-fit":
+            r2 = [c["fit_r2"] for c in cs if c.get("fit_r2") is not None]
+            res = [c["residual_ns"] for c in cs if c.get("residual_ns") is not None]
+            q = []
+            if r2:
+                q.append(f"R^2 >= {min(r2):.3f}")
+            if res:
+                q.append(f"residual <= {max(res):,.0f} ns RMS")
+            parts.append(f"{head} (measured: {', '.join(q) or 'fit'})")
+        else:
+            why = f"; globaltimer fit rejected: {cs[0]['reason']}" if cs[0].get("reason") else ""
+            parts.append(f"{head} ({CLOCK_MEANING.get(source, source)}{why})")
+    return "clock: " + "; ".join(parts)
 
 
 def clock_notes(k: dict[str, Any]) -> list[str]:
-    """Lines saying which launches did not get a globaltimer-fitted clock, why, and what the
-    ns then mean; and whether the clock stretched records past their CTA's lifetime."""
-    out = []
-    by_source: dict[str, list[dict[str, Any]]] = {}
-    for launch, c in zip(k["launches"], k["clock"]["per_launch"], strict=True):
-        by_source.setdefault(str(c.get("source")), []).append({"launch": launch, **c})
-    for source, cs in sorted(by_source.items()):
-        if source not in _CLOCK_MEANING:
-            continue
-        ids = ", ".join(str(c["launch"]) for c in cs[:5]) + (", ..." if len(cs) > 5 else "")
-        if cs[0].get("reason"):
-            out.append(f"note: launch {ids}: globaltimer clock fit rejected ({cs[0]['reason']})")
-        out.append(f"note: launch {ids}: clock = {source}, {_CLOCK_MEANING[source]}; "
-                   "pass --clock-mhz to set it")
+    """The clock line, the record-cost line, and whether the clock stretched records past
+    their CTA's lifetime."""
+    out = [clock_line(k)]
+    costs = k.get("record_cost_cycles") or []
+    cost = [c for c in costs if c]
+    if cost:
+        out.append(f"record cost: {', '.join(f'{c:g}' for c in cost)} cycles per record subtracted "
+                   "(calibrated; nested regions shifted with it; --raw shows raw durations)")
+    if None in costs:
+        out.append(f"record cost: not calibrated for {k.get('device') or 'this device'}: durations "
+                   "include the records' own cost (about 35 cycles a region on an H100); "
+                   "`proton-inject calibrate` on that GPU measures it")
     o = k.get("ctas_overlong") or {}
     if o.get("count", 0) > OVERLONG_SHARE * o.get("of", 0):
         out.append(f"note: on this clock the records of {o['count']:,} of {o['of']:,} CTAs span "
@@ -643,15 +673,16 @@ class ReportResult:
     """What ``report`` produced: text for stdout, warnings for stderr, files written."""
 
     text: str
-    warnings: list[str]
+    warnings: list[str]  # one line per kernel and cause
     files: list[Path]
     summary: dict[str, Any]
+    details: list[str] = field(default_factory=list)  # the same, per launch (--verbose)
 
 
 def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | None = None,
                as_json: bool = False, clock_mhz: float | None = None,
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
-               gz: bool = False) -> ReportResult:
+               gz: bool = False, raw: bool = False) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
     if plot is not None:
@@ -664,10 +695,9 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     check_outputs([("input", p) for p in raws + traces],
                   [(o, p, k) for o, p, k in (("--trace", trace_dir, "dir"), ("--plot", plot, "file"))
                    if p is not None])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DecodeWarning)
-        decoded = decode_raw(raws, clock_mhz)
-    warn = [str(w.message) for w in caught if issubclass(w.category, DecodeWarning)]
+    with warnings.catch_warnings():  # said once per kernel and cause below instead
+        warnings.simplefilter("ignore", DecodeWarning)
+        decoded = decode_raw(raws, clock_mhz, raw)
     launches = [LaunchData.from_decoded(d) for d in decoded]
     for t in traces:
         launches += launches_from_trace(t, clock_mhz)
@@ -689,4 +719,6 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                                                              f"{x.kernel}{plot.suffix}")))
     summary = summarize(launches)
     text = json.dumps(summary, indent=1) if as_json else format_text(summary)
-    return ReportResult(text=text, warnings=warn, files=files, summary=summary)
+    warn = [w for k in summary["kernels"] for w in k["warnings"]]
+    details = [i.detail for x in sorted(launches, key=lambda x: x.launch) for i in x.issues]
+    return ReportResult(text=text, warnings=warn, files=files, summary=summary, details=details)

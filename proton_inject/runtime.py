@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import traceback
+import warnings
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import calibrate
 from .errors import UserError
 from .fsutil import write_atomic
 from .lowering import LoweringOptions, installed, scope_names_of, suggest_buffer_size
@@ -100,6 +102,8 @@ class RunResult:
     # kernel -> launches captured into a CUDA graph that we could not profile (ran as usual)
     in_cuda_graphs: dict[str, int] = field(default_factory=dict)
     compile_fallbacks: list[dict[str, str]] = field(default_factory=list)
+    # Decode problems per launch (``messages`` has them once per kernel and cause).
+    details: list[str] = field(default_factory=list)
 
 
 class ProfileBufferTooLarge(Exception):
@@ -356,6 +360,7 @@ class Session:
         self._locs: dict[tuple[str, str], dict[int, str]] = {}
         self._device_names: dict[int, str] = {}
         self._device_clocks: dict[int, float | None] = {}
+        self._record_costs: dict[int, float | None] = {}  # calibrated, from the user's cache
         self._started = False
         self._stopped = False
         self._alloc_pool: Any = None  # one helper thread for device buffers (see _device_empty)
@@ -399,6 +404,9 @@ class Session:
             for d in range(torch.cuda.device_count()):
                 self._device_names[d] = torch.cuda.get_device_name(d)
                 self._device_clocks[d] = sm_clock_mhz(d)
+                o = self.options
+                self._record_costs[d] = calibrate.lookup(self._device_names[d], o.clock, o.buffer_type,
+                                                         o.sched_stores)
             # Knobs and the environment (Inductor reads TRITON_CACHE_DIR from the environment).
             self._push_scope(triton.knobs.cache.scope())
             self._push_scope(triton.knobs.compilation.scope())
@@ -989,6 +997,7 @@ class Session:
             device=self._device_names.get(rec.device),
             sm_clock_mhz=self._device_clocks.get(rec.device),
             rank=self.rank,
+            record_cost_cycles=self._record_costs.get(rec.device),
         )
 
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
@@ -1079,9 +1088,11 @@ class Session:
 
     def _write_traces(self) -> None:
         """Decode each written launch and write its Chrome trace beside ``raw/``."""
-        from .decode import decode, load_raw, raw_prefix
+        from .decode import DecodeWarning, decode, load_raw, raw_prefix
+        from .diagnostics import summarize
         from .trace import write_trace
 
+        issues = []
         for rec in self.result.launches:
             meta = self.launch_meta(rec)
             prefix = raw_prefix(self.out / "raw", meta)
@@ -1089,14 +1100,20 @@ class Session:
                 continue
             try:
                 data, meta = load_raw(prefix.with_name(prefix.name + ".json"))
-                decoded = decode(data, meta)
+                with warnings.catch_warnings():  # summarized per kernel and cause below
+                    warnings.simplefilter("ignore", DecodeWarning)
+                    decoded = decode(data, meta, record_cost=meta.record_cost_cycles)
                 path = write_trace(decoded, self.out / f"{meta.label}.json", gz=self.gz)
             except Exception as e:  # keep the raw data; report can retry later
                 self.result.messages.append(f"launch {rec.seq} ({rec.kernel}): not decoded: {e}")
                 continue
             self.result.files.append(str(path))
-            for w in getattr(decoded, "warnings", []) or []:
-                self.result.messages.append(f"launch {rec.seq} ({rec.kernel}): {w}")
+            issues += [(rec.kernel, i) for i in decoded.issues]
+            self.result.details += decoded.warnings
+        kernels: dict[str, int] = {}
+        for rec in self.result.launches:
+            kernels[rec.kernel] = kernels.get(rec.kernel, 0) + 1
+        self.result.messages += summarize(kernels, issues)
 
     def _write_index(self) -> None:
         from .decode import raw_prefix
@@ -1128,6 +1145,7 @@ class Session:
             "compile_fallbacks": self.result.compile_fallbacks,
             "exit_code": self.result.exit_code,
             "messages": self.result.messages,
+            "details": self.result.details,
         }
         path = write_atomic(self.out / run_index_name(self.rank), json.dumps(index, indent=1) + "\n")
         self.result.files.append(str(path))

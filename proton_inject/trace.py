@@ -282,6 +282,8 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
         "unmatched_starts": d.unmatched_starts,
         "unmatched_ends": d.unmatched_ends,
         "warnings": d.warnings,
+        "issues": [i.to_dict() for i in d.issues],
+        "record_cost_cycles": d.record_cost,
     }
     if meta.rank is not None:
         summary["rank"] = meta.rank

@@ -268,6 +268,10 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         if not (isinstance(mhz, int | float) and not isinstance(mhz, bool) and
                 math.isfinite(mhz) and mhz > 0):
             raise bad("sm_clock_mhz", "null or a positive number")
+    cost = d.get("record_cost_cycles")
+    if cost is not None and not (isinstance(cost, int | float) and not isinstance(cost, bool) and
+                                 math.isfinite(cost) and 0 <= cost < 10_000):
+        raise bad("record_cost_cycles", "null or a number of cycles from 0 to 10000")
     binary = d.get("bin")
     if binary is not None and not (isinstance(binary, str) and _SAFE_NAME.fullmatch(binary) and
                                    binary.endswith((".bin", ".bin.gz"))):
@@ -284,6 +288,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         sampled_warps=None if sampled is None else list(sampled), buffer_type=buffer_type,
         config=config, launch=int_field("launch", 0, 10**12, 0), device=device,
         sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
+        record_cost_cycles=None if cost is None else float(cost),
     )  # fmt: skip
 
 

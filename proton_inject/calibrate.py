@@ -1,0 +1,133 @@
+"""The cost of a record, measured once per device and lowering options, and cached.
+
+A region's clock reads include the records' own work: on an H100 a region around a spin loop
+of 2,022 / 20,002 / 200,026 cycles read 2,056 / 20,040 / 200,060. ``decode`` subtracts a
+cost per record (``record_cost``); this module measures that cost with a calibration kernel
+whose only region holds one clock read (so the region is the records' cost plus that read,
+a few cycles) and keeps it in the user's cache directory, keyed by device name and the
+options that change what a record does (clock width, buffer type, store scheduling).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import UserError
+from .fsutil import write_atomic
+
+CACHE_VERSION = 1
+# Scope name of the calibration kernel's region (its `# proton:` mark below).
+EMPTY_REGION = "empty"
+
+
+def cache_file() -> Path:
+    """``$XDG_CACHE_HOME/proton-inject/record_cost.json`` (``~/.cache`` by default)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "proton-inject" / "record_cost.json"
+
+
+def cache_key(device: str, clock_bits: int = 64, buffer_type: str = "shared",
+              sched_stores: bool = False) -> str:
+    """One entry per device and record-changing options."""
+    return f"{device}|clock{clock_bits}|{buffer_type}|{'sched' if sched_stores else 'nosched'}"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # no cache yet, or a damaged one: calibrate again
+    if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
+        return {}
+    entries = doc.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def lookup(device: str | None, clock_bits: int = 64, buffer_type: str = "shared",
+           sched_stores: bool = False) -> float | None:
+    """The cached cost of one record in cycles, or None when this device was not calibrated."""
+    if not device:
+        return None
+    e = _read(cache_file()).get(cache_key(device, clock_bits, buffer_type, sched_stores))
+    v = e.get("cycles") if isinstance(e, dict) else None
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    return float(v) if ok else None
+
+
+def store(device: str, cycles: float, clock_bits: int = 64, buffer_type: str = "shared",
+          sched_stores: bool = False, detail: dict[str, Any] | None = None) -> Path:
+    """Keep a measured cost in the cache (other entries stay)."""
+    path = cache_file()
+    entries = _read(path)
+    entries[cache_key(device, clock_bits, buffer_type, sched_stores)] = {
+        "cycles": round(float(cycles), 2), **(detail or {})}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, json.dumps({"version": CACHE_VERSION, "entries": entries},
+                                         indent=1, sort_keys=True) + "\n")
+
+
+def cost_from(decoded: list[Any]) -> dict[str, Any]:
+    """The record cost from decoded calibration launches (decoded without compensation):
+    the median cycles of the ``empty`` region over all its instances, and their spread."""
+    cyc = [d.events.cycles[np.isin(d.events.scope, [s for s, n in d.meta.scopes.items()
+                                                    if n == EMPTY_REGION])] for d in decoded]
+    v = np.concatenate(cyc) if cyc else np.zeros(0)
+    if len(v) == 0:
+        raise RuntimeError(f"the calibration launches hold no {EMPTY_REGION!r} region")
+    return {"cycles": float(np.median(v)), "p5": float(np.percentile(v, 5)),
+            "p95": float(np.percentile(v, 95)), "instances": int(len(v))}
+
+
+def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool = True) -> dict[str, Any]:
+    """Run the calibration kernel (needs a GPU) and return (and cache) the record cost.
+
+    The first launch is left out (cold instruction cache). ``options`` are the
+    ``LoweringOptions`` the profiled runs use.
+    """
+    import warnings
+
+    import torch
+
+    from ._calibration_kernel import record_cost_calibration as kernel
+    from .compile_hook import profile
+    from .decode import DecodeWarning, decode, load_raw
+    from .lowering import LoweringOptions
+    from .report import expand_inputs
+    from .rules import Rules
+
+    if not torch.cuda.is_available():
+        raise UserError("calibrate needs a CUDA GPU (torch.cuda.is_available() is False); run it "
+                        "on the machine you profile on")
+    options = options or LoweringOptions()
+    name = torch.cuda.get_device_name(device)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+
+    with tempfile.TemporaryDirectory(prefix="proton-inject-calibrate-") as tmp:
+        with torch.cuda.device(device):
+            out = torch.zeros(2 * sms, dtype=torch.int64, device=f"cuda:{device}")
+            with profile(Rules(marks=True, kernel="record_cost_calibration"), tmp, options,
+                         quiet=True) as res:
+                for _ in range(launches):
+                    kernel[(2 * sms,)](out, num_warps=4)
+                torch.cuda.synchronize()
+        raws, _ = expand_inputs([res.out])
+        decoded = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DecodeWarning)
+            for p in raws:
+                buf, meta = load_raw(p)
+                decoded.append(decode(buf, meta))
+    decoded.sort(key=lambda d: d.meta.launch)
+    got = cost_from(decoded[1:] or decoded)
+    got["device"] = name
+    if save:
+        store(name, got["cycles"], options.clock, options.buffer_type, options.sched_stores,
+              {k: v for k, v in got.items() if k != "cycles"})
+    return got

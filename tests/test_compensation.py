@@ -1,0 +1,178 @@
+"""Record-cost compensation (decode), its calibration cache and kernel, on real H100 buffers."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from proton_inject import calibrate
+from proton_inject.cli import main
+from proton_inject.decode import DecodeWarning, decode, load_raw, save_raw
+from proton_inject.report import run_report
+
+DATA = Path(__file__).parent / "data" / "h100-triton3.6"
+H100 = "NVIDIA H100 80GB HBM3"  # the device the fixtures were recorded on
+COST = 35.0  # cycles per record measured on that H100 (spin loops of 2k-200k cycles)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "proton-inject" / "record_cost.json"
+
+
+def _decode(name: str, cost: float | None):
+    buf, meta = load_raw(DATA / f"profile_scratch_{name}.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DecodeWarning)
+        return decode(buf, meta, record_cost=cost)
+
+
+def _by_key(d, order):
+    return {k: getattr(d.events, k)[order] for k in ("cta", "warp", "scope", "start", "end")}
+
+
+def test_each_region_loses_one_cost_per_record_inside_it():
+    """add_kernel: per warp a kernel region around 8 back-to-back iterations (18 records)."""
+    d_raw, d_comp = _decode("add", None), _decode("add", COST)
+    e = d_raw.events
+    order = np.lexsort((e.start, e.warp, e.cta))  # per warp, chronological (raw clock)
+    raw, comp = _by_key(d_raw, order), _by_key(d_comp, order)
+    assert all(np.array_equal(raw[k], comp[k]) for k in ("cta", "warp", "scope"))
+    lost = (raw["end"] - raw["start"]) - (comp["end"] - comp["start"])
+    names = {0: "kernel", 1: "iter"}
+    scope = raw["scope"]
+    assert names[int(scope[0])] == "kernel"
+    # an innermost region: its own two records (never below zero: some iterations read 31)
+    dur = raw["end"] - raw["start"]
+    assert np.array_equal(lost[scope == 1], np.minimum(35, dur[scope == 1]))
+    assert (lost[scope == 1] == 35).mean() > 0.9
+    assert set(lost[scope == 0].tolist()) == {35 * 17}  # the kernel region: 17 record steps
+    # back-to-back iterations: the gap between one's end and the next one's start is one record
+    it = scope == 1
+    same = (raw["cta"][it][1:] == raw["cta"][it][:-1]) & (raw["warp"][it][1:] == raw["warp"][it][:-1])
+    gap_raw = raw["start"][it][1:] - raw["end"][it][:-1]
+    gap_comp = comp["start"][it][1:] - comp["end"][it][:-1]
+    whole = lost[it][:-1] == 35  # (a region cut at zero moves its end less)
+    assert set((gap_raw - gap_comp)[same & whole].tolist()) == {35}
+    # nested regions stay inside their parent after the shift
+    k = scope == 0
+    assert comp["start"][k].min() <= comp["start"][it].min()
+
+
+def test_wrapped_buffer_counts_lost_records_and_never_goes_negative():
+    d_raw, d = _decode("mm", None), _decode("mm", COST)
+    assert d.drops.dropped > 0  # the buffer wrapped: positions start after the lost records
+    assert len(d.events.scope) == len(d_raw.events.scope)
+    assert (d.events.cycles >= 0).all()
+    assert (d.events.cycles <= d_raw.events.cycles).all()
+    assert d.record_cost == COST and d_raw.record_cost is None
+
+
+def test_cache_round_trip_and_keys(cache):
+    assert calibrate.lookup(H100) is None and not cache.exists()
+    calibrate.store(H100, 34.5, detail={"p5": 33.0})
+    calibrate.store(H100, 61.0, clock_bits=32, buffer_type="global")
+    assert calibrate.lookup(H100) == 34.5
+    assert calibrate.lookup(H100, 32, "global") == 61.0
+    assert calibrate.lookup(H100, 64, "global") is None and calibrate.lookup(None) is None
+    doc = json.loads(cache.read_text())
+    assert doc["entries"][calibrate.cache_key(H100)] == {"cycles": 34.5, "p5": 33.0}
+    cache.write_text("{not json")  # a damaged cache means: not calibrated
+    assert calibrate.lookup(H100) is None
+    cache.write_text(json.dumps({"version": 1, "entries": {calibrate.cache_key(H100): {"cycles": -3}}}))
+    assert calibrate.lookup(H100) is None
+
+
+def test_cost_from_takes_the_median_of_the_empty_region():
+    d = _decode("add", None)
+    d.meta.scopes = {0: "kernel", 1: calibrate.EMPTY_REGION}
+    got = calibrate.cost_from([d])
+    assert got["cycles"] == float(np.median(d.events.cycles[d.events.scope == 1]))
+    assert got["instances"] == 32768 and got["p5"] <= got["cycles"] <= got["p95"]
+    d.meta.scopes = {0: "kernel", 1: "iter"}
+    with pytest.raises(RuntimeError, match="no 'empty' region"):
+        calibrate.cost_from([d])
+
+
+def _raw_dir(tmp_path: Path, cost: float | None) -> Path:
+    buf, meta = load_raw(DATA / "profile_scratch_add.json")
+    meta.record_cost_cycles = cost
+    save_raw(tmp_path / "raw" / "00000-add_kernel", buf, meta)
+    return tmp_path
+
+
+def test_report_compensates_by_default_and_says_so(tmp_path, cache):
+    plain = run_report([_raw_dir(tmp_path / "a", None)], as_json=True)
+    [k] = plain.summary["kernels"]
+    assert k["record_cost_cycles"] == [None]
+    assert "record cost: not calibrated for NVIDIA H100" in run_report([tmp_path / "a"]).text
+    calibrate.store(H100, COST)  # this machine's cache knows the device
+    comp = run_report([tmp_path / "a"], as_json=True).summary["kernels"][0]
+    it = {r["name"]: r for r in comp["regions"]}["iter"]
+    it_raw = {r["name"]: r for r in k["regions"]}["iter"]
+    assert it["cycles"]["median"] == it_raw["cycles"]["median"] - 35
+    assert comp["record_cost_cycles"] == [35.0]
+    text = run_report([tmp_path / "a"]).text
+    assert "record cost: 35 cycles per record subtracted" in text and "--raw" in text
+    raw = run_report([tmp_path / "a"], as_json=True, raw=True).summary["kernels"][0]
+    assert {r["name"]: r for r in raw["regions"]}["iter"]["cycles"] == it_raw["cycles"]
+    assert raw["record_cost_cycles"] == [0.0]
+    # the run's own value (measured on the GPU that ran it) wins over this machine's cache
+    own = run_report([_raw_dir(tmp_path / "b", 20.0)], as_json=True).summary["kernels"][0]
+    assert {r["name"]: r for r in own["regions"]}["iter"]["cycles"]["median"] == it_raw["cycles"]["median"] - 20
+    # and a trace written from it carries the compensated numbers and the cost
+    res = run_report([tmp_path / "b"], trace_dir=tmp_path / "tr")
+    again = run_report(res.files, as_json=True).summary["kernels"][0]
+    assert again["record_cost_cycles"] == [20.0]
+    assert {r["name"]: r for r in again["regions"]}["iter"]["cycles"] == \
+        {r["name"]: r for r in own["regions"]}["iter"]["cycles"]
+
+
+def test_cli_raw_flag_and_bad_cost_in_metadata(tmp_path, cache):
+    calibrate.store(H100, COST)
+    d = _raw_dir(tmp_path, None)
+    r = CliRunner().invoke(main, ["report", str(d), "--raw"])
+    assert r.exit_code == 0 and "record cost" not in r.output
+    meta = json.loads((d / "raw" / "00000-add_kernel.json").read_text())
+    meta["record_cost_cycles"] = "a lot"
+    (d / "raw" / "00000-add_kernel.json").write_text(json.dumps(meta))
+    r = CliRunner().invoke(main, ["report", str(d)])
+    assert r.exit_code == 2 and "record_cost_cycles" in r.output and "Traceback" not in r.output
+
+
+def test_calibration_kernel_marks_one_clock_read(tmp_path):
+    """The calibration kernel compiles for cuda:90 with its one region around one clock read."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from proton_inject._calibration_kernel import record_cost_calibration
+    from proton_inject.compile_hook import CompileHook
+    from proton_inject.lowering import LoweringOptions, installed
+    from proton_inject.rules import Rules
+
+    src = ASTSource(record_cost_calibration, signature={"out_ptr": "*i64"})
+    hook = CompileHook(Rules(marks=True, kernel="record_cost_calibration"), tmp_path / "ir")
+    target = GPUTarget("cuda", 90, 32)
+    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
+        triton.knobs.cache.dir = str(tmp_path / "cache")
+        prev = triton.knobs.runtime.add_stages_inspection_hook
+        triton.knobs.runtime.add_stages_inspection_hook = hook
+        try:
+            with installed(LoweringOptions(), target=target, tag="test"):
+                mode = triton.knobs.compilation.instrumentation_mode
+                ck = triton.compile(src, target=target, options={"instrumentation_mode": mode})
+        finally:
+            triton.knobs.runtime.add_stages_inspection_hook = prev
+    lines = [x.strip() for x in ck.asm["ttgir"].splitlines()]
+    start = next(i for i, x in enumerate(lines) if x.startswith(f'proton.record start "{calibrate.EMPTY_REGION}"'))
+    end = next(i for i, x in enumerate(lines) if x.startswith(f'proton.record end "{calibrate.EMPTY_REGION}"'))
+    inside = lines[start + 1:end]
+    assert len(inside) == 1 and "%clock64" in inside[0], inside
+    assert "cubin" in ck.asm
