@@ -176,3 +176,13 @@ def test_calibration_kernel_marks_one_clock_read(tmp_path):
     inside = lines[start + 1:end]
     assert len(inside) == 1 and "%clock64" in inside[0], inside
     assert "cubin" in ck.asm
+
+
+def test_calibrate_without_a_gpu_is_a_clear_error(cache):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    r = CliRunner().invoke(main, ["calibrate"])
+    assert r.exit_code == 2 and "needs a CUDA GPU" in r.output and "Traceback" not in r.output
+    assert not cache.exists()
