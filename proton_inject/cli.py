@@ -116,7 +116,9 @@ def _rules_from(kw: dict):
 @click.option("--force", is_flag=True, help="Strip existing records and instrument again.")
 @click.option("--check-against", type=click.Path(),
               help="Compare with golden output instead of (or besides) writing; exit 1 on a diff.")
-def insert(src, out, force, check_against, **kw) -> None:
+@click.option("--strict", is_flag=True,
+              help="Exit 2 if any file of a tree is left out (cannot be parsed or instrumented).")
+def insert(src, out, force, check_against, strict, **kw) -> None:
     """Insert proton.record regions into the TTGIR of SRC (a dump directory or a .ttgir file).
 
     With no rule, instruments each kernel's body and each loop (--kernel-scope --loops outer).
@@ -139,6 +141,11 @@ def insert(src, out, force, check_against, **kw) -> None:
                 click.echo(f"  instrumented {i}/{n} files", err=True)
 
         outputs, manifest, notes = instrument.instrument_tree(srcp, rules, force, progress)
+        left = instrument.left_out_summary(manifest)
+        if left and (strict or not outputs):
+            raise UserError(f"{src}: {left}" + ("" if strict else "; nothing to write"))
+        if left:
+            click.echo(left, err=True)
         if not outputs:
             raise UserError(f"{src}: no kernel matched the rules (--kernel {rules.kernel!r})"
                             if rules.kernel else f"{src}: the rules selected no region"

@@ -90,10 +90,62 @@ def insert_text(text: str | bytes, rules: Rules, path: str = "<string>",
         pos = offset
     out.append(src[pos:])
     new_text = "".join(out)
+    if inserts and len(module.functions) > 1:
+        new_text = inline_callees(new_text, module, path)
     kernels = [KernelManifest(name, "", module.target(),
                               _manifest_regions(regions, index, inserts))
                for name, regions in selected.items()]
     return InsertResult(new_text, kernels, notes)
+
+
+_RECORD_AT_EOL = re.compile(r'^([ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*")(?=\r?$)',
+                            re.M)
+_NOINLINE = re.compile(r"^([ \t]*tt\.func\b[^\n]*?\bnoinline = )true\b", re.M)
+
+
+def inline_callees(text: str, module: Module, path: str) -> str:
+    """The instrumented text with every function the kernel calls inlined into it.
+
+    Proton's lowering takes one function per module ("only one function per module is
+    supported"), and a `@triton.jit(noinline=True)` callee is a second one. On this copy
+    only, the noinline flags are cleared and MLIR's inliner and symbol DCE run through
+    Triton's bindings; the module comes back printed by MLIR (so not line for line the
+    input). A call that cannot be inlined refuses the kernel, naming the callee.
+    """
+    import tempfile
+
+    from triton._C.libtriton import ir, passes
+
+    from .lowering import mlir_context
+
+    ctx = mlir_context()
+    with tempfile.TemporaryDirectory(prefix="proton-inject-inline.") as tmp:
+        file = Path(tmp) / Path(path).name
+        # Records carry no loc; MLIR would give them one naming this temporary file.
+        copy = _RECORD_AT_EOL.sub(r"\1 loc(unknown)", _NOINLINE.sub(r"\1false", text))
+        file.write_text(copy, encoding="latin-1")
+        try:
+            mod = ir.parse_mlir_module(str(file), ctx)
+            mod.context = ctx
+            pm = ir.pass_manager(ctx)
+            passes.common.add_inliner(pm)
+            passes.common.add_symbol_dce(pm)
+            pm.run(mod, "inline")
+        except RuntimeError as e:
+            callees = ", ".join("@" + f.name for f in module.functions if f.visibility != "public")
+            raise UserError(f"{path}: the kernel calls {callees or 'other functions'}, which "
+                            f"must be inlined for Proton's lowering (one function per module), "
+                            f"but MLIR could not ({e}); profile it without this kernel "
+                            "(--kernel) or make the callee inlinable") from None
+        out = mod.str()
+    left = parse(out, path)
+    if len(left.functions) > 1:
+        kernel = {f.name for f in left.functions if f.visibility == "public"}
+        rest = ", ".join("@" + f.name for f in left.functions if f.name not in kernel)
+        raise UserError(f"{path}: the kernel calls {rest}, which MLIR's inliner left as a "
+                        "call (recursive, or a declaration without a body); Proton's lowering "
+                        "supports one function per module, so this kernel cannot be profiled")
+    return out
 
 
 def _line_start(text: str, pos: int) -> int:
@@ -157,7 +209,10 @@ def _manifest_regions(regions: list[Region], index: dict[int, Region],
     return out
 
 
-_RECORD_LINE = re.compile(r'[ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*"[ \t]*\r?')
+# A record line as insert writes it; MLIR prints one with its loc (a kernel whose callees
+# were inlined comes back printed by MLIR).
+_RECORD_LINE = re.compile(
+    r'[ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*"(?: loc\(#loc\d*\))?[ \t]*\r?')
 
 
 def strip_text(data: str | bytes, path: str = "<string>") -> str:
@@ -214,7 +269,9 @@ def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
     """Instrument every .ttgir under src: (relative path -> text, manifest dict, notes).
 
     Kernels the rules leave out (--kernel, or nothing selected) are not in the
-    output, so they run unmodified.
+    output, so they run unmodified. So are files that cannot be parsed or
+    instrumented: one bad kernel never stops the others; the manifest's
+    `left_out` lists them with the reason.
     """
     src = Path(src)
     files = find_ttgir([src])
@@ -222,11 +279,16 @@ def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
     outputs: dict[str, str] = {}
     kernels: list[dict] = []
     notes: list[str] = []
+    left_out: list[dict] = []
     for i, path in enumerate(files):
         rel = path.relative_to(src).as_posix()
         if progress:
             progress(i + 1, len(files), rel)
-        res = insert_text(path.read_bytes(), rules, str(path), force=force)
+        try:
+            res = insert_text(path.read_bytes(), rules, str(path), force=force)
+        except UserError as e:
+            left_out.append({"file": rel, "reason": _one_line(str(e), str(path))})
+            continue
         notes.extend(res.notes)
         selected = [k for k in res.kernels if k.regions]
         if not selected:
@@ -238,7 +300,7 @@ def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
             kernels.append(_kernel_dict(k))
             notes.extend(_changed_source_note(k))
     manifest = {"tool": f"proton-inject {__version__}", "format": 1,
-                "rules": _rules_dict(rules), "kernels": kernels}
+                "rules": _rules_dict(rules), "kernels": kernels, "left_out": left_out}
     return outputs, manifest, notes
 
 
@@ -256,6 +318,24 @@ def _changed_source_note(k: KernelManifest) -> list[str]:
     return [f"warning: kernel {k.kernel}: {path} changed since it was dumped; its marks and "
             "line ranges are matched against the dumped IR's line numbers: re-run "
             "`proton-inject dump` if lines moved"]
+
+
+def _one_line(message: str, path: str) -> str:
+    """An error's first line without the file name it starts with (the summary names it)."""
+    first = message.splitlines()[0] if message else ""
+    return first[len(path) + 1:].strip() if first.startswith(path + ":") else first
+
+
+def left_out_summary(manifest: dict) -> str | None:
+    """"8 of 9 kernels instrumented; left out: FILE: reason; ..." when any file was left out."""
+    left = manifest.get("left_out") or []
+    if not left:
+        return None
+    files = {k["file"] for k in manifest["kernels"]}
+    total = len(files) + len(left)
+    return (f"{len(files)} of {total} kernels instrumented; left out: "
+            + "; ".join(f"{x['file']}{':' if x['reason'][:1].isdigit() else ': '}{x['reason']}"
+                        for x in left))
 
 
 def _kernel_dict(k: KernelManifest) -> dict:

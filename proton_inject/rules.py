@@ -260,13 +260,21 @@ def select(module: Module, rules: Rules,
 
 
 def _kernel_scope(k: _Kernel) -> None:
+    """The kernel body as one region per block of the function: `kernel` for the entry block,
+    `kernel ^bb2` for the others, each up to the block's terminator.
+
+    One scope cannot have its start in the entry block and ends before several
+    `tt.return`s in other blocks (an early return): Triton 3.6's scope analysis refuses it
+    ("The scope name 'kernel' is closed without being opened").
+    """
+    module = k.module
     for region in k.fn.op.regions:
         for block in region.blocks:
-            if block.terminator is None or block.terminator.name != "tt.return":
-                continue
-            if _end_index(block) < 0:
-                continue  # an empty body: nothing to measure
-            k.add("kernel", block, 0, _end_index(block), "kernel-scope", None, rank=0)
+            end = _end_index(block)
+            if end < 0:
+                continue  # only a terminator (or nothing): nothing to measure
+            name = "kernel" if block is region.blocks[0] else f"kernel {module.block_name(block)}"
+            k.add(name, block, 0, end, "kernel-scope", None, rank=0)
 
 
 def _loops(k: _Kernel) -> None:
@@ -313,8 +321,19 @@ def _op_pattern(k: _Kernel, pattern: str) -> None:
         k.notes.append(f"kernel {k.fn.name}: --op {pattern}: {skipped} match(es) skipped "
                        "(terminators or inside regions that are not straight-line code, "
                        "such as tt.reduce combiners)")
-    if not matched:
-        k.notes.append(f"kernel {k.fn.name}: --op {pattern} matched no op")
+    if not matched and not skipped:
+        kinds = {op.name for op in k.fn.op.walk() if op is not k.fn.op
+                 and not op.is_terminator and straight_line(op.parent)}
+        word = pattern.rsplit(".", 1)[-1].strip("*?[]")
+        # Kinds that share the pattern's word first, then the tt/ttg/... ops, arith last.
+        kinds = sorted(kinds, key=lambda n: (word not in n, n.startswith("arith."), n))
+        shown = ", ".join(kinds[:12]) + (", ..." if len(kinds) > 12 else "")
+        hint = (" (the compiler rewrites loads: into ttg.async_copy_global_to_local when it "
+                "pipelines them, tt.descriptor_load for TMA)" if "load" in pattern else "")
+        k.notes.append(f"kernel {k.fn.name}: --op {pattern} matched no op; op kinds in this "
+                       f"kernel: {shown}{hint}")
+    elif not matched:
+        k.notes.append(f"kernel {k.fn.name}: --op {pattern} matched no op it can place")
 
 
 # ---- line ranges and marks -------------------------------------------------------
@@ -503,6 +522,11 @@ def _marks_in(path: Path, ir_file: str) -> list[LineRange]:
             continue
         kind, name = m.group(1), m.group(2)
         where = f"{path}:{lineno}"
+        if kind and has_code:
+            raise UserError(f"{where}: '# proton: {kind} {name}' shares its line with code; put "
+                            f"'# proton: {kind} {name}' on a line of its own (it measures the "
+                            "lines between begin and end), or use '# proton: NAME' after the "
+                            "code of a single line")
         if kind == "begin":
             if name in open_marks:
                 raise UserError(f"{where}: '# proton: begin {name}' while the one at line "
