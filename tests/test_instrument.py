@@ -140,13 +140,19 @@ def test_error_already_instrumented_unless_forced():
 
 
 def test_unbalanced_marks_are_errors(tmp_path, monkeypatch):
-    src = (REPO / "examples/vector_add.py").read_text().replace(
-        "# proton: store_out", "# proton: begin oops")
+    original = (REPO / "examples/vector_add.py").read_text()
     (tmp_path / "examples").mkdir()
-    (tmp_path / "examples/vector_add.py").write_text(src)
     monkeypatch.chdir(tmp_path)
+    # A begin on a line of its own that is never closed.
+    (tmp_path / "examples/vector_add.py").write_text(original.replace(
+        "  # proton: store_out", "\n        # proton: begin oops"))
     msg = _error((SAMPLES / "cuda-90/add_kernel.ttgir").read_text(), Rules())
-    assert "vector_add.py:22" in msg and "never closed" in msg
+    assert "vector_add.py:23" in msg and "never closed" in msg
+    # A begin after code: refused, saying where it goes.
+    (tmp_path / "examples/vector_add.py").write_text(original.replace(
+        "# proton: store_out", "# proton: begin oops"))
+    msg = _error((SAMPLES / "cuda-90/add_kernel.ttgir").read_text(), Rules())
+    assert "vector_add.py:22" in msg and "on a line of its own" in msg
 
 
 def test_region_spec_parsing():
