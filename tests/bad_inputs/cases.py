@@ -187,7 +187,10 @@ CASES: list[Case] = [
     Case("insert --op matches nothing", [*INS, "--op", "tt.nothing"],
          "a.ttgir: the rules selected no region; a.ttgir: source examples/vector_add.py not "
          "found under the current directory, so its '# proton:' marks are not read; pass "
-         "--source-root DIR; kernel add_kernel: --op tt.nothing matched no op", {"a.ttgir": TT}),
+         "--source-root DIR; kernel add_kernel: --op tt.nothing matched no op; op kinds in this "
+         "kernel: scf.for, tt.addptr, tt.get_program_id, tt.load, tt.make_range, tt.splat, "
+         "tt.store, arith.addf, arith.addi, arith.cmpi, arith.constant, arith.muli",
+         {"a.ttgir": TT}),
     Case("insert --kernel matches nothing", [*INS, "--kernel", "zzz"],
          "a.ttgir: the rules selected no region (no kernel matches --kernel 'zzz'); a.ttgir: "
          "source examples/vector_add.py not found under the current directory, so its "
