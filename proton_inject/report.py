@@ -440,9 +440,20 @@ def drop_warning(k: dict[str, Any]) -> str | None:
     )
 
 
-def clock_line(k: dict[str, Any]) -> str:
+def fitted_rates(summary: dict[str, Any]) -> dict[str | None, list[float]]:
+    """Per device, the clocks of every launch in the report whose globaltimer fit held."""
+    out: dict[str | None, list[float]] = {}
+    for k in summary["kernels"]:
+        for c in k["clock"]["per_launch"]:
+            if c.get("source") == "globaltimer-fit" and c.get("mhz_median"):
+                out.setdefault(k.get("device"), []).append(float(c["mhz_median"]))
+    return out
+
+
+def clock_line(k: dict[str, Any], fitted: dict[str | None, list[float]] | None = None) -> str:
     """Which clock turned this kernel's cycles into ns, and what that is worth: a fit's
-    quality, or that a fallback is a guess, never presented as a measurement."""
+    quality, or that a fallback is a guess, never presented as a measurement. ``fitted``
+    (``fitted_rates``): what other launches on the device measured, as a hint for a guess."""
     per = k["clock"]["per_launch"]
     by_source: dict[str, list[dict[str, Any]]] = {}
     for c in per:
@@ -465,13 +476,19 @@ def clock_line(k: dict[str, Any]) -> str:
         else:
             why = f"; globaltimer fit rejected: {cs[0]['reason']}" if cs[0].get("reason") else ""
             parts.append(f"{head} ({CLOCK_MEANING.get(source, source)}{why})")
+    near = (fitted or {}).get(k.get("device"))
+    if near and set(by_source) - {"globaltimer-fit", "--clock-mhz"}:
+        lo, hi = min(near), max(near)
+        rate = f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}-{hi:,.0f}"
+        parts.append(f"launches of these inputs whose fit held ran at {rate} MHz "
+                     f"({len(near)} launch{'es' if len(near) != 1 else ''}; --clock-mhz takes one)")
     return "clock: " + "; ".join(parts)
 
 
-def clock_notes(k: dict[str, Any]) -> list[str]:
+def clock_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None = None) -> list[str]:
     """The clock line, the record-cost line, and whether the clock stretched records past
     their CTA's lifetime."""
-    out = [clock_line(k)]
+    out = [clock_line(k, fitted)]
     costs = k.get("record_cost_cycles") or []
     cost = [c for c in costs if c]
     if cost:
@@ -492,6 +509,7 @@ def clock_notes(k: dict[str, Any]) -> list[str]:
 def format_text(summary: dict[str, Any]) -> str:
     """Human-readable tables, one per kernel."""
     out = []
+    fitted = fitted_rates(summary)
     for k in summary["kernels"]:
         launches = k["launches"]
         clk = k["clock"]
@@ -534,7 +552,7 @@ def format_text(summary: dict[str, Any]) -> str:
         w = drop_warning(k)
         if w:
             out.append("  " + w)
-        out += [f"  {n}" for n in clock_notes(k)]
+        out += [f"  {n}" for n in clock_notes(k, fitted)]
         d = k["drops"]
         if d["unmatched_starts"] or d["unmatched_ends"]:
             out.append(f"  note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "

@@ -240,3 +240,13 @@ def test_report_ignores_run_json_beside_traces(tmp_path):
     (tmp_path / "run.json").write_text('{\n "version": 1,\n "format": "proton-inject-run",\n "launches": []\n}\n')
     (add,) = json.loads(run_report([tmp_path], as_json=True).text)["kernels"]
     assert add["kernel"] == "add_kernel" and len(res.files) == 1
+
+
+def test_a_guessed_clock_names_what_fitted_launches_measured():
+    """Short launch: fit rejected; the other launch of the same device fitted 1,774 MHz."""
+    text = run_report([SHORT]).text
+    guessed, fitted = [x for x in text.splitlines() if x.strip().startswith("clock:")]
+    assert "a bound, not a measurement" in guessed and "globaltimer fit rejected" in guessed
+    assert "launches of these inputs whose fit held ran at 1,774 MHz (1 launch" in guessed
+    assert fitted.strip().startswith("clock: globaltimer-fit 1,774 MHz on 1 of 1 launch (measured: R^2 >= 0.99")
+    assert "whose fit held" not in fitted
