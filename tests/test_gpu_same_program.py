@@ -30,7 +30,9 @@ CLI = [sys.executable, "-m", "proton_inject.cli"]
 # A small Llama-like block: RMSNorm (looped reductions at this width), attention, SiLU MLP.
 _MODEL = textwrap.dedent("""
     import sys, torch
+    import torch._inductor.config as inductor_config
     import torch.nn.functional as F
+    inductor_config.compile_threads = 1  # as under run; a worker pool costs more than it saves here
     torch.manual_seed(0)
     D, H, L = 2048, 16, 1
 
@@ -68,16 +70,15 @@ _MODEL = textwrap.dedent("""
 
 _LIGER = textwrap.dedent("""
     import torch
-    from liger_kernel.transformers.rms_norm import LigerRMSNorm
-    from liger_kernel.transformers.swiglu import LigerSiLUMulFunction
+    from liger_kernel.transformers import functional as lf
     torch.manual_seed(0)
-    x = torch.randn(64, 4096, device="cuda", requires_grad=True)
-    norm = LigerRMSNorm(4096).cuda()
-    a = torch.randn(64, 4096, device="cuda", requires_grad=True)
-    y = norm(x)
-    z = LigerSiLUMulFunction.apply(y, a)
+    x = torch.randn(256, 2048, device="cuda", requires_grad=True)
+    w = torch.rand(2048, device="cuda", requires_grad=True)
+    up = torch.randn(256, 2048, device="cuda", requires_grad=True)
+    y = lf.liger_rms_norm(x, w, 1e-6, in_place=False)
+    z = lf.liger_swiglu(y, up)
     z.square().sum().backward()
-    for t in (y, z, x.grad, a.grad, norm.weight.grad):
+    for t in (y, z, x.grad, w.grad, up.grad):
         print(float(t.double().sum()).hex())
 """)
 
@@ -120,41 +121,63 @@ KS = ("--kernel-scope", "--no-marks")
 LOOPS = ("--kernel-scope", "--loops", "both", "--no-marks")
 
 
-def _plain_and_profiled(tmp_path: Path, body: str, args: tuple[str, ...] = (),
+def _plain_and_profiled(tmp_path: Path, body: str, argss: tuple[tuple[str, ...], ...] = ((),),
                         inserts: tuple[tuple[str, ...], ...] = (KS,),
-                        ) -> tuple[str, list[subprocess.CompletedProcess]]:
-    """The program's stdout run plainly, and its runs under `run` for each set of insert rules
-    (traces in traces0, traces1, ...)."""
+                        ) -> dict[tuple[int, int], tuple[str, subprocess.CompletedProcess]]:
+    """(args index, rules index) -> (the program's stdout run plainly, its run under `run`).
+
+    One dump (with the first args) serves every args: the kernels are the same. Traces of
+    run (i, j) go to traces<i><j>."""
     prog = tmp_path / "prog.py"
     prog.write_text(body)
-    plain = _sh([sys.executable, str(prog), *args], tmp_path).stdout
-    _sh([*CLI, "dump", "-o", "dump", "--", "python", str(prog), *args], tmp_path)
-    runs = []
-    for i, rules in enumerate(inserts):
-        _sh([*CLI, "insert", "dump", "-o", f"inst{i}", *rules], tmp_path)
-        prof = _sh([*CLI, "run", f"inst{i}", "-o", f"traces{i}", "--", "python", str(prog), *args], tmp_path)
-        print(prof.stderr[-3000:])
-        runs.append(prof)
-    return plain, runs
+    plain = [_sh([sys.executable, str(prog), *args], tmp_path).stdout for args in argss]
+    _sh([*CLI, "dump", "-o", "dump", "--", "python", str(prog), *argss[0]], tmp_path)
+    out = {}
+    for j, rules in enumerate(inserts):
+        _sh([*CLI, "insert", "dump", "-o", f"inst{j}", *rules], tmp_path)
+        for i, args in enumerate(argss):
+            prof = _sh([*CLI, "run", f"inst{j}", "-o", f"traces{i}{j}", "--", "python", str(prog), *args],
+                       tmp_path)
+            print(prof.stderr[-2000:])
+            out[(i, j)] = (plain[i], prof)
+    return out
 
 
 def _index(out: Path, name: str = "run.json") -> dict:
     return json.loads((out / name).read_text())
 
 
+def _same(results: dict[str, tuple[str, str]]) -> bool:
+    for name, (plain, prof) in results.items():
+        print(f"SAME {name:32s} {plain == prof}\n  plain    {plain!r}\n  profiled {prof!r}")
+    return all(a == b for a, b in results.values())
+
+
+def test_compiled_model_same_outputs(tmp_path):
+    """torch.compile (default mode): the profiled run prints the plain run's bytes."""
+    runs = _plain_and_profiled(tmp_path, _MODEL, (("default",),))
+    assert _same({"torch.compile default, kernel": (runs[(0, 0)][0], runs[(0, 0)][1].stdout)})
+
+
 def test_reduce_overhead_graph_replays_are_profiled(tmp_path):
-    plain, (prof,) = _plain_and_profiled(tmp_path, _MODEL, ("reduce-overhead",))
-    assert prof.stdout == plain  # same numbers, nothing of ours or Triton's on stdout
-    index = _index(tmp_path / "traces0")
+    """torch.compile reduce-overhead (CUDA graphs): same stdout as the plain run, and the
+    captured kernels are profiled on every replay."""
+    runs = _plain_and_profiled(tmp_path, _MODEL, (("reduce-overhead",),))
+    plain, prof = runs[(0, 0)]
+    ok = _same({"torch.compile reduce-overhead, kernel": (plain, prof.stdout)})
+    index = _index(tmp_path / "traces00")
     replays = [x for x in index["launches"] if x["graph_replay"] is not None]
+    print("reduce-overhead:", len(index["launches"]), "launches kept,", len(replays), "from replays,",
+          "max replay", max((x["graph_replay"] for x in replays), default=None))
     assert replays, index["messages"]
     assert not index["in_cuda_graphs"] and not any(x["all_zero"] for x in index["launches"])
     assert max(x["graph_replay"] for x in replays) >= 2  # later calls replay the graph
-    for p in find_raw(tmp_path / "traces0" / "raw")[:20]:
+    for p in find_raw(tmp_path / "traces00" / "raw")[:20]:
         assert len(decode(*load_raw(p)).events) > 0
     assert "Overriding kernel" not in prof.stdout + prof.stderr
-    rep = _sh([*CLI, "report", "traces0"], tmp_path)
+    rep = _sh([*CLI, "report", "traces00"], tmp_path)
     assert "kernel" in rep.stdout
+    assert ok
 
 
 def test_hand_captured_graph_is_profiled_on_every_replay(tmp_path):
@@ -185,24 +208,21 @@ def test_hand_captured_graph_is_profiled_on_every_replay(tmp_path):
     assert len(evs) == 4 and all(len(d.events) > 0 for d in evs)
 
 
-def test_outputs_are_bit_identical_plain_vs_profiled(tmp_path):
+def test_liger_and_autotuned_same_outputs(tmp_path):
     results = {}
-    cases = {"torch.compile": (_MODEL, ()), "autotuned": (_AUTOTUNED, ())}
+    (tmp_path / "auto").mkdir()
+    runs = _plain_and_profiled(tmp_path / "auto", _AUTOTUNED, inserts=(KS, LOOPS))
+    results["autotuned, kernel"] = (runs[(0, 0)][0], runs[(0, 0)][1].stdout)
+    results["autotuned, kernel + loops"] = (runs[(0, 1)][0], runs[(0, 1)][1].stdout)
     try:
         import liger_kernel  # noqa: F401
 
-        cases["liger"] = (_LIGER, ())
+        (tmp_path / "liger").mkdir()
+        runs = _plain_and_profiled(tmp_path / "liger", _LIGER, inserts=(KS,))
+        results["liger rms_norm+swiglu, kernel"] = (runs[(0, 0)][0], runs[(0, 0)][1].stdout)
     except ImportError:
         print("liger_kernel not installed: Liger case skipped")
-    for name, (body, args) in cases.items():
-        d = tmp_path / name.replace(".", "_")
-        d.mkdir()
-        plain, (ks, loops) = _plain_and_profiled(d, body, args, (KS, LOOPS))
-        results[(name, "kernel")] = (plain, ks.stdout)
-        results[(name, "loops")] = (plain, loops.stdout)
-    for (name, rules), (plain, prof) in results.items():
-        print(f"SAME {name:14s} {rules:8s} {plain == prof}\n  plain    {plain!r}\n  profiled {prof!r}")
-    assert all(a == b for a, b in results.values())
+    assert _same(results)
 
 
 def test_failed_instrumented_compile_runs_the_original(tmp_path):
