@@ -66,6 +66,9 @@ def _oserror(path: Path, e: OSError) -> UserError:
     return UserError(f"{path}: cannot write: {e.strerror or e}; choose another output path")
 
 
+_swept: set[Path] = set()
+
+
 @contextmanager
 def atomic_writer(path: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
     """Open a temp file beside ``path`` for streaming writes; rename it over ``path`` on success.
@@ -78,8 +81,12 @@ def atomic_writer(path: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():
             raise UserError(f"{path}: is a directory; give a file name to write")
-        for _kind, q in _debris(path, ("tmp",)):
-            _remove(q)
+        if path.parent not in _swept:  # once per directory: run writes thousands of files
+            _swept.add(path.parent)
+            for q in path.parent.glob(".*.tmp-*"):
+                m = re.fullmatch(r"\..+\.tmp-(\d+)\..*", q.name)
+                if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+                    _remove(q)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}.", dir=path.parent)
     except OSError as e:
         raise _oserror(path, e) from None
