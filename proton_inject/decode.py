@@ -241,7 +241,9 @@ def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
         if c.is_file():
             try:
                 with open(c, "rb") as f:
-                    raw = f.read(want) if not c.name.endswith(".gz") else f.read()
+                    # (read(n) allocates n bytes up front: never more than the file holds)
+                    raw = f.read(min(want, os.fstat(f.fileno()).st_size) if not
+                                 c.name.endswith(".gz") else -1)
             except OSError as e:
                 raise UserError(f"{c}: cannot read the raw buffer: {e.strerror or e}") from None
             if c.name.endswith(".gz"):

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import warnings
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -90,7 +91,7 @@ _BIN = gzip.decompress((_SRC / "00000-matmul_kernel.bin.gz").read_bytes())[
 _FIELDS = ["grid", "num_warps", "bytes_per_cta", "buffer_size", "scopes", "scope_parents",
            "sampled_warps", "clock_bits", "launch", "bin", "config", "sm_clock_mhz", "kernel"]
 _FIELD_VALUES = st.one_of(_VALUES, st.sampled_from(
-    [[6], [6, 1, 1], [0], [-1], [2**40], 4, 8, 9, 32, 10**9, 1e9, 8320, 8192, 0, 4096, None,
+    [[6], [6, 1, 1], [0], [-1], [2**40], [2**31 - 1, 65535, 65535], 4, 8, 9, 32, 10**9, 1e9, 8320, 8192, 0, 4096, None,
      {"0": "k"}, {"1": 0}, [0, 1], [7], [9], 32, 64, 48, "00000-matmul_kernel.bin",
      "../x.bin", "x.bin.gz", 1755.0, float("nan")]))
 
@@ -158,6 +159,24 @@ def test_any_mutated_real_launch_gives_a_trace_or_one_clear_error(data):
         OUTCOMES["launch: decoded"] += 1
     finally:
         shutil.rmtree(tmp)
+
+
+def test_largest_grid_and_gzip_bomb_cost_only_what_is_there(tmp_path):
+    """The metadata bounds the bytes read; a CUDA-maximum grid must not size the read."""
+    meta = {**_META, "grid": [2**31 - 1, 65535, 65535]}
+    meta.pop("bin")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DecodeWarning)
+        d = decode(*load_raw(_launch(tmp_path, meta, _BIN, gz=False)))
+    assert len({int(c) for c in d.events.cta}) == _CTAS
+    assert any("the grid has" in str(w.message) for w in caught)
+    # 256 MiB of zeros gzipped (256 KiB on disk) for a 6-CTA launch: only 7 blocks inflate.
+    meta["grid"] = [_CTAS]
+    z = zlib.compressobj(1, zlib.DEFLATED, 31)
+    chunk = bytes(2**24)
+    bomb = z.compress(_BIN) + b"".join(z.compress(chunk) for _ in range(16)) + z.flush()
+    raw, m = load_raw(_launch(tmp_path, meta, bomb, gz=True))
+    assert len(raw) == (_CTAS + 1) * _META["bytes_per_cta"]
 
 
 @pytest.fixture(scope="module", autouse=True)
