@@ -100,6 +100,7 @@ def insert_text(text: str | bytes, rules: Rules, path: str = "<string>",
 
 _RECORD_AT_EOL = re.compile(r'^([ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*")(?=\r?$)',
                             re.M)
+_CALLEE = re.compile(r'\s*(@[\w$.]+|@"(?:[^"\\]|\\.)*")')
 _NOINLINE = re.compile(r"^([ \t]*tt\.func\b[^\n]*?\bnoinline = )true\b", re.M)
 
 
@@ -140,11 +141,14 @@ def inline_callees(text: str, module: Module, path: str) -> str:
         out = mod.str()
     left = parse(out, path)
     if len(left.functions) > 1:
-        kernel = {f.name for f in left.functions if f.visibility == "public"}
-        rest = ", ".join("@" + f.name for f in left.functions if f.name not in kernel)
-        raise UserError(f"{path}: the kernel calls {rest}, which MLIR's inliner left as a "
-                        "call (recursive, or a declaration without a body); Proton's lowering "
-                        "supports one function per module, so this kernel cannot be profiled")
+        called = sorted({m.group(1) for op in left.walk() if op.name == "tt.call"
+                         for m in [_CALLEE.match(op.head)] if m})
+        names = ", ".join("@" + f.name for f in left.functions)
+        why = (f"it calls {', '.join(called)}, which MLIR's inliner left as a call (recursive, "
+               "or a declaration without a body)" if called else
+               f"the module holds several functions ({names}) that call nothing to inline")
+        raise UserError(f"{path}: {why}; Proton's lowering supports one function per module, "
+                        "so this kernel cannot be profiled")
     return out
 
 

@@ -59,6 +59,15 @@ CASES = {
   }
 ''', ""),
 }
+# Hand-written IR breaks long attribute dicts and signatures after a comma.
+CASES["op over several lines"] = ('''  tt.func public @k(%a: i32 {tt.divisibility = 16 : i32},
+                    %b: i32) attributes {noinline = false,
+                                         tt.x = 1 : i32} {
+    %0 = arith.addi %a,
+                    %b : i32
+    tt.return
+  }
+''', "")
 # Alias definitions come before the module; a type alias is used in a signature.
 _ALIASES = "#attr = {tt.divisibility = 16 : i32}\n!fptr = !tt.ptr<f32>\n"
 CASES["aliases"] = ('''  tt.func public @k(%p: !fptr {tt.divisibility = 16 : i32}) {
@@ -105,6 +114,13 @@ def test_blocks_labels_and_functions():
                                                                   ("helper", "private")]
 
 
+def test_an_op_over_several_lines_is_one_op():
+    module = parse(_text("op over several lines"))
+    (fn,) = module.functions
+    add, ret = fn.op.regions[0].blocks[0].ops
+    assert (add.name, add.line, ret.line) == ("arith.addi", 5, 7)
+
+
 def test_ops_of_unknown_dialects_are_kept_opaque():
     text = ('module {\n  tt.func public @k() {\n    %0 = acme.frob %x [1, 2] {weird = "{"} : i32\n'
             '    acme.scope {\n      acme.inner\n    } => odd syntax\n    tt.return\n  }\n}\n')
@@ -139,3 +155,19 @@ def test_not_ir_is_refused_with_a_short_message(text, words):
     assert len(msg) < 600  # the offending line is cut to an excerpt
     shown, caret = msg.splitlines()[1:3]
     assert caret.strip() == "^" and len(shown) < 220
+
+
+def test_lit_coverage_script_splits_cases_and_counts(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    lit = tmp_path / "lit"
+    lit.mkdir()
+    cases = [_text("blocks and cf"), _text("generic form"), "module {\n  not valid ((\n}\n"]
+    (lit / "t.mlir").write_text("// RUN: x\n\n// -----\n".join(cases))
+    out = subprocess.run([sys.executable, str(REPO / "scripts/lit_coverage.py"), str(lit)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "3 cases in 1 files; Triton's parser accepts 2" in out
+    assert "ours: 2/2 = 100.0%" in out

@@ -3,6 +3,8 @@ the samples and mutants of them (lines deleted, duplicated, moved; comments and 
 added). CI runs a fixed small budget; for a longer local run:
 
     PI_ROUNDTRIP_EXAMPLES=20000 .venv/bin/python -m pytest -q tests/test_roundtrip.py
+
+(2,000 examples passed in about 2 minutes on the 2-core VM; CI runs 100, derandomized.)
 """
 
 from __future__ import annotations

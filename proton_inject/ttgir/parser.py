@@ -265,21 +265,26 @@ def _line_op(text: str, start: int, line: int, column: int) -> Op:
 
 
 def _split_lines(tok: Token) -> list[Op]:
-    """The ops of an OP_LINES token, one per non-blank line (a line break cannot occur
-    inside an op's line: strings in TTGIR hold no raw line breaks)."""
+    """The ops of an OP_LINES token, one per non-blank line, except that a line ending in
+    a comma goes on on the next (strings in TTGIR hold no raw line breaks)."""
     ops = []
-    base, line = tok.start_pos, tok.line
-    offset = 0
-    first = True
-    for raw in str(tok).split("\n"):
-        body = raw.rstrip(" \t\r")
-        if body:
+    text = str(tok)
+    pos, line = 0, tok.line
+    while pos < len(text):
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        lines = 1
+        while text[pos:end].rstrip(" \t\r").endswith(",") and end < len(text):
+            nxt = text.find("\n", end + 1)
+            end = len(text) if nxt < 0 else nxt
+            lines += 1
+        body = text[pos:end].rstrip(" \t\r")
+        if body.strip():
             indent = len(body) - len(body.lstrip(" \t"))
-            column = tok.column + indent if first else indent + 1
-            ops.append(_line_op(body[indent:], base + offset + indent, line, column))
-        first = False
-        offset += len(raw) + 1
-        line += 1
+            column = tok.column + indent if pos == 0 else indent + 1
+            ops.append(_line_op(body[indent:], tok.start_pos + pos + indent, line, column))
+        pos = end + 1
+        line += lines
     return ops
 
 
