@@ -94,6 +94,10 @@ def test_split_program_argv(tmp_path):
         split_program_argv(["python", str(tmp_path / "nope.py")], "run")
     with pytest.raises(UserError, match="not supported"):
         split_program_argv(["python", "-c", "pass"], "run")
+    for argv in (["torchrun", "--nproc-per-node", "2", str(script)],
+                 ["python", "-m", "torch.distributed.run", str(script)]):
+        with pytest.raises(UserError, match="put torchrun outside: torchrun .* --no-python proton-inject run"):
+            split_program_argv(argv, "run")
 
 
 def test_config_names_from_a_real_compile(tmp_path):
