@@ -51,22 +51,30 @@ def debris(parent: Path) -> list[str]:
     return sorted(p.name for p in parent.rglob(".*"))
 
 
-@pytest.fixture
-def work(tmp_path):
+@pytest.fixture(scope="module")
+def _base(tmp_path_factory):
     """A dump of two kernels, and `out` = its kernel-scope-only instrumentation (the old tree)."""
+    root = tmp_path_factory.mktemp("base")
     for name in ("add_kernel", "matmul_kernel"):
-        d = tmp_path / "dump" / name
+        d = root / "dump" / name
         d.mkdir(parents=True)
         shutil.copy(SAMPLES / f"{name}.ttgir", d)
-    r = cli(tmp_path, "insert", "dump", "-o", "out", "--kernel-scope")
+    r = cli(root, "insert", "dump", "-o", "out", "--kernel-scope")
     assert r.returncode == 0, r.stderr
-    old = snapshot(tmp_path / "out")
-    r = cli(tmp_path, "insert", "dump", "-o", "new", "--loops", "both")
+    old = snapshot(root / "out")
+    r = cli(root, "insert", "dump", "-o", "new", "--loops", "both")
     assert r.returncode == 0, r.stderr
-    new = snapshot(tmp_path / "new")
-    shutil.rmtree(tmp_path / "new")
+    new = snapshot(root / "new")
+    shutil.rmtree(root / "new")
     assert old != new
-    return tmp_path, old, new
+    return root, old, new
+
+
+@pytest.fixture
+def work(_base, tmp_path):
+    root, old, new = _base
+    shutil.copytree(root, tmp_path / "w")
+    return tmp_path / "w", old, new
 
 
 POINTS = [("tree-written", False), ("tree-swapped", False), ("tree-written", True),
