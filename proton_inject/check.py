@@ -37,6 +37,7 @@ from .lowering import (
 _TARGET_RE = re.compile(r'\bttg\.target\s*=\s*"([^"]+)"')
 _WARPS_RE = re.compile(r'"ttg\.num-warps"\s*=\s*(\d+)')
 # Lines of MLIR/LLVM diagnostics worth showing; the reproducer dump around them is not.
+_SCOPE_ERROR_RE = re.compile(r"error: The scope name '[^']*' ")
 _DIAG_RE = re.compile(r"(?:^|\s)(?:error|warning|note):|^LLVM ERROR:|^ptxas|error :", re.I)
 
 
@@ -230,6 +231,12 @@ def check_file(
                     report.error = detail or f"{type(e).__name__}: {e}"
                     if detail and str(e) and str(e) not in detail:
                         report.error += f"\n({type(e).__name__}: {str(e).splitlines()[0]})"
+                    return report
+                # The scope analysis reports unpaired records as errors but the compile goes
+                # on, giving scope ids that do not pair: a run would decode nonsense.
+                captured = Path(diag_path).read_text(errors="replace")
+                if _SCOPE_ERROR_RE.search(captured):
+                    report.error = diagnostics(captured)
                     return report
         md = compiled.metadata
         report.kernel = str(md.name)

@@ -155,3 +155,18 @@ def test_begin_and_end_marks_on_code_lines_are_refused(tmp_path):
     src.write_text("x = 1\ny = 2  # proton: begin part\nz = 3\n# proton: end part\n")
     with pytest.raises(UserError, match="on a line of its own"):
         _marks_in(src, "k.py")
+
+
+def test_one_scope_closed_in_several_blocks_fails_check(ir, tmp_path):
+    """Why kernel scope is one region per block: the issue's shape (a start at the top of the
+    entry block, an end before every tt.return) is refused by Triton 3.6's scope analysis,
+    and check says so instead of passing a file whose scope ids do not pair."""
+    text = ir[("skip_rows_kernel", "cuda:90")]
+    head = text.index("{\n", text.index("tt.func public")) + 2
+    one_scope = text[:head] + '    proton.record start "kernel"\n' + text[head:]
+    one_scope = one_scope.replace("    tt.return", '    proton.record end "kernel"\n    tt.return')
+    path = tmp_path / "k.ttgir"
+    path.write_text(one_scope)
+    report = check_file(path)
+    assert not report.ok
+    assert "The scope name 'kernel' is closed without being opened" in report.error
