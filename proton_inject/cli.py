@@ -117,8 +117,12 @@ def _rules_from(kw: dict):
 @click.option("--check-against", type=click.Path(),
               help="Compare with golden output instead of (or besides) writing; exit 1 on a diff.")
 @click.option("--strict", is_flag=True,
-              help="Exit 2 if any file of a tree is left out (cannot be parsed or instrumented).")
-def insert(src, out, force, check_against, strict, **kw) -> None:
+              help="Exit 2 if any file of a tree is left out (cannot be parsed, instrumented "
+                   "or, with --check, compiled).")
+@click.option("--check", "compile_check", is_flag=True,
+              help="Compile each instrumented file of a tree (as `check`, no GPU) and leave out "
+                   "those that fail.")
+def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     """Insert proton.record regions into the TTGIR of SRC (a dump directory or a .ttgir file).
 
     With no rule, instruments each kernel's body and each loop (--kernel-scope --loops outer).
@@ -141,6 +145,8 @@ def insert(src, out, force, check_against, strict, **kw) -> None:
                 click.echo(f"  instrumented {i}/{n} files", err=True)
 
         outputs, manifest, notes = instrument.instrument_tree(srcp, rules, force, progress)
+        if compile_check and outputs:
+            instrument.leave_out_uncompilable(outputs, manifest)
         left = instrument.left_out_summary(manifest)
         if left and (strict or not outputs):
             raise UserError(f"{src}: {left}" + ("" if strict else "; nothing to write"))

@@ -324,6 +324,27 @@ def _changed_source_note(k: KernelManifest) -> list[str]:
             "`proton-inject dump` if lines moved"]
 
 
+def leave_out_uncompilable(outputs: dict[str, str], manifest: dict, options=None) -> None:
+    """Compile every instrumented file (`check`, no GPU) and move those that fail from
+    `outputs` and the manifest's kernels to its `left_out`: they run unmodified."""
+    import tempfile
+
+    from .check import check_paths
+
+    with tempfile.TemporaryDirectory(prefix="proton-inject-compile.") as tmp:
+        for rel, text in outputs.items():
+            write_atomic(Path(tmp) / rel, text.encode("latin-1"))
+        reports, _ = check_paths([tmp], None, options)
+        failed = {Path(r.path).relative_to(tmp).as_posix(): (r.error or "").replace(tmp + "/", "")
+                  for r in reports if not r.ok}
+    for rel, error in sorted(failed.items()):
+        del outputs[rel]
+        first = next((ln.strip() for ln in (error or "").splitlines() if ln.strip()), "")
+        manifest["left_out"].append({"file": rel, "reason": "its instrumented IR does not "
+                                     f"compile: {first[:300]}"})
+    manifest["kernels"] = [k for k in manifest["kernels"] if k["file"] not in failed]
+
+
 def _one_line(message: str, path: str) -> str:
     """An error's first line without the file name it starts with (the summary names it)."""
     first = message.splitlines()[0] if message else ""

@@ -170,3 +170,22 @@ def test_one_scope_closed_in_several_blocks_fails_check(ir, tmp_path):
     report = check_file(path)
     assert not report.ok
     assert "The scope name 'kernel' is closed without being opened" in report.error
+
+
+def test_insert_check_leaves_out_a_file_that_does_not_compile(ir, tmp_path):
+    src = tmp_path / "dump"
+    (src / "a").mkdir(parents=True)
+    (src / "b").mkdir()
+    # An op no dialect knows: we keep it opaque, the compiler refuses it.
+    bad = (SAMPLES / "cuda-90/add_kernel.ttgir").read_text().replace("tt.load %", "tt.load_x %")
+    (src / "a" / "add_kernel.ttgir").write_text(bad)
+    (src / "b" / "calls.ttgir").write_text(ir[("calls_kernel", "cuda:90")])
+    res = CliRunner().invoke(main, ["insert", str(src), "-o", str(tmp_path / "out"), "--check",
+                                    "--no-marks"])
+    assert res.exit_code == 0, res.output
+    assert ("1 of 2 kernels instrumented; left out: a/add_kernel.ttgir: its instrumented IR "
+            "does not compile: loc(\"a/add_kernel.ttgir\"" in res.output)
+    assert "custom op 'tt.load_x' is unknown" in res.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert [k["file"] for k in manifest["kernels"]] == ["b/calls.ttgir"]
+    assert not (tmp_path / "out" / "a").exists()
