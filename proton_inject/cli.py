@@ -364,11 +364,12 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
     res = dump_program(argv, out_dir, kernel=kernel)
     for note in res.notes:
         click.echo(f"note: {note}", err=True)
+    # stderr: the program's own stdout must stay what it prints without the tool.
     left = f" ({res.compiled} compiles seen)" if res.compiled != len(res.kernels) else ""
-    click.echo(f"wrote {len(res.kernels)} kernel(s) to {out_dir}{left}:")
+    click.echo(f"wrote {len(res.kernels)} kernel(s) to {out_dir}{left}:", err=True)
     for r in sorted(res.kernels, key=lambda r: r.ttgir_relpath):
         click.echo(f"  {r.ttgir_relpath}  ({r.target}, {r.num_warps} warps, "
-                   f"{r.num_stages} stages)")
+                   f"{r.num_stages} stages)", err=True)
     if res.exit_code:
         click.echo(f"dump: the program exited with code {res.exit_code}", err=True)
         sys.exit(res.exit_code)

@@ -18,7 +18,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -31,10 +30,9 @@ from .errors import ParseError, UserError
 from .fsutil import write_atomic
 from .lowering import LoweringOptions, lowering_skipped
 from .rules import Rules, rules_from_table
-from .runtime import LaunchRecord, RunResult, Session, run_in_session, run_index_name
+from .runtime import LaunchRecord, RunResult, Session, clear_out_dir, run_in_session, run_index_name
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_FUNC = re.compile(r"^\s*tt\.func\b", re.M)
 
 
 @dataclass
@@ -165,12 +163,9 @@ class CompileHook:
         if name in self.plain_only:
             entry.reason = "instrumented build failed to compile"
             return None
+        # A kernel that calls noinline functions comes back with its callees inlined (insert's
+        # inline_callees), so Proton's lowering sees one function; one it cannot inline raises.
         text = str(mod)
-        if len(_FUNC.findall(text)) > 1:
-            entry.reason = "calls noinline functions"
-            self._note(f"kernel {name} calls noinline functions, which Proton's lowering cannot "
-                       "handle (one function per module): it runs uninstrumented")
-            return None
         try:
             res = insert_text(text, self.rules, f"{name}.ttgir")
         except UserError as e:
@@ -252,30 +247,6 @@ def as_rules(rules: Rules | dict | None) -> Rules:
     raise UserError(f"rules: expected a Rules or a dict, got {type(rules).__name__}")
 
 
-def _clear_out(out: Path, rank: int | None = None) -> None:
-    """Remove what an earlier run wrote to ``out`` (for one rank: that rank's files only, the
-    shared ``ir/`` is rewritten in place); refuse a directory that is not ours."""
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise UserError(f"-o {out}: exists and is not a directory")
-    ours = (out / "ir").is_dir() or any(out.glob("run*.json"))
-    if any(out.iterdir()) and not ours:
-        raise UserError(f"-o {out}: exists and holds files proton-inject did not write; "
-                        "choose another -o or remove it")
-    if rank is None:
-        shutil.rmtree(out / "raw", ignore_errors=True)
-        shutil.rmtree(out / "ir", ignore_errors=True)
-        stale = [*out.glob("*.json"), *out.glob("*.json.gz")]
-    else:
-        head = f"rank{rank}-"
-        stale = [*out.glob(f"raw/{head}*"), *out.glob(f"{head}*.json"),
-                 *out.glob(f"{head}*.json.gz"), out / f"run.rank{rank}.json"]
-    for f in stale:
-        if f.is_file():
-            f.unlink()
-
-
 class CompileSession(Session):
     """A profiling session that instruments kernels as they compile (no instrumented tree)."""
 
@@ -296,7 +267,7 @@ class CompileSession(Session):
     def _override_tree(self) -> None:
         import triton
 
-        _clear_out(self.out, self.rank)
+        clear_out_dir(self.out, self.rank)
         self.out.mkdir(parents=True, exist_ok=True)
         knobs_rt = triton.knobs.runtime
         self.hook.prev = knobs_rt.add_stages_inspection_hook

@@ -368,6 +368,8 @@ class Session:
         self.rank = _rank()
         self.write_traces = True
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
+        # run: files of an earlier run in out would be mixed into this run's report.
+        self.clear_out = False
 
     # -- setup / teardown --
 
@@ -397,6 +399,8 @@ class Session:
                 "record stores to global memory; use --buffer-type shared on AMD GPUs"
             )
 
+        if self.clear_out:
+            clear_out_dir(self.out, self.rank)
         self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
         try:
             cache_dir = os.path.join(self._tmp, "cache")
@@ -1183,6 +1187,30 @@ def profile(
                 print(f"proton-inject: {m}", file=sys.stderr)
 
 
+def clear_out_dir(out: Path, rank: int | None = None) -> None:
+    """Remove what an earlier run wrote to ``out`` (for one rank: that rank's files only, the
+    shared ``ir/`` is rewritten in place); refuse a directory that is not ours."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise UserError(f"-o {out}: exists and is not a directory")
+    ours = (out / "ir").is_dir() or any(out.glob("run*.json"))
+    if any(out.iterdir()) and not ours:
+        raise UserError(f"-o {out}: exists and holds files proton-inject did not write; "
+                        "choose another -o or remove it")
+    if rank is None:
+        shutil.rmtree(out / "raw", ignore_errors=True)
+        shutil.rmtree(out / "ir", ignore_errors=True)
+        stale = [*out.glob("*.json"), *out.glob("*.json.gz")]
+    else:
+        head = f"rank{rank}-"
+        stale = [*out.glob(f"raw/{head}*"), *out.glob(f"{head}*.json"),
+                 *out.glob(f"{head}*.json.gz"), out / f"run.rank{rank}.json"]
+    for f in stale:
+        if f.is_file():
+            f.unlink()
+
+
 def run_program(
     instrumented_dir: str | os.PathLike,
     out: str | os.PathLike,
@@ -1202,6 +1230,7 @@ def run_program(
     """
     session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning)
     session.gz = gz
+    session.clear_out = True
     return run_in_session(session, argv, "run")
 
 

@@ -20,11 +20,11 @@ from conftest import requires_gpu
 import proton_inject
 from proton_inject import compile_hook
 from proton_inject.cli import main
-from proton_inject.compile_hook import CompileHook, _clear_out, as_rules
+from proton_inject.compile_hook import CompileHook, as_rules
 from proton_inject.errors import UserError
 from proton_inject.lowering import LoweringOptions, installed
 from proton_inject.rules import LineRange, Rules
-from proton_inject.runtime import prepare_override_tree, scope_locations
+from proton_inject.runtime import clear_out_dir, prepare_override_tree, scope_locations
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_SRC = textwrap.dedent(
@@ -194,7 +194,7 @@ def test_output_dir_is_cleared_only_when_it_is_ours(tmp_path):
     (ours / "00000-k.json").write_text("{}")
     (ours / "00001-k.json.gz").write_bytes(b"")
     (ours / "timeline.png").write_bytes(b"keep")
-    _clear_out(ours)
+    clear_out_dir(ours)
     assert sorted(p.name for p in ours.iterdir()) == ["timeline.png"]
     # One rank of a multi-process job removes only its own files.
     (ours / "raw").mkdir()
@@ -202,7 +202,7 @@ def test_output_dir_is_cleared_only_when_it_is_ours(tmp_path):
                  "rank1-00000-k.json", "rank1-00001-k.json.gz", "run.rank0.json",
                  "run.rank1.json"):
         (ours / name).write_text("{}")
-    _clear_out(ours, rank=1)
+    clear_out_dir(ours, rank=1)
     left = sorted(p.relative_to(ours).as_posix() for p in ours.rglob("*") if p.is_file())
     assert left == ["rank0-00000-k.json", "raw/rank0-00000-k.bin", "run.rank0.json",
                     "timeline.png"]
@@ -210,7 +210,7 @@ def test_output_dir_is_cleared_only_when_it_is_ours(tmp_path):
     theirs.mkdir()
     (theirs / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match="did not write"):
-        _clear_out(theirs)
+        clear_out_dir(theirs)
     assert (theirs / "notes.txt").read_text() == "mine"
 
 
@@ -351,3 +351,44 @@ def test_profile_api_with_torch_compile(tmp_path):
     assert torch.allclose(got, want, atol=1e-5)
     assert r.launches, r.messages
     assert any(m.startswith("instrumented") and "triton_" in m for m in r.messages), r.messages
+
+
+NOINLINE_SRC = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit(noinline=True)
+    def scale_of(n):
+        return n * 2 + 1
+
+
+    @triton.jit
+    def calls_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(y_ptr + offs, x * scale_of(n), mask=offs < n)
+    """
+)
+
+
+def test_kernel_calling_a_noinline_function_is_instrumented(tmp_path):
+    # Proton's lowering takes one function per module: the hook gets the callee inlined.
+    from triton.compiler import ASTSource
+
+    from proton_inject.override import load_module
+
+    path = tmp_path / "calls.py"
+    path.write_text(NOINLINE_SRC)
+    mod = load_module(path)
+    src = ASTSource(mod.calls_kernel, constexprs={"BLOCK": 128},
+                    signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                    attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
+    hook = CompileHook(Rules(kernel_scope=True), tmp_path / "ir")
+    ck = _compile(src, tmp_path / "cache", hook)
+    (c,) = hook.compiled.values()
+    assert c.instrumented, c.reason
+    assert ck.asm["ttgir"].count("tt.func") == 1
+    assert ck.asm["ttgir"].count("proton.record start") == 1
+    assert ck.metadata.profile_scratch_size > 0
