@@ -68,6 +68,57 @@ CASES["op over several lines"] = ('''  tt.func public @k(%a: i32 {tt.divisibilit
     tt.return
   }
 ''', "")
+# Triton's lit tests also break an op after `(` `:` `*` `->` and before `)` `:` `*` `->`: in an
+# op with a region (the function, the loop) and in one without.
+CASES["op broken after '('"] = ('''  tt.func public @k(
+      %a: i32, %b: i32) {
+    %0 = "arith.addi"(
+        %a, %b) : (i32, i32) -> i32
+    tt.return
+  }
+''', "")
+CASES["op broken before ')'"] = ('''  tt.func public @k(%a: i32,
+      %b: i32
+  ) {
+    %0 = "arith.addi"(%a, %b
+    ) : (i32, i32) -> i32
+    tt.return
+  }
+''', "")
+CASES["op broken around ':'"] = ('''  tt.func public @k(%a: i32, %b: i32) {
+    %0 = scf.for %i = %a to %b step %a iter_args(%s = %a) -> (i32) :
+        i32 {
+      %1 = arith.addi %s, %i :
+          i32
+      %2 = arith.addi %1, %i
+          : i32
+      scf.yield %2 : i32
+    }
+    tt.return
+  }
+''', "")
+CASES["op broken around '->'"] = ('''  tt.func public @k(%a: i32)
+      -> i32 {
+    %0 = "arith.addi"(%a, %a) : (i32, i32) ->
+        i32
+    %1 = "arith.addi"(%0, %a) : (i32, i32)
+        -> i32
+    tt.return %1 : i32
+  }
+''', "")
+CASES["op broken around '*'"] = ('''  tt.func public @k(%a: tensor<16x16xf16>, %c: tensor<16x16xf32>) {
+    %0 = tt.dot %a, %a, %c : tensor<16x16xf16> *
+        tensor<16x16xf16> -> tensor<16x16xf32>
+    %1 = tt.dot %a, %a, %0 : tensor<16x16xf16>
+        * tensor<16x16xf16> -> tensor<16x16xf32>
+    tt.return
+  }
+''', "")
+# A lit file may hold several modules: MLIR wraps them in one of its own.
+CASES["two modules"] = ('''  tt.func public @k() {
+    tt.return
+  }
+''', "module {\n  tt.func public @j() {\n    tt.return\n  }\n}\n")
 # Alias definitions come before the module; a type alias is used in a signature.
 _ALIASES = "#attr = {tt.divisibility = 16 : i32}\n!fptr = !tt.ptr<f32>\n"
 CASES["aliases"] = ('''  tt.func public @k(%p: !fptr {tt.divisibility = 16 : i32}) {
@@ -119,6 +170,10 @@ def test_an_op_over_several_lines_is_one_op():
     (fn,) = module.functions
     add, ret = fn.op.regions[0].blocks[0].ops
     assert (add.name, add.line, ret.line) == ("arith.addi", 5, 7)
+    (fn,) = parse(_text("op broken around '->'")).functions
+    ops = fn.op.regions[0].blocks[0].ops
+    assert [(op.name, op.line) for op in ops] == [("arith.addi", 4), ("arith.addi", 6),
+                                                  ("tt.return", 8)]
 
 
 def test_ops_of_unknown_dialects_are_kept_opaque():
@@ -165,9 +220,11 @@ def test_lit_coverage_script_splits_cases_and_counts(tmp_path):
 
     lit = tmp_path / "lit"
     lit.mkdir()
-    cases = [_text("blocks and cf"), _text("generic form"), "module {\n  not valid ((\n}\n"]
+    cases = [_text("blocks and cf"), _text("generic form"), "module {\n  not valid ((\n}\n",
+             "// CHECK: only comments\n"]
     (lit / "t.mlir").write_text("// RUN: x\n\n// -----\n".join(cases))
     out = subprocess.run([sys.executable, str(REPO / "scripts/lit_coverage.py"), str(lit)],
                          capture_output=True, text=True, check=True).stdout
-    assert "3 cases in 1 files; Triton's parser accepts 2" in out
+    assert ("4 cases in 1 files; Triton's parser accepts 2; 1 mlir-rejects; "
+            "1 no op (only comments or aliases)") in out
     assert "ours: 2/2 = 100.0%" in out

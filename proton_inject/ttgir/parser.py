@@ -264,9 +264,15 @@ def _line_op(text: str, start: int, line: int, column: int) -> Op:
     )
 
 
+# An op goes on over a line break after these, or before a line that opens with one of
+# `) : * ->` (the grammar's OP_HEAD says the same).
+_GOES_ON = (",", "(", ":", "*", "->")
+_GOES_ON_NEXT = re.compile(r"[ \t]*(?:[):*]|->)")
+
+
 def _split_lines(tok: Token) -> list[Op]:
-    """The ops of an OP_LINES token, one per non-blank line, except that a line ending in
-    a comma goes on on the next (strings in TTGIR hold no raw line breaks)."""
+    """The ops of an OP_LINES token, one per non-blank line, except that an op goes on over
+    the line break where the grammar lets it (strings in TTGIR hold no raw line breaks)."""
     ops = []
     text = str(tok)
     pos, line = 0, tok.line
@@ -274,7 +280,8 @@ def _split_lines(tok: Token) -> list[Op]:
         end = text.find("\n", pos)
         end = len(text) if end < 0 else end
         lines = 1
-        while text[pos:end].rstrip(" \t\r").endswith(",") and end < len(text):
+        while end < len(text) and (text[pos:end].rstrip(" \t\r").endswith(_GOES_ON)
+                                   or _GOES_ON_NEXT.match(text, end + 1)):
             nxt = text.find("\n", end + 1)
             end = len(text) if nxt < 0 else nxt
             lines += 1
