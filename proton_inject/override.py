@@ -49,12 +49,12 @@ def parse_target(text: str):
     if m:
         arch = int(m.group(1))
         if arch < 75:
-            raise UserError(f"target {text!r}: Triton 3.6 compiles for cuda:75 and newer")
+            raise UserError(f"--target {text!r}: Triton 3.6 compiles for cuda:75 and newer")
         return GPUTarget("cuda", arch, 32)
     m = re.fullmatch(r"hip:(gfx[0-9a-f]+)", s)
     if m:
         return GPUTarget("hip", m.group(1), 64)
-    raise UserError(f"unknown target {text!r}: expected {_TARGET_FORMS}")
+    raise UserError(f"--target: unknown target {text!r}: expected {_TARGET_FORMS}")
 
 
 def format_target(target) -> str:

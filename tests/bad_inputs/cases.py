@@ -418,7 +418,7 @@ CASES: list[Case] = [
          "'python x.py'"),
     Case("check missing", ["check", "nope.ttgir"], "nope.ttgir: no such file or directory"),
     Case("check bad target", ["check", "a.ttgir", "--target", "cuda"],
-         "unknown target 'cuda': expected cuda:<sm> (e.g. cuda:80, cuda:90, cuda:100) or "
+         "--target: unknown target 'cuda': expected cuda:<sm> (e.g. cuda:80, cuda:90, cuda:100) or "
          "hip:<gfx arch> (e.g. hip:gfx942)",
          {"a.ttgir": TT}),
     Case("run output onto the tree", ["run", "inst", "-o", "inst", "--", "python", "x.py"],
