@@ -114,6 +114,16 @@ CASES["op broken around '*'"] = ('''  tt.func public @k(%a: tensor<16x16xf16>, %
     tt.return
   }
 ''', "")
+# An attribute dict right after the brace that closes a region, with no blank.
+CASES["attributes after a region's brace"] = ('''  tt.func public @k(%n: i32) {
+    %c0 = arith.constant 0 : i32
+    %c1 = arith.constant 1 : i32
+    scf.for %i = %c0 to %n step %c1 : i32 {
+      %0 = arith.addi %i, %i : i32
+    }{tt.num_stages = 3 : i32}
+    tt.return
+  }
+''', "")
 # A lit file may hold several modules: MLIR wraps them in one of its own.
 CASES["two modules"] = ('''  tt.func public @k() {
     tt.return
