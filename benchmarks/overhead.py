@@ -1,0 +1,338 @@
+"""Overhead of profiling, over a fixed suite of kernels, as ratios with their spread (issue 9).
+
+Suite: matmul 4096^3, flash attention 4x16x4096x64, layer norm 8192^2, softmax, vector add
+(``examples/``), Liger-Kernel's RMSNorm (left out when liger_kernel is absent), and two
+kernels Inductor generated (``ttgir_samples/sources/inductor/``, launched through the JIT at a
+large size: their hard-coded ``xnumel`` line is dropped so the size is the argument's).
+Each runs with three rule sets (the defaults; ``--loops both`` + kernel scope; ``--op
+tt.load``) under several lowering options.
+
+How it times: one ``CompileSession`` per (rules, options), the same session ``profile()``
+opens, with ``max_launches=0`` (records are written, nothing is copied to the host). Inside
+it the JIT holds both builds of each kernel, keyed by ``instrumentation_mode``: plain ones
+compiled before the session, instrumented ones inside it; the benchmark switches the knob to
+pick one, so rounds interleave plain, instrumented, plain, ... without compiling again (a
+plain launch that would compile is an error). Each launch follows an L2 flush (a 256 MiB
+memset) and is timed with CUDA events; a round's time is the median of its launches. A
+round's ratio is instrumented / mean(plain before, plain after); the table prints the median
+ratio and its min..max over rounds, and the plain time of the first and last round.
+
+    PYTHONPATH=. python benchmarks/overhead.py --quick     # ~3 min on an H100
+    PYTHONPATH=. python benchmarks/overhead.py             # every rule set x option
+    PYTHONPATH=. python benchmarks/overhead.py --only 'layer|rms' --rounds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from proton_inject.lowering import LoweringOptions  # noqa: E402
+from proton_inject.rules import Rules  # noqa: E402
+
+INDUCTOR = ROOT / "ttgir_samples" / "sources" / "inductor"
+
+RULES = {
+    "default": Rules().with_defaults(),
+    "loops both": Rules(kernel_scope=True, loops="both"),
+    "op tt.load": Rules(ops=["tt.load"]),
+}
+OPTIONS = {
+    "clock64": LoweringOptions(),
+    "clock32": LoweringOptions(clock=32),
+    "warps 0": LoweringOptions(warps=(0,)),
+    "global": LoweringOptions(buffer_type="global"),
+}
+QUICK_RULES = ("default", "loops both")
+QUICK_OPTIONS = ("clock64", "warps 0")
+
+
+def load_example(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"overhead_{name}", ROOT / "examples" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load_inductor(stem: str, tmp: Path) -> Any:
+    """An Inductor kernel module as a plain ``@triton.jit`` function sized by its arguments.
+
+    The generated file decorates the kernel with Inductor's autotuner (which launches through
+    its own launcher) and hard-codes ``xnumel``; we keep the kernel body, drop that line and
+    the decorator, and import libdevice from Triton. The JIT needs a real file to read.
+    """
+    text = (INDUCTOR / f"{stem}.py").read_text()
+    body = text[text.index("@triton.jit"):]
+    body = re.sub(r"\n    xnumel = \d+\n", "\n", body, count=1)
+    head = "import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice\n\n"
+    path = tmp / f"{stem}.py"
+    path.write_text(head + body)
+    spec = importlib.util.spec_from_file_location(f"overhead_{stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, stem)
+
+
+POINTWISE = "triton_poi_fused_gelu_0"
+REDUCTION = "triton_per_fused_add_mean_mul_pow_rsqrt_0"
+# Compile specs of the Inductor kernels as launched below (the CPU test compiles them too).
+INDUCTOR_SPECS = {
+    POINTWISE: {"signature": {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32"},
+                "constexprs": {"XBLOCK": 1024}, "num_warps": 4},
+    REDUCTION: {"signature": {"in_ptr0": "*fp32", "in_ptr1": "*fp32", "in_ptr2": "*fp32",
+                              "out_ptr0": "*fp32", "out_ptr2": "*fp32", "xnumel": "i32",
+                              "r0_numel": "i32"},
+                "constexprs": {"XBLOCK": 8}, "num_warps": 4},
+}
+
+
+@dataclass
+class Workload:
+    name: str
+    make: Callable[[Path], Callable[[], Any] | None]  # None: cannot run here (with a note)
+
+
+def _matmul(tmp: Path):
+    import torch
+
+    mm = load_example("matmul")
+    a, b = (torch.randn(4096, 4096, device="cuda", dtype=torch.float16) for _ in range(2))
+    return lambda: mm.matmul(a, b, 128, 128, 64, 8, 3)
+
+
+def _attention(tmp: Path):
+    import torch
+
+    at = load_example("attention")
+    q, k, v = (torch.randn(4, 16, 4096, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    return lambda: at.attention(q, k, v, 64**-0.5)
+
+
+def _layernorm(tmp: Path):
+    import torch
+
+    ln = load_example("layernorm")
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    w, b = (torch.randn(8192, device="cuda", dtype=torch.float16) for _ in range(2))
+    return lambda: ln.layernorm(x, w, b)
+
+
+def _softmax(tmp: Path):
+    import torch
+
+    sm = load_example("softmax")
+    x = torch.randn(32768, 1024, device="cuda", dtype=torch.float16)
+    return lambda: sm.softmax(x)
+
+
+def _vector_add(tmp: Path):
+    import torch
+
+    va = load_example("vector_add")
+    x, y = (torch.randn(1 << 26, device="cuda") for _ in range(2))
+    return lambda: va.add(x, y, block=1024, blocks_per_prog=4)
+
+
+def _liger_rms(tmp: Path):
+    try:
+        from liger_kernel.transformers import functional as lf
+    except ImportError:
+        return None
+    import torch
+
+    x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    return lambda: lf.liger_rms_norm(x, w, 1e-6)
+
+
+def _inductor_pointwise(tmp: Path):
+    import torch
+
+    k, n = load_inductor(POINTWISE, tmp), 1 << 26
+    x, y = torch.randn(n, device="cuda"), torch.empty(n, device="cuda")
+    xblock = INDUCTOR_SPECS[POINTWISE]["constexprs"]["XBLOCK"]
+    return lambda: k[(n // xblock,)](x, y, n, XBLOCK=xblock, num_warps=4)
+
+
+def _inductor_reduction(tmp: Path):
+    import torch
+
+    k, rows = load_inductor(REDUCTION, tmp), 1 << 18  # rows of 256 (r0_numel is fixed)
+    a, b = (torch.randn(rows, 256, device="cuda") for _ in range(2))
+    w = torch.randn(256, device="cuda")
+    o1, o2 = torch.empty_like(a), torch.empty_like(a)
+    xblock = INDUCTOR_SPECS[REDUCTION]["constexprs"]["XBLOCK"]
+    return lambda: k[(rows // xblock,)](a, b, w, o1, o2, rows, 256, XBLOCK=xblock, num_warps=4)
+
+
+SUITE = [
+    Workload("matmul 4096^3 fp16", _matmul),
+    Workload("attention 4x16x4096x64", _attention),
+    Workload("layer norm 8192^2 fp16", _layernorm),
+    Workload("softmax 32768x1024 fp16", _softmax),
+    Workload("vector add 2^26 fp32", _vector_add),
+    Workload("liger rms_norm 16384x4096", _liger_rms),
+    Workload("inductor gelu 2^26", _inductor_pointwise),
+    Workload("inductor rmsnorm 2^18x256", _inductor_reduction),
+]
+
+
+# --- timing ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def _mode(value: str):
+    import triton
+
+    prev = triton.knobs.compilation.instrumentation_mode
+    triton.knobs.compilation.instrumentation_mode = value
+    try:
+        yield
+    finally:
+        triton.knobs.compilation.instrumentation_mode = prev
+
+
+def time_ms(fn: Callable[[], Any], launches: int, flush: Any) -> float:
+    """Median kernel time over ``launches`` calls, each after an L2 flush."""
+    import torch
+
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(launches)]
+    for s, e in ev:
+        flush.zero_()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in ev)
+
+
+@dataclass
+class Row:
+    workload: str
+    rules: str
+    options: str
+    plain: list[float]  # rounds + 1 plain times, before and after each instrumented one
+    inst: list[float]
+    note: str = ""
+
+    def ratios(self) -> list[float]:
+        return [t / ((a + b) / 2) for t, a, b in zip(self.inst, self.plain, self.plain[1:], strict=False)]
+
+
+def measure(work: dict[str, Callable], rules: Rules, options: LoweringOptions, rounds: int,
+            launches: int, flush: Any, out: Path) -> dict[str, tuple[list, list, str]]:
+    """Interleaved plain/instrumented times of each workload in one profiling session."""
+    import triton
+
+    from proton_inject.compile_hook import CompileSession
+
+    session = CompileSession(rules, out, options, max_launches=0).start()
+    results: dict[str, tuple[list, list, str]] = {}
+    try:
+        inst_mode = triton.knobs.compilation.instrumentation_mode
+        kernels: dict[str, list] = {}
+        for name, fn in work.items():  # compile the instrumented builds
+            before = set(session.hook.compiled)
+            fn()
+            kernels[name] = [session.hook.compiled[h] for h in set(session.hook.compiled) - before]
+        for name, fn in work.items():
+            done = [c for c in kernels[name] if c.instrumented]
+            if not done:
+                why = "; ".join(sorted({f"{c.name}: {c.reason}" for c in kernels[name]})) or "no compile"
+                results[name] = ([], [], f"not instrumented ({why})")
+                continue
+            plain, inst = [], []
+            for r in range(rounds + 1):
+                n = len(session.hook.compiled)
+                with _mode(""):
+                    plain.append(time_ms(fn, launches, flush))
+                if len(session.hook.compiled) != n:
+                    raise RuntimeError(f"{name}: a plain launch compiled inside the session")
+                if r < rounds:
+                    inst.append(time_ms(fn, launches, flush))
+            assert triton.knobs.compilation.instrumentation_mode == inst_mode
+            results[name] = (plain, inst, "")
+    finally:
+        session.stop()
+    return results
+
+
+def table(rows: list[Row]) -> str:
+    head = (f"{'workload':<26} {'regions':<11} {'options':<8} {'plain ms':>9} {'ratio':>6} "
+            f"{'min..max':>13} {'plain first..last':>18}")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        if r.note:
+            out.append(f"{r.workload:<26} {r.rules:<11} {r.options:<8} {r.note}")
+            continue
+        q = r.ratios()
+        p = statistics.median(r.plain)
+        out.append(f"{r.workload:<26} {r.rules:<11} {r.options:<8} {p:9.4f} "
+                   f"{statistics.median(q):6.3f} {min(q):6.3f}..{max(q):.3f} "
+                   f"{r.plain[0]:8.4f}..{r.plain[-1]:.4f}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help=f"rules {', '.join(QUICK_RULES)} x options {', '.join(QUICK_OPTIONS)}")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (10; quick: 5)")
+    ap.add_argument("--launches", type=int, default=None, help="launches per round (20; quick: 10)")
+    ap.add_argument("--only", default=None, metavar="REGEX", help="workloads whose name matches")
+    args = ap.parse_args(argv)
+    rounds = args.rounds or (5 if args.quick else 10)
+    launches = args.launches or (10 if args.quick else 20)
+
+    import torch
+    import triton
+
+    if not torch.cuda.is_available():
+        print("overhead.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmpd:
+        tmp = Path(tmpd)
+        work: dict[str, Callable] = {}
+        for w in SUITE:
+            if args.only and not re.search(args.only, w.name):
+                continue
+            fn = w.make(tmp)
+            if fn is None:
+                rows.append(Row(w.name, "-", "-", [], [], "skipped: liger_kernel is not installed"))
+                continue
+            fn()  # the plain builds, before any session
+            work[w.name] = fn
+        torch.cuda.synchronize()
+        flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+        rule_names = QUICK_RULES if args.quick else tuple(RULES)
+        opt_names = QUICK_OPTIONS if args.quick else tuple(OPTIONS)
+        for rn in rule_names:
+            for on in opt_names:
+                out = tmp / f"out-{len(rows)}"
+                res = measure(work, RULES[rn], OPTIONS[on], rounds, launches, flush, out)
+                rows += [Row(name, rn, on, p, i, note) for name, (p, i, note) in res.items()]
+    order = {w.name: i for i, w in enumerate(SUITE)}
+    rows.sort(key=lambda r: (order[r.workload], r.rules, r.options))
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"triton {triton.__version__}; {rounds} rounds x {launches} launches, L2 flushed")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
