@@ -30,7 +30,15 @@ from .errors import ParseError, UserError
 from .fsutil import write_atomic
 from .lowering import LoweringOptions, lowering_skipped
 from .rules import Rules, rules_from_table
-from .runtime import LaunchRecord, RunResult, Session, clear_out_dir, run_in_session, run_index_name
+from .runtime import (
+    LaunchRecord,
+    RunResult,
+    Session,
+    clear_out_dir,
+    run_in_session,
+    run_index_name,
+    session_block,
+)
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -345,14 +353,9 @@ def profile(
     ``rules`` are ``insert``'s (a ``Rules``, or a dict such as ``{"loops": "both"}``; None:
     kernel body and outer loops). Kernels compiled before the block are compiled again.
     """
-    session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning).start()
-    try:
-        yield session.result
-    finally:
-        session.stop()
-        if not quiet:
-            for m in session.result.messages:
-                print(f"proton-inject: {m}", file=sys.stderr)
+    session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning)
+    with session_block(session, quiet) as result:
+        yield result
 
 
 def profile_program(

@@ -1177,6 +1177,14 @@ def profile(
     """
     session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning)
     session.gz = gz
+    with session_block(session, quiet) as result:
+        yield result
+
+
+@contextmanager
+def session_block(session: Session, quiet: bool = False) -> Iterator[RunResult]:
+    """Start ``session``, yield its result, stop it however the block ends, and print its
+    messages to stderr unless ``quiet`` (the ``with profile(...)`` APIs)."""
     session.start()
     try:
         yield session.result
