@@ -54,9 +54,10 @@ OPTIONS = {
     "clock32": LoweringOptions(clock=32),
     "warps 0": LoweringOptions(warps=(0,)),
     "global": LoweringOptions(buffer_type="global"),
+    "auto": LoweringOptions(auto_size=True),  # --buffer-size auto
 }
 QUICK_RULES = ("default", "loops both")
-QUICK_OPTIONS = ("clock64", "warps 0")
+QUICK_OPTIONS = ("clock64", "warps 0", "auto")
 
 
 def load_example(name: str) -> Any:

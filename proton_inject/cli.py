@@ -212,8 +212,10 @@ def _lowering_options(f):
         click.option("--clock", type=click.Choice(["32", "64"]), default="64", show_default=True,
                      help="Clock bits read per record (32: cheaper read; wraps every ~2 s)."),
         click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
-        click.option("--buffer-size", type=int, default=0, show_default=True,
-                     help="Record buffer per CTA, bytes (0: Proton's default for the type)."),
+        click.option("--buffer-size", default="0", show_default=True, metavar="BYTES|auto",
+                     help="Record buffer per CTA, bytes (0: Proton's default for the type; "
+                          "auto: just what each warp can write, for kernels with no record "
+                          "inside a loop; untested on a GPU)."),
         click.option("--buffer-type", type=click.Choice(["shared", "global"]), default="shared",
                      show_default=True,
                      help="Keep records in shared memory (copied out at the end) or write them "

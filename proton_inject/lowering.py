@@ -13,6 +13,7 @@ cache, and instrumented and plain builds of one kernel never replace each other.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -65,6 +66,9 @@ class LoweringOptions:
     shared memory (0: Proton's default, at most 4% of the device's shared memory and never
     more than the kernel leaves free); with "global" records go straight to the profile
     scratch in global memory (0: 16 KiB per warp). ``warps`` selects warps (None: all).
+    ``auto_size`` (``--buffer-size auto``): for a kernel whose records all sit outside loops,
+    the buffer holds just the records each warp can write (``auto_buffer_bytes``); other
+    kernels keep ``buffer_size``.
     """
 
     clock: int = 64
@@ -74,6 +78,7 @@ class LoweringOptions:
     warps: tuple[int, ...] | None = None
     metric: str = "cycle"
     buffer_type: str = "shared"
+    auto_size: bool = False
 
     def __post_init__(self) -> None:
         if self.clock not in (32, 64):
@@ -116,7 +121,8 @@ class LoweringOptions:
         warps = ",".join(map(str, self.warps)) if self.warps else "all"
         return (
             f"proton-inject:clock{self.clock}:{self.granularity}:warps={warps}"
-            f":buffer={self.buffer_type}:{self.buffer_size}:sched_stores={int(self.sched_stores)}"
+            f":buffer={self.buffer_type}:{'auto' if self.auto_size else ''}{self.buffer_size}"
+            f":sched_stores={int(self.sched_stores)}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -238,6 +244,64 @@ def suggest_buffer_size(free_shared: int, num_warps: int, options: LoweringOptio
     return (1 << (per.bit_length() - 1)) * segments
 
 
+def records_per_warp_bound(text: str) -> int | None:
+    """Most records one warp can write in a run of this instrumented TTGIR, if the IR fixes it.
+
+    Each ``proton.record`` outside any loop (scf.for/while, or a branch back to an earlier
+    block) runs at most once per warp, so their count bounds a warp's records: kernel scope
+    and whole-loop regions give two per region. None when a record may repeat, or when the
+    kernel is warp-specialized (its partitions' warps are not the module's ``num-warps``).
+    """
+    from .ttgir import parse
+    from .ttgir.tree import LOOP_OPS
+
+    module = parse(text)
+    count = 0
+    for op in module.walk():
+        if op.name == "ttg.warp_specialize":
+            return None
+        if op.name == "proton.record":
+            if any(a.name in LOOP_OPS for a in op.ancestors()):
+                return None
+            count += 1
+        for region in op.regions:  # a branch back to an earlier (or its own) block is a loop
+            labels = [b.label for b in region.blocks]
+            for i, block in enumerate(region.blocks):
+                term = block.terminator
+                if term is None or not term.name.startswith("cf."):
+                    continue
+                for target in re.findall(r"\^[\w$.-]+", term.head):
+                    if target in labels and labels.index(target) <= i:
+                        return None
+    return count
+
+
+def auto_buffer_bytes(text: str, options: LoweringOptions) -> int | None:
+    """``buffer_size`` for ``--buffer-size auto``: the records each warp can write, rounded up
+    to the power of two per warp that Proton needs, times the segments; None if unknown."""
+    if options.granularity != "warp":
+        return None
+    m = re.search(r'"ttg\.num-warps"\s*=\s*(\d+)', text)
+    bound = records_per_warp_bound(text)
+    if m is None or bound is None:
+        return None
+    per_warp = max(BYTES_PER_RECORD, 1 << (max(1, bound) * BYTES_PER_RECORD - 1).bit_length())
+    return per_warp * options.segments(int(m.group(1)))
+
+
+def _module_being_lowered() -> Any:
+    """The ``mod`` of the backend's ``make_llir`` that calls ``patch`` (None if not found)."""
+    f = sys._getframe(2)
+    for _ in range(3):
+        if f is None:
+            break
+        mod = f.f_locals.get("mod")
+        if mod is not None and hasattr(mod, "get_entry_func_name"):
+            return mod
+        f = f.f_back
+    return None
+
+
 # --- the hook ----------------------------------------------------------------------
 
 
@@ -265,6 +329,11 @@ class ProtonLowering:
             return
         o = self.options
         if stage == "ttgpuir_to_llvmir":
+            size = o.buffer_size
+            if o.auto_size:
+                mod = _module_being_lowered()
+                auto = auto_buffer_bytes(str(mod), o) if mod is not None else None
+                size = auto or size
             sampling = (
                 proton.SAMPLING_STRATEGY.SELECTIVE if o.warps else proton.SAMPLING_STRATEGY.NONE
             )
@@ -283,7 +352,7 @@ class ProtonLowering:
                 proton.BUFFER_TYPE.GLOBAL
                 if o.buffer_type == "global"
                 else proton.BUFFER_TYPE.SHARED,
-                o.buffer_size,
+                size,
                 self.max_shared,
                 PROFILE_SCRATCH_SIZE_HINT,
                 PROFILE_SCRATCH_ALIGNMENT,
@@ -402,14 +471,23 @@ def scope_names_of(ttgir_path: str) -> tuple[list[tuple[int, str]], list[tuple[i
 def options_from_cli(
     clock: int = 64,
     sched_stores: bool = False,
-    buffer_size: int = 0,
+    buffer_size: int | str = 0,
     granularity: str = "warp",
     warps: str | Iterable[int] | None = None,
     buffer_type: str = "shared",
 ) -> LoweringOptions:
-    """Build options from command-line values (``warps`` as ``"0,4"``)."""
+    """Build options from command-line values (``warps`` as ``"0,4"``; ``buffer_size`` a
+    byte count or ``"auto"``)."""
     w = parse_warps(warps) if isinstance(warps, str) or warps is None else tuple(warps)
+    auto = isinstance(buffer_size, str) and buffer_size.strip().lower() == "auto"
+    if auto:
+        buffer_size = 0
+    elif isinstance(buffer_size, str):
+        if not re.fullmatch(r"\s*\d+\s*", buffer_size):
+            raise UserError(f"--buffer-size {buffer_size!r}: expected a byte count such as 4096, "
+                            "or auto")
+        buffer_size = int(buffer_size)
     return LoweringOptions(
         clock=clock, sched_stores=sched_stores, buffer_size=buffer_size,
-        granularity=granularity, warps=w, buffer_type=buffer_type,
+        granularity=granularity, warps=w, buffer_type=buffer_type, auto_size=auto,
     )  # fmt: skip

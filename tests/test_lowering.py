@@ -13,12 +13,14 @@ from triton.backends.compiler import GPUTarget
 from proton_inject.errors import UserError
 from proton_inject.lowering import (
     LoweringOptions,
+    auto_buffer_bytes,
     installed,
     max_shared_mem_for,
     options_from_cli,
     parse_warps,
     profile_buffer_bytes,
     profile_scratch_bytes,
+    records_per_warp_bound,
     scope_names_of,
     shared_buffer_bytes,
     suggest_buffer_size,
@@ -178,3 +180,68 @@ def test_suggest_buffer_size():
     assert suggest_buffer_size(20, 4, opts) == 0
     fit = suggest_buffer_size(3000, 8, opts)
     assert fit <= 3000 and LoweringOptions(buffer_size=fit).buffer_size == fit
+
+
+# --- --buffer-size auto (issue 9): size the buffer to the records the IR lets a warp write ---
+
+
+def _layernorm_ttgir(rules) -> str:
+    from proton_inject.instrument import insert_text
+    from proton_inject.override import compile_aot, load_module
+
+    path = Path(__file__).parent.parent / "examples" / "layernorm.py"
+    s = load_module(path).SAMPLE_SPECS[0]  # 8 warps, three loops
+    plain = compile_aot(path, s["kernel"], s["signature"], s["constexprs"], H100, s["num_warps"],
+                        s["num_stages"]).ttgir
+    return insert_text(plain, rules, "ln.ttgir").text
+
+
+def test_auto_buffer_size_shrinks_the_buffer_of_a_loop_free_profile(tmp_path):
+    import numpy as np
+    from profbuf import Cta, write
+
+    from proton_inject.decode import decode
+    from proton_inject.rules import Rules
+
+    text = _layernorm_ttgir(Rules().with_defaults())  # kernel scope + the 3 loops as a whole
+    assert records_per_warp_bound(text) == 8
+    auto = LoweringOptions(auto_size=True)
+    assert auto_buffer_bytes(text, auto) == 8 * 64  # 8 records of 8 B per warp, 8 warps
+    path = tmp_path / "ln.ttgir"
+    path.write_text(text)
+    plain_opts = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
+    small = _compile(path, auto, 232448, tmp_path / "b").metadata
+    assert small.profile_scratch_size == profile_scratch_bytes(512, 8) < plain_opts.profile_scratch_size
+    kernel_shared = small.shared - 512
+    default = profile_buffer_bytes(232448, kernel_shared, 8, LoweringOptions())
+    assert plain_opts.shared == kernel_shared + default and default > 512
+    # The decoder reads this layout: a buffer written as the lowering lays it out (8 slots per
+    # warp, scratch stride as compiled) decodes every region with nothing dropped.
+    names, _ = scope_names_of(str(path))
+    recs = [r for sid in range(4) for r in ((False, sid, 100 + 10 * sid), (True, sid, 105 + 10 * sid))]
+    cta = Cta(0, 0, 10**9, 10**9 + 200, 10**9 + 300, {w: recs for w in range(8)})
+    raw, meta = write([cta], 8, 8, scopes=dict(names))
+    assert meta.bytes_per_cta == small.profile_scratch_size
+    d = decode(np.frombuffer(raw, np.uint8), meta, clock_mhz=1000)
+    assert not d.drops.dropped and len(d.events) == 8 * 4
+
+
+def test_auto_buffer_size_keeps_the_default_when_records_repeat(tmp_path):
+    from proton_inject.rules import Rules
+
+    text = _layernorm_ttgir(Rules(kernel_scope=True, loops="both"))
+    assert records_per_warp_bound(text) is None
+    assert auto_buffer_bytes(text, LoweringOptions(auto_size=True)) is None
+    path = tmp_path / "ln.ttgir"
+    path.write_text(text)
+    a = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
+    b = _compile(path, LoweringOptions(auto_size=True), 232448, tmp_path / "b").metadata
+    assert a.profile_scratch_size == b.profile_scratch_size and a.shared == b.shared
+
+
+def test_auto_buffer_size_from_the_command_line():
+    o = options_from_cli(buffer_size="auto", warps="0")
+    assert o.auto_size and o.buffer_size == 0 and o.mode() != LoweringOptions(warps=(0,)).mode()
+    assert options_from_cli(buffer_size="4096").buffer_size == 4096
+    with pytest.raises(UserError, match="--buffer-size 'lots'"):
+        options_from_cli(buffer_size="lots")
