@@ -392,3 +392,16 @@ def test_kernel_calling_a_noinline_function_is_instrumented(tmp_path):
     assert ck.asm["ttgir"].count("tt.func") == 1
     assert ck.asm["ttgir"].count("proton.record start") == 1
     assert ck.metadata.profile_scratch_size > 0
+
+
+def test_hook_sizes_the_buffer_of_a_loop_free_profile_with_auto(kernel_mod, tmp_path):
+    """--buffer-size auto sees the module the hook instrumented (records outside the loop)."""
+    from proton_inject.lowering import profile_scratch_bytes
+
+    src = _source(kernel_mod)
+    rules = Rules(kernel_scope=True, marks=False)
+    auto = _compile(src, tmp_path / "c1", CompileHook(rules, tmp_path / "ir1"),
+                    options=LoweringOptions(auto_size=True))
+    default = _compile(src, tmp_path / "c2", CompileHook(rules, tmp_path / "ir2"))
+    assert auto.metadata.profile_scratch_size == profile_scratch_bytes(2 * 8 * 4, 4)  # 4 warps
+    assert default.metadata.profile_scratch_size > auto.metadata.profile_scratch_size
