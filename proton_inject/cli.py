@@ -20,6 +20,15 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            # A command's own option/argument errors (a missing path, a bad choice): the same
+            # one-line form as ours rather than click's Usage block.
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            name = e.ctx.info_name if e.ctx is not None else "proton-inject"
+            click.echo(f"proton-inject: error: {name}: {e.format_message()} "
+                       f"(`{name} -h` lists the options)", err=True)
+            sys.exit(2)
         except UserError as e:
             if ctx.obj and ctx.obj.get("debug"):
                 raise

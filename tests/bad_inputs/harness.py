@@ -29,14 +29,10 @@ class Outcome:
         if self.exit_code != 2:
             out.append(f"exit code {self.exit_code}, not 2")
         lines = [ln for ln in self.stderr.splitlines() if ln.strip()]
-        if case.message.startswith("Error:"):
-            got = lines[-1] if lines else ""
-            want = case.message
-        else:
-            want = f"proton-inject: error: {case.message}"
-            start = next((i for i, ln in enumerate(lines) if ln.startswith("proton-inject: error:")),
-                         len(lines))
-            got = "\n".join(lines[start:])
+        want = f"proton-inject: error: {case.message}"
+        start = next((i for i, ln in enumerate(lines) if ln.startswith("proton-inject: error:")),
+                     len(lines))
+        got = "\n".join(lines[start:])
         if got != want:
             out.append(f"message:\n  got:  {got!r}\n  want: {want!r}")
         return out
