@@ -28,27 +28,15 @@ def acc():
 
 
 def _scopes(kernel, signature, constexprs, tmp_path):
-    import triton
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from ttgir_helpers import compile_with_hook
 
     from proton_inject.compile_hook import CompileHook, as_rules
-    from proton_inject.lowering import LoweringOptions, installed
 
     sig = {**signature, **{k: "constexpr" for k in constexprs}}
     src = ASTSource(kernel, signature=sig, constexprs=constexprs)
     hook = CompileHook(as_rules({"loops": "outer"}), tmp_path / "ir")
-    target = GPUTarget("cuda", 90, 32)
-    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
-        triton.knobs.cache.dir = str(tmp_path / "cache")
-        prev = triton.knobs.runtime.add_stages_inspection_hook
-        triton.knobs.runtime.add_stages_inspection_hook = hook
-        try:
-            with installed(LoweringOptions(), target=target, tag="test"):
-                mode = triton.knobs.compilation.instrumentation_mode
-                ck = triton.compile(src, target=target, options={"instrumentation_mode": mode})
-        finally:
-            triton.knobs.runtime.add_stages_inspection_hook = prev
+    ck = compile_with_hook(src, tmp_path / "cache", hook)
     assert "cubin" in ck.asm
     (c,) = hook.compiled.values()
     assert c.instrumented, c.reason

@@ -148,28 +148,16 @@ def test_cli_raw_flag_and_bad_cost_in_metadata(tmp_path, cache):
 
 def test_calibration_kernel_marks_one_clock_read(tmp_path):
     """The calibration kernel compiles for cuda:90 with its one region around one clock read."""
-    import triton
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from ttgir_helpers import compile_with_hook
 
     from proton_inject._calibration_kernel import record_cost_calibration
     from proton_inject.compile_hook import CompileHook
-    from proton_inject.lowering import LoweringOptions, installed
     from proton_inject.rules import Rules
 
     src = ASTSource(record_cost_calibration, signature={"out_ptr": "*i64"})
     hook = CompileHook(Rules(marks=True, kernel="record_cost_calibration"), tmp_path / "ir")
-    target = GPUTarget("cuda", 90, 32)
-    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
-        triton.knobs.cache.dir = str(tmp_path / "cache")
-        prev = triton.knobs.runtime.add_stages_inspection_hook
-        triton.knobs.runtime.add_stages_inspection_hook = hook
-        try:
-            with installed(LoweringOptions(), target=target, tag="test"):
-                mode = triton.knobs.compilation.instrumentation_mode
-                ck = triton.compile(src, target=target, options={"instrumentation_mode": mode})
-        finally:
-            triton.knobs.runtime.add_stages_inspection_hook = prev
+    ck = compile_with_hook(src, tmp_path / "cache", hook)
     lines = [x.strip() for x in ck.asm["ttgir"].splitlines()]
     start = next(i for i, x in enumerate(lines) if x.startswith(f'proton.record start "{calibrate.EMPTY_REGION}"'))
     end = next(i for i, x in enumerate(lines) if x.startswith(f'proton.record end "{calibrate.EMPTY_REGION}"'))

@@ -9,6 +9,7 @@ import pytest
 import triton
 from triton.backends import backends
 from triton.backends.compiler import GPUTarget
+from ttgir_helpers import compile_lowered
 
 from proton_inject.errors import UserError
 from proton_inject.lowering import (
@@ -92,12 +93,7 @@ def test_max_shared_table():
 
 
 def _compile(path: Path, options: LoweringOptions, max_shared: int, tmp_path: Path):
-    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
-        triton.knobs.cache.dir = str(tmp_path / "cache")
-        triton.knobs.compilation.always_compile = True
-        with installed(options, target=H100, max_shared=max_shared):
-            mode = triton.knobs.compilation.instrumentation_mode
-            return triton.compile(str(path), target=H100, options={"instrumentation_mode": mode})
+    return compile_lowered(path, options, tmp_path / "cache", H100, max_shared)
 
 
 @pytest.mark.parametrize(

@@ -7,15 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import triton
-from triton.backends.compiler import GPUTarget
+from ttgir_helpers import H100, compile_lowered
 
 from proton_inject.instrument import insert_text
-from proton_inject.lowering import installed
 from proton_inject.override import compile_aot
 
 ROOT = Path(__file__).resolve().parent.parent
-H100 = GPUTarget("cuda", 90, 32)
 
 
 def _bench():
@@ -47,12 +44,7 @@ def _compile_instrumented(text: str, options, tmp_path: Path):
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "k.ttgir"
     path.write_text(text)
-    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
-        triton.knobs.cache.dir = str(tmp_path / "cache")
-        triton.knobs.compilation.always_compile = True
-        with installed(options, target=H100):
-            mode = triton.knobs.compilation.instrumentation_mode
-            return triton.compile(str(path), target=H100, options={"instrumentation_mode": mode})
+    return compile_lowered(path, options, tmp_path / "cache", H100)
 
 
 @pytest.mark.parametrize("kernel", ["matmul", "attention", "layernorm", "softmax", "vector_add",

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import requires_gpu
+from ttgir_helpers import compile_with_hook
 
 import proton_inject
 from proton_inject import compile_hook
 from proton_inject.cli import main
 from proton_inject.compile_hook import CompileHook, as_rules
 from proton_inject.errors import UserError
-from proton_inject.lowering import LoweringOptions, installed
+from proton_inject.lowering import LoweringOptions
 from proton_inject.rules import LineRange, Rules
 from proton_inject.runtime import clear_out_dir, prepare_override_tree, scope_locations
 
@@ -64,35 +65,12 @@ def _source(mod):
                      attrs=attrs)
 
 
-def _compile(src, cache: Path, hook: CompileHook | None, target=None,
-             options: LoweringOptions | None = None):
-    """Compile (for cuda:90 unless told) as a profiled process would: Proton lowering, hook,
-    the given cache."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-
-    target = target or GPUTarget("cuda", 90, 32)
-    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
-        triton.knobs.cache.dir = str(cache)
-        if hook is None:
-            return triton.compile(src, target=target, options={"instrumentation_mode": ""})
-        prev = triton.knobs.runtime.add_stages_inspection_hook
-        triton.knobs.runtime.add_stages_inspection_hook = hook
-        try:
-            with installed(options or LoweringOptions(), target=target, tag="test"):
-                # The JIT passes the mode in the options (part of the cache key); so do we.
-                mode = triton.knobs.compilation.instrumentation_mode
-                return triton.compile(src, target=target, options={"instrumentation_mode": mode})
-        finally:
-            triton.knobs.runtime.add_stages_inspection_hook = prev
-
-
 def test_hook_instruments_at_compile_time_and_writes_reviewable_ir(kernel_mod, tmp_path):
     from proton_inject.override import override_hash
 
     src = _source(kernel_mod)
     hook = CompileHook(Rules(kernel_scope=True, loops="both"), tmp_path / "ir")
-    ck = _compile(src, tmp_path / "cache", hook)
+    ck = compile_with_hook(src, tmp_path / "cache", hook)
     assert ck.asm["ttgir"].count("proton.record start") == 4  # kernel, loop, iteration, mark
     assert ck.metadata.profile_scratch_size > 0
     (c,) = hook.compiled.values()
@@ -116,7 +94,7 @@ def test_hook_instruments_at_compile_time_and_writes_reviewable_ir(kernel_mod, t
 
 def test_kernel_left_out_compiles_as_without_the_tool(kernel_mod, tmp_path):
     hook = CompileHook(Rules(kernel_scope=True, kernel="^other$"), tmp_path / "ir")
-    ck = _compile(_source(kernel_mod), tmp_path / "cache", hook)
+    ck = compile_with_hook(_source(kernel_mod), tmp_path / "cache", hook)
     assert "proton.record" not in ck.asm["ttgir"]
     assert not ck.metadata.profile_scratch_size
     (c,) = hook.compiled.values()
@@ -130,7 +108,7 @@ def test_a_rule_that_cannot_be_placed_leaves_the_kernel_plain(kernel_mod, tmp_pa
     # the kernel plain and says why.
     rules = Rules(ranges=[LineRange.parse("a=kern.py:8-9"), LineRange.parse("b=kern.py:9-12")])
     hook = CompileHook(rules, tmp_path / "ir")
-    ck = _compile(_source(kernel_mod), tmp_path / "cache", hook)
+    ck = compile_with_hook(_source(kernel_mod), tmp_path / "cache", hook)
     (c,) = hook.compiled.values()
     assert not c.instrumented and c.reason == "a rule could not be placed"
     assert "proton.record" not in ck.asm["ttgir"]
@@ -143,7 +121,7 @@ def test_instrumented_ir_that_does_not_lower_runs_plain(kernel_mod, tmp_path, ca
     from triton.backends.compiler import GPUTarget
 
     hook = CompileHook(Rules(kernel_scope=True), tmp_path / "ir")
-    ck = _compile(_source(kernel_mod), tmp_path / "cache", hook, GPUTarget("hip", "gfx942", 64),
+    ck = compile_with_hook(_source(kernel_mod), tmp_path / "cache", hook, GPUTarget("hip", "gfx942", 64),
                   LoweringOptions(buffer_type="global"))
     assert not ck.metadata.profile_scratch_size  # the plain module was lowered
     assert ck.asm["hsaco"]
@@ -153,7 +131,7 @@ def test_instrumented_ir_that_does_not_lower_runs_plain(kernel_mod, tmp_path, ca
     assert capfd.readouterr().out == ""  # the compiler's complaint went to stderr only
 
 
-def test_instrumented_build_is_never_reused_by_a_plain_compile(kernel_mod, tmp_path):
+def test_instrumented_build_is_never_reused_by_a_plaincompile_with_hook(kernel_mod, tmp_path):
     """Even sharing one cache directory, a plain JIT compile never gets the instrumented binary.
 
     (Inductor leaves the mode out of its options: there the private cache directory profile
@@ -161,8 +139,8 @@ def test_instrumented_build_is_never_reused_by_a_plain_compile(kernel_mod, tmp_p
     """
     cache = tmp_path / "cache"
     src = _source(kernel_mod)
-    inst = _compile(src, cache, CompileHook(Rules(kernel_scope=True), tmp_path / "ir"))
-    plain = _compile(src, cache, None)
+    inst = compile_with_hook(src, cache, CompileHook(Rules(kernel_scope=True), tmp_path / "ir"))
+    plain = compile_with_hook(src, cache, None)
     assert "proton.record" in inst.asm["ttgir"]
     assert "proton.record" not in plain.asm["ttgir"]
     assert plain.metadata.hash != inst.metadata.hash
@@ -173,7 +151,7 @@ def test_previous_hook_still_runs(kernel_mod, tmp_path):
     seen = []
     hook = CompileHook(Rules(kernel_scope=True), tmp_path / "ir",
                        prev=lambda backend, stages, *a: seen.append(sorted(stages)))
-    _compile(_source(kernel_mod), tmp_path / "cache", hook)
+    compile_with_hook(_source(kernel_mod), tmp_path / "cache", hook)
     assert seen and "ttgir" in seen[0]
 
 
@@ -337,7 +315,7 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
 
 @pytest.mark.gpu
 @requires_gpu
-def test_profile_api_with_torch_compile(tmp_path):
+def test_profile_api_with_torchcompile_with_hook(tmp_path):
     import torch
 
     def f(x):
@@ -386,7 +364,7 @@ def test_kernel_calling_a_noinline_function_is_instrumented(tmp_path):
                     signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
                     attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
     hook = CompileHook(Rules(kernel_scope=True), tmp_path / "ir")
-    ck = _compile(src, tmp_path / "cache", hook)
+    ck = compile_with_hook(src, tmp_path / "cache", hook)
     (c,) = hook.compiled.values()
     assert c.instrumented, c.reason
     assert ck.asm["ttgir"].count("tt.func") == 1
@@ -400,8 +378,8 @@ def test_hook_sizes_the_buffer_of_a_loop_free_profile_with_auto(kernel_mod, tmp_
 
     src = _source(kernel_mod)
     rules = Rules(kernel_scope=True, marks=False)
-    auto = _compile(src, tmp_path / "c1", CompileHook(rules, tmp_path / "ir1"),
+    auto = compile_with_hook(src, tmp_path / "c1", CompileHook(rules, tmp_path / "ir1"),
                     options=LoweringOptions(auto_size=True))
-    default = _compile(src, tmp_path / "c2", CompileHook(rules, tmp_path / "ir2"))
+    default = compile_with_hook(src, tmp_path / "c2", CompileHook(rules, tmp_path / "ir2"))
     assert auto.metadata.profile_scratch_size == profile_scratch_bytes(2 * 8 * 4, 4)  # 4 warps
     assert default.metadata.profile_scratch_size > auto.metadata.profile_scratch_size
