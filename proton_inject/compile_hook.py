@@ -18,7 +18,6 @@ import dataclasses
 import json
 import os
 import re
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from typing import Any
 
 from .errors import ParseError, UserError
 from .fsutil import write_atomic
-from .lowering import LoweringOptions, lowering_skipped
+from .lowering import LoweringOptions, caller_local, lowering_skipped
 from .rules import Rules, rules_from_table
 from .runtime import (
     LaunchRecord,
@@ -55,19 +54,6 @@ class CompiledKernel:
     scope_names: list[tuple[int, str]] = field(default_factory=list)
     scope_parents: list[tuple[int, int]] = field(default_factory=list)
     scope_locs: dict[int, str] = field(default_factory=dict)
-
-
-def _compile_source() -> Any:
-    """The ``src`` of the ``triton.compile`` call running the stage (its caller's frame)."""
-    f = sys._getframe(2)
-    for _ in range(4):
-        if f is None:
-            break
-        src = f.f_locals.get("src")
-        if src is not None and hasattr(src, "hash") and "fn_cache_manager" in f.f_locals:
-            return src
-        f = f.f_back
-    return None
 
 
 def _kernel_info(src: Any, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +106,10 @@ class CompileHook:
             mod = make_ttgir(src, metadata)
             state["plain"] = mod
             try:
-                inst = self._instrument(mod, metadata, _compile_source())
+                # The src of the triton.compile call running this stage, from its frame.
+                src_of_compile = caller_local(
+                    "src", 4, lambda v, loc: hasattr(v, "hash") and "fn_cache_manager" in loc)
+                inst = self._instrument(mod, metadata, src_of_compile)
             except Exception as e:  # never break the user's compile over instrumentation
                 self._note(f"a kernel was left plain: instrumenting it failed: {e}")
                 inst = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -289,15 +289,17 @@ def auto_buffer_bytes(text: str, options: LoweringOptions) -> int | None:
     return per_warp * options.segments(int(m.group(1)))
 
 
-def _module_being_lowered() -> Any:
-    """The ``mod`` of the backend's ``make_llir`` that calls ``patch`` (None if not found)."""
+def caller_local(name: str, depth: int, accept: Callable[[Any, dict], bool]) -> Any:
+    """The first local ``name`` that ``accept(value, frame_locals)`` takes, looking ``depth``
+    frames up from the caller's caller (None if none). Triton's stage functions hold what a
+    hook needs (the compile's ``src``, the module being lowered) only as their locals."""
     f = sys._getframe(2)
-    for _ in range(3):
+    for _ in range(depth):
         if f is None:
             break
-        mod = f.f_locals.get("mod")
-        if mod is not None and hasattr(mod, "get_entry_func_name"):
-            return mod
+        value = f.f_locals.get(name)
+        if value is not None and accept(value, f.f_locals):
+            return value
         f = f.f_back
     return None
 
@@ -331,7 +333,8 @@ class ProtonLowering:
         if stage == "ttgpuir_to_llvmir":
             size = o.buffer_size
             if o.auto_size:
-                mod = _module_being_lowered()
+                # The backend's make_llir, which calls this, holds the module as ``mod``.
+                mod = caller_local("mod", 3, lambda m, _: hasattr(m, "get_entry_func_name"))
                 auto = auto_buffer_bytes(str(mod), o) if mod is not None else None
                 size = auto or size
             sampling = (
