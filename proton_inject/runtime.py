@@ -540,12 +540,16 @@ class Session:
         tcc.print = quiet_print  # shadows the builtin in that module only
         self._undo.append(lambda: tcc.__dict__.pop("print", None))
         orig = tcc.compile
-        safe = self._safe_compile(orig)
+        safe = self._with_fallback(orig, lambda src: (
+            getattr(getattr(src, "fn", None), "__name__", None) or str(getattr(src, "name", "")),
+            src))
+        safe.__wrapped__ = orig  # type: ignore[attr-defined]
         for mod in (triton, tc, tcc):
             if getattr(mod, "compile", None) is orig:
                 self._set_attr(mod, "compile", safe)
         # JIT functions launched before the session hold Triton's compile itself.
-        self._patch(JITFunction, "_do_compile", self._safe_do_compile)
+        self._patch(JITFunction, "_do_compile",
+                    lambda orig: self._with_fallback(orig, lambda jf: (getattr(jf, "__name__", ""), None)))
 
     def _fallback(self, name: str, error: BaseException, compile_plain: Any) -> Any:
         """Compile the original kernel after its instrumented build failed; warn once."""
@@ -575,34 +579,22 @@ class Session:
         except Exception:
             return True
 
-    def _safe_compile(self, orig: Any) -> Any:
+    def _with_fallback(self, orig: Any, identify: Any) -> Any:
+        """``orig`` (Triton's compile or JITFunction._do_compile), falling back to the original
+        kernel when an instrumented build fails; ``identify(first_arg)`` gives the kernel's
+        name and its source (None where the first argument has no hash)."""
         session = self
 
-        def compile(src: Any, *args: Any, **kwargs: Any) -> Any:
+        def compile(first: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                return orig(src, *args, **kwargs)
+                return orig(first, *args, **kwargs)
             except Exception as e:
-                name = getattr(getattr(src, "fn", None), "__name__", None) or str(getattr(src, "name", ""))
+                name, src = identify(first)
                 if not session._started or not session._overrides(name, src):
                     raise
-                return session._fallback(name, e, lambda: orig(src, *args, **kwargs))
+                return session._fallback(name, e, lambda: orig(first, *args, **kwargs))
 
-        compile.__wrapped__ = orig  # type: ignore[attr-defined]
         return compile
-
-    def _safe_do_compile(self, orig: Any) -> Any:
-        session = self
-
-        def _do_compile(jf: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return orig(jf, *args, **kwargs)
-            except Exception as e:
-                name = getattr(jf, "__name__", "")
-                if not session._started or not session._overrides(name):
-                    raise
-                return session._fallback(name, e, lambda: orig(jf, *args, **kwargs))
-
-        return _do_compile
 
     def _patch_cuda_graphs(self) -> None:
         """Launches captured into a CUDA graph run on every replay: each captured launch gets
