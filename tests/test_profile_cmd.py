@@ -121,8 +121,8 @@ def test_instrumented_ir_that_does_not_lower_runs_plain(kernel_mod, tmp_path, ca
     from triton.backends.compiler import GPUTarget
 
     hook = CompileHook(Rules(kernel_scope=True), tmp_path / "ir")
-    ck = compile_with_hook(_source(kernel_mod), tmp_path / "cache", hook, GPUTarget("hip", "gfx942", 64),
-                  LoweringOptions(buffer_type="global"))
+    ck = compile_with_hook(_source(kernel_mod), tmp_path / "cache", hook,
+                           GPUTarget("hip", "gfx942", 64), LoweringOptions(buffer_type="global"))
     assert not ck.metadata.profile_scratch_size  # the plain module was lowered
     assert ck.asm["hsaco"]
     (c,) = hook.compiled.values()
@@ -331,36 +331,12 @@ def test_profile_api_with_torchcompile_with_hook(tmp_path):
     assert any(m.startswith("instrumented") and "triton_" in m for m in r.messages), r.messages
 
 
-NOINLINE_SRC = textwrap.dedent(
-    """
-    import triton
-    import triton.language as tl
-
-
-    @triton.jit(noinline=True)
-    def scale_of(n):
-        return n * 2 + 1
-
-
-    @triton.jit
-    def calls_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + offs, mask=offs < n)
-        tl.store(y_ptr + offs, x * scale_of(n), mask=offs < n)
-    """
-)
-
-
 def test_kernel_calling_a_noinline_function_is_instrumented(tmp_path):
     # Proton's lowering takes one function per module: the hook gets the callee inlined.
+    from test_real_kernels import calls_kernel
     from triton.compiler import ASTSource
 
-    from proton_inject.override import load_module
-
-    path = tmp_path / "calls.py"
-    path.write_text(NOINLINE_SRC)
-    mod = load_module(path)
-    src = ASTSource(mod.calls_kernel, constexprs={"BLOCK": 128},
+    src = ASTSource(calls_kernel, constexprs={"BLOCK": 128},
                     signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
                     attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
     hook = CompileHook(Rules(kernel_scope=True), tmp_path / "ir")
@@ -379,7 +355,7 @@ def test_hook_sizes_the_buffer_of_a_loop_free_profile_with_auto(kernel_mod, tmp_
     src = _source(kernel_mod)
     rules = Rules(kernel_scope=True, marks=False)
     auto = compile_with_hook(src, tmp_path / "c1", CompileHook(rules, tmp_path / "ir1"),
-                    options=LoweringOptions(auto_size=True))
+                             options=LoweringOptions(auto_size=True))
     default = compile_with_hook(src, tmp_path / "c2", CompileHook(rules, tmp_path / "ir2"))
     assert auto.metadata.profile_scratch_size == profile_scratch_bytes(2 * 8 * 4, 4)  # 4 warps
     assert default.metadata.profile_scratch_size > auto.metadata.profile_scratch_size
