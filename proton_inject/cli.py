@@ -395,7 +395,8 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
 @click.option("--kernel", default=None, metavar="REGEX", help="Instrument only these kernels.")
 @click.option("--max-pending-mb", type=float, default=256, show_default=True,
               help="Device memory held for buffers not yet copied to the host.")
-@click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches.")
+@click.option("--keep-tuning", is_flag=True,
+              help="Also keep autotuner benchmarking launches (configs are then timed instrumented).")
 @click.option("--no-gz", is_flag=True, help="Write raw buffers and traces uncompressed.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -437,7 +438,8 @@ def _echo_messages(result, verbose: bool) -> None:
 @click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
 @click.option("--max-pending-mb", type=float, default=256, show_default=True,
               help="Device memory held for buffers not yet copied to the host.")
-@click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches.")
+@click.option("--keep-tuning", is_flag=True,
+              help="Also keep autotuner benchmarking launches (configs are then timed instrumented).")
 @click.option("--no-report", is_flag=True, help="Do not print the report at the end.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also write a timeline PNG.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")

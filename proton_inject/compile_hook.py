@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import ParseError, UserError
 from .fsutil import write_atomic
-from .lowering import LoweringOptions, caller_local, lowering_skipped
+from .lowering import LoweringOptions, caller_local, lowering_skipped, skipping
 from .rules import Rules, rules_from_table
 from .runtime import (
     LaunchRecord,
@@ -105,6 +105,9 @@ class CompileHook:
         def ttgir(src: Any, metadata: dict) -> Any:
             mod = make_ttgir(src, metadata)
             state["plain"] = mod
+            if skipping():  # a plain build (an autotuner times those): left as it is, unrecorded
+                state["inst"] = None
+                return mod
             try:
                 # The src of the triton.compile call running this stage, from its frame.
                 src_of_compile = caller_local(
@@ -276,6 +279,12 @@ class CompileSession(Session):
         """A kernel the hook instrumented: if a later stage fails, compile it again plain."""
         return any(c.instrumented and c.name == name for c in self.hook.compiled.values())
 
+    def _wanted(self, info: Any) -> bool:
+        """A kernel the rules instrument (its plain build is what autotuners time)."""
+        if info.wanted is None:
+            info.wanted = self.hook.rules.wants_kernel(info.name) and info.name not in self.hook.plain_only
+        return info.wanted
+
     def _fallback(self, name: str, error: BaseException, compile_plain: Any) -> Any:
         self.hook.plain_only.add(name)
         for c in self.hook.compiled.values():
@@ -286,7 +295,8 @@ class CompileSession(Session):
     def _info(self, ck: Any):
         info = super()._info(ck)
         chash = str(getattr(ck.metadata, "hash", ""))
-        if chash not in self.hook.compiled and hasattr(ck.src, "fn"):
+        plain = getattr(self._tls, "plain", False)  # a plain build an autotuner times
+        if chash not in self.hook.compiled and hasattr(ck.src, "fn") and not plain:
             self._unhooked.add(info.name)
         return info
 

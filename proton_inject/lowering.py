@@ -327,7 +327,7 @@ class ProtonLowering:
         from triton._C.libtriton import passes, proton
 
         self.load_dialects(ctx)
-        if getattr(_skip, "on", False):
+        if skipping():
             return
         o = self.options
         if stage == "ttgpuir_to_llvmir":
@@ -386,6 +386,11 @@ def lowering_skipped() -> Iterator[None]:
         yield
     finally:
         _skip.on = prev
+
+
+def skipping() -> bool:
+    """Whether compiles on this thread are inside ``lowering_skipped()``."""
+    return bool(getattr(_skip, "on", False))
 
 
 def _backend_classes() -> dict[str, Any]:

@@ -38,7 +38,7 @@ from typing import Any
 from . import calibrate
 from .errors import UserError
 from .fsutil import write_atomic
-from .lowering import LoweringOptions, installed, scope_names_of, suggest_buffer_size
+from .lowering import LoweringOptions, installed, lowering_skipped, scope_names_of, suggest_buffer_size
 from .override import jsonable as _jsonable
 from .override import split_program_argv
 
@@ -256,6 +256,7 @@ class _KernelInfo:
     scratch: int
     ck: Any
     config: dict[str, Any] | None = None  # config_of_kernel, computed on first launch
+    wanted: bool | None = None  # a plain build of a kernel we instrument (Session._wanted)
 
 
 @dataclass
@@ -365,6 +366,8 @@ class Session:
         self._stopped = False
         self._alloc_pool: Any = None  # one helper thread for device buffers (see _device_empty)
         self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
+        self._plain_mode = ""  # instrumentation_mode before the session (the plain builds')
+        self._plain_cache = ""  # compile cache of the plain builds autotuners time
         self.rank = _rank()
         self.write_traces = True
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
@@ -403,26 +406,13 @@ class Session:
             clear_out_dir(self.out, self.rank)
         self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
         try:
-            cache_dir = os.path.join(self._tmp, "cache")
-            os.makedirs(cache_dir)
             for d in range(torch.cuda.device_count()):
                 self._device_names[d] = torch.cuda.get_device_name(d)
                 self._device_clocks[d] = sm_clock_mhz(d)
                 o = self.options
                 self._record_costs[d] = calibrate.lookup(self._device_names[d], o.clock, o.buffer_type,
                                                          o.sched_stores)
-            # Knobs and the environment (Inductor reads TRITON_CACHE_DIR from the environment).
-            self._push_scope(triton.knobs.cache.scope())
-            self._push_scope(triton.knobs.compilation.scope())
-            triton.knobs.cache.dir = cache_dir
-            triton.knobs.compilation.dump_ir = False
-            self._set_env("TRITON_CACHE_DIR", cache_dir)
-            self._override_tree()
-            self._setup_inductor()
-            # The session tag keeps the JIT from reusing kernels built in another session.
-            tag = f"s{id(self):x}{time.perf_counter_ns():x}"
-            hooks = self._push_scope(installed(self.options, tag=tag))
-            self._max_shared = max(h.max_shared for h in hooks.values())
+            self._install_compiler()
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self._allocate)
             self._undo.append(lambda: _allocation.set_profile_allocator(prev_alloc))
@@ -434,14 +424,39 @@ class Session:
             prev_listener = triton.knobs.compilation.listener
             triton.knobs.compilation.listener = self._listener(prev_listener)
             self._patch(CompiledKernel, "launch_metadata", self._wrap_launch_metadata)
-            self._patch_autotuners()
-            self._patch_compile()
             self._patch_cuda_graphs()
         except BaseException:
             self._teardown()
             raise
         self._started = True
         return self
+
+    def _install_compiler(self, target: Any = None) -> None:
+        """What decides how kernels build: private caches, the override tree (or the compile
+        hook), Inductor's settings, the Proton lowering, the autotuner and compile patches.
+        ``target`` (a ``GPUTarget``) sizes the lowering without a GPU (tests); undone by
+        ``_teardown``."""
+        import triton
+
+        cache_dir = os.path.join(self._tmp or "", "cache")
+        os.makedirs(cache_dir, exist_ok=True)
+        # Knobs and the environment (Inductor reads TRITON_CACHE_DIR from the environment).
+        self._push_scope(triton.knobs.cache.scope())
+        self._push_scope(triton.knobs.compilation.scope())
+        triton.knobs.cache.dir = cache_dir
+        triton.knobs.compilation.dump_ir = False
+        self._set_env("TRITON_CACHE_DIR", cache_dir)
+        self._override_tree()
+        self._setup_inductor()
+        # Autotuners time the plain builds (_plain_builds): what the program would build.
+        self._plain_mode = triton.knobs.compilation.instrumentation_mode
+        self._plain_cache = os.path.join(self._tmp or "", "cache-plain")
+        # The session tag keeps the JIT from reusing kernels built in another session.
+        tag = f"s{id(self):x}{time.perf_counter_ns():x}"
+        hooks = self._push_scope(installed(self.options, target=target, tag=tag))
+        self._max_shared = max(h.max_shared for h in hooks.values())
+        self._patch_autotuners()
+        self._patch_compile()
 
     def _override_tree(self) -> None:
         """Point Triton's kernel override at a private copy of the instrumented tree."""
@@ -501,14 +516,57 @@ class Session:
         self._set_attr(icfg, "autotune_local_cache", False)
         self._set_attr(icfg, "fx_graph_cache", False)
 
+    @contextmanager
+    def _plain_builds(self) -> Iterator[None]:
+        """Compiles and launches of this block use the program's own builds: no override, no
+        Proton lowering, the instrumentation mode of before the session (the JIT keys its
+        kernels by it, so it picks the plain build) and a cache of their own (Inductor's
+        compile options leave the mode out, so plain and instrumented builds share a key)."""
+        import triton
+
+        comp, cache = triton.knobs.compilation, triton.knobs.cache
+        prev = (comp.instrumentation_mode, comp.override, cache.dir, getattr(self._tls, "plain", False))
+        comp.instrumentation_mode, comp.override = self._plain_mode, False
+        cache.dir, self._tls.plain = self._plain_cache or cache.dir, True
+        try:
+            with lowering_skipped():
+                yield
+        finally:
+            comp.instrumentation_mode, comp.override, cache.dir, self._tls.plain = prev
+
+    @contextmanager
+    def _tuning(self, what: Any) -> Iterator[bool]:
+        """Launches of this block are autotune benchmarking (``what``: the config, or
+        "inductor"). Unless they are kept (--keep-tuning), they run the plain builds, so the
+        autotuner times what it times without us and picks the config a plain run picks.
+        Yields whether the plain builds are in use."""
+        tls = self._tls
+        prev = getattr(tls, "tuning", None)
+        tls.tuning = what
+        try:
+            if self.keep_tuning:
+                yield False
+            else:
+                with self._plain_builds():
+                    yield True
+        finally:
+            tls.tuning = prev
+
     def _patch_autotuners(self) -> None:
         from triton.runtime.autotuner import Autotuner
 
-        tls = self._tls
-        # While the autotuner benchmarks a config, launches are tuning launches; while it runs,
-        # the launch hook can ask it which config won.
-        self._patch(Autotuner, "_bench", _setting(tls, "tuning", lambda at, kw: kw["config"]))
-        self._patch(Autotuner, "run", _setting(tls, "autotuner", lambda at, kw: at))
+        session = self
+
+        def bench(orig: Any) -> Any:
+            def wrapper(at: Any, *args: Any, **kwargs: Any) -> Any:
+                with session._tuning(kwargs.get("config")):
+                    return orig(at, *args, **kwargs)
+
+            return wrapper
+
+        # While the autotuner runs, the launch hook can ask it which config won.
+        self._patch(Autotuner, "_bench", bench)
+        self._patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
         heur = sys.modules.get("torch._inductor.runtime.triton_heuristics")
         if heur is None:
             try:
@@ -517,7 +575,73 @@ class Session:
                 heur = None
         cls = getattr(heur, "CachingAutotuner", None) if heur else None
         if cls is not None and "benchmark_all_configs" in cls.__dict__:
-            self._patch(cls, "benchmark_all_configs", _setting(tls, "tuning", lambda at, kw: "inductor"))
+            self._patch(cls, "benchmark_all_configs", self._inductor_benchmark)
+        if cls is not None and "coordinate_descent_tuning" in cls.__dict__:
+            self._patch(cls, "coordinate_descent_tuning", self._inductor_coordesc)
+
+    def _plain_launcher(self, at: Any, launcher: Any) -> Any:
+        """An Inductor launcher of ``launcher``'s config built from the plain kernel."""
+        with self._plain_builds():
+            return at._precompile_config(launcher.config).make_launcher()
+
+    def _inductor_benchmark(self, orig: Any) -> Any:
+        """CachingAutotuner.benchmark_all_configs: its launchers were made from instrumented
+        builds at precompile, so it times launchers of plain builds of the same configs and
+        answers with the instrumented ones (autotune_to_one_config keeps the fastest)."""
+        session = self
+
+        def wrapper(at: Any, *args: Any, **kwargs: Any) -> Any:
+            with session._tuning("inductor") as plain:
+                inst = list(getattr(at, "launchers", None) or [])
+                if not plain or not inst:
+                    return orig(at, *args, **kwargs)
+                try:
+                    twins = [session._plain_launcher(at, launcher) for launcher in inst]
+                except Exception as e:  # time the instrumented builds, as before, and say so
+                    session._note_once(f"autotuning timed instrumented builds (a plain build failed: {e}); "
+                                       "it may choose other configs than a plain run")
+                    return orig(at, *args, **kwargs)
+                at.launchers = twins
+                try:
+                    timings = orig(at, *args, **kwargs)
+                finally:
+                    at.launchers = inst
+                back = {id(t): launcher for t, launcher in zip(twins, inst, strict=True)}
+                return {back[id(t)]: v for t, v in timings.items()}
+
+        return wrapper
+
+    def _inductor_coordesc(self, orig: Any) -> Any:
+        """CachingAutotuner.coordinate_descent_tuning: compiles and times configs it tries;
+        all of that on plain builds, then the winner is built instrumented."""
+        session = self
+
+        def wrapper(at: Any, launcher: Any, *args: Any, **kwargs: Any) -> Any:
+            with session._tuning("inductor") as plain:
+                try:
+                    start = session._plain_launcher(at, launcher) if plain else None
+                except Exception as e:
+                    session._note_once(f"autotuning timed instrumented builds (a plain build failed: {e}); "
+                                       "it may choose other configs than a plain run")
+                    start = None
+                if start is None:
+                    return orig(at, launcher, *args, **kwargs)
+                winner = orig(at, start, *args, **kwargs)
+            if winner is start:
+                return launcher
+            try:
+                return at._precompile_config(winner.config).make_launcher()
+            except Exception as e:  # the winner's plain build still runs the program
+                session._note_once(f"kernel {getattr(at.fn, '__name__', '?')}: the instrumented build "
+                                   f"of its tuned config failed ({e}); it runs uninstrumented")
+                return winner
+
+        return wrapper
+
+    def _note_once(self, text: str) -> None:
+        with self._lock:
+            if text not in self.result.messages:
+                self.result.messages.append(text)
 
     def _patch_compile(self) -> None:
         """Triton prints 'Overriding kernel with file ...' on stdout for every override: count it
@@ -590,7 +714,8 @@ class Session:
                 return orig(first, *args, **kwargs)
             except Exception as e:
                 name, src = identify(first)
-                if not session._started or not session._overrides(name, src):
+                plain = getattr(session._tls, "plain", False)  # a plain build fails as without us
+                if plain or not session._started or not session._overrides(name, src):
                     raise
                 return session._fallback(name, e, lambda: orig(first, *args, **kwargs))
 
@@ -695,10 +820,12 @@ class Session:
             except Exception as e:
                 raise session._explain_oor(ck, e, oor_type) from e
             info = session._info(ck)
+            tuning = getattr(session._tls, "tuning", None)
             if not info.instrumented:
                 session._tls.pending = None
+                if tuning is not None and session._wanted(info):  # timed on the plain build
+                    session._count_drop("autotune benchmarking")
                 return ret
-            tuning = getattr(session._tls, "tuning", None)
             at = getattr(session._tls, "autotuner", None)
             if tuning is not None and not isinstance(tuning, str):  # a triton.Config
                 cfg = config_of_autotune(tuning)
@@ -823,6 +950,16 @@ class Session:
 
             self._alloc_pool = ThreadPoolExecutor(1, thread_name_prefix="proton-inject-alloc")
         return self._alloc_pool.submit(alloc).result()
+
+    def _wanted(self, info: _KernelInfo) -> bool:
+        """Whether ``info``, a plain build, is of a kernel this session instruments."""
+        if info.wanted is None:
+            info.wanted = self._overrides(info.name, info.ck.src)
+        return info.wanted
+
+    def _count_drop(self, reason: str) -> None:
+        with self._lock:
+            self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
 
     def _want(self, p: _Pending, capturing: bool = False) -> bool:
         reason = None
@@ -1064,7 +1201,11 @@ class Session:
         if not self.result.launches and not msgs:
             msgs.append("no instrumented kernel was launched while profiling")
         for reason, n in sorted(self.result.dropped.items()):
-            msgs.append(f"{n} instrumented launches not kept ({reason})")
+            if reason == "autotune benchmarking" and not self.keep_tuning:
+                msgs.append(f"{n} launches of instrumented kernels not kept (autotune benchmarking: "
+                            "configs were timed on the plain builds, as without proton-inject)")
+            else:
+                msgs.append(f"{n} instrumented launches not kept ({reason})")
         graphs = self.result.in_cuda_graphs
         if graphs:
             msgs.append(

@@ -105,6 +105,44 @@ _AUTOTUNED = textwrap.dedent("""
 """)
 
 
+# Configs whose sums differ in the last bits (each BLOCK adds in another order): choosing
+# another config than the plain run changes the printed bytes. Timings go to stderr.
+_CONFIG_BYTES = textwrap.dedent("""
+    import hashlib, sys, torch, triton, triton.language as tl
+    SHAPES = ((64, 2), (256, 4), (1024, 4), (4096, 8))
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b, w in SHAPES], key=["n"])
+    @triton.jit
+    def rowsum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        acc = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, n, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            acc += tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+        tl.store(out_ptr + row, tl.sum(acc))
+
+    def digest(t):
+        return hashlib.sha256(t.cpu().numpy().tobytes()).hexdigest()[:16]
+
+    torch.manual_seed(0)
+    rows, n = 2048, 16384
+    x = torch.randn(rows, n, device="cuda")
+    out = torch.empty(rows, device="cuda")
+    for _ in range(3):
+        rowsum[(rows,)](x, out, n)
+    best = rowsum.best_config
+    print("chosen BLOCK", best.kwargs["BLOCK"], "warps", best.num_warps, "out", digest(out))
+    per = []
+    for b, w in SHAPES:  # each config on its own: the bytes it would have given
+        o = torch.empty(rows, device="cuda")
+        rowsum.fn[(rows,)](x, o, n, BLOCK=b, num_warps=w)
+        per.append(digest(o))
+    print("configs", len(SHAPES), "distinct outputs", len(set(per)))
+    for cfg, t in sorted(rowsum.configs_timings.items(), key=lambda kv: str(kv[0])):
+        print("timing", cfg, [round(float(v) * 1e3, 2) for v in t], "us", file=sys.stderr)
+""")
+
+
 def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                 PYTHONUNBUFFERED="1")
@@ -223,6 +261,37 @@ def test_liger_and_autotuned_same_outputs(tmp_path):
     except ImportError:
         print("liger_kernel not installed: Liger case skipped")
     assert _same(results)
+
+
+def test_autotune_picks_the_plain_runs_config(tmp_path):
+    """An autotuned kernel whose configs give different bytes: `run` and `profile` (with
+    iteration records, the heaviest instrumentation) choose the plain run's config, so they
+    print the plain run's bytes; the kept launches are of that config."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(_CONFIG_BYTES)
+    plain = [_sh([sys.executable, str(prog)], tmp_path) for _ in range(2)]
+    for p in plain:
+        print("plain timings:\n" + p.stderr[-1500:])
+    assert plain[0].stdout == plain[1].stdout, "the plain program itself chose differently twice"
+    assert plain[0].stdout.splitlines()[1].endswith("distinct outputs 4"), plain[0].stdout
+    _sh([*CLI, "dump", "-o", "dump", "--", "python", str(prog)], tmp_path)
+    _sh([*CLI, "insert", "dump", "-o", "inst", *LOOPS], tmp_path)
+    run = _sh([*CLI, "run", "inst", "-o", "traces", "--", "python", str(prog)], tmp_path)
+    prof = _sh([*CLI, "profile", *LOOPS, "--no-report", "-o", "prof", "--", "python", str(prog)], tmp_path)
+    for name, p in (("run", run), ("profile", prof)):
+        print(f"{name} stderr:\n" + p.stderr[-2500:])
+    ok = _same({"autotuned configs differ, run": (plain[0].stdout, run.stdout),
+                "autotuned configs differ, profile": (plain[0].stdout, prof.stdout)})
+    chosen = plain[0].stdout.split()[2]  # "chosen BLOCK <b> ..."
+    for out in ("traces", "prof"):
+        index = _index(tmp_path / out)
+        kept = [x for x in index["launches"] if x["kernel"] == "rowsum" and not x["tuning"]]
+        tuned = [x["config"].split(",")[0] for x in kept[:3]]  # the autotuned calls, then one per config
+        print(f"CHOSEN {out:8s} plain BLOCK={chosen} profiled {tuned} dropped {index['dropped']}")
+        assert tuned == [f"BLOCK={chosen}"] * 3 and len(kept) == 7, index["messages"]
+        assert index["dropped"].get("autotune benchmarking", 0) > 0
+    assert "configs were timed on the plain builds" in run.stderr + prof.stderr
+    assert ok
 
 
 def test_failed_instrumented_compile_runs_the_original(tmp_path):
