@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +41,8 @@ from .runtime import (
 )
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# How Inductor names its kernels: pointwise, reduction, persistent reduction, template, foreach.
+INDUCTOR_PREFIXES = ("triton_poi_", "triton_red_", "triton_per_", "triton_tem_", "triton_for_")
 
 
 @dataclass
@@ -309,6 +312,14 @@ class CompileSession(Session):
         c = self.hook.compiled.get(rec.compile_hash)
         return dataclasses.replace(meta, scope_locs=dict(c.scope_locs)) if c else meta
 
+    def inductor_kernels_left_instrumented(self) -> list[str]:
+        """Instrumented kernels Inductor compiled: it keeps them past the session (the JIT's own
+        kernels are keyed by the instrumentation knob and compile plain again)."""
+        if "torch._inductor" not in sys.modules:
+            return []
+        return sorted({c.name for c in self.hook.compiled.values()
+                       if c.instrumented and c.name.startswith(INDUCTOR_PREFIXES)})
+
     def _diagnose(self) -> None:
         msgs = self.result.messages
         msgs.extend(self.hook.notes)
@@ -353,8 +364,16 @@ def profile(
     kernel body and outer loops). Kernels compiled before the block are compiled again.
     """
     session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning)
-    with session_block(session, quiet) as result:
-        yield result
+    try:
+        with session_block(session, quiet) as result:
+            yield result
+    finally:
+        kept = session.inductor_kernels_left_instrumented()
+        if kept and not quiet:
+            print(f"proton-inject: {len(kept)} kernel(s) Inductor compiled inside the profile block "
+                  f"({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}) stay instrumented "
+                  "after it, slower than plain; torch._dynamo.reset() recompiles them",
+                  file=sys.stderr)
 
 
 def profile_program(

@@ -48,6 +48,53 @@ RUN_FORMAT = "proton-inject-run"  # run.json's "format": report tells it from a 
 _KEEP_FOREVER: list[Any] = []
 
 
+class _ThrowawayScratch:
+    """Profile scratch for instrumented kernels launched after their session ended.
+
+    Inductor keeps the kernels it compiled inside a ``with profile()`` block; their next
+    launch asks Triton for profile scratch, and Triton's default allocator raises in the
+    user's code. They get one reused buffer per device instead; nobody reads it."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, size: int, alignment: int, stream: int | None) -> Any:
+        import torch
+
+        device = torch.cuda.current_device()
+        with self._lock:
+            buf = self._bufs.get(device)
+            if buf is None or buf.numel() < size:
+                got: list[Any] = []
+
+                def alloc() -> None:  # off this thread: it may be capturing a CUDA graph
+                    with _no_modes():
+                        got.append(torch.empty(max(size, 1 << 20), dtype=torch.uint8,
+                                               device=torch.device("cuda", device)))
+
+                t = threading.Thread(target=alloc)
+                t.start()
+                t.join()
+                if not got:
+                    raise RuntimeError("proton-inject: could not allocate profile scratch")
+                buf = got[0]
+                _KEEP_FOREVER.append(buf)  # a kernel in flight may still write to the old one
+                self._bufs[device] = buf
+        return buf
+
+
+_THROWAWAY_SCRATCH = _ThrowawayScratch()
+
+
+def _after_session(prev: Any) -> Any:
+    """The profile allocator to restore when a session ends: the program's own if it set one,
+    else a throwaway one rather than Triton's default, which raises on instrumented kernels."""
+    from triton.runtime import _allocation
+
+    return _THROWAWAY_SCRATCH if isinstance(prev, _allocation.NullAllocator) else prev
+
+
 def _rank() -> int | None:
     """This process's rank under torchrun (RANK), None for a single-process program."""
     try:
@@ -415,7 +462,7 @@ class Session:
             self._install_compiler()
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self._allocate)
-            self._undo.append(lambda: _allocation.set_profile_allocator(prev_alloc))
+            self._undo.append(lambda: _allocation.set_profile_allocator(_after_session(prev_alloc)))
             knobs_rt = triton.knobs.runtime
             knobs_rt.launch_enter_hook.add(self._enter)
             knobs_rt.launch_exit_hook.add(self._exit)

@@ -315,7 +315,7 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
 
 @pytest.mark.gpu
 @requires_gpu
-def test_profile_api_with_torchcompile_with_hook(tmp_path):
+def test_profile_api_with_torchcompile_with_hook(tmp_path, capfd):
     import torch
 
     def f(x):
@@ -323,12 +323,33 @@ def test_profile_api_with_torchcompile_with_hook(tmp_path):
 
     x = torch.randn(512, 512, device="cuda")
     want = f(x)
-    with proton_inject.profile(rules={"kernel-scope": True}, out=tmp_path / "o", quiet=True) as r:
-        got = torch.compile(f)(x)
+    compiled = torch.compile(f)
+    with proton_inject.profile(rules={"kernel-scope": True}, out=tmp_path / "o") as r:
+        got = compiled(x)
         torch.cuda.synchronize()
     assert torch.allclose(got, want, atol=1e-5)
     assert r.launches, r.messages
     assert any(m.startswith("instrumented") and "triton_" in m for m in r.messages), r.messages
+    # Inductor keeps the instrumented kernels: after the block they still run, and say so.
+    again = compiled(x)
+    torch.cuda.synchronize()
+    assert torch.equal(again, got)
+    assert "stay instrumented after it" in capfd.readouterr().err
+
+
+def test_after_a_session_instrumented_kernels_get_throwaway_scratch():
+    """Triton's default profile allocator raises on an instrumented kernel: a session leaves a
+    throwaway one behind instead, and gives back a program's own allocator as it was."""
+    from triton.runtime import _allocation
+
+    from proton_inject.runtime import _THROWAWAY_SCRATCH, _after_session
+
+    assert _after_session(_allocation.NullAllocator()) is _THROWAWAY_SCRATCH
+
+    def mine(size, alignment, stream):
+        return None
+
+    assert _after_session(mine) is mine
 
 
 def test_kernel_calling_a_noinline_function_is_instrumented(tmp_path):
