@@ -5,7 +5,9 @@ and stores what it saw; ``--loops outer`` puts a region around each spin loop. C
 and long spins, a loop of spins (nested regions), two spins back to back, sampled warps,
 globaltimer spins, and a globaltimer spin right after a heavy matmul has pulled the clock
 down. Printed per case: the truth (median over CTAs) and the error of the region (per CTA,
-warp 0: median, p5..p95), raw and after subtracting the calibrated record cost.
+warp 0: median, p5..p95), raw and after subtracting the calibrated record cost. The ns cases
+print a row per launch (the first one warms up), with the clock that launch's cycles went
+through (globaltimer fit, clock bracket, or a guess) and its stated uncertainty.
 
     PYTHONPATH=. python benchmarks/accuracy.py --quick     # needs a CUDA GPU; < 2 minutes
 """
@@ -136,26 +138,40 @@ def run_case(name, kernel, args, truths, unit, cost, options=None, ctas=264, bef
             kernel[(ctas,)](out, *args, num_warps=4)
         torch.cuda.synchronize()
         plain_truth = np.median(out.view(ctas, cols).cpu().numpy().astype(np.float64), axis=0)
+    seen = []  # each launch's truths (the second launch overwrites the first's)
     with tempfile.TemporaryDirectory() as tmp:
         with profile(RULES, tmp, options or LoweringOptions(), quiet=True) as res:
             for i in range(2):
                 if before is not None and i == 1:
                     before()
                 kernel[(ctas,)](out, *args, num_warps=4)
+                seen.append(out.clone())
             torch.cuda.synchronize()
-        raw_d, comp_d = _decode_all(res.out, cost)[-1]
-    truth_all = out.view(ctas, cols).cpu().numpy().astype(np.float64)
+        decoded = _decode_all(res.out, cost)
+    # cycles: the second launch; ns: every launch (the clock is what differs between them)
+    runs = list(zip(decoded, seen, strict=True))[-1 if unit == "cycles" else 0:]
     cases = []
-    for scope, col in truths:
-        t = truth_all[:, col] if col not in plain else np.full(ctas, plain_truth[col])
-        r = region_per_cta(raw_d, scope, unit, ctas)
-        c = region_per_cta(comp_d, scope, unit, ctas)
-        ok = ~np.isnan(r) & ~np.isnan(c)
-        label = name if len(truths) == 1 else f"{name}: {raw_d.scope_name(scope)}"
-        label += " (truth: plain run)" if col in plain else ""
-        clock = f"{comp_d.clock.source} {np.median(comp_d.clock.segment_mhz):.0f} MHz"
-        cases.append(Case(label, unit, float(np.median(t)), r[ok] - t[ok], c[ok] - t[ok], clock))
+    for i, ((raw_d, comp_d), out_i) in enumerate(runs):
+        truth_all = out_i.view(ctas, cols).cpu().numpy().astype(np.float64)
+        for scope, col in truths:
+            t = truth_all[:, col] if col not in plain else np.full(ctas, plain_truth[col])
+            r = region_per_cta(raw_d, scope, unit, ctas)
+            c = region_per_cta(comp_d, scope, unit, ctas)
+            ok = ~np.isnan(r) & ~np.isnan(c)
+            label = name if len(truths) == 1 else f"{name}: {raw_d.scope_name(scope)}"
+            label += " (truth: plain run)" if col in plain else ""
+            label += f" [launch {i}]" if len(runs) > 1 else ""
+            cases.append(Case(label, unit, float(np.median(t)), r[ok] - t[ok], c[ok] - t[ok],
+                              clock_label(comp_d.clock)))
     return cases
+
+
+def clock_label(clock) -> str:
+    """Which clock a launch used, its rate and stated uncertainty (a guess has none)."""
+    u = clock.uncertainty_pct
+    tail = f" +-{u:.2g}%" if u is not None else " (a guess)" if clock.source not in (
+        "--clock-mhz",) else ""
+    return f"{clock.source} {np.median(clock.segment_mhz):.0f} MHz{tail}"
 
 
 def heavy_matmul(seconds: float = 1.0):

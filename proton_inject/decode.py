@@ -53,7 +53,10 @@ JSON (``LaunchMeta.to_dict``): ``{"format": "proton-inject-raw", "version": 1, "
 "granularity": "warp", "sampled_warps": [ids] | null, "buffer_type": "shared" | "global"
 (absent in older files: "shared"), "config": str | null, "launch": int,
 "device": str | null, "sm_clock_mhz": the device's max SM clock, float | null (absent in
-files from before it was recorded), "bin": file name of the buffer}``. ``save_raw`` and
+files from before it was recorded), "clock_bracket": the SM clock measured right before and
+after the launch, ``{"before": side | null, "after": side | null}`` with side = ``{"mhz",
+"sem_mhz", "ctas", "sms", "spin_ns", "t0", "t1"}`` (``bracket.summarize``), or ``{"missing":
+why}`` (absent in older files), "bin": file name of the buffer}``. ``save_raw`` and
 ``load_raw`` write and read that pair.
 """
 
@@ -72,6 +75,7 @@ from typing import Any
 
 import numpy as np
 
+from . import bracket as bracket_mod
 from .diagnostics import Issue
 from .errors import UserError
 from .fsutil import write_atomic
@@ -131,6 +135,9 @@ class LaunchMeta:
     rank: int | None = None  # torchrun's RANK of the process that launched it
     # Cycles one record costs on this device and options (``calibrate``), when known.
     record_cost_cycles: float | None = None
+    # The clock measured right before and after the launch (``bracket.py``): {"before":
+    # summary | null, "after": summary | null}, or {"missing": why}; None in older files.
+    clock_bracket: dict[str, Any] | None = None
 
     @property
     def num_ctas(self) -> int:
@@ -175,6 +182,7 @@ class LaunchMeta:
             "sm_clock_mhz": self.sm_clock_mhz,
             "rank": self.rank,
             "record_cost_cycles": self.record_cost_cycles,
+            "clock_bracket": self.clock_bracket,
         }
 
     @classmethod
@@ -376,6 +384,12 @@ class ClockFit:
     tick_ns: int | None = None  # globaltimer resolution seen in the data
     spread_ns: float | None = None  # within-SM RMS spread of anchor times (carries the rate)
     r2: float | None = None  # share of that spread's cycle variance one rate explains
+    # What the ns are worth, relative: a bracket's (half its sides' difference + 2 standard
+    # errors), a fit's bias bound (1 - R^2); None for a guess or a given clock.
+    uncertainty_pct: float | None = None
+    # The clock bracket around the launch (its sides and their distance from the launch), or
+    # {"missing": why}; None where none was looked at.
+    bracket: dict[str, Any] | None = None
 
     @property
     def segment_mhz(self) -> np.ndarray:
@@ -412,6 +426,8 @@ class ClockFit:
             "anchor_spread_ns": None if self.spread_ns is None else round(self.spread_ns, 1),
             "fit_r2": None if self.r2 is None else round(self.r2, 4),
             "reason": self.reason,
+            "uncertainty_pct": None if self.uncertainty_pct is None else round(self.uncertainty_pct, 3),
+            "bracket": self.bracket,
         }
 
 
@@ -668,8 +684,10 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     cta_has = has.reshape(n_ok, n_seg).any(axis=1) if n_ok else np.zeros(0, bool)
     cta_nodrop = (written <= kept).all(axis=1) if n_ok else np.zeros(0, bool)
     tick = _timer_tick(np.r_[init, pre, post])
+    span = (base, int(post.max())) if n_ok else None
     clock = _fit_clock(sm_id, cta_has, cta_nodrop, c_first, c_last, init - base, pre - base,
-                       clock_mhz, meta.sm_clock_mhz, tick, warn, where)
+                       clock_mhz, meta.sm_clock_mhz, tick, warn, where,
+                       bracket=meta.clock_bracket, span=span)
 
     # --- events -------------------------------------------------------------------------------
     ev_row = s_row[si]
@@ -770,7 +788,9 @@ class _Anchors:
 
 def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.ndarray,
                c_last: np.ndarray, init: np.ndarray, pre: np.ndarray, clock_mhz: float | None,
-               device_mhz: float | None, tick: int, warn: list[Issue], where: str) -> ClockFit:
+               device_mhz: float | None, tick: int, warn: list[Issue], where: str,
+               bracket: dict[str, Any] | None = None,
+               span: tuple[int, int] | None = None) -> ClockFit:
     """Fit cycles = offset[SM] + G(t) to the timer anchors every CTA gives.
 
     Anchors: (pre-final time, last record) of every CTA that has records - the pre-final time
@@ -785,7 +805,9 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
     The rate comes only from how anchor times differ WITHIN an SM. On a short launch with
     one CTA per SM those differences are a few 32 ns timer ticks of jitter and the fit is
     noise (1,275 MHz for a 1,980 MHz H100). Such fits are rejected (``_doubts``) and the
-    rate falls back to the device's max SM clock, else to the within-CTA bound.
+    rate comes from the launch's clock bracket (``bracket``: measured right before and after
+    it; ``span`` is the launch's absolute init..post-final time), else falls back to the
+    device's max SM clock (a guess), else to the within-CTA bound.
     """
     sel = has
     s_ids, inv = np.unique(sm[sel], return_inverse=True)
@@ -820,14 +842,41 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
 
     if clock_mhz:
         return build(_fixed_rate(a, clock_mhz), "--clock-mhz")
+    br = bracket_mod.rate(bracket)
+    detail = _bracket_detail(br, bracket, span)
     fit = _fit_rate_curve(a, bool(st.any()))
     if fit is None:
         doubts = ["too few timer anchors"]
     else:
         clock = build(fit, "globaltimer-fit")
         doubts = _doubts(clock, spread, r2, tick, device_mhz, cta)
+        bound = 100.0 * (1.0 - r2)
+        if not doubts and br is not None and len(fit[0]) == 2 and bound > br.uncertainty_pct:
+            # A one-rate fit (no clock change seen in the launch) whose timer jitter may bias
+            # it more than the bracket's error (the add fixture: R^2 0.967, 1,960 MHz on a
+            # 1,980 MHz H100). A fit that follows the clock through a long launch is kept:
+            # the bracket sees only its two ends (the matmul fixture dips to 1,441 MHz).
+            doubts = [f"bias bound {bound:.2f}% > the clock bracket's {br.uncertainty_pct:.2f}%"]
         if not doubts:
+            clock.uncertainty_pct, clock.bracket = bound, detail
             return clock
+    reason = "; ".join(doubts)
+    if br is not None:
+        clock = build(_fixed_rate(a, br.mhz), "clock-bracket")
+        clock.reason, clock.uncertainty_pct, clock.bracket = reason, br.uncertainty_pct, detail
+        diff = br.sides_differ_pct
+        if diff is not None and abs(diff) > 100 * bracket_mod.MAX_SIDE_DIFF:
+            _warn(warn, "clock changed across the launch",
+                  f"{where}: the SM clock measured right before the launch "
+                  f"({br.before['mhz']:.0f} MHz) and right after it ({br.after['mhz']:.0f} MHz) "
+                  f"differ by {diff:+.1f}%; cycles converted at their mean, "
+                  f"{br.mhz:.0f} MHz +-{br.uncertainty_pct:.1f}%",
+                  why="before and after differ by more than "
+                      f"{100 * bracket_mod.MAX_SIDE_DIFF:g}%",
+                  then="cycles converted at the mean of the two; ns carry half their difference "
+                       "as uncertainty")
+        return clock
+    missing = bracket_mod.missing_reason(bracket)
     ok = st & (c_last[sel] > c_first[sel])
     if device_mhz:
         mhz, source = float(device_mhz), "device-clock"
@@ -838,21 +887,49 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
         source = "within-cta"
     else:
         mhz, source = 1000.0, "assumed-1GHz"
-    reason = "; ".join(doubts)
     _warn(warn, "globaltimer fit rejected",
-          f"{where}: globaltimer clock fit rejected ({reason}); used {source} "
+          f"{where}: globaltimer clock fit rejected ({reason}); no clock bracket: {missing}; "
+          f"used {source} "
           f"({mhz:.0f} MHz); pass --clock-mhz to set it",
-          why=", ".join(_why(d) for d in doubts),
+          why=", ".join([_why(d) for d in doubts] + [f"no clock bracket: {_short(missing)}"]),
           then=f"cycles converted at {mhz:.0f} MHz ({CLOCK_MEANING[source]}); "
                "pass --clock-mhz to set it")
     clock = build(_fixed_rate(a, mhz), source)
-    clock.reason = reason
+    clock.reason, clock.bracket = reason, detail
     return clock
+
+
+def _short(missing: str) -> str:
+    """A missing-bracket reason without its explanation, for counting launches per kind."""
+    return missing.split(" (")[0]
+
+
+def _bracket_detail(br: bracket_mod.BracketRate | None, bracket: dict[str, Any] | None,
+                    span: tuple[int, int] | None) -> dict[str, Any]:
+    """The bracket as the clock summary shows it: each side's rate and how far (us) it ran
+    from the launch's own timer reads; or why there is none."""
+    if br is None:
+        return {"missing": bracket_mod.missing_reason(bracket)}
+    out: dict[str, Any] = {"mhz": round(br.mhz, 2), "uncertainty_pct": round(br.uncertainty_pct, 3)}
+    for name, side in (("before", br.before), ("after", br.after)):
+        if not side:
+            out[name] = None
+            continue
+        gap = None
+        if span is not None:
+            gap = (span[0] - side["t1"]) if name == "before" else (side["t0"] - span[1])
+        out[name] = {"mhz": side["mhz"], "sem_mhz": side["sem_mhz"], "ctas": side["ctas"],
+                     "gap_us": None if gap is None else round(gap / 1000.0, 1)}
+    d = br.sides_differ_pct
+    out["sides_differ_pct"] = None if d is None else round(d, 3)
+    return out
 
 
 # What the ns of each clock source are worth, in the report's words.
 CLOCK_MEANING = {
     "globaltimer-fit": "fitted to the launch's globaltimer reads: a measurement",
+    "clock-bracket": "measured on every SM right before and right after the launch: a "
+                     "measurement",
     "--clock-mhz": "given by --clock-mhz",
     "device-clock": "device max clock: a guess, not a measurement; ns are lower bounds if "
                     "the SMs ran slower",

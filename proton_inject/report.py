@@ -33,6 +33,8 @@ SPLIT_THRESHOLD = 0.10
 OVERLONG_TOL = 1.02
 # ... and said in the text when more than this share of CTAs is (a few are timer noise).
 OVERLONG_SHARE = 0.05
+# Clock sources that measured the launch's clock (the others are given or guessed).
+MEASURED = ("globaltimer-fit", "clock-bracket")
 
 
 @dataclass
@@ -220,7 +222,8 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
         if clock_mhz:
             dur = cycles * 1000.0 / clock_mhz
             clock.update(source="--clock-mhz", mhz_median=clock_mhz, mhz_min=clock_mhz,
-                         mhz_max=clock_mhz, reason=None)
+                         mhz_max=clock_mhz, reason=None,
+                         uncertainty_pct=None)
         else:
             dur = np.round(arr["dur"][m] * 1000.0) if m.any() else np.zeros(0)
         out.append(LaunchData(
@@ -445,7 +448,7 @@ def fitted_rates(summary: dict[str, Any]) -> dict[str | None, list[float]]:
     out: dict[str | None, list[float]] = {}
     for k in summary["kernels"]:
         for c in k["clock"]["per_launch"]:
-            if c.get("source") == "globaltimer-fit" and c.get("mhz_median"):
+            if c.get("source") in MEASURED and c.get("mhz_median"):
                 out.setdefault(k.get("device"), []).append(float(c["mhz_median"]))
     return out
 
@@ -472,17 +475,32 @@ def clock_line(k: dict[str, Any], fitted: dict[str | None, list[float]] | None =
                 q.append(f"R^2 >= {min(r2):.3f}")
             if res:
                 q.append(f"residual <= {max(res):,.0f} ns RMS")
-            parts.append(f"{head} (measured: {', '.join(q) or 'fit'})")
+            parts.append(f"{head} (measured: {', '.join(q) or 'fit'}{_within(cs)})")
+        elif source == "clock-bracket":
+            differ = [abs(c["bracket"].get("sides_differ_pct") or 0) for c in cs
+                      if isinstance(c.get("bracket"), dict)]
+            note = (f", before and after differ by up to {max(differ):.1f}%"
+                    if differ and max(differ) > 0.1 else "")
+            parts.append(f"{head} ({CLOCK_MEANING[source]}{_within(cs)}{note})")
         else:
             why = f"; globaltimer fit rejected: {cs[0]['reason']}" if cs[0].get("reason") else ""
+            br = cs[0].get("bracket")
+            if isinstance(br, dict) and br.get("missing") and source != "--clock-mhz":
+                why += f"; no clock bracket: {br['missing']}"
             parts.append(f"{head} ({CLOCK_MEANING.get(source, source)}{why})")
     near = (fitted or {}).get(k.get("device"))
-    if near and set(by_source) - {"globaltimer-fit", "--clock-mhz"}:
+    if near and set(by_source) - {*MEASURED, "--clock-mhz"}:
         lo, hi = min(near), max(near)
         rate = f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}-{hi:,.0f}"
         parts.append(f"launches of these inputs whose fit held ran at {rate} MHz "
                      f"({len(near)} launch{'es' if len(near) != 1 else ''}; --clock-mhz takes one)")
     return "clock: " + "; ".join(parts)
+
+
+def _within(cs: list[dict[str, Any]]) -> str:
+    """The largest stated uncertainty of some launches' clocks, as ``: +-0.05%``."""
+    u = [c["uncertainty_pct"] for c in cs if c.get("uncertainty_pct") is not None]
+    return f"; ns within +-{max(u):.2g}%" if u else ""
 
 
 def clock_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None = None) -> list[str]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import calibrate
+from . import bracket, calibrate
 from .errors import UserError
 from .fsutil import write_atomic
 from .lowering import LoweringOptions, installed, lowering_skipped, scope_names_of, suggest_buffer_size
@@ -130,6 +130,10 @@ class LaunchRecord:
     enqueued_ns: int = 0  # host clock (time.perf_counter_ns) when launched
     all_zero: bool = False
     graph_replay: int | None = None  # replay number of the CUDA graph the launch was captured in
+    # Where the clock bracket's rows sit in the copied buffer: (byte offset, CTAs per side);
+    # None when the launch had none (then ``clock_bracket`` says why).
+    bracket_at: tuple[int, int] | None = None
+    clock_bracket: dict[str, Any] | None = None  # LaunchMeta.clock_bracket, set when saved
 
     @property
     def num_blocks(self) -> int:
@@ -316,6 +320,8 @@ class _Pending:
     buffer: Any = None
     keep: bool = False
     graph: Any = None  # the CUDA graph this launch is being captured into
+    bracket: Any = None  # int64 rows of the clock bracket (before, after), in buffer's tail
+    bracket_at: tuple[int, int] | None = None
 
 
 @dataclass
@@ -408,6 +414,9 @@ class Session:
         self._locs: dict[tuple[str, str], dict[int, str]] = {}
         self._device_names: dict[int, str] = {}
         self._device_clocks: dict[int, float | None] = {}
+        # Clock-bracket kernel per device and its CTAs (one per SM); why, where there is none.
+        self._brackets: dict[int, tuple[Any, int]] = {}
+        self._bracket_error: str | None = None
         self._record_costs: dict[int, float | None] = {}  # calibrated, from the user's cache
         self._started = False
         self._stopped = False
@@ -451,6 +460,7 @@ class Session:
 
         if self.clear_out:
             clear_out_dir(self.out, self.rank)
+        self._compile_brackets()
         self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
         try:
             for d in range(torch.cuda.device_count()):
@@ -504,6 +514,38 @@ class Session:
         self._max_shared = max(h.max_shared for h in hooks.values())
         self._patch_autotuners()
         self._patch_compile()
+
+    def _compile_brackets(self) -> None:
+        """The clock-bracket kernel for every device, built before any hook is installed (so
+        no rule instruments it and the override leaves it alone). Without it launches keep
+        their records; their clock is then fitted or guessed, and said so."""
+        import torch
+
+        try:
+            for d in range(torch.cuda.device_count()):
+                self._brackets[d] = (bracket.compile_for(d),
+                                     torch.cuda.get_device_properties(d).multi_processor_count)
+        except Exception as e:  # never stop profiling for it
+            self._brackets.clear()
+            self._bracket_error = f"bracket kernel could not be built ({e})"[:300]
+            self.result.messages.append(f"warning: clock {self._bracket_error}; launches whose own "
+                                        "timer reads cannot fit the clock get a guessed one")
+
+    def _run_bracket(self, p: _Pending, side: int, stream: int) -> None:
+        """Enqueue one side (0 before, 1 after) of ``p``'s bracket on the launch's stream."""
+        entry = self._brackets.get(p.buffer.device.index)
+        if p.bracket is None or entry is None:  # none, or a launch failed since it was set up
+            p.bracket = p.bracket_at = None
+            return
+        ck, ctas = entry
+        try:
+            bracket.launch(ck, p.bracket[side], ctas, stream)
+        except Exception as e:  # never fail the program's launch because of us
+            p.bracket = p.bracket_at = None
+            self._bracket_error = f"a bracket launch failed ({e})"[:300]
+            self._brackets.clear()
+            self.result.messages.append(f"warning: clock {self._bracket_error}; later launches have "
+                                        "none")
 
     def _override_tree(self) -> None:
         """Point Triton's kernel override at a private copy of the instrumented tree."""
@@ -972,13 +1014,21 @@ class Session:
                 self._poll()
                 while self._pending_bytes + size > self.max_pending and self._inflight:
                     self._retire(self._inflight.popleft(), wait=True)
-        buf = self._device_empty(size, device, inline)
+        # Outside a capture the clock bracket's rows ride in the buffer's tail: one allocation,
+        # one copy. A captured launch has none (a bracket kernel would join the user's graph).
+        ctas = 0 if capturing or device not in self._brackets else self._brackets[device][1]
+        at = -(-size // 128) * 128
+        buf = self._device_empty(at + bracket.bracket_bytes(ctas) if ctas else size, device, inline)
         with torch.cuda.stream(s):
             buf.zero_()  # in a capture this memset becomes part of the graph: zero per replay
         pending.buffer = buf
         pending.keep = True
         pending.graph = graph if capturing else None
-        return buf
+        if ctas:
+            pending.bracket = buf[at:].view(torch.int64).view(2, -1)
+            pending.bracket_at = (at, ctas)
+            self._run_bracket(pending, 0, s.cuda_stream)
+        return buf[:size] if ctas else buf
 
     def _device_empty(self, size: int, device: int, inline: bool = False) -> Any:
         """A device buffer from the default pool, allocated on a helper thread: on the
@@ -1056,8 +1106,10 @@ class Session:
             return
         device = p.buffer.device.index
         s = self._stream_obj(p.stream, device)
+        self._run_bracket(p, 1, s.cuda_stream)
         with self._lock:
             rec = self._record(p, p.stream, device)
+            rec.bracket_at = p.bracket_at
             copy_stream = self._copy_streams.get(device)
             if copy_stream is None:
                 copy_stream = torch.cuda.Stream(device=device)
@@ -1147,12 +1199,26 @@ class Session:
     def _save(self, rec: LaunchRecord, data: Any) -> None:
         from .decode import raw_prefix, save_raw
 
+        if rec.bracket_at is not None:
+            at, ctas = rec.bracket_at
+            rows = data[at: at + bracket.bracket_bytes(ctas)].view("<i8").reshape(2, ctas, -1)
+            rec.clock_bracket = {"before": bracket.summarize(rows[0]),
+                                 "after": bracket.summarize(rows[1])}
+        else:
+            rec.clock_bracket = {"missing": self._why_no_bracket(rec)}
+        data = data[: rec.scratch_bytes_per_cta * rec.num_blocks]  # without a bracket's tail
         rec.all_zero = not bool(data.any())
         if not rec.scope_names:
             rec.scope_names, rec.scope_parents = self._scopes(rec)
         meta = self.launch_meta(rec)
         for path in save_raw(raw_prefix(self.out / "raw", meta), data, meta, gz=self.gz):
             self.result.files.append(str(path))
+
+    def _why_no_bracket(self, rec: LaunchRecord) -> str:
+        if rec.graph_replay is not None:
+            return ("CUDA-graph replay (a bracket kernel cannot be added to the program's graph; "
+                    "ns then come from the launch's own timer reads or a guess)")
+        return self._bracket_error or "bracket kernel did not run"
 
     def launch_meta(self, rec: LaunchRecord) -> Any:
         """The decoder's ``LaunchMeta`` for a kept launch."""
@@ -1178,6 +1244,7 @@ class Session:
             sm_clock_mhz=self._device_clocks.get(rec.device),
             rank=self.rank,
             record_cost_cycles=self._record_costs.get(rec.device),
+            clock_bracket=rec.clock_bracket,
         )
 
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:

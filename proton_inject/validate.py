@@ -272,6 +272,10 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
     if cost is not None and not (isinstance(cost, int | float) and not isinstance(cost, bool) and
                                  math.isfinite(cost) and 0 <= cost < 10_000):
         raise bad("record_cost_cycles", "null or a number of cycles from 0 to 10000")
+    bracket = d.get("clock_bracket")
+    if bracket is not None and not _clock_bracket_ok(bracket):
+        raise bad("clock_bracket", 'null, {"missing": "why"} or {"before": side, "after": side} '
+                                   "as proton-inject run writes it")
     binary = d.get("bin")
     if binary is not None and not (isinstance(binary, str) and _SAFE_NAME.fullmatch(binary) and
                                    binary.endswith((".bin", ".bin.gz"))):
@@ -288,8 +292,30 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         sampled_warps=None if sampled is None else list(sampled), buffer_type=buffer_type,
         config=config, launch=int_field("launch", 0, 10**12, 0), device=device,
         sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
-        record_cost_cycles=None if cost is None else float(cost),
+        record_cost_cycles=None if cost is None else float(cost), clock_bracket=bracket,
     )  # fmt: skip
+
+
+def _clock_bracket_ok(b: Any) -> bool:
+    """A launch's clock bracket: a reason it is missing, or up to two measured sides."""
+    if not isinstance(b, dict):
+        return False
+    if "missing" in b:
+        return set(b) == {"missing"} and isinstance(b["missing"], str)
+    if not set(b) <= {"before", "after"}:
+        return False
+
+    def num(v: Any, lo: float) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
+
+    for side in b.values():
+        if side is None:
+            continue
+        if not (isinstance(side, dict) and num(side.get("mhz"), 1e-9) and
+                num(side.get("sem_mhz"), 0) and all(is_int(side.get(k)) and side[k] >= 0
+                                                    for k in ("ctas", "sms", "spin_ns", "t0", "t1"))):
+            return False
+    return True
 
 
 # --- traces written by `report --trace` / `run` --------------------------------------------------

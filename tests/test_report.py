@@ -65,11 +65,13 @@ def test_short_launch_shares_stay_within_the_cta(tmp_path):
     assert "fit rejected: within-SM anchor spread 47 ns RMS = 1.5 ticks of 32 ns" in res.text
     assert "device-clock 1,980 MHz on 1 of 1 launch (device max clock: a guess, not a measurement" in res.text
     assert "ns are lower bounds" in res.text
+    assert "no clock bracket: older run (its metadata has none)" in res.text
     # said once, with its causes counted; the full sentence is a detail (--verbose)
     assert res.warnings == [
         "matmul_kernel: globaltimer fit rejected on 1 of 1 launch (anchors too close in time, low R^2, "
-        "fitted rate stretches records); cycles converted at 1980 MHz (device max clock: a guess, not "
-        "a measurement; ns are lower bounds if the SMs ran slower); pass --clock-mhz to set it"]
+        "fitted rate stretches records, no clock bracket: older run); cycles converted at 1980 MHz "
+        "(device max clock: a guess, not a measurement; ns are lower bounds if the SMs ran slower); "
+        "pass --clock-mhz to set it"]
     assert len(res.details) == 1 and "R^2 0.72 (< 0.9)" in res.details[0]
     shares = {r["name"]: r["share"] for r in k["regions"]}
     assert 0.75 < shares["kernel"] <= 1.0 and shares["mma"] < shares["loop acc @matmul.py:36"]

@@ -1,0 +1,124 @@
+"""The clock bracket: the SM clock measured right before and right after a profiled launch.
+
+A launch's own timer reads pin its clock only when they differ enough within an SM; on a short
+launch whose CTAs all start together they are a few 32 ns globaltimer ticks apart and the fit
+is noise, and the device's max clock is a guess (36% off on an H100 right after a heavy
+matmul). So the runtime launches ``clock_bracket`` (``_clock_kernel.py``: one CTA per SM,
+one warp each) on the launch's stream right before and right after it. Each CTA reads the
+globaltimer and ``%clock64`` at a timer edge, spins ``SPIN_NS``, reads both at the next edge
+past it; the rate of each CTA is cycles / ns and the mean over SMs beats the timer's tick.
+``summarize`` turns one bracket's rows into the few numbers kept in the launch metadata
+(``LaunchMeta.clock_bracket``); ``rate`` turns the two sides into a clock and an uncertainty.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Spin of each bracket side: ~10 us plus a launch on the stream, against 32 ns ticks.
+SPIN_NS = 10_000
+WORDS = 5  # per CTA: smid, c0, t0, c1, t1 (int64)
+# Before and after further apart than this (relative) are said to differ: the clock changed
+# around the launch and the mean of the two is only as good as their difference.
+MAX_SIDE_DIFF = 0.01
+
+
+def bracket_bytes(ctas: int) -> int:
+    """Device bytes for both sides of one bracket of ``ctas`` CTAs."""
+    return 2 * ctas * WORDS * 8
+
+
+def summarize(rows: np.ndarray) -> dict[str, Any] | None:
+    """One side's rows ``(ctas, 5)`` int64 -> what the metadata keeps (None: nothing ran).
+
+    ``mhz`` is total cycles / total ns over CTAs; ``sem_mhz`` the standard error of the
+    per-CTA rates; ``t0``/``t1`` the absolute globaltimer span of the side.
+    """
+    r = np.asarray(rows, np.int64).reshape(-1, WORDS)
+    dc, dt = r[:, 3] - r[:, 1], r[:, 4] - r[:, 2]
+    ok = (r[:, 2] > 0) & (dt > 0) & (dc > 0)
+    if not ok.any():
+        return None
+    dc, dt = dc[ok].astype(np.float64), dt[ok].astype(np.float64)
+    per = dc / dt * 1000.0
+    n = int(ok.sum())
+    return {
+        "mhz": round(float(dc.sum() / dt.sum() * 1000.0), 3),
+        "sem_mhz": round(float(per.std(ddof=1) / math.sqrt(n)) if n > 1 else float(per[0]), 4),
+        "ctas": n,
+        "sms": int(len(np.unique(r[ok, 0]))),
+        "spin_ns": int(np.median(dt)),
+        "t0": int(r[ok, 2].min()),
+        "t1": int(r[ok, 4].max()),
+    }
+
+
+@dataclass
+class BracketRate:
+    """The clock a bracket measured: mean of the sides, and what it is worth."""
+
+    mhz: float
+    uncertainty_pct: float  # half the sides' difference plus 2 standard errors, relative
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+    @property
+    def sides_differ_pct(self) -> float | None:
+        """How far after is from before, relative (None with one side)."""
+        if not (self.before and self.after):
+            return None
+        return 100.0 * (self.after["mhz"] - self.before["mhz"]) / self.mhz
+
+
+def rate(bracket: dict[str, Any] | None) -> BracketRate | None:
+    """The clock of a launch's bracket (``LaunchMeta.clock_bracket``), None when it has none."""
+    if not bracket:
+        return None
+    sides = [s for s in (bracket.get("before"), bracket.get("after")) if s]
+    if not sides:
+        return None
+    mhz = sum(s["mhz"] for s in sides) / len(sides)
+    sem = math.sqrt(sum(s["sem_mhz"] ** 2 for s in sides)) / len(sides)
+    spread = abs(sides[0]["mhz"] - sides[-1]["mhz"]) / 2
+    return BracketRate(mhz, 100.0 * (spread + 2 * sem) / mhz, bracket.get("before"),
+                       bracket.get("after"))
+
+
+def missing_reason(bracket: dict[str, Any] | None) -> str:
+    """Why a launch has no bracket, in the report's words."""
+    if bracket is None:
+        return "older run (its metadata has none)"
+    return str(bracket.get("missing") or "bracket kernel did not run")
+
+
+# --- on the GPU (the runtime) -----------------------------------------------------------------
+
+
+def compile_for(device: int) -> Any:
+    """The bracket kernel compiled and loaded for ``device`` (torch's index).
+
+    Called before a session installs its hooks, so no lowering or rule touches it; it is
+    launched through the compiled kernel's own launcher without launch hooks.
+    """
+    import torch
+    import triton
+    from triton.compiler import ASTSource
+    from triton.runtime import driver
+
+    from ._clock_kernel import clock_bracket
+
+    with torch.cuda.device(device):
+        src = ASTSource(clock_bracket, signature={"out_ptr": "*i64", "spin_ns": "i64"})
+        ck = triton.compile(src, target=driver.active.get_current_target(),
+                            options={"num_warps": 1})
+        ck._init_handles()  # loads it on this device now, not inside a program's launch
+    return ck
+
+
+def launch(ck: Any, out: Any, ctas: int, stream: int) -> None:
+    """Enqueue one bracket side writing ``ctas`` rows into ``out`` (int64) on ``stream``."""
+    ck.run(ctas, 1, 1, stream, ck.function, ck.packed_metadata, None, None, None, out, SPIN_NS)
