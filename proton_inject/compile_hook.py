@@ -288,12 +288,12 @@ class CompileSession(Session):
             info.wanted = self.hook.rules.wants_kernel(info.name) and info.name not in self.hook.plain_only
         return info.wanted
 
-    def _fallback(self, name: str, error: BaseException, compile_plain: Any) -> Any:
+    def _fallback(self, name: str, error: BaseException, compile_plain: Any, why: str = "failed to compile") -> Any:
         self.hook.plain_only.add(name)
         for c in self.hook.compiled.values():
             if c.name == name and c.instrumented:
-                c.instrumented, c.reason = False, "instrumented build failed to compile"
-        return super()._fallback(name, error, compile_plain)
+                c.instrumented, c.reason = False, f"instrumented build {why}"
+        return super()._fallback(name, error, compile_plain, why)
 
     def _info(self, ck: Any):
         info = super()._info(ck)

@@ -764,21 +764,31 @@ class Session:
         self._patch(JITFunction, "_do_compile",
                     lambda orig: self._with_fallback(orig, lambda jf: (getattr(jf, "__name__", ""), None)))
 
-    def _fallback(self, name: str, error: BaseException, compile_plain: Any) -> Any:
+    def _fallback(self, name: str, error: BaseException, compile_plain: Any, why: str = "failed to compile") -> Any:
         """Compile the original kernel after its instrumented build failed; warn once."""
-        import triton
-
         first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-        with triton.knobs.compilation.scope():
-            triton.knobs.compilation.override = False
+        with self._plain_builds():  # its own cache: the instrumented build may sit under its key
             out = compile_plain()  # its own failure is the program's, as without us
         with self._lock:
             self.result.compile_fallbacks.append({"kernel": name, "error": first})
             self.result.messages.append(
-                f"warning: kernel {name}: the instrumented build failed to compile ({first}); "
-                "it runs uninstrumented"
+                f"warning: kernel {name}: the instrumented build {why} ({first}); it runs uninstrumented"
             )
         return out
+
+    def _does_not_fit(self, ck: Any) -> Exception | None:
+        """Why an instrumented build cannot launch on this GPU (its shared memory with the
+        record buffer is over the limit), or None. Autotuners time the plain builds, so one
+        may choose a config whose plain build fits and whose instrumented build does not."""
+        md = getattr(ck, "metadata", None)
+        if md is None or not int(getattr(md, "profile_scratch_size", 0) or 0):
+            return None
+        shared, limit = int(getattr(md, "shared", 0) or 0), self._max_shared
+        if self.options.buffer_type == "global" or not limit or shared <= limit:
+            return None
+        from triton.runtime.errors import OutOfResources
+
+        return self._explain_oor(ck, OutOfResources(shared, limit, "shared memory"), _out_of_resources_type())
 
     def _overrides(self, name: str, src: Any = None) -> bool:
         if name not in self._tree:
@@ -799,14 +809,19 @@ class Session:
         session = self
 
         def compile(first: Any, *args: Any, **kwargs: Any) -> Any:
+            plain = getattr(session._tls, "plain", False)  # a plain build fails as without us
             try:
-                return orig(first, *args, **kwargs)
+                out = orig(first, *args, **kwargs)
             except Exception as e:
                 name, src = identify(first)
-                plain = getattr(session._tls, "plain", False)  # a plain build fails as without us
                 if plain or not session._started or not session._overrides(name, src):
                     raise
                 return session._fallback(name, e, lambda: orig(first, *args, **kwargs))
+            big = None if plain or not session._started else session._does_not_fit(out)
+            if big is not None:
+                return session._fallback(identify(first)[0], big, lambda: orig(first, *args, **kwargs),
+                                         "does not fit the GPU's shared memory")
+            return out
 
         return compile
 

@@ -174,3 +174,25 @@ def test_inductor_autotuner_times_plain_builds_of_the_same_configs(kind, tmp_pat
     assert all(_instrumented(ck) for ck in [*inst, again])
     assert not any(_instrumented(ck) for ck in twins)
     assert [ck.metadata.num_warps for ck in twins] == [4, 8]
+
+
+@pytest.mark.parametrize("kind", ["profile", "run"])
+def test_instrumented_build_over_the_shared_memory_limit_runs_plain(kind, tmp_path):
+    """An autotuner that timed plain builds may choose a config whose instrumented build needs
+    more shared memory than the GPU has: that kernel runs its plain build, with a warning,
+    instead of failing the program's launch."""
+    ref = _plain_reference(tmp_path)
+    session = _session(kind, tmp_path)
+    with _compile_side(session, tmp_path / kind):
+        inst = _jit_compile()
+        assert _instrumented(inst) and inst.metadata.shared > ref.metadata.shared
+        session._started = True  # (start()'s GPU parts are not needed to compile)
+        session._max_shared = inst.metadata.shared - 1  # as on a GPU with a little less
+        try:
+            ck = _jit_compile()
+        finally:
+            session._started = False
+    assert not _instrumented(ck) and ck.asm["cubin"] == ref.asm["cubin"]
+    assert [f["kernel"] for f in session.result.compile_fallbacks] == ["tuned_kernel"]
+    (msg,) = [m for m in session.result.messages if m.startswith("warning")]
+    assert "does not fit the GPU's shared memory" in msg and "runs uninstrumented" in msg, msg
