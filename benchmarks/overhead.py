@@ -4,8 +4,11 @@ Suite: matmul 4096^3, flash attention 4x16x4096x64, layer norm 8192^2, softmax, 
 (``examples/``), Liger-Kernel's RMSNorm (left out when liger_kernel is absent), and two
 kernels Inductor generated (``ttgir_samples/sources/inductor/``, launched through the JIT at a
 large size: their hard-coded ``xnumel`` line is dropped so the size is the argument's).
-Each runs with three rule sets (the defaults; ``--loops both`` + kernel scope; ``--op
-tt.load``) under several lowering options.
+Each runs with four rule sets (the defaults; the defaults in every 8th CTA, ``--sample-ctas 8``;
+``--loops both`` + kernel scope; ``--op tt.load``) under several lowering options: the tool's
+defaults (the first warp of each partition records, ``--buffer-size auto``), Proton's own
+(every warp, its default buffer), and single changes. Each (rules, options) pair first
+warms up (3 x plain and instrumented) so clocks and caches settle before the first round.
 
 How it times: one ``CompileSession`` per (rules, options), the same session ``profile()``
 opens, with ``max_launches=0`` (records are written, nothing is copied to the host). Inside
@@ -46,18 +49,22 @@ INDUCTOR = ROOT / "ttgir_samples" / "sources" / "inductor"
 
 RULES = {
     "default": Rules().with_defaults(),
+    # --sample-ctas 8 --no-marks: the examples' marks inside loops cannot be sampled.
+    "default cta/8": Rules(sample_ctas=8, marks=False).with_defaults(),
     "loops both": Rules(kernel_scope=True, loops="both"),
     "op tt.load": Rules(ops=["tt.load"]),
 }
 OPTIONS = {
-    "clock64": LoweringOptions(),
+    "default": LoweringOptions(),  # warp 0 (first of each partition) + --buffer-size auto
+    "proton": LoweringOptions(warps="all", auto_size=False),  # every warp, Proton's size
     "clock32": LoweringOptions(clock=32),
-    "warps 0": LoweringOptions(warps=(0,)),
+    "warps 0": LoweringOptions(warps=(0,), auto_size=False),
+    "auto all": LoweringOptions(warps="all"),  # --warps all --buffer-size auto
     "global": LoweringOptions(buffer_type="global"),
-    "auto": LoweringOptions(auto_size=True),  # --buffer-size auto
 }
-QUICK_RULES = ("default", "loops both")
-QUICK_OPTIONS = ("clock64", "warps 0", "auto")
+# --quick: the new defaults against Proton's choices, CTA sampling, every loop iteration.
+QUICK = [("default", "default"), ("default", "proton"), ("default cta/8", "default"),
+         ("loops both", "default"), ("loops both", "proton")]
 
 
 def load_example(name: str) -> Any:
@@ -256,6 +263,10 @@ def measure(work: dict[str, Callable], rules: Rules, options: LoweringOptions, r
                 results[name] = ([], [], f"not instrumented ({why})")
                 continue
             plain, inst = [], []
+            for _ in range(3):  # warm-up: clocks and caches settle before the first round
+                with _mode(""):
+                    time_ms(fn, launches, flush)
+                time_ms(fn, launches, flush)
             for r in range(rounds + 1):
                 n = len(session.hook.compiled)
                 with _mode(""):
@@ -272,16 +283,16 @@ def measure(work: dict[str, Callable], rules: Rules, options: LoweringOptions, r
 
 
 def table(rows: list[Row]) -> str:
-    head = (f"{'workload':<26} {'regions':<11} {'options':<8} {'plain ms':>9} {'ratio':>6} "
+    head = (f"{'workload':<26} {'regions':<13} {'options':<8} {'plain ms':>9} {'ratio':>6} "
             f"{'min..max':>13} {'plain first..last':>18}")
     out = [head, "-" * len(head)]
     for r in rows:
         if r.note:
-            out.append(f"{r.workload:<26} {r.rules:<11} {r.options:<8} {r.note}")
+            out.append(f"{r.workload:<26} {r.rules:<13} {r.options:<8} {r.note}")
             continue
         q = r.ratios()
         p = statistics.median(r.plain)
-        out.append(f"{r.workload:<26} {r.rules:<11} {r.options:<8} {p:9.4f} "
+        out.append(f"{r.workload:<26} {r.rules:<13} {r.options:<8} {p:9.4f} "
                    f"{statistics.median(q):6.3f} {min(q):6.3f}..{max(q):.3f} "
                    f"{r.plain[0]:8.4f}..{r.plain[-1]:.4f}")
     return "\n".join(out)
@@ -290,12 +301,12 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help=f"rules {', '.join(QUICK_RULES)} x options {', '.join(QUICK_OPTIONS)}")
-    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (10; quick: 5)")
+                    help="only " + ", ".join(f"{r} x {o}" for r, o in QUICK))
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (10; quick: 7)")
     ap.add_argument("--launches", type=int, default=None, help="launches per round (20; quick: 10)")
     ap.add_argument("--only", default=None, metavar="REGEX", help="workloads whose name matches")
     args = ap.parse_args(argv)
-    rounds = args.rounds or (5 if args.quick else 10)
+    rounds = args.rounds or (7 if args.quick else 10)
     launches = args.launches or (10 if args.quick else 20)
 
     import torch
@@ -320,13 +331,11 @@ def main(argv: list[str] | None = None) -> int:
             work[w.name] = fn
         torch.cuda.synchronize()
         flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-        rule_names = QUICK_RULES if args.quick else tuple(RULES)
-        opt_names = QUICK_OPTIONS if args.quick else tuple(OPTIONS)
-        for rn in rule_names:
-            for on in opt_names:
-                out = tmp / f"out-{len(rows)}"
-                res = measure(work, RULES[rn], OPTIONS[on], rounds, launches, flush, out)
-                rows += [Row(name, rn, on, p, i, note) for name, (p, i, note) in res.items()]
+        combos = QUICK if args.quick else [(r, o) for r in RULES for o in OPTIONS]
+        for rn, on in combos:
+            out = tmp / f"out-{len(rows)}"
+            res = measure(work, RULES[rn], OPTIONS[on], rounds, launches, flush, out)
+            rows += [Row(name, rn, on, p, i, note) for name, (p, i, note) in res.items()]
     order = {w.name: i for i, w in enumerate(SUITE)}
     rows.sort(key=lambda r: (order[r.workload], r.rules, r.options))
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "

@@ -70,6 +70,10 @@ def with_regions(text: str, k: int) -> str:
     return text[: m.end() + 1] + recs + text[m.end() + 1:]
 
 
+# Every warp records, into exactly the buffer given: the parts are measured per warp-record.
+EVERY_WARP = {"warps": "all", "auto_size": False}
+
+
 def compile_variant(text: str, options: LoweringOptions | None, target: Any, tmp: Path,
                     max_shared: int | None = None) -> Any:
     """``text`` compiled for ``target`` (with Proton's lowering when ``options`` is given)."""
@@ -93,12 +97,12 @@ def variants(target: Any, tmp: Path, max_shared: int | None = None) -> dict[tupl
     for btype in ("shared", "global"):
         big = BUFFERS[-1] if btype == "global" else 4096
         for k in RECORD_COUNTS:  # records per warp: 2k, all kept
-            opts = LoweringOptions(buffer_type=btype, buffer_size=big)
+            opts = LoweringOptions(buffer_type=btype, buffer_size=big, **EVERY_WARP)
             out[(btype, k, big)] = compile_variant(with_regions(text, k), opts, target,
                                                    tmp / f"{btype}-k{k}", max_shared)
         for size in BUFFERS:  # one region, buffer size swept
             if (btype, 1, size) not in out and (btype == "global" or size <= big):
-                opts = LoweringOptions(buffer_type=btype, buffer_size=size)
+                opts = LoweringOptions(buffer_type=btype, buffer_size=size, **EVERY_WARP)
                 out[(btype, 1, size)] = compile_variant(with_regions(text, 1), opts, target,
                                                         tmp / f"{btype}-b{size}", max_shared)
     return out

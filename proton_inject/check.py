@@ -58,6 +58,7 @@ class CheckReport:
     buffer_type: str = "shared"  # where the records live while the kernel runs
     max_shared: int = 0  # the target's shared memory limit per CTA used for sizing
     records_per_warp: int | None = None
+    recording_warps: list[int] | None = None  # None: every warp records
     binary_bytes: int = 0
     seconds: float = 0.0
     error: str = ""
@@ -176,7 +177,11 @@ def check_file(
     if not p.is_file():
         raise UserError(f"{path}: no such file")
     text = p.read_text(encoding="utf-8", errors="replace")
+    # What the lowering decides per kernel (recording warps, --buffer-size auto), decided here
+    # the same way, so the sizes below are predicted for the options it really used.
+    options = options.for_kernel(text)
     own = file_target(text)
+    recording = list(options.selected) if options.selected else None
     if target is None:
         if own is None:
             raise UserError(f"{path}: has no ttg.target attribute; pass --target (e.g. cuda:90)")
@@ -186,7 +191,7 @@ def check_file(
     m = _WARPS_RE.search(text)
     report = CheckReport(
         path=str(path), target=tname, ok=False, num_warps=int(m.group(1)) if m else 0,
-        buffer_type=options.buffer_type,
+        buffer_type=options.buffer_type, recording_warps=recording,
     )  # fmt: skip
     report.max_shared = max_shared_mem_for(gpu_target)
     if "proton.record" not in text:
@@ -269,9 +274,12 @@ def check_file(
                 f"shared memory {report.shared_bytes} B exceeds {tname}'s {report.max_shared} B "
                 f"per CTA: the launch will fail; {advice}"
             )
-        if options.warps and report.num_warps and max(options.warps) >= report.num_warps:
+        warps = options.selected
+        if warps and report.num_warps and max(warps) >= report.num_warps and (
+            "ttg.warp_specialize" not in text
+        ):
             report.warnings.append(
-                f"--warps {','.join(map(str, options.warps))}: this kernel has only "
+                f"--warps {','.join(map(str, warps))}: this kernel has only "
                 f"{report.num_warps} warps"
             )
         report.ok = True
@@ -405,7 +413,8 @@ def _worker_main() -> int:
     for line in sys.stdin:
         job = json.loads(line)
         opts = dict(job["options"])
-        opts["warps"] = tuple(opts["warps"]) if opts.get("warps") else None
+        if isinstance(opts.get("warps"), list):
+            opts["warps"] = tuple(opts["warps"])
         try:
             rep = check_file(job["path"], job["target"], LoweringOptions(**opts), job["diag"])
             reply = rep.to_json()
@@ -437,6 +446,9 @@ def format_report(r: CheckReport) -> str:
     lines = [head]
     if r.ok:
         lines.append(f"     {_region_text(r)}")
+        if r.recording_warps:
+            lines.append(f"     recording warps: {','.join(map(str, r.recording_warps))} "
+                         "(--warps all: every warp)")
         if r.profile_scratch_bytes and r.buffer_type == "global":
             records = (
                 f" ({r.buffer_bytes} B of records, {r.records_per_warp} records/warp)"

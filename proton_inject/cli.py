@@ -92,6 +92,9 @@ def _rule_options(f):
                      help="Ignore '# proton:' marks in the kernel source."),
         click.option("--source-root", type=click.Path(file_okay=False),
                      help="Where relative source paths in the IR are found (default: .)."),
+        click.option("--sample-ctas", type=int, default=None, metavar="N",
+                     help="Record in every Nth CTA only (by linear program id); regions "
+                          "outside loops only. Default 1: every CTA."),
     ]  # fmt: skip
     for o in reversed(opts):
         f = o(f)
@@ -114,6 +117,7 @@ def _rules_from(kw: dict):
         kernel=kw.pop("kernel") or base.kernel,
         marks=base.marks and not kw.pop("no_marks"),
         source_root=kw.pop("source_root") or base.source_root,
+        sample_ctas=sample if (sample := kw.pop("sample_ctas")) is not None else base.sample_ctas,
     )  # fmt: skip
 
 
@@ -221,18 +225,19 @@ def _lowering_options(f):
         click.option("--clock", type=click.Choice(["32", "64"]), default="64", show_default=True,
                      help="Clock bits read per record (32: cheaper read; wraps every ~2 s)."),
         click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
-        click.option("--buffer-size", default="0", show_default=True, metavar="BYTES|auto",
+        click.option("--buffer-size", default="auto", show_default=True, metavar="BYTES|auto",
                      help="Record buffer per CTA, bytes (0: Proton's default for the type; "
-                          "auto: just what each warp can write, for kernels with no record "
-                          "inside a loop; untested on a GPU)."),
+                          "auto: just what each warp can write for kernels with no record "
+                          "inside a loop, Proton's default for the others)."),
         click.option("--buffer-type", type=click.Choice(["shared", "global"]), default="shared",
                      show_default=True,
                      help="Keep records in shared memory (copied out at the end) or write them "
                           "to global memory (no shared-memory limit; 0 = 16 KiB per warp)."),
         click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
                      show_default=True, help="Who records: each warp or each warp group."),
-        click.option("--warps", default=None, metavar="0,4",
-                     help="Record only these warps (selective sampling)."),
+        click.option("--warps", default=None, metavar="0,4|all",
+                     help="Record only these warps (default: the first warp of each partition, "
+                          "i.e. warp 0 without warp specialization; all: every warp)."),
     ]  # fmt: skip
     for o in reversed(opts):
         f = o(f)

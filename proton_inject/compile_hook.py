@@ -303,6 +303,10 @@ class CompileSession(Session):
             self._unhooked.add(info.name)
         return info
 
+    def _ir_path(self, rec: LaunchRecord) -> Path | None:
+        c = self.hook.compiled.get(rec.compile_hash)
+        return self.out / "ir" / c.file if c and c.file else None
+
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
         c = self.hook.compiled.get(rec.compile_hash)
         return (list(c.scope_names), list(c.scope_parents)) if c else ([], [])

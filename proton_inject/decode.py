@@ -50,7 +50,7 @@ JSON (``LaunchMeta.to_dict``): ``{"format": "proton-inject-raw", "version": 1, "
 "hash", "grid": [x, y, z], "num_warps", "scopes": {"id": name}, "scope_parents":
 {"child id": parent id}, "scope_locs": {"id": "file:line"}, "bytes_per_cta",
 "buffer_size" (data bytes per CTA or null = read from the header), "clock_bits": 32|64,
-"granularity": "warp", "sampled_warps": [ids] | null, "buffer_type": "shared" | "global"
+"granularity": "warp", "sampled_warps": [ids] | null, "sample_ctas": N (absent: 1), "buffer_type": "shared" | "global"
 (absent in older files: "shared"), "config": str | null, "launch": int,
 "device": str | null, "sm_clock_mhz": the device's max SM clock, float | null (absent in
 files from before it was recorded), "clock_bracket": the SM clock measured right before and
@@ -125,6 +125,7 @@ class LaunchMeta:
     clock_bits: int = 64
     granularity: str = "warp"
     sampled_warps: list[int] | None = None
+    sample_ctas: int = 1  # records were written in every Nth CTA only (insert --sample-ctas)
     buffer_type: str = "shared"  # where records lived during the run; same layout either way
     config: str | None = None
     launch: int = 0
@@ -175,6 +176,7 @@ class LaunchMeta:
             "clock_bits": self.clock_bits,
             "granularity": self.granularity,
             "sampled_warps": self.sampled_warps,
+            "sample_ctas": self.sample_ctas,
             "buffer_type": self.buffer_type,
             "config": self.config,
             "launch": self.launch,

@@ -18,6 +18,7 @@ from .errors import UserError
 from .fsutil import find_ttgir, replace_tree, write_atomic
 from .rules import Region, Rules, select
 from .ttgir import Module, parse, parse_file
+from .ttgir.tree import LOOP_OPS, Block, Op
 
 RECORD_OP = "proton.record"
 
@@ -75,10 +76,13 @@ def insert_text(text: str | bytes, rules: Rules, path: str = "<string>",
     selected = select(module, rules, notes)
     inserts: list[tuple[tuple, str]] = []
     index: dict[int, Region] = {}
+    sampler = _Sampler(module, rules, path) if selected else None
     for regions in selected.values():
         for r in regions:
             index[len(index)] = r
-            inserts.extend(_records_for(module, r, len(index) - 1))
+            inserts.extend(_records_for(module, r, len(index) - 1, sampler))
+    if sampler is not None:
+        inserts.extend(sampler.inserts)
     inserts.sort(key=lambda x: x[0])
     out: list[str] = []
     pos = 0
@@ -156,11 +160,92 @@ def _line_start(text: str, pos: int) -> int:
     return text.rfind("\n", 0, pos) + 1
 
 
-def _records_for(module: Module, r: Region, idx: int) -> list[tuple[tuple, str]]:
+# Names of the values CTA sampling adds (`%pi_cta0`, `%pi_cta0_n`, ...): strip removes the ops
+# that define them and the `scf.if` around each sampled record.
+SAMPLE_PREFIX = re.compile(r"%pi_cta\d")
+_SAMPLE_EVERY = re.compile(r"^\s*%pi_cta\d+_n = arith\.constant (\d+) : i32", re.M)
+
+
+def sampled_ctas(text: str) -> int:
+    """N when an instrumented TTGIR records in every Nth CTA only (``--sample-ctas``), else 1."""
+    m = _SAMPLE_EVERY.search(text)
+    return int(m.group(1)) if m else 1
+
+
+class _Sampler:
+    """The predicate of ``--sample-ctas N``: records run under ``scf.if %p``, ``%p`` true in
+    every Nth CTA by linear program id, computed once at the start of the function body (or
+    of a warp-specialize partition: those regions see no value from outside).
+
+    Records inside a loop cannot be sampled on Triton 3.6: its scope analysis is
+    path-insensitive, so a conditional start or end inside a loop fails it ("started without
+    being closed" at the back edge, or "closed without being opened"), whichever of the two
+    is conditional. The same holds for sampling loop iterations, so there is no such option.
+    """
+
+    def __init__(self, module: Module, rules: Rules, path: str) -> None:
+        self.module = module
+        self.path = path
+        self.ctas = rules.sample_ctas
+        self.inserts: list[tuple[tuple, str]] = []
+        self._preds: dict[int, str] = {}  # id(anchor block) -> predicate name
+        if self.ctas > 1 and SAMPLE_PREFIX.search(module.text):
+            raise UserError(f"{path}: already uses value names like %pi_cta0, which "
+                            "--sample-ctas adds; rename them or do not sample")
+
+    def predicate(self, op: Op, name: str) -> str | None:
+        """The i1 value a record before ``op`` runs under (None: always)."""
+        if self.ctas <= 1:
+            return None
+        loop = next((a for a in op.ancestors() if a.name in LOOP_OPS), None)
+        if loop is not None:
+            raise UserError(f"{self.path}:{op.line}: --sample-ctas: region '{name}' sits inside "
+                            f"the loop at line {loop.line}; Triton 3.6's scope analysis rejects "
+                            "a conditional record inside a loop. Sample only regions outside "
+                            "loops (--kernel-scope, --loops outer) or do not sample")
+        block = self._anchor(op)
+        if id(block) not in self._preds:
+            self._preds[id(block)] = self._emit(block, f"%pi_cta{len(self._preds)}")
+        return self._preds[id(block)]
+
+    def _anchor(self, op: Op) -> Block:
+        """The entry block of the function or partition region that ``op`` sits in."""
+        block = op.parent
+        for anc in op.ancestors():
+            if anc.name == "tt.func" or (anc.name == "ttg.warp_specialize"
+                                         and block.parent.index > 0):
+                break
+            block = anc.parent
+        return block.parent.blocks[0]
+
+    def _emit(self, block: Block, p: str) -> str:
+        first = block.ops[0]
+        text = self.module.text
+        at = _line_start(text, first.start)
+        indent = text[at:first.start]
+        nl = "\r\n" if text[first.start:text.find("\n", first.start) + 1].endswith("\r\n") else "\n"
+        lines = [
+            f"{p}_x = tt.get_program_id x : i32", f"{p}_y = tt.get_program_id y : i32",
+            f"{p}_z = tt.get_program_id z : i32", f"{p}_gx = tt.get_num_programs x : i32",
+            f"{p}_gy = tt.get_num_programs y : i32",
+            f"{p}_zy = arith.muli {p}_z, {p}_gy : i32", f"{p}_yz = arith.addi {p}_zy, {p}_y : i32",
+            f"{p}_yx = arith.muli {p}_yz, {p}_gx : i32", f"{p}_id = arith.addi {p}_yx, {p}_x : i32",
+            f"{p}_n = arith.constant {self.ctas} : i32", f"{p}_r = arith.remsi {p}_id, {p}_n : i32",
+            f"{p}_0 = arith.constant 0 : i32", f"{p} = arith.cmpi eq, {p}_r, {p}_0 : i32",
+        ]  # fmt: skip
+        # Before anything else at that offset (a region starting at the block's first op).
+        self.inserts.append(((at, -1, len(self._preds), 0, 0, -1),
+                             "".join(f"{indent}{ln}{nl}" for ln in lines)))
+        return p
+
+
+def _records_for(module: Module, r: Region, idx: int,
+                 sampler: _Sampler | None = None) -> list[tuple[tuple, str]]:
     """The two record lines of a region, with sort keys that keep nesting right.
 
     At one offset, end records come before start records; among ends the inner
-    region's comes first, among starts the outer region's.
+    region's comes first, among starts the outer region's. A sampled record is wrapped in
+    ``scf.if`` on the sampler's predicate.
     """
     text = module.text
     first, last = r.first_op, r.last_op
@@ -176,6 +261,10 @@ def _records_for(module: Module, r: Region, idx: int) -> list[tuple[tuple, str]]
     newline = "\r\n" if text[end_at - 2:end_at] == "\r\n" else "\n"
     start_line = f'{indent}{RECORD_OP} start "{name}"{newline}'
     end_line = f'{end_indent}{RECORD_OP} end "{name}"{newline}'
+    pred = sampler.predicate(first, r.name) if sampler is not None else None
+    if pred is not None:
+        start_line = f"{indent}scf.if {pred} {{{newline}  {start_line}{indent}}}{newline}"
+        end_line = f"{end_indent}scf.if {pred} {{{newline}  {end_line}{end_indent}}}{newline}"
     if nl < 0:  # last op ends the file without a newline
         end_line = newline + end_line.rstrip("\r\n")
     start_key = (start_at, 1, -last.end, r.rank, idx, idx)
@@ -230,7 +319,15 @@ def strip_text(data: str | bytes, path: str = "<string>") -> str:
     text = module.text
     cuts = set()
     for op in module.walk():
-        if op.name != RECORD_OP:
+        sampled = (op.name == "scf.if" and SAMPLE_PREFIX.match(op.head.strip())
+                   and [c.name for c in op.regions[0].blocks[0].ops] == [RECORD_OP])
+        if sampled or (op.result_name and SAMPLE_PREFIX.match("%" + op.result_name)):
+            # A sampling line of insert's: the predicate's ops, the scf.if around a record.
+            nl = text.find("\n", op.end)
+            cuts.add((_line_start(text, op.start), len(text) if nl < 0 else nl + 1))
+            continue
+        if op.name != RECORD_OP or (op.parent_op() is not None and op.parent_op().name == "scf.if"
+                                    and SAMPLE_PREFIX.match(op.parent_op().head.strip())):
             continue
         start = _line_start(text, op.start)
         nl = text.find("\n", op.start)
@@ -376,7 +473,8 @@ def _rules_dict(rules: Rules) -> dict:
     r = rules.with_defaults()
     return {"kernel_scope": r.kernel_scope, "loops": r.loops, "loop_depth": r.loop_depth,
             "ranges": [f"{x.name}={x.file}:{x.start}-{x.end}" for x in r.ranges],
-            "ops": list(r.ops), "kernel": r.kernel, "marks": r.marks}
+            "ops": list(r.ops), "kernel": r.kernel, "marks": r.marks,
+            **({"sample_ctas": r.sample_ctas} if r.sample_ctas > 1 else {})}
 
 
 def manifest_json(manifest: dict) -> str:

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .errors import UserError
@@ -35,6 +35,10 @@ CIRCULAR_HEADER_BYTES = 40
 _AUTO_SHARE = 0.04
 # Without an explicit size, a global buffer gets 16 KiB (2048 records) per segment.
 GLOBAL_DEFAULT_SEGMENT_BYTES = 16384
+# Which warps record when --warps names none: "first" records the first warp of each
+# partition (warp 0 of a kernel without warp specialization: its warps run the same code, and
+# each recording warp costs records and buffer); "all" records every warp.
+WARP_CHOICES = ("first", "all")
 
 GRANULARITIES = ("warp", "warp-group")
 # Where records live while the kernel runs: a shared-memory buffer copied out to the profile
@@ -65,20 +69,22 @@ class LoweringOptions:
     ``buffer_size`` is the record buffer per CTA in bytes. With ``buffer_type`` "shared" it is
     shared memory (0: Proton's default, at most 4% of the device's shared memory and never
     more than the kernel leaves free); with "global" records go straight to the profile
-    scratch in global memory (0: 16 KiB per warp). ``warps`` selects warps (None: all).
-    ``auto_size`` (``--buffer-size auto``): for a kernel whose records all sit outside loops,
-    the buffer holds just the records each warp can write (``auto_buffer_bytes``); other
-    kernels keep ``buffer_size``.
+    scratch in global memory (0: 16 KiB per warp). ``warps``: warp ids that record, "first"
+    (the first warp of each partition, chosen per kernel by ``for_kernel``) or "all" (None
+    means "all" too). ``auto_size`` (``--buffer-size auto``) with ``buffer_size`` 0: a kernel
+    whose records all sit outside loops gets a buffer of just the records each warp can write
+    (``auto_buffer_bytes``); other kernels keep Proton's default. These defaults cut the cost
+    of short CTAs (issue 9); check, run, profile and the Python API all start from them.
     """
 
     clock: int = 64
     sched_stores: bool = False
     buffer_size: int = 0
     granularity: str = "warp"
-    warps: tuple[int, ...] | None = None
+    warps: tuple[int, ...] | str | None = "first"
     metric: str = "cycle"
     buffer_type: str = "shared"
-    auto_size: bool = False
+    auto_size: bool = True
 
     def __post_init__(self) -> None:
         if self.clock not in (32, 64):
@@ -95,7 +101,15 @@ class LoweringOptions:
             )
         if not isinstance(self.buffer_size, int) or self.buffer_size < 0:
             raise UserError(f"--buffer-size must be a byte count >= 0, got {self.buffer_size!r}")
-        if self.warps is not None:
+        if self.warps is None:
+            object.__setattr__(self, "warps", "all")
+        if isinstance(self.warps, str):
+            if self.warps not in WARP_CHOICES:
+                raise UserError(f"--warps {self.warps!r}: expected warp ids such as 0,4, or one "
+                                f"of {', '.join(WARP_CHOICES)}")
+            if self.warps == "first" and self.granularity != "warp":
+                object.__setattr__(self, "warps", "all")  # selection needs warp granularity
+        else:
             warps = tuple(sorted(set(int(w) for w in self.warps)))
             if not warps:
                 raise UserError("--warps is empty: give warp ids such as 0,4 or leave it out")
@@ -107,18 +121,39 @@ class LoweringOptions:
                     "Proton rejects selected ids for other granularities"
                 )
             object.__setattr__(self, "warps", warps)
-        if self.buffer_size:
-            segments = len(self.warps) if self.warps else None
-            _check_buffer_size(self.buffer_size, segments)
+        if self.buffer_size:  # "first" as for all warps; for_kernel fits it to the partitions
+            explicit = not isinstance(self.warps, str)
+            _check_buffer_size(self.buffer_size, len(self.warps) if explicit else None)
 
     @property
-    def segments_hint(self) -> int | None:
-        """Number of buffer segments if fixed by the options (selected warps), else None."""
-        return len(self.warps) if self.warps else None
+    def selected(self) -> tuple[int, ...] | None:
+        """The recording warp ids (None: every warp). "first" must be resolved per kernel
+        (``for_kernel``); unresolved it means warp 0 (a kernel without warp specialization)."""
+        if self.warps == "all":
+            return None
+        return (0,) if self.warps == "first" else self.warps
+
+    def for_kernel(self, text: str) -> LoweringOptions:
+        """These options with what depends on the kernel decided from its instrumented TTGIR:
+        "first" warps become the first warp of each partition, and ``auto_size`` a byte count
+        (when the IR bounds the records). The lowering, ``check`` and the runtime's launch
+        metadata all use this, so they agree on the buffer's layout."""
+        warps = self.warps
+        if warps == "first":
+            warps = first_warps(text)
+        size = self.buffer_size
+        resolved = replace(self, warps=warps, buffer_size=0, auto_size=False)
+        if self.auto_size and not size:  # a size given explicitly wins
+            size = auto_buffer_bytes(text, resolved) or size
+        if size and resolved.selected:  # Proton needs a power of two per recording warp
+            n = len(resolved.selected)
+            per = max(BYTES_PER_RECORD, -(-size // n))
+            size = n * (1 << (per - 1).bit_length())
+        return replace(resolved, buffer_size=size)
 
     def mode(self) -> str:
         """The ``instrumentation_mode`` knob value: distinct per options, never ``consan``."""
-        warps = ",".join(map(str, self.warps)) if self.warps else "all"
+        warps = self.warps if isinstance(self.warps, str) else ",".join(map(str, self.warps))
         return (
             f"proton-inject:clock{self.clock}:{self.granularity}:warps={warps}"
             f":buffer={self.buffer_type}:{'auto' if self.auto_size else ''}{self.buffer_size}"
@@ -128,12 +163,12 @@ class LoweringOptions:
     def to_json(self) -> dict[str, Any]:
         """Plain-JSON form (for launch metadata and reports)."""
         d = asdict(self)
-        d["warps"] = list(self.warps) if self.warps else None
+        d["warps"] = self.warps if isinstance(self.warps, str) else list(self.warps)
         return d
 
     def segments(self, num_warps: int) -> int:
         """How many buffer segments the pass makes for a kernel of ``num_warps`` warps."""
-        return len(self.warps) if self.warps else num_warps
+        return len(self.selected) if self.selected else num_warps
 
 
 def _check_buffer_size(size: int, segments: int | None) -> None:
@@ -153,15 +188,18 @@ def _check_buffer_size(size: int, segments: int | None) -> None:
         )
 
 
-def parse_warps(text: str | None) -> tuple[int, ...] | None:
-    """``"0,4"`` -> ``(0, 4)``; None or empty -> None (all warps)."""
+def parse_warps(text: str | None) -> tuple[int, ...] | str:
+    """``"0,4"`` -> ``(0, 4)``; ``"all"``/``"first"`` as they are; None or empty -> "first"."""
     if text is None or not text.strip():
-        return None
+        return "first"
+    if text.strip().lower() in WARP_CHOICES:
+        return text.strip().lower()
     out = []
     for part in text.split(","):
         part = part.strip()
         if not re.fullmatch(r"\d+", part):
-            raise UserError(f"--warps {text!r}: expected comma-separated warp ids such as 0,4")
+            raise UserError(f"--warps {text!r}: expected comma-separated warp ids such as 0,4, "
+                            "or all")
         out.append(int(part))
     return tuple(out)
 
@@ -276,6 +314,43 @@ def records_per_warp_bound(text: str) -> int | None:
     return count
 
 
+_PARTITION_WARPS = re.compile(r"\bnum_warps\((\d+)\)\s*\{")
+
+
+def first_warps(text: str) -> tuple[int, ...]:
+    """The first warp of each partition of a kernel: ``(0,)`` without ``ttg.warp_specialize``.
+
+    Partition warps follow the module's ``ttg.num-warps`` and are placed as Triton 3.6's
+    AllocateWarpGroups pass places them: every ``ttg.warp_specialize`` is padded with empty
+    partitions to whole warp groups of the largest one, then its partitions get start ids by
+    size, largest first (ties in partition order). ``tests/test_lowering.py`` checks this
+    against the pass itself.
+    """
+    if "ttg.warp_specialize" not in text:
+        return (0,)
+    from .ttgir import parse
+
+    m = re.search(r'"ttg\.num-warps"\s*=\s*(\d+)', text)
+    base = int(m.group(1)) if m else 4
+    module = parse(text)
+    specs = [[int(n) for n in _PARTITION_WARPS.findall(module.text, op.start, op.end)]
+             for op in module.walk() if op.name == "ttg.warp_specialize"]
+    groups = -(-max((sum(s) for s in specs), default=0) // 4)
+    out = {0}
+    for sizes in specs:
+        pad, left = [], groups * 4 - sum(sizes)
+        while left > 0:  # padding partitions: powers of two, largest first
+            pad.append(1 << (left.bit_length() - 1))
+            left -= pad[-1]
+        order = sorted(range(len(sizes) + len(pad)), key=lambda i: -(sizes + pad)[i])
+        start = base
+        for i in order:
+            if i < len(sizes):
+                out.add(start)
+            start += (sizes + pad)[i]
+    return tuple(sorted(out))
+
+
 def auto_buffer_bytes(text: str, options: LoweringOptions) -> int | None:
     """``buffer_size`` for ``--buffer-size auto``: the records each warp can write, rounded up
     to the power of two per warp that Proton needs, times the segments; None if unknown."""
@@ -331,14 +406,13 @@ class ProtonLowering:
             return
         o = self.options
         if stage == "ttgpuir_to_llvmir":
-            size = o.buffer_size
-            if o.auto_size:
+            if o.auto_size or o.warps == "first":
                 # The backend's make_llir, which calls this, holds the module as ``mod``.
                 mod = caller_local("mod", 3, lambda m, _: hasattr(m, "get_entry_func_name"))
-                auto = auto_buffer_bytes(str(mod), o) if mod is not None else None
-                size = auto or size
+                o = o.for_kernel(str(mod)) if mod is not None else replace(o, auto_size=False)
+            warps = o.selected
             sampling = (
-                proton.SAMPLING_STRATEGY.SELECTIVE if o.warps else proton.SAMPLING_STRATEGY.NONE
+                proton.SAMPLING_STRATEGY.SELECTIVE if warps else proton.SAMPLING_STRATEGY.NONE
             )
             granularity = (
                 proton.GRANULARITY.WARP
@@ -349,13 +423,13 @@ class ProtonLowering:
                 pm,
                 proton.METRIC_TYPE.CYCLE,
                 sampling,
-                ",".join(map(str, o.warps)) if o.warps else "",
+                ",".join(map(str, warps)) if warps else "",
                 granularity,
                 proton.BUFFER_STRATEGY.CIRCULAR,
                 proton.BUFFER_TYPE.GLOBAL
                 if o.buffer_type == "global"
                 else proton.BUFFER_TYPE.SHARED,
-                size,
+                o.buffer_size,
                 self.max_shared,
                 PROFILE_SCRATCH_SIZE_HINT,
                 PROFILE_SCRATCH_ALIGNMENT,
@@ -479,13 +553,13 @@ def scope_names_of(ttgir_path: str) -> tuple[list[tuple[int, str]], list[tuple[i
 def options_from_cli(
     clock: int = 64,
     sched_stores: bool = False,
-    buffer_size: int | str = 0,
+    buffer_size: int | str = "auto",
     granularity: str = "warp",
     warps: str | Iterable[int] | None = None,
     buffer_type: str = "shared",
 ) -> LoweringOptions:
-    """Build options from command-line values (``warps`` as ``"0,4"``; ``buffer_size`` a
-    byte count or ``"auto"``)."""
+    """Build options from command-line values (``warps`` as ``"0,4"``, ``"all"``, or None for
+    the default; ``buffer_size`` a byte count or ``"auto"``, the default)."""
     w = parse_warps(warps) if isinstance(warps, str) or warps is None else tuple(warps)
     auto = isinstance(buffer_size, str) and buffer_size.strip().lower() == "auto"
     if auto:

@@ -66,6 +66,8 @@ class LaunchData:
     device: str | None = None
     rank: int | None = None
     record_cost: float | None = None  # cycles subtracted per record (0: --raw; None: unknown)
+    sampled_warps: list[int] | None = None  # the warps that recorded (None: every warp)
+    sample_ctas: int = 1  # records in every Nth CTA only
 
     @classmethod
     def from_decoded(cls, d: Decoded) -> LaunchData:
@@ -80,7 +82,7 @@ class LaunchData:
             cta_init_ns=d.ctas.init_ns.astype(np.float64),
             cta_prefinal_ns=d.ctas.prefinal_ns.astype(np.float64),
             drops=_drops_dict(d), issues=list(d.issues), device=m.device, rank=m.rank,
-            record_cost=d.record_cost,
+            record_cost=d.record_cost, sampled_warps=m.sampled_warps, sample_ctas=m.sample_ctas,
         )
 
 
@@ -241,6 +243,8 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
             cta_sm=farr["sm"][fm].astype(np.int64) if fm.any() else np.zeros(0, np.int64),
             cta_init_ns=farr["init"][fm].astype(np.float64) if fm.any() else np.zeros(0),
             cta_prefinal_ns=farr["pre"][fm].astype(np.float64) if fm.any() else np.zeros(0),
+            sampled_warps=s.get("sampled_warps") if isinstance(s.get("sampled_warps"), list) else None,
+            sample_ctas=s["sample_ctas"] if validate.is_int(s.get("sample_ctas")) else 1,
             drops={
                 "records_written": s.get("records_written", 0),
                 "records_dropped": s.get("records_dropped", 0),
@@ -363,6 +367,11 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
         "ctas_overlong": {"count": overlong[0], "of": overlong[1],
                           "max_ratio": round(overlong[2], 3) if overlong[0] else None},
         "events": int(len(scope)),
+        "sampled": {
+            "warps": first.sampled_warps,
+            "every_nth_cta": first.sample_ctas,
+            "ctas_with_records": int(sum(len(np.unique(x.cta)) for x in launches)),
+        },
         "regions": regions,
         "drops": drops,
         "record_cost_cycles": sorted({x.record_cost for x in launches}, key=lambda c: -1 if c is None else c),
@@ -441,6 +450,24 @@ def drop_warning(k: dict[str, Any]) -> str | None:
         "(`proton-inject check` shows it); else add --buffer-type global (records in global "
         "memory, no shared-memory limit) or record fewer regions or warps (--loop-depth, --warps)."
     )
+
+
+def sampled_line(k: dict[str, Any]) -> str | None:
+    """What the profile sampled (which warps, every Nth CTA); counts and totals are of the
+    sampled records only, never scaled up."""
+    smp = k.get("sampled") or {}
+    parts = []
+    warps = smp.get("warps")
+    if warps:
+        parts.append(f"warps {','.join(map(str, warps))} of {k['num_warps']} recorded "
+                     "(the first of each partition unless --warps named them; --warps all: every warp)")
+    n = smp.get("every_nth_cta") or 1
+    if n > 1:
+        parts.append(f"every {n}th CTA recorded (--sample-ctas {n}): "
+                     f"{smp.get('ctas_with_records', 0):,} of {k['ctas']:,} CTAs have regions")
+    if not parts:
+        return None
+    return "sampled: " + "; ".join(parts) + "; counts and totals are of these only, not scaled"
 
 
 def fitted_rates(summary: dict[str, Any]) -> dict[str | None, list[float]]:
@@ -567,6 +594,9 @@ def format_text(summary: dict[str, Any]) -> str:
                                         for i, (v, w) in enumerate(zip(row, widths, strict=True))))
         if not rows:
             out.append("  (no complete regions)")
+        line = sampled_line(k)
+        if line:
+            out.append("  " + line)
         w = drop_warning(k)
         if w:
             out.append("  " + w)

@@ -69,8 +69,14 @@ class Rules:
     kernel: str | None = None  # regex on kernel names
     marks: bool = True  # honour `# proton:` comments in the kernel's source
     source_root: str | None = None  # where relative source paths of the IR are found
+    # Records run in every Nth CTA only (by linear program id; 1 = every CTA).
+    sample_ctas: int = 1
 
     def __post_init__(self) -> None:
+        v = self.sample_ctas
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < 2**31:
+            raise UserError(f"--sample-ctas {v!r}: must be a whole number of 1 or more "
+                            "(1 = every CTA; N = every Nth)")
         if self.loops is not None and self.loops not in LOOP_MODES:
             raise UserError(f"--loops {self.loops!r}: expected one of {', '.join(LOOP_MODES)}")
         if self.loop_depth is not None and self.loop_depth < 1:
@@ -91,7 +97,8 @@ class Rules:
         if not self.is_empty():
             return self
         return Rules(kernel_scope=True, loops="outer", loop_depth=self.loop_depth,
-                     kernel=self.kernel, marks=self.marks, source_root=self.source_root)
+                     kernel=self.kernel, marks=self.marks, source_root=self.source_root,
+                     sample_ctas=self.sample_ctas)
 
     def wants_kernel(self, name: str) -> bool:
         return self.kernel is None or re.search(self.kernel, name) is not None

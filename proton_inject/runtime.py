@@ -1251,7 +1251,8 @@ class Session:
             hash=rec.hash,
             clock_bits=self.options.clock,
             granularity=self.options.granularity,
-            sampled_warps=list(self.options.warps) if self.options.warps else None,
+            sampled_warps=self._sampling(rec)[0],
+            sample_ctas=self._sampling(rec)[1],
             buffer_type=self.options.buffer_type,
             config=f"[tuning] {name}" if rec.tuning else name,
             launch=rec.seq,
@@ -1261,6 +1262,26 @@ class Session:
             record_cost_cycles=self._record_costs.get(rec.device),
             clock_bracket=rec.clock_bracket,
         )
+
+    def _ir_path(self, rec: LaunchRecord) -> Path | None:
+        """The instrumented TTGIR this launch's kernel was compiled from."""
+        path = Path(self._tmp or "") / "override" / rec.hash / f"{rec.kernel}.ttgir"
+        return path if path.is_file() else None
+
+    def _sampling(self, rec: LaunchRecord) -> tuple[list[int] | None, int]:
+        """What this launch's kernel sampled, read from its instrumented IR: the warps that
+        recorded, as the lowering chose them (``LoweringOptions.for_kernel``; None: every
+        warp), and N of ``--sample-ctas``."""
+        from .instrument import sampled_ctas
+
+        cache = self.__dict__.setdefault("_sampling_cache", {})
+        key = (rec.hash, rec.kernel)
+        if key not in cache:
+            path = self._ir_path(rec)
+            text = path.read_text(encoding="latin-1") if path else ""
+            opts = self.options.for_kernel(text) if self.options.warps == "first" else self.options
+            cache[key] = (list(opts.selected) if opts.selected else None, sampled_ctas(text))
+        return cache[key]
 
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
         """Scope ids of the IR this launch ran: its override file (what was compiled)."""

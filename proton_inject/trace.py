@@ -284,6 +284,8 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
         "warnings": d.warnings,
         "issues": [i.to_dict() for i in d.issues],
         "record_cost_cycles": d.record_cost,
+        "sampled_warps": d.meta.sampled_warps,
+        "sample_ctas": d.meta.sample_ctas,
     }
     if meta.rank is not None:
         summary["rank"] = meta.rank

@@ -73,7 +73,7 @@ def is_int(v: Any) -> bool:
 # --- rules (a rules TOML file or [tool.proton-inject] of pyproject.toml) -------------------------
 
 RULE_KEYS = ("kernel-scope", "loops", "loop-depth", "region", "op", "kernel", "marks",
-             "source-root")
+             "source-root", "sample-ctas")
 
 
 def rules_table(table: Any, where: str) -> dict[str, Any]:
@@ -104,6 +104,10 @@ def rules_table(table: Any, where: str) -> dict[str, Any]:
         if table["loops"] not in LOOP_MODES:
             raise bad("loops", f"one of {', '.join(repr(m) for m in LOOP_MODES)}")
         out["loops"] = table["loops"]
+    if "sample-ctas" in table:
+        if not is_int(table["sample-ctas"]) or table["sample-ctas"] < 1:
+            raise bad("sample-ctas", "an integer of 1 or more (1 = every CTA; N = every Nth)")
+        out["sample_ctas"] = table["sample-ctas"]
     if "loop-depth" in table:
         v = table["loop-depth"]
         if not is_int(v) or v < 1:
@@ -290,6 +294,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         buffer_size=int_field("buffer_size", 0, MAX_BYTES_PER_CTA, None),
         clock_bits=clock_bits, granularity=str_field("granularity", "warp"),
         sampled_warps=None if sampled is None else list(sampled), buffer_type=buffer_type,
+        sample_ctas=int_field("sample_ctas", 1, 2**31 - 1, 1),
         config=config, launch=int_field("launch", 0, 10**12, 0), device=device,
         sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
         record_cost_cycles=None if cost is None else float(cost), clock_bracket=bracket,

@@ -17,6 +17,10 @@ from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.lowering import LoweringOptions
 
+# Proton's own choices (every warp records, its default size): what the fixtures were measured
+# with; the tool's defaults (first warp of each partition, --buffer-size auto) differ.
+PROTON = LoweringOptions(warps="all", auto_size=False)
+
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 
 
@@ -45,18 +49,21 @@ def aot_files(tmp_path_factory) -> dict[str, Path]:
 
 
 def test_fixtures_compile_with_measured_sizes():
-    add = check_file(DATA / "add_kernel.ttgir")
+    add = check_file(DATA / "add_kernel.ttgir", options=PROTON)
     assert add.ok, add.error
     assert (add.kernel, add.target, add.num_warps) == ("add_kernel", "cuda:90", 4)
     assert add.regions == [(0, "kernel"), (1, "iter")] and add.parents == [(1, 0)]
     assert add.profile_scratch_bytes == 8320 and add.shared_bytes == 8192
     assert add.buffer_bytes == 8192 and add.records_per_warp == 256
-    mm = check_file(DATA / "mm_kernel.ttgir")
+    mm = check_file(DATA / "mm_kernel.ttgir", options=PROTON)
     assert mm.ok, mm.error
     # 3-stage 128x128x64 fp16 pipeline (96 KiB) + 1 KiB of records per warp: 128 slots,
     # which is why the H100 run (130 records per warp) wrapped.
     assert mm.shared_bytes == 106496 and mm.buffer_bytes == 8192 and mm.records_per_warp == 128
     assert mm.binary_bytes > 1000
+    # The defaults: warp 0 records; these have records in loops, so Proton's size for one warp.
+    one = check_file(DATA / "mm_kernel.ttgir")
+    assert one.recording_warps == [0] and one.buffer_bytes == 8192 and one.records_per_warp == 1024
 
 
 def test_aot_kernel_with_inserted_record_compiles_for_cuda_and_hip(aot_files):
@@ -70,14 +77,16 @@ def test_aot_kernel_with_inserted_record_compiles_for_cuda_and_hip(aot_files):
 
 
 def test_options_change_the_build(aot_files):
-    small = check_file(aot_files["cuda90"], options=LoweringOptions(buffer_size=512))
-    default = check_file(aot_files["cuda90"])
+    small = check_file(aot_files["cuda90"], options=LoweringOptions(warps="all", buffer_size=512))
+    default = check_file(aot_files["cuda90"], options=PROTON)
     assert small.buffer_bytes == 512 and default.buffer_bytes == 8192
+    auto = check_file(aot_files["cuda90"])  # kernel scope only: 2 records for warp 0
+    assert auto.buffer_bytes == 16 and auto.records_per_warp == 2 and auto.recording_warps == [0]
     assert small.profile_scratch_bytes < default.profile_scratch_bytes
 
 
 def test_global_buffer_type_moves_records_out_of_shared_memory(aot_files):
-    add = check_file(DATA / "add_kernel.ttgir", options=LoweringOptions(buffer_type="global"))
+    add = check_file(DATA / "add_kernel.ttgir", options=LoweringOptions(buffer_type="global", warps="all"))
     assert add.ok, add.error
     assert add.buffer_type == "global" and add.shared_bytes == 0  # 8192 B with a shared buffer
     # Proton's default for a global buffer: 16 KiB per warp (2048 records), no 4% cap.
@@ -85,7 +94,7 @@ def test_global_buffer_type_moves_records_out_of_shared_memory(aot_files):
     assert add.profile_scratch_bytes == 65664  # 40 + 4 x 4 header bytes, rounded up to 128
     # The 4096^3 matmul writes 132 records per warp: 256 slots per warp hold them all, where
     # the kernel's 96 KiB of shared memory leaves the shared buffer 128 slots.
-    opts = LoweringOptions(buffer_type="global", buffer_size=16384)
+    opts = LoweringOptions(buffer_type="global", buffer_size=16384, warps="all")
     mm = check_file(DATA / "mm_kernel.ttgir", options=opts)
     assert mm.ok, mm.error
     assert mm.shared_bytes == 98304 and mm.buffer_bytes == 16384 and mm.records_per_warp == 256
@@ -167,7 +176,7 @@ def test_cli_check_exit_codes(tmp_path):
     badopt = runner.invoke(main, ["check", str(DATA), "--buffer-size", "1000"])
     assert badopt.exit_code == 2 and "not a power of two" in badopt.output
     glob = runner.invoke(main, ["check", str(DATA / "mm_kernel.ttgir"), "--buffer-type", "global",
-                                "--buffer-size", "16384"])
+                                "--buffer-size", "16384", "--warps", "all"])
     assert glob.exit_code == 0, glob.output
     assert "shared memory 98304 B (kernel only) of 232448" in glob.output
     assert ("records in global memory: profile scratch 16512 B/CTA (16384 B of records, "

@@ -28,6 +28,10 @@ from proton_inject.lowering import (
 )
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
+ROOT = Path(__file__).resolve().parent.parent
+# Proton's own choices (every warp records, its default buffer size): what the fixtures and the
+# sizing rules below were measured with; the tool's defaults are tested at the end.
+PROTON = {"warps": "all", "auto_size": False}
 H100 = GPUTarget("cuda", 90, 32)
 
 
@@ -55,17 +59,17 @@ def test_options_normalise_and_key_the_mode():
     o = options_from_cli(clock=32, warps="4, 0,4")
     assert o.warps == (0, 4) and o.buffer_type == "shared"
     assert options_from_cli(buffer_type="global").to_json()["buffer_type"] == "global"
-    assert LoweringOptions(warps=(0, 1, 2), buffer_size=3 * 512).segments(8) == 3
+    assert LoweringOptions(auto_size=False, warps=(0, 1, 2), buffer_size=3 * 512).segments(8) == 3
     modes = {
-        LoweringOptions().mode(),
-        LoweringOptions(clock=32).mode(),
-        LoweringOptions(buffer_size=2048).mode(),
-        LoweringOptions(sched_stores=True).mode(),
-        LoweringOptions(warps=(0,)).mode(),
-        LoweringOptions(buffer_type="global").mode(),
+        LoweringOptions(**PROTON).mode(),
+        LoweringOptions(**PROTON, clock=32).mode(),
+        LoweringOptions(**PROTON, buffer_size=2048).mode(),
+        LoweringOptions(**PROTON, sched_stores=True).mode(),
+        LoweringOptions(auto_size=False, warps=(0,)).mode(),
+        LoweringOptions(**PROTON, buffer_type="global").mode(),
     }
     assert len(modes) == 6 and not any(m == "consan" for m in modes)
-    assert parse_warps(None) is None and parse_warps("") is None
+    assert parse_warps(None) == parse_warps("") == "first" and parse_warps("all") == "all"
     with pytest.raises(UserError, match="comma-separated warp ids"):
         parse_warps("0;4")
 
@@ -74,7 +78,7 @@ def test_installed_sets_and_restores_backend_hooks_and_mode():
     before = {n: backends[n].compiler.__dict__.get("instrumentation") for n in ("nvidia", "amd")}
     mode_before = triton.knobs.compilation.instrumentation_mode
     with pytest.raises(RuntimeError, match="boom"):
-        with installed(LoweringOptions(clock=32), target=H100, tag="t1") as hooks:
+        with installed(LoweringOptions(**PROTON, clock=32), target=H100, tag="t1") as hooks:
             assert backends["nvidia"].compiler.instrumentation is hooks["nvidia"]
             assert backends["amd"].compiler.instrumentation is hooks["amd"]
             assert hooks["nvidia"].max_shared == 232448
@@ -99,10 +103,10 @@ def _compile(path: Path, options: LoweringOptions, max_shared: int, tmp_path: Pa
 @pytest.mark.parametrize(
     "kernel, kernel_shared, warps, options, max_shared",
     [
-        ("add_kernel", 0, 4, LoweringOptions(), 232448),  # the H100 fixture: 8320 B/CTA
-        ("add_kernel", 0, 4, LoweringOptions(), 110000),  # below the 4% cap's power of two
-        ("mm_kernel", 98304, 8, LoweringOptions(buffer_size=2048, clock=32), 232448),
-        ("mm_kernel", 98304, 8, LoweringOptions(warps=(0, 4)), 110000),
+        ("add_kernel", 0, 4, LoweringOptions(**PROTON), 232448),  # the H100 fixture: 8320 B/CTA
+        ("add_kernel", 0, 4, LoweringOptions(**PROTON), 110000),  # below the 4% cap's power of two
+        ("mm_kernel", 98304, 8, LoweringOptions(**PROTON, buffer_size=2048, clock=32), 232448),
+        ("mm_kernel", 98304, 8, LoweringOptions(auto_size=False, warps=(0, 4)), 110000),
     ],
 )
 def test_size_prediction_matches_the_compiled_kernel(tmp_path, kernel, kernel_shared, warps, options, max_shared):
@@ -116,12 +120,12 @@ def test_size_prediction_matches_the_compiled_kernel(tmp_path, kernel, kernel_sh
     "kernel, kernel_shared, warps, options, max_shared, scratch",
     [
         # No size: 16 KiB per warp, whatever the shared memory.
-        ("add_kernel", 0, 4, LoweringOptions(buffer_type="global"), 232448, 65664),
-        ("mm_kernel", 98304, 8, LoweringOptions(buffer_type="global"), 110000, 131200),
+        ("add_kernel", 0, 4, LoweringOptions(**PROTON, buffer_type="global"), 232448, 65664),
+        ("mm_kernel", 98304, 8, LoweringOptions(**PROTON, buffer_type="global"), 110000, 131200),
         # A size beyond the shared buffer's 4% cap is taken as given.
-        ("mm_kernel", 98304, 8, LoweringOptions(buffer_type="global", buffer_size=16384, clock=32),
+        ("mm_kernel", 98304, 8, LoweringOptions(**PROTON, buffer_type="global", buffer_size=16384, clock=32),
          232448, 16512),
-        ("mm_kernel", 98304, 8, LoweringOptions(buffer_type="global", warps=(0, 4)), 232448, 32896),
+        ("mm_kernel", 98304, 8, LoweringOptions(auto_size=False, buffer_type="global", warps=(0, 4)), 232448, 32896),
     ],
 )
 def test_global_buffer_size_prediction(tmp_path, kernel, kernel_shared, warps, options, max_shared, scratch):
@@ -134,7 +138,7 @@ def test_global_buffer_size_prediction(tmp_path, kernel, kernel_shared, warps, o
 
 def test_global_buffer_has_the_shared_layout_in_the_scratch(tmp_path):
     """The decoder reads both types alike: check where the global build stores its records."""
-    opts = LoweringOptions(buffer_type="global", buffer_size=16384)
+    opts = LoweringOptions(**PROTON, buffer_type="global", buffer_size=16384)
     llir = _compile(DATA / "mm_kernel.ttgir", opts, 232448, tmp_path).asm["llir"]
     assert "st.global.cg.v2.b32" in llir and "st.shared.v2.b32" not in llir
     # Data starts after the 40-byte header and 8 count words: byte 72 of the CTA's block ...
@@ -144,14 +148,14 @@ def test_global_buffer_has_the_shared_layout_in_the_scratch(tmp_path):
     # ... and finalize writes the buffer bytes into header word 3 but copies nothing.
     assert re.search(r"store i32 16384, ptr addrspace\(1\)", llir)
     assert not re.search(r"load i32, ptr addrspace\(3\)", llir)
-    shared = _compile(DATA / "mm_kernel.ttgir", LoweringOptions(), 232448, tmp_path).asm["llir"]
+    shared = _compile(DATA / "mm_kernel.ttgir", LoweringOptions(**PROTON), 232448, tmp_path).asm["llir"]
     assert "st.shared.v2.b32" in shared and re.search(r"load i32, ptr addrspace\(3\)", shared)
 
 
 def test_fixture_sizes_are_the_measured_ones(tmp_path):
     # The H100 run recorded 8320 bytes per CTA for both fixtures (see the fixtures README).
     for kernel in ("add_kernel", "mm_kernel"):
-        k = _compile(DATA / f"{kernel}.ttgir", LoweringOptions(), 232448, tmp_path)
+        k = _compile(DATA / f"{kernel}.ttgir", LoweringOptions(**PROTON), 232448, tmp_path)
         assert k.metadata.profile_scratch_size == 8320
     plain = _compile_plain(tmp_path)
     assert plain.metadata.profile_scratch_size == 0
@@ -161,7 +165,7 @@ def _compile_plain(tmp_path: Path):
     text = (DATA / "add_kernel.ttgir").read_text()
     p = tmp_path / "plain.ttgir"
     p.write_text("".join(ln for ln in text.splitlines(True) if "proton.record" not in ln))
-    return _compile(p, LoweringOptions(), 232448, tmp_path)
+    return _compile(p, LoweringOptions(**PROTON), 232448, tmp_path)
 
 
 def test_scope_names_follow_the_lowering():
@@ -171,11 +175,11 @@ def test_scope_names_follow_the_lowering():
 
 
 def test_suggest_buffer_size():
-    opts = LoweringOptions()
+    opts = LoweringOptions(**PROTON)
     assert suggest_buffer_size(5000, 4, opts) == 4096
     assert suggest_buffer_size(20, 4, opts) == 0
     fit = suggest_buffer_size(3000, 8, opts)
-    assert fit <= 3000 and LoweringOptions(buffer_size=fit).buffer_size == fit
+    assert fit <= 3000 and LoweringOptions(**PROTON, buffer_size=fit).buffer_size == fit
 
 
 # --- --buffer-size auto (issue 9): size the buffer to the records the IR lets a warp write ---
@@ -201,15 +205,15 @@ def test_auto_buffer_size_shrinks_the_buffer_of_a_loop_free_profile(tmp_path):
 
     text = _layernorm_ttgir(Rules().with_defaults())  # kernel scope + the 3 loops as a whole
     assert records_per_warp_bound(text) == 8
-    auto = LoweringOptions(auto_size=True)
+    auto = LoweringOptions(warps="all", auto_size=True)
     assert auto_buffer_bytes(text, auto) == 8 * 64  # 8 records of 8 B per warp, 8 warps
     path = tmp_path / "ln.ttgir"
     path.write_text(text)
-    plain_opts = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
+    plain_opts = _compile(path, LoweringOptions(**PROTON), 232448, tmp_path / "a").metadata
     small = _compile(path, auto, 232448, tmp_path / "b").metadata
     assert small.profile_scratch_size == profile_scratch_bytes(512, 8) < plain_opts.profile_scratch_size
     kernel_shared = small.shared - 512
-    default = profile_buffer_bytes(232448, kernel_shared, 8, LoweringOptions())
+    default = profile_buffer_bytes(232448, kernel_shared, 8, LoweringOptions(**PROTON))
     assert plain_opts.shared == kernel_shared + default and default > 512
     # The decoder reads this layout: a buffer written as the lowering lays it out (8 slots per
     # warp, scratch stride as compiled) decodes every region with nothing dropped.
@@ -227,17 +231,65 @@ def test_auto_buffer_size_keeps_the_default_when_records_repeat(tmp_path):
 
     text = _layernorm_ttgir(Rules(kernel_scope=True, loops="both"))
     assert records_per_warp_bound(text) is None
-    assert auto_buffer_bytes(text, LoweringOptions(auto_size=True)) is None
+    assert auto_buffer_bytes(text, LoweringOptions(warps="all", auto_size=True)) is None
     path = tmp_path / "ln.ttgir"
     path.write_text(text)
-    a = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
-    b = _compile(path, LoweringOptions(auto_size=True), 232448, tmp_path / "b").metadata
+    a = _compile(path, LoweringOptions(**PROTON), 232448, tmp_path / "a").metadata
+    b = _compile(path, LoweringOptions(warps="all", auto_size=True), 232448, tmp_path / "b").metadata
     assert a.profile_scratch_size == b.profile_scratch_size and a.shared == b.shared
 
 
 def test_auto_buffer_size_from_the_command_line():
     o = options_from_cli(buffer_size="auto", warps="0")
-    assert o.auto_size and o.buffer_size == 0 and o.mode() != LoweringOptions(warps=(0,)).mode()
+    assert o.auto_size and o.buffer_size == 0
+    assert o.mode() != LoweringOptions(warps=(0,), auto_size=False).mode()
     assert options_from_cli(buffer_size="4096").buffer_size == 4096
     with pytest.raises(UserError, match="--buffer-size 'lots'"):
         options_from_cli(buffer_size="lots")
+
+
+# --- defaults: the first warp of each partition, --buffer-size auto (issue 9) ----------------
+
+
+@pytest.mark.parametrize("sample", ["cuda-90/attn_fwd_ws_kernel", "cuda-100/persistent_matmul_kernel_ws",
+                                    "cuda-90/layernorm_fwd_kernel"])
+def test_first_warps_are_where_triton_puts_each_partition(sample):
+    # Triton's own AllocateWarpGroups pass assigns the partitions' start warps; ours must agree.
+    from triton._C.libtriton import ir, passes
+
+    from proton_inject.lowering import first_warps, mlir_context
+
+    path = ROOT / "ttgir_samples" / f"{sample}.ttgir"
+    ctx = mlir_context()
+    mod = ir.parse_mlir_module(str(path), ctx)
+    mod.context = ctx
+    pm = ir.pass_manager(ctx)
+    passes.ttgpuir.add_allocate_warp_groups(pm)
+    pm.run(mod, "allocate_warp_groups")
+    text = str(mod)
+    starts = [int(x) for x in re.findall(r"warpGroupStartIds = array<i32: ([\d, ]+)>", text)[0].split(",")] \
+        if "warpGroupStartIds" in text else []
+    sizes = [int(x) for x in re.findall(r"\bnum_warps\((\d+)\)\s*\{", path.read_text())]
+    real = starts[:len(sizes)]  # the rest are padding partitions with no code
+    assert first_warps(path.read_text()) == tuple(sorted({0, *real}))
+    if sizes:
+        assert len(first_warps(path.read_text())) == 1 + len(sizes)
+
+
+def test_default_options_record_one_warp_with_a_buffer_of_its_records(tmp_path):
+    from proton_inject.instrument import insert_text
+    from proton_inject.rules import Rules
+
+    text = insert_text((ROOT / "ttgir_samples/cuda-90/layernorm_fwd_kernel.ttgir").read_text(),
+                       Rules()).text  # the default rules: kernel + 3 loops as a whole
+    path = tmp_path / "ln.ttgir"
+    path.write_text(text)
+    o = LoweringOptions().for_kernel(text)
+    assert o.selected == (0,) and o.buffer_size == 64  # 8 records of 8 B, one warp
+    k = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
+    assert k.profile_scratch_size == profile_scratch_bytes(64, 8)
+    every = _compile(path, LoweringOptions(warps="all"), 232448, tmp_path / "b").metadata
+    assert every.shared - k.shared == 8 * 64 - 64  # --warps all: a segment per warp
+    assert options_from_cli(warps="all").selected is None
+    assert options_from_cli().auto_size and options_from_cli().warps == "first"
+    assert not options_from_cli(buffer_size="0").auto_size

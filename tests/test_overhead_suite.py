@@ -59,7 +59,7 @@ def test_suite_kernel_compiles_instrumented(kernel, tmp_path):
     assert placed["op tt.load"], "every kernel of the suite loads"
     # The richest rule set is the one that could fail to lower: compile it down to cubin.
     res = insert_text(text, bench.RULES["loops both"], f"{kernel}.ttgir")
-    k = _compile_instrumented(res.text, bench.OPTIONS["clock64"], tmp_path)
+    k = _compile_instrumented(res.text, bench.OPTIONS["proton"], tmp_path)
     assert k.metadata.profile_scratch_size > 0 and k.asm["cubin"]
 
 
@@ -68,9 +68,11 @@ def test_every_lowering_option_of_the_suite_compiles(tmp_path):
     sizes = {name: _compile_instrumented(text, opts, tmp_path / name).metadata.profile_scratch_size
              for name, opts in bench.OPTIONS.items()}
     assert all(sizes.values())
-    # One recording warp keeps the same bytes in one segment; global gives 16 KiB per warp;
-    # auto keeps the 8 records (kernel + 3 loops) of each of the 8 warps.
-    assert sizes["auto"] < sizes["warps 0"] == sizes["clock64"] == sizes["clock32"] < sizes["global"]
+    # The defaults keep the 8 records (kernel + 3 loops) of warp 0; auto with every warp those
+    # of 8 warps; one recording warp at Proton's size keeps its bytes in one segment; a global
+    # buffer is sized the same way, in the scratch.
+    assert sizes["default"] == sizes["clock32"] == sizes["global"] < sizes["auto all"]
+    assert sizes["auto all"] < sizes["warps 0"] == sizes["proton"]
 
 
 def test_inductor_kernel_loses_only_its_fixed_size(tmp_path):

@@ -376,7 +376,8 @@ def test_hook_sizes_the_buffer_of_a_loop_free_profile_with_auto(kernel_mod, tmp_
     src = _source(kernel_mod)
     rules = Rules(kernel_scope=True, marks=False)
     auto = compile_with_hook(src, tmp_path / "c1", CompileHook(rules, tmp_path / "ir1"),
-                             options=LoweringOptions(auto_size=True))
-    default = compile_with_hook(src, tmp_path / "c2", CompileHook(rules, tmp_path / "ir2"))
+                             options=LoweringOptions(warps="all", auto_size=True))
+    default = compile_with_hook(src, tmp_path / "c2", CompileHook(rules, tmp_path / "ir2"),
+                                options=LoweringOptions(warps="all", auto_size=False))
     assert auto.metadata.profile_scratch_size == profile_scratch_bytes(2 * 8 * 4, 4)  # 4 warps
     assert default.metadata.profile_scratch_size > auto.metadata.profile_scratch_size

@@ -1,0 +1,115 @@
+"""CTA sampling (insert --sample-ctas) and the default recording warps, compiled with the real
+Proton lowering (issue 9); one GPU test runs a sampled profile end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from proton_inject.check import check_file
+from proton_inject.cli import main
+from proton_inject.errors import UserError
+from proton_inject.instrument import insert_text, sampled_ctas, strip_text
+from proton_inject.lowering import LoweringOptions
+from proton_inject.rules import Rules
+
+SAMPLES = Path(__file__).resolve().parent.parent / "ttgir_samples"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="latin-1")
+    return p
+
+
+@pytest.mark.parametrize("target", ["cuda-90", "hip-gfx942"])
+def test_sampled_records_compile_and_strip_back(target, tmp_path):
+    src = (SAMPLES / target / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
+    res = insert_text(src, Rules(sample_ctas=4, marks=False))  # kernel + 3 loops, every 4th CTA
+    assert sampled_ctas(res.text) == 4 and sampled_ctas(src) == 1
+    assert res.text.count("scf.if %pi_cta0 {") == 8  # both records of 4 regions
+    assert strip_text(res.text) == src
+    r = check_file(_write(tmp_path, "ln.ttgir", res.text))
+    assert r.ok, r.error
+    assert [n for _, n in r.regions][0] == "kernel" and len(r.regions) == 4
+    assert r.recording_warps == [0] and r.records_per_warp == 8  # --buffer-size auto still bounds it
+
+
+def test_records_inside_a_loop_cannot_be_sampled():
+    src = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
+    with pytest.raises(UserError, match="inside the loop at line .*scope analysis"):
+        insert_text(src, Rules(kernel_scope=True, loops="both", sample_ctas=2, marks=False))
+
+
+def test_partition_regions_get_their_own_predicate(tmp_path):
+    # Partition regions are isolated from above: the program id is read again inside each.
+    src = (SAMPLES / "cuda-90/attn_fwd_ws_kernel.ttgir").read_text(encoding="latin-1")
+    res = insert_text(src, Rules(kernel_scope=True, ops=["tt.get_program_id"], sample_ctas=2,
+                                 marks=False))
+    assert strip_text(res.text) == src
+    r = check_file(_write(tmp_path, "ws.ttgir", res.text))
+    assert r.ok, r.error
+    assert r.recording_warps == [0, 4, 8]  # the first warp of the default and both partitions
+
+
+def test_ws_kernel_records_the_first_warp_of_each_partition(tmp_path):
+    src = (SAMPLES / "cuda-90/attn_fwd_ws_kernel.ttgir").read_text(encoding="latin-1")
+    res = insert_text(src, Rules(marks=False))
+    path = _write(tmp_path, "ws.ttgir", res.text)
+    first = check_file(path)
+    every = check_file(path, options=LoweringOptions(warps="all"))
+    assert first.ok and every.ok, (first.error, every.error)
+    assert first.recording_warps == [0, 4, 8] and every.recording_warps is None
+    # Records in loops: Proton's buffer size, now split over 3 warps instead of 12.
+    assert first.records_per_warp == 4 * every.records_per_warp
+
+
+def test_sample_ctas_option(tmp_path):
+    runner = CliRunner()
+    src = SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir"
+    out = tmp_path / "ln.ttgir"
+    ok = runner.invoke(main, ["insert", str(src), "-o", str(out), "--sample-ctas", "8",
+                              "--no-marks"])
+    assert ok.exit_code == 0, ok.output
+    assert sampled_ctas(out.read_text()) == 8
+    bad = runner.invoke(main, ["insert", str(src), "-o", str(tmp_path / "x.ttgir"),
+                               "--sample-ctas", "0"])
+    assert bad.exit_code == 2 and "--sample-ctas 0" in bad.output
+    assert not (tmp_path / "x.ttgir").exists()
+
+
+@pytest.mark.gpu
+def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    import importlib.util
+
+    import proton_inject
+    from proton_inject.report import LaunchData, decode_raw, expand_inputs, format_text, summarize
+
+    spec = importlib.util.spec_from_file_location(
+        "ln_example", Path(__file__).resolve().parent.parent / "examples" / "layernorm.py")
+    ln = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ln)
+    x = torch.randn(1024, 4096, device="cuda", dtype=torch.float16)
+    w, b = (torch.randn(4096, device="cuda", dtype=torch.float16) for _ in range(2))
+    want = ln.layernorm(x, w, b)
+    with proton_inject.profile(rules={"sample-ctas": 4, "marks": False}, out=tmp_path / "o",
+                               quiet=True):
+        got = ln.layernorm(x, w, b)
+    torch.cuda.synchronize()
+    assert torch.equal(want, got)  # the program sees the same result
+    raws, _ = expand_inputs([tmp_path / "o"])
+    decoded = decode_raw(raws)
+    assert decoded, "no launch was kept"
+    d = decoded[0]
+    assert d.meta.sample_ctas == 4 and d.meta.sampled_warps == [0]
+    ctas = set(d.events.cta.tolist())
+    assert ctas == set(range(0, 1024, 4))  # every 4th CTA, all of them
+    assert set(d.events.warp.tolist()) == {0} and not d.drops.dropped
+    text = format_text(summarize([LaunchData.from_decoded(d)]))
+    assert "every 4th CTA recorded" in text and "256 of 1,024 CTAs" in text
+    print(text)
