@@ -191,3 +191,63 @@ def test_a_damaged_bracket_is_named(tmp_path, bad):
     j.write_text(json.dumps(d))
     with pytest.raises(UserError, match="clock_bracket"):
         load_raw(j)
+
+
+def _demo_like(x, late_ns: float = 120.0, tick: int = 32):
+    """The add fixture's CTAs with timer reads placed as in the short vector-add demo: warp 0
+    reads init ``late_ns`` after warps 1-3 recorded (its header stores stalled) and right
+    before its own first record; pre-final right after the last record; both floored to the
+    32 ns tick."""
+    ids, k = np.unique(x.cta, return_inverse=True)
+    first0 = np.full(len(ids), np.inf)
+    last = np.full(len(ids), -np.inf)
+    w0 = x.warp == 0
+    np.minimum.at(first0, k[w0], x.start_ns[w0])
+    np.maximum.at(last, k, x.start_ns + x.dur_ns)
+    start = x.start_ns.copy()
+    other = x.warp != 0
+    start[other] = np.minimum(start[other], first0[k[other]] - late_ns)  # warps 1-3 ahead
+    init = np.floor((first0 - 5) / tick) * tick
+    pre = np.floor((last + 20) / tick) * tick  # up to 11 ns before the last record
+    at = np.searchsorted(ids, x.cta_ids)
+    return dataclasses.replace(x, start_ns=start, dur_ns=x.start_ns + x.dur_ns - start,
+                               cta_init_ns=init[at], cta_prefinal_ns=pre[at])
+
+
+def test_cta_lifetime_note_is_tick_aware_and_does_not_blame_a_measured_clock():
+    """The demo's note (252 of 3,072 CTAs 'span longer than the CTA lived, up to 1.41x: the
+    clock is too slow', on a bracket-measured clock) came from warps that record before warp
+    0 reads the init time, and from the 32 ns tick on a 1 us CTA."""
+    from proton_inject.report import OVERLONG_SHARE, LaunchData, clock_notes, kernel_summary
+
+    buf, meta = load_raw(DATA / "profile_scratch_add.json")
+    fit = _decode(buf, meta)
+    end = fit.base_ns + int(fit.ctas.postfinal_ns.max())
+    d = _decode(buf, with_bracket(meta, 1980.0, 1980.0, fit.base_ns, end), record_cost=35.0)
+    assert d.clock.source == "clock-bracket" and d.clock.tick_ns == 32
+    x = _demo_like(LaunchData.from_decoded(d))
+    # what the old check (all warps' records against init..pre-final + one tick) would say
+    ids, k = np.unique(x.cta, return_inverse=True)
+    lo = np.full(len(ids), np.inf)
+    hi = np.full(len(ids), -np.inf)
+    np.minimum.at(lo, k, x.start_ns)
+    np.maximum.at(hi, k, x.start_ns + x.dur_ns)
+    at = np.searchsorted(x.cta_ids, ids)
+    life = x.cta_prefinal_ns[at] - x.cta_init_ns[at]
+    assert np.mean(hi - lo > 1.02 * (life + 32)) > 0.5
+    ks = kernel_summary([x])
+    assert ks["ctas_overlong"] == {"count": 0, "of": 1024, "on_measured_clock": 0, "max_ratio": None}
+    assert not [n for n in clock_notes(ks) if n.startswith("note:")]
+    # a clock 10% too slow (given, not measured) is still called out, and blamed
+    slow = dataclasses.replace(x, clock={**x.clock, "source": "--clock-mhz"},
+                               start_ns=x.start_ns * 1.1, dur_ns=x.dur_ns * 1.1)
+    ks = kernel_summary([slow])
+    assert ks["ctas_overlong"]["count"] > OVERLONG_SHARE * 1024
+    [note] = [n for n in clock_notes(ks) if n.startswith("note:")]
+    assert "the clock is too slow for them" in note
+    # the same stretch on a measured clock: said, but the clock is not blamed
+    ks = kernel_summary([dataclasses.replace(slow, clock=x.clock)])
+    assert ks["ctas_overlong"]["on_measured_clock"] == ks["ctas_overlong"]["count"] > 0
+    [note] = [n for n in clock_notes(ks) if n.startswith("note:")]
+    assert "on a measured clock: their timer reads do not bound their records" in note
+    assert "too slow" not in note
