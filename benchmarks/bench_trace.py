@@ -37,6 +37,22 @@ WAVE_NS = 240_000  # one tile later in time than the fixture's whole launch (224
 WAVE_CYCLES = 360_000  # ... and as many cycles later at ~1.5 GHz
 
 
+def shift_blocks(blk: np.ndarray, meta_words: int, ns: int, cycles: int) -> None:
+    """Move CTA blocks (rows of uint32 words) ``ns`` later on the globaltimer and ``cycles``
+    later on the SM counters, in place, as a later wave or launch would have them."""
+    for w in (4, 6, 8):  # init, pre-final, post-final
+        v = (blk[:, w].astype(np.uint64) | (blk[:, w + 1].astype(np.uint64) << np.uint64(32)))
+        v += np.uint64(ns)
+        blk[:, w] = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        blk[:, w + 1] = (v >> np.uint64(32)).astype(np.uint32)
+    rec = blk[:, meta_words:].reshape(len(blk), -1, 2)
+    tag, low = rec[:, :, 0], rec[:, :, 1]
+    c = ((tag & 0x7FF).astype(np.int64) << 32) | low.astype(np.int64)
+    c += cycles
+    rec[:, :, 0] = (tag & ~np.uint32(0x7FF)) | ((c >> 32) & 0x7FF).astype(np.uint32)
+    rec[:, :, 1] = (c & 0xFFFFFFFF).astype(np.uint32)
+
+
 def tiled_launch(tiles: int) -> tuple[np.ndarray, LaunchMeta]:
     """The matmul fixture repeated ``tiles`` times as consecutive waves of one launch."""
     buf, meta = load_raw(FIXTURE)
@@ -48,17 +64,7 @@ def tiled_launch(tiles: int) -> tuple[np.ndarray, LaunchMeta]:
     for t in range(1, tiles):
         blk = out[t * n_cta:(t + 1) * n_cta]
         blk[:, 1] += t * n_cta  # linear program id
-        for w in (4, 6, 8):  # init, pre-final, post-final: + t waves
-            v = (blk[:, w].astype(np.uint64) | (blk[:, w + 1].astype(np.uint64) << np.uint64(32)))
-            v += np.uint64(t * WAVE_NS)
-            blk[:, w] = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-            blk[:, w + 1] = (v >> np.uint64(32)).astype(np.uint32)
-        rec = blk[:, meta_words:].reshape(n_cta, -1, 2)
-        tag, low = rec[:, :, 0], rec[:, :, 1]
-        c = ((tag & 0x7FF).astype(np.int64) << 32) | low.astype(np.int64)
-        c += t * WAVE_CYCLES
-        rec[:, :, 0] = (tag & ~np.uint32(0x7FF)) | ((c >> 32) & 0x7FF).astype(np.uint32)
-        rec[:, :, 1] = (c & 0xFFFFFFFF).astype(np.uint32)
+        shift_blocks(blk, meta_words, t * WAVE_NS, t * WAVE_CYCLES)
     meta = LaunchMeta(**{**meta.__dict__, "grid": (n_cta * tiles, 1, 1), "launch": tiles})
     return out.reshape(-1).view(np.uint8), meta
 

@@ -472,7 +472,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
         from .report import run_report
 
         try:
-            res = run_report([result.out], plot=plot, raw=raw)
+            res = run_report([result.out], plot=plot, raw=raw, progress=_progress)
         except UserError as e:
             click.echo(f"proton-inject: no report: {e}", err=True)
         else:
@@ -486,6 +486,10 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 # --- post-process (issue 5): report -------------------------------------------
 
 
+def _progress(line: str) -> None:
+    click.echo(f"proton-inject: {line}", err=True)
+
+
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a timeline PNG (one per launch).")
@@ -497,12 +501,15 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 @click.option("--gz", is_flag=True, help="With --trace: write .json.gz.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
 @click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
-def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, verbose, raw) -> None:
+@click.option("--launches", "launches", metavar="SPEC",
+              help="Only these launch numbers, e.g. 0-99,250,400- (a big run's first steps).")
+def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, verbose, raw, launches) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from .report import run_report
 
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
-                     trace_dir=trace_dir, merge=merge, gz=gz, raw=raw)
+                     trace_dir=trace_dir, merge=merge, gz=gz, raw=raw, launches=launches,
+                     progress=_progress)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w}", err=True)
     for w in res.details if verbose else []:

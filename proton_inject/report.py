@@ -10,10 +10,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import time
 import warnings
 import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from .decode import CLOCK_MEANING, Decoded, DecodeWarning, decode, find_raw, is_
 from .diagnostics import Issue
 from .errors import UserError
 from .fsutil import check_outputs, write_atomic
+from .validate import read_json
 
 # Per-warp (or per-warp-group) medians differing by more than this get their own rows.
 SPLIT_THRESHOLD = 0.10
@@ -35,6 +38,11 @@ OVERLONG_TOL = 1.02
 OVERLONG_SHARE = 0.05
 # Clock sources that measured the launch's clock (the others are given or guessed).
 MEASURED = ("globaltimer-fit", "clock-bracket")
+# Long work says how far it got on stderr this often (seconds).
+PROGRESS_EVERY_S = 5.0
+# A trace file with more JSON than this gets a warning: Perfetto's UI parses it inside the
+# browser's memory (~2 GB), and JSON traces past a few hundred MB load slowly or not at all.
+TRACE_WARN_BYTES = 500 * 2**20
 
 
 @dataclass
@@ -68,6 +76,7 @@ class LaunchData:
     record_cost: float | None = None  # cycles subtracted per record (0: --raw; None: unknown)
     sampled_warps: list[int] | None = None  # the warps that recorded (None: every warp)
     sample_ctas: int = 1  # records in every Nth CTA only
+    cta_time: tuple[float, int, int, float, int, int] | None = None  # _cta_time, once slimmed
 
     @classmethod
     def from_decoded(cls, d: Decoded) -> LaunchData:
@@ -84,6 +93,28 @@ class LaunchData:
             drops=_drops_dict(d), issues=list(d.issues), device=m.device, rank=m.rank,
             record_cost=d.record_cost, sampled_warps=m.sampled_warps, sample_ctas=m.sample_ctas,
         )
+
+
+    def slim(self) -> LaunchData:
+        """This launch as ``summarize`` needs it, in less memory: per-CTA numbers folded into
+        ``cta_time``, start times and CTA/SM ids dropped, integers narrowed. A report over
+        thousands of launches then keeps ~20 bytes per region instance instead of ~100."""
+        none = np.zeros(0, np.int64)
+        return replace(self, cta_time=_cta_time(self), scope=_narrow(self.scope),
+                       warp=_narrow(self.warp), cycles=_narrow(self.cycles), start_ns=np.zeros(0),
+                       cta=none, sm=none, cta_ids=none, cta_sm=none, cta_init_ns=np.zeros(0),
+                       cta_prefinal_ns=np.zeros(0))
+
+
+def _narrow(v: np.ndarray) -> np.ndarray:
+    """Integers in the smallest of int16/int32/int64 that holds them."""
+    if len(v) == 0:
+        return v
+    lo, hi = int(v.min()), int(v.max())
+    for t in (np.int16, np.int32):
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return v.astype(t)
+    return v.astype(np.int64)
 
 
 def _drops_dict(d: Decoded) -> dict[str, Any]:
@@ -163,18 +194,70 @@ def _empty_run(runs: Sequence[Path]) -> str:
     return f"{runs[0].parent}: the run kept no launches{ended}: {why}"
 
 
-def decode_raw(paths: Sequence[Path], clock_mhz: float | None = None, raw: bool = False) -> list[Decoded]:
-    """Decode raw launches, in launch order; durations less the calibrated record cost (the
-    run's, else this machine's cache for the launch's device) unless ``raw``."""
-    out = []
+def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
+                 raw: bool = False) -> Iterator[Decoded]:
+    """Decode raw launches one at a time, in the order given; durations less the calibrated
+    record cost (the run's, else this machine's cache for the launch's device) unless ``raw``."""
     for p in paths:
         buf, meta = load_raw(p)
         cost = 0.0 if raw else meta.record_cost_cycles
         if cost is None:
             cost = calibrate.lookup(meta.device, meta.clock_bits, meta.buffer_type)
-        out.append(decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost))
-    out.sort(key=lambda d: d.meta.launch)
+        yield decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost)
+        del buf
+
+
+def decode_raw(paths: Sequence[Path], clock_mhz: float | None = None, raw: bool = False) -> list[Decoded]:
+    """All of ``iter_decoded``, in launch order (holds every launch: for a few)."""
+    return sorted(iter_decoded(paths, clock_mhz, raw), key=lambda d: d.meta.launch)
+
+
+def parse_launches(spec: str) -> list[tuple[int, int]]:
+    """``--launches`` ranges: "0-99,250,400-" -> [(0, 99), (250, 250), (400, max)]."""
+    out = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:(-)\s*(\d*)\s*)?", part)
+        if not m:
+            raise UserError(f"--launches {spec!r}: {part.strip()!r} is not a launch number or a "
+                            "range; give e.g. --launches 0-99,250,400- (launch numbers of the run)")
+        lo = int(m.group(1))
+        hi = (int(m.group(3)) if m.group(3) else 2**62) if m.group(2) else lo
+        if hi < lo:
+            raise UserError(f"--launches {spec!r}: range {part.strip()} ends before it starts")
+        out.append((lo, hi))
     return out
+
+
+def _raw_launch(path: Path) -> int:
+    """The launch number in a raw launch's metadata (load_raw reports what is wrong with it)."""
+    try:
+        n = read_json(path.with_name(re.sub(r"\.bin(\.gz)?$", ".json", path.name)),
+                      "launch metadata", "").get("launch", 0)
+    except (UserError, AttributeError):
+        return 0
+    return n if validate.is_int(n) else 0
+
+
+class _Progress:
+    """A stderr line every PROGRESS_EVERY_S seconds while ``total`` launches are worked on."""
+
+    def __init__(self, total: int, say: Callable[[str], None] | None, verb: str = "decoded"):
+        self.total, self.say, self.verb = total, say, verb
+        self.t0 = self.last = time.monotonic()
+        self.said = False
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if self.say is None or done >= self.total or now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last, self.said = now, True
+        left = (self.total - done) * (now - self.t0) / max(done, 1)
+        self.say(f"{self.verb} {done:,} of {self.total:,} launches ({now - self.t0:,.0f} s, "
+                 f"about {left:,.0f} s to go)")
+
+    def end(self) -> None:
+        if self.said and self.say is not None:
+            self.say(f"{self.verb} {self.total:,} launches in {time.monotonic() - self.t0:,.0f} s")
 
 
 def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[LaunchData]:
@@ -283,36 +366,34 @@ def _concat(launches: Sequence[LaunchData], name: str) -> np.ndarray:
 def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
     """Numbers of one kernel (one or more launches of the same kernel and config)."""
     first = launches[0]
-    scope = _concat(launches, "scope").astype(np.int64)
-    cycles = _concat(launches, "cycles").astype(np.float64)
-    dur = _concat(launches, "dur_ns").astype(np.float64)
-    warp = _concat(launches, "warp").astype(np.int64)
+    # (no int64/float64 copies of the events: a kernel may have a hundred million of them)
+    scope = _concat(launches, "scope")
+    cycles = _concat(launches, "cycles")
+    dur = _concat(launches, "dur_ns")
+    warp = _concat(launches, "warp")
     ranks = sorted({x.rank for x in launches if x.rank is not None})
-    rank_ev = np.concatenate([np.full(len(x.scope), -1 if x.rank is None else x.rank, np.int64)
-                              for x in launches]) if launches else np.zeros(0, np.int64)
+    rank_ev = np.concatenate([np.full(len(x.scope), -1 if x.rank is None else x.rank, np.int32)
+                              for x in launches]) if ranks else np.zeros(0, np.int32)
     # Kernel time = sum over profiled (launch, CTA, warp) of that CTA's lifetime.
     kernel_ns = 0.0
     # CTAs whose records outlast their timer reads: on guessed / measured clocks, CTAs
     # checked, worst ratio
     overlong = [0, 0, 0, 0.0]
     for x in launches:
-        if len(x.cta) == 0:
-            continue
-        ids, life, n_over, n_checked, worst = _cta_lifetimes(x)
-        overlong[1 if x.clock.get("source") in MEASURED else 0] += n_over
-        overlong[2] += n_checked
-        overlong[3] = max(overlong[3], worst)
-        stride = int(x.warp.max()) + 1
-        pairs = np.unique(x.cta * stride + x.warp)  # profiled (CTA, warp) streams
-        kernel_ns += float(life[np.searchsorted(ids, pairs // stride)].sum())
+        t = _cta_time(x)
+        kernel_ns += t[0]
+        overlong[1 if x.clock.get("source") in MEASURED else 0] += t[1]
+        overlong[2] += t[2]
+        overlong[3] = max(overlong[3], t[3])
     W = first.num_warps
     group = 4 if W > 4 else 1  # warp groups (partitions) for wide CTAs, warps otherwise
     scopes = dict(first.scopes)
-    for s in np.unique(scope).tolist():
+    present = np.flatnonzero(np.bincount(scope - int(scope.min()))) + int(scope.min()) if len(scope) else []
+    for s in present:
         scopes.setdefault(int(s), f"scope_{s}")
     counts = {n: list(scopes.values()).count(n) for n in scopes.values()}
     regions = []
-    for s in sorted(np.unique(scope).tolist()):
+    for s in (int(s) for s in present):
         m = scope == s
         name = scopes[s] if counts[scopes[s]] == 1 else f"{scopes[s]} [{s}]"
         unit = warp[m] // group
@@ -359,7 +440,7 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
         "device": first.device,
         "grid": first.grid,
         "num_warps": W,
-        "ctas": int(sum(len(x.cta_ids) for x in launches)),
+        "ctas": int(sum(_cta_time(x)[5] for x in launches)),
         "clock": {
             "sources": sorted({str(x.clock.get("source")) for x in launches}),
             "mhz_median": float(np.median(mhz)) if mhz else None,
@@ -373,7 +454,7 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
         "sampled": {
             "warps": first.sampled_warps,
             "every_nth_cta": first.sample_ctas,
-            "ctas_with_records": int(sum(len(np.unique(x.cta)) for x in launches)),
+            "ctas_with_records": int(sum(_cta_time(x)[4] for x in launches)),
         },
         "regions": regions,
         "drops": drops,
@@ -382,6 +463,21 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
                                           [(first.kernel, i) for x in launches for i in x.issues]),
         "issues": [{"launch": x.launch, **i.to_dict()} for x in launches for i in x.issues],
     }
+
+
+def _cta_time(x: LaunchData) -> tuple[float, int, int, float, int, int]:
+    """One launch's part of its kernel's numbers: kernel time (sum over profiled (CTA, warp)
+    of that CTA's lifetime), CTAs whose records outlast them, CTAs checked for that, the worst
+    ratio, CTAs with records, and CTAs."""
+    if x.cta_time is not None:
+        return x.cta_time
+    if len(x.cta) == 0:
+        return 0.0, 0, 0, 0.0, 0, len(x.cta_ids)
+    ids, life, n_over, n_checked, worst = _cta_lifetimes(x)
+    stride = int(x.warp.max()) + 1
+    pairs = np.unique(x.cta * stride + x.warp)  # profiled (CTA, warp) streams
+    return (float(life[np.searchsorted(ids, pairs // stride)].sum()), n_over, n_checked, worst,
+            len(ids), len(x.cta_ids))
 
 
 def _cta_lifetimes(x: LaunchData) -> tuple[np.ndarray, np.ndarray, int, int, float]:
@@ -774,8 +870,14 @@ class ReportResult:
 def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | None = None,
                as_json: bool = False, clock_mhz: float | None = None,
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
-               gz: bool = False, raw: bool = False) -> ReportResult:
-    """Load raw launches or traces, summarize, and optionally plot and write traces."""
+               gz: bool = False, raw: bool = False, launches: str | None = None,
+               progress: Callable[[str], None] | None = None) -> ReportResult:
+    """Load raw launches or traces, summarize, and optionally plot and write traces.
+
+    Raw launches are decoded one at a time: each one's trace and plot are written and what the
+    summary needs is kept, so memory does not hold whole launches. ``launches`` keeps only
+    the launches whose numbers it names ("0-99,250"); ``progress`` receives a line every
+    ``PROGRESS_EVERY_S`` seconds of decoding."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
     if plot is not None:
         try:
@@ -783,34 +885,95 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         except ImportError as e:
             raise UserError("--plot needs matplotlib, which is not installed: "
                             "pip install 'proton-inject[plot]' (or pip install matplotlib)") from e
+    wanted = parse_launches(launches) if launches is not None else None
     raws, traces = expand_inputs(inputs)
     check_outputs([("input", p) for p in raws + traces],
                   [(o, p, k) for o, p, k in (("--trace", trace_dir, "dir"), ("--plot", plot, "file"))
                    if p is not None])
-    with warnings.catch_warnings():  # said once per kernel and cause below instead
-        warnings.simplefilter("ignore", DecodeWarning)
-        decoded = decode_raw(raws, clock_mhz, raw)
-    launches = [LaunchData.from_decoded(d) for d in decoded]
-    for t in traces:
-        launches += launches_from_trace(t, clock_mhz)
-    if not launches:
-        raise UserError("no launches found in the inputs")
-    files: list[Path] = []
-    if trace_dir is not None:
-        if not decoded:
-            raise UserError("--trace needs raw launches as input (traces are already traces)")
-        files += trace_mod.write_traces(decoded, trace_dir, merge=merge, gz=gz)
-    if plot is not None:
-        plot = Path(plot)
-        ordered = sorted(launches, key=lambda x: x.launch)
-        if len(ordered) == 1:
-            files.append(plot_timeline(ordered[0], plot))
-        else:
-            for x in ordered:
-                files.append(plot_timeline(x, plot.with_name(f"{plot.stem}.{x.launch:05d}-"
-                                                             f"{x.kernel}{plot.suffix}")))
-    summary = summarize(launches)
+    if wanted is not None or (merge and len(raws) > 1):
+        numbered = sorted(((_raw_launch(p), p) for p in raws), key=lambda t: t[0])
+        raws = [p for n, p in numbered if wanted is None or any(lo <= n <= hi for lo, hi in wanted)]
+    from_traces = [x for t in traces for x in launches_from_trace(t, clock_mhz)
+                   if wanted is None or any(lo <= x.launch <= hi for lo, hi in wanted)]
+    if not raws and not from_traces:
+        raise UserError(f"no launches numbered {launches} in the inputs" if wanted is not None
+                        else "no launches found in the inputs")
+    if trace_dir is not None and not raws:
+        raise UserError("--trace needs raw launches as input (traces are already traces)")
+    n_all = len(raws) + len(from_traces)
+    plots: list[Path] = []
+
+    def draw(x: LaunchData) -> None:
+        if plot is not None:
+            p = Path(plot)
+            plots.append(plot_timeline(x, p if n_all == 1 else p.with_name(
+                f"{p.stem}.{x.launch:05d}-{x.kernel}{p.suffix}")))
+
+    kept: list[LaunchData] = []
+    traced: list[tuple[Path, int, int]] = []  # trace file, JSON bytes, events
+    ext = ".json.gz" if gz else ".json"
+    merged = merged_path = None
+    if trace_dir is not None and merge:
+        merged_path = Path(trace_dir) / f"merged{ext}"
+    redo = False  # a launch started before the merged file's time 0: write it again
+    t_min = None
+    tick = _Progress(len(raws), progress)
+    try:
+        with warnings.catch_warnings():  # said once per kernel and cause below instead
+            warnings.simplefilter("ignore", DecodeWarning)
+            for i, d in enumerate(iter_decoded(raws, clock_mhz, raw)):
+                if merged_path is not None:
+                    t = trace_mod.time_zero(d)
+                    t_min = t if t_min is None else min(t_min, t)
+                    if merged is None:
+                        merged = trace_mod.TraceFile(merged_path, t, len(raws) > 1, gz)
+                    redo |= t < merged.t0
+                    if not redo:
+                        merged.add(d)
+                elif trace_dir is not None:
+                    w = trace_mod.TraceFile(Path(trace_dir) / f"{d.meta.label}{ext}",
+                                            trace_mod.time_zero(d), False, gz)
+                    w.add(d)
+                    traced.append((w.commit(), w.json_bytes, w.events))
+                x = LaunchData.from_decoded(d)
+                del d
+                draw(x)
+                kept.append(x.slim())
+                tick(i + 1)
+        tick.end()
+        if redo:  # rare (several streams or ranks): a second pass from the earliest launch
+            merged.abort()
+            merged = trace_mod.TraceFile(merged_path, t_min, len(raws) > 1, gz)
+            again = _Progress(len(raws), progress, "wrote the merged trace of")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DecodeWarning)
+                for i, d in enumerate(iter_decoded(raws, clock_mhz, raw)):
+                    merged.add(d)
+                    again(i + 1)
+            again.end()
+        if merged is not None:
+            traced.append((merged.commit(), merged.json_bytes, merged.events))
+            merged = None
+    finally:
+        if merged is not None:
+            merged.abort()
+    for x in sorted(from_traces, key=lambda x: x.launch):
+        draw(x)
+    launches_data = kept + from_traces
+    summary = summarize(launches_data)
     text = json.dumps(summary, indent=1) if as_json else format_text(summary)
     warn = [w for k in summary["kernels"] for w in k["warnings"]]
-    details = [i.detail for x in sorted(launches, key=lambda x: x.launch) for i in x.issues]
+    warn += [_big_trace(p, b, n, merge) for p, b, n in traced if b > TRACE_WARN_BYTES]
+    details = [i.detail for x in sorted(launches_data, key=lambda x: x.launch) for i in x.issues]
+    files = [p for p, _, _ in traced] + sorted(plots)
     return ReportResult(text=text, warnings=warn, files=files, summary=summary, details=details)
+
+
+def _big_trace(path: Path, size: int, events: int, merged: bool) -> str:
+    """What to do about a trace too big for Perfetto's UI."""
+    fix = ("select launches with --launches (e.g. --launches 0-99) or drop --merge (a file per "
+           "launch)" if merged else "record fewer warps (--warps 0) or regions")
+    return (f"{path}: {size / 2**20:,.0f} MiB of JSON ({events:,} regions), more than Perfetto's "
+            f"UI handles well (it parses traces in the browser's memory, ~2 GB): {fix}, or open "
+            "it with `trace_processor --httpd FILE` and ui.perfetto.dev "
+            "(perfetto.dev/docs/visualization/large-traces)")

@@ -5,7 +5,7 @@ CTA x warp named ``CTA c warp w`` and sorted by CTA then warp, a complete ("X") 
 region instance with args ``scope, loc, cycles, cta, warp, sm``, and a ``finalize`` slice
 per CTA on its first warp's thread with ``finalize_ns`` (post-final minus pre-final),
 ``init_ns`` and ``first_record_ns``. Times are microseconds with ns resolution from the
-launch's earliest CTA start (from the run's earliest launch when merged).
+launch's earliest CTA start or record (from the run's earliest launch when merged).
 
 Speed: event lines are built column-wise with numpy (digits of every row at once) and
 compacted with one boolean mask, instead of one ``json.dumps`` per event.
@@ -14,16 +14,19 @@ compacted with one boolean mask, instead of one ``json.dumps`` per event.
 from __future__ import annotations
 
 import gzip as _gzip
+import io
 import json
+import math
 import os
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .decode import Decoded
-from .fsutil import write_atomic
+from .fsutil import atomic_writer
 
 TRACE_FORMAT = "proton-inject-trace"
 _CHUNK = 1 << 15  # rows per formatting pass: a few MB of scratch, cache friendly
@@ -292,31 +295,86 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
     return parts, summary
 
 
+def time_zero(d: Decoded) -> int:
+    """Globaltimer ns of a launch's time 0: its earliest CTA start, or its earliest record
+    where the clock places one before that (Perfetto rejects negative timestamps)."""
+    first = float(d.events.start_ns.min()) if len(d.events) else 0.0
+    return d.base_ns + min(0, math.floor(first))
+
+
+class TraceFile:
+    """One trace written launch by launch, so a run of many launches never sits in memory.
+
+    Events go out as each launch is added (gzip level ``level`` on the fly when ``gz``), into
+    a temp file that ``commit`` renames over ``path``; ``abort`` removes it. The launches'
+    summaries (``otherData``) follow the events: they are known only once all were added.
+    ``t0_ns`` is the globaltimer value of time 0 and must not be later than any launch's
+    ``time_zero``. ``path=None`` writes to memory
+    (``commit`` then returns the bytes).
+    """
+
+    def __init__(self, path: str | os.PathLike | None, t0_ns: int, merged: bool,
+                 gz: bool = False, level: int = 1):
+        self.t0, self.merged = t0_ns, merged
+        self.json_bytes = 0  # uncompressed bytes so far
+        self.events = 0
+        self._summaries: list[dict[str, Any]] = []
+        self._pid_base = 1
+        self._held: Any = b""  # the latest event chunk: the last one must lose its comma
+        self._stack = ExitStack()
+        self.path = None if path is None else Path(path)
+        if path is None:
+            self._f: Any = self._stack.enter_context(io.BytesIO())
+            self._mem = self._f
+        else:
+            self._f = self._stack.enter_context(atomic_writer(path))
+            self._mem = None
+            if gz:  # (no file name in the header: it would be the temp file's)
+                self._f = self._stack.enter_context(
+                    _gzip.GzipFile(filename="", mode="wb", fileobj=self._f, compresslevel=level,
+                                   mtime=0))
+        self._write(b'{"displayTimeUnit":"ns","traceEvents":[\n')
+
+    def _write(self, b: Any) -> None:
+        self._f.write(b)
+        self.json_bytes += len(b)
+
+    def add(self, d: Decoded) -> None:
+        """Append one launch's events (its processes after those of the launches before)."""
+        if time_zero(d) < self.t0:
+            raise ValueError(f"launch {d.meta.label} starts before the trace's time 0")
+        parts, summary = _launch_parts(d, self._pid_base, self.t0, self.merged)
+        for p in parts:
+            if len(p):
+                if len(self._held):
+                    self._write(self._held)
+                self._held = p
+        self._summaries.append(summary)
+        self.events += len(d.events)
+        self._pid_base += (int(d.ctas.sm.max()) if len(d.ctas.sm) else 0) + 1
+
+    def commit(self) -> Any:
+        """Finish the file; returns its path (the bytes when written to memory)."""
+        last = bytes(self._held)
+        self._write(last[:-2] + b"\n" if last.endswith(b",\n") else last)
+        other = {"format": TRACE_FORMAT, "version": 1, "launches": self._summaries}
+        self._write(b'],"otherData":' + json.dumps(other, separators=(",", ":")).encode() + b"}\n")
+        data = self._mem.getvalue() if self._mem is not None else None
+        self._stack.close()
+        return data if data is not None else self.path
+
+    def abort(self) -> None:
+        """Drop the file (an old one at ``path`` stays)."""
+        err = RuntimeError("trace aborted")
+        self._stack.__exit__(type(err), err, None)
+
+
 def trace_bytes(launches: Sequence[Decoded]) -> bytes:
     """One Chrome trace (JSON bytes) holding the given launches on one time axis."""
-    merged = len(launches) > 1
-    t0 = min((d.base_ns for d in launches), default=0)
-    parts: list[bytes] = []
-    summaries = []
-    pid_base = 1
+    w = TraceFile(None, min((time_zero(d) for d in launches), default=0), len(launches) > 1)
     for d in launches:
-        p, s = _launch_parts(d, pid_base, t0, merged)
-        parts += p
-        summaries.append(s)
-        max_sm = int(d.ctas.sm.max()) if len(d.ctas.sm) else 0
-        pid_base += max_sm + 1
-    other = {"format": TRACE_FORMAT, "version": 1, "launches": summaries}
-    head = (
-        '{"displayTimeUnit":"ns","otherData":' + json.dumps(other, separators=(",", ":")) +
-        ',"traceEvents":[\n'
-    ).encode()
-    # Every event line ends in ",\n"; the last one must not have the comma.
-    while parts and len(parts[-1]) == 0:
-        parts.pop()
-    if parts:
-        last = bytes(parts[-1])
-        parts[-1] = last[:-2] + b"\n" if last.endswith(b",\n") else last
-    return b"".join([head, *parts, b"]}\n"])
+        w.add(d)
+    return w.commit()
 
 
 def write_trace(launches: Decoded | Sequence[Decoded], path: str | os.PathLike,
@@ -325,12 +383,19 @@ def write_trace(launches: Decoded | Sequence[Decoded], path: str | os.PathLike,
     if isinstance(launches, Decoded):
         launches = [launches]
     path = Path(path)
-    data = trace_bytes(launches)
-    if gz or (gz is None and path.name.endswith(".gz")):
-        if not path.name.endswith(".gz"):
-            path = path.with_name(path.name + ".gz")
-        data = _gzip.compress(data, compresslevel=level, mtime=0)
-    return write_atomic(path, data)
+    gz = bool(gz or (gz is None and path.name.endswith(".gz")))
+    if gz and not path.name.endswith(".gz"):
+        path = path.with_name(path.name + ".gz")
+    w = TraceFile(path, min((time_zero(d) for d in launches), default=0), len(launches) > 1, gz,
+                  level)
+    try:
+        for d in launches:
+            w.add(d)
+    except BaseException:
+        w.abort()
+        raise
+    w.commit()
+    return path
 
 
 def write_traces(launches: Sequence[Decoded], out_dir: str | os.PathLike, merge: bool = False,

@@ -1,0 +1,165 @@
+"""`proton-inject report` on runs of many launches: time, peak memory, output sizes.
+
+Builds a run directory the way ``run`` writes one (the runtime's own ``Session._save`` and
+``_write_index``: gzipped raw buffers + run.json) from the real H100 buffers in
+tests/data/h100-triton3.6: a share of add_kernel launches (4 warps, 9 regions a warp) and the
+rest mm_kernel launches (8 warps, 63 regions a warp, its buffer wrapped), each cut to the
+first ``--ctas`` CTAs and moved later in time launch by launch. Then, each case in a fresh
+process (so the peak RSS is that case's): ``run_report(DIR)``, the same with ``--trace`` (one
+``.json.gz`` per launch) and with ``--trace --merge --gz``, and the CLI once.
+
+    python benchmarks/report_scale.py --launches 1000,10000 [--ctas 64] [--mm-share 0.1]
+
+One run per case (no spread): the per-launch ratio between sizes is the linearity check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_trace import shift_blocks  # noqa: E402
+
+from proton_inject.decode import load_raw  # noqa: E402
+
+DATA = REPO / "tests" / "data" / "h100-triton3.6"
+GAP_NS = 300_000  # one launch to the next (the mm fixture runs 224 us on 1024 CTAs)
+GAP_CYCLES = 450_000  # ... at ~1.5 GHz
+
+
+def _fixture(name: str, ctas: int) -> tuple[np.ndarray, object, int]:
+    buf, meta = load_raw(DATA / f"profile_scratch_{name}.json")
+    rows = np.frombuffer(buf.tobytes(), np.uint32).reshape(-1, meta.bytes_per_cta // 4)
+    return rows[:ctas].copy(), meta, 10 + meta.num_warps
+
+
+def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> dict:
+    """Write ``launches`` launches under ``out`` with the runtime's writers; returns sizes."""
+    from proton_inject.lowering import LoweringOptions
+    from proton_inject.runtime import LaunchRecord, Session
+
+    # Never started: only its writers are used. The fixtures were recorded by every warp.
+    session = Session(DATA, out, LoweringOptions(warps="all", auto_size=False))
+    session._device_names[0] = "NVIDIA H100 80GB HBM3"
+    kinds = {n: _fixture(n, ctas) for n in ("add", "mm")}
+    every = max(1, round(1 / mm_share)) if mm_share > 0 else launches + 1
+    for seq in range(launches):
+        name = "mm" if seq % every == every - 1 else "add"
+        rows, meta, meta_words = kinds[name]
+        blk = rows.copy()
+        shift_blocks(blk, meta_words, seq * GAP_NS, seq * GAP_CYCLES)
+        rec = LaunchRecord(
+            seq=seq, kernel=meta.kernel, hash="H", compile_hash="C", grid=(ctas, 1, 1),
+            num_warps=meta.num_warps, num_ctas=1, stream=0, device=0,
+            scratch_bytes_per_cta=meta.bytes_per_cta,
+            scope_names=sorted(meta.scopes.items()), scope_parents=sorted(meta.scope_parents.items()),
+        )
+        session._locs[(rec.hash, rec.kernel)] = dict(meta.scope_locs)
+        session.result.launches.append(rec)
+        session._save(rec, blk.reshape(-1).view(np.uint8))
+    session._write_index()
+    raw = list((out / "raw").iterdir())
+    return {"files": len(raw), "bytes": sum(p.stat().st_size for p in raw)}
+
+
+def _sizes(paths: list[str]) -> dict:
+    by: dict[str, list[int]] = {}
+    for p in paths:
+        kind = "".join(Path(p).suffixes[-2:]) if p.endswith(".gz") else Path(p).suffix
+        by.setdefault(kind, []).append(os.path.getsize(p))
+    return {k: (len(v), sum(v)) for k, v in by.items()}
+
+
+def child(case: str, run_dir: str, tmp: str) -> None:
+    """One measured case; prints a JSON line."""
+    t0 = time.perf_counter()
+    if case == "cli":
+        p = subprocess.run([sys.executable, "-m", "proton_inject.cli", "report", run_dir],
+                           capture_output=True, text=True, cwd=REPO)
+        dt = time.perf_counter() - t0
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        lines = [x for x in p.stderr.splitlines() if "decoded" in x]
+        print(json.dumps({"s": dt, "rss": rss, "rc": p.returncode, "stdout": len(p.stdout),
+                          "progress_lines": len(lines), "last_progress": lines[-1] if lines else "",
+                          "err": p.stderr[-800:] if p.returncode else ""}))
+        return
+    import cProfile
+    import pstats
+
+    from proton_inject.report import run_report
+
+    kw = {"plain": {}, "trace": {"trace_dir": f"{tmp}/t", "gz": True},
+          "merge": {"trace_dir": f"{tmp}/m", "gz": True, "merge": True}}[case.removesuffix("+prof")]
+    prof = cProfile.Profile() if case.endswith("+prof") else None
+    if prof:
+        prof.enable()
+    res = run_report([run_dir], **kw)
+    dt = time.perf_counter() - t0
+    if prof:
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    kernels = {k["kernel"]: len(k["launches"]) for k in res.summary["kernels"]}
+    print(json.dumps({"s": dt, "rss": rss, "text": len(res.text), "kernels": kernels,
+                      "files": _sizes([str(f) for f in res.files])}))
+
+
+def measure(case: str, run_dir: Path, tmp: Path) -> dict:
+    p = subprocess.run([sys.executable, __file__, "--child", case, str(run_dir), str(tmp)],
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"{case} failed:\n{p.stderr[-3000:]}")
+    if case.endswith("+prof"):
+        print(p.stderr, file=sys.stderr)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--launches", default="1000,10000", help="comma-separated run sizes")
+    ap.add_argument("--ctas", type=int, default=128, help="CTAs per launch (fixtures: 1024)")
+    ap.add_argument("--mm-share", type=float, default=0.1, help="share of mm_kernel launches")
+    ap.add_argument("--cases", default="plain,trace,merge,cli",
+                    help="plain (table only), trace (--trace --gz), merge (--trace --merge --gz), "
+                         "cli (report DIR); add +prof to a case for a cProfile on stderr")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    mib = 2**20
+    print(f"launches: {1 - args.mm_share:.0%} add_kernel (4 warps, 9 regions/warp), "
+          f"{args.mm_share:.0%} mm_kernel (8 warps, 63 regions/warp, wrapped), {args.ctas} CTAs each")
+    print(f"{'launches':>9} {'case':<11} {'s':>8} {'ms/launch':>10} {'peak RSS MiB':>13}  outputs")
+    for n in (int(x) for x in args.launches.split(",")):
+        with tempfile.TemporaryDirectory(prefix="report_scale_") as tmp:
+            run_dir = Path(tmp) / "run"
+            t0 = time.perf_counter()
+            raw = build_run(run_dir, n, args.ctas, args.mm_share)
+            print(f"{n:>9,} {'(build)':<11} {time.perf_counter() - t0:>8.1f} {'':>10} {'':>13}  "
+                  f"raw/: {raw['files']:,} files, {raw['bytes'] / mib:,.1f} MiB")
+            for case in args.cases.split(","):
+                r = measure(case, run_dir, Path(tmp))
+                outs = (f"stdout {r['stdout']:,} B, rc {r['rc']}, {r['progress_lines']} progress "
+                        f"lines ({r['last_progress']!r}) {r['err']}" if case == "cli" else
+                        f"table {r['text']:,} B; " + ", ".join(
+                            f"{c:,} {k} {b / mib:,.1f} MiB" for k, (c, b) in r["files"].items()))
+                print(f"{n:>9,} {case:<11} {r['s']:>8.1f} {1000 * r['s'] / n:>10.2f} "
+                      f"{r['rss'] / mib:>13,.0f}  {outs}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
