@@ -2,9 +2,10 @@
 
 Each CTA spins on ``%clock64`` until N cycles pass (or on ``%globaltimer`` until N ns pass)
 and stores what it saw; ``--loops outer`` puts a region around each spin loop. Cases: short
-and long spins, a loop of spins (nested regions), two spins back to back, sampled warps,
-globaltimer spins, and a globaltimer spin right after a heavy matmul has pulled the clock
-down. Printed per case: the truth (median over CTAs) and the error of the region (per CTA,
+and long spins, a loop of spins (nested regions: its last spin against its truth, the whole
+loop against the sum of its spins' truths and by its self time), two spins back to back,
+sampled warps, globaltimer spins, and a globaltimer spin right after a heavy matmul has
+pulled the clock down. Printed per case: the truth (median over CTAs) and the error of the region (per CTA,
 warp 0: median, p5..p95), raw and after subtracting the calibrated record cost. The ns cases
 print a row per launch (the first one warms up), with the clock that launch's cycles went
 through (globaltimer fit, clock bracket, or a guess) and its stated uncertainty.
@@ -38,6 +39,9 @@ from proton_inject.report import expand_inputs  # noqa: E402
 CLOCK64 = tl.constexpr("mov.u64 $0, %clock64;")
 GLOBALTIMER = tl.constexpr("mov.u64 $0, %globaltimer;")
 RULES = {"loops": "outer"}  # a region around each loop, nothing else
+# Every warp records, Proton's own buffer size: what the README table was measured with. (The
+# tool's default records warp 0 of each partition: the "warp 0 only" case.)
+OPTIONS = LoweringOptions(warps="all", auto_size=False)
 
 
 @triton.jit
@@ -61,17 +65,18 @@ def spin_kernel(out_ptr, n, TIMER: tl.constexpr):
 @triton.jit
 def nested_kernel(out_ptr, n, reps):
     """Regions: the outer loop (scope 0) around ``reps`` spin loops (scope 1).
-    Truths: the outer loop, then the last inner spin."""
-    t0 = _now(False)
-    last = t0 - t0
+    Stored: the sum of the inner spins, each from its own clock reads (the outer region minus
+    it is the loop's own overhead), then the last inner spin (its truth)."""
+    total = tl.full([], 0, tl.int64)
+    last = total
     for _ in range(reps):
         s0 = _now(False)
         s = s0
         while s - s0 < n:
             s = _now(False)
         last = s - s0
-    t1 = _now(False)
-    tl.store(out_ptr + 2 * tl.program_id(0), t1 - t0)
+        total += last
+    tl.store(out_ptr + 2 * tl.program_id(0), total)
     tl.store(out_ptr + 2 * tl.program_id(0) + 1, last)
 
 
@@ -98,6 +103,9 @@ class Case:
     raw: np.ndarray  # per CTA error, no compensation
     comp: np.ndarray  # per CTA error, record cost subtracted
     clock: str
+    # "error": region - its truth; "overhead": region - the sum of its children's truths
+    # (what the region's own code took, not an error)
+    kind: str = "error"
 
 
 def _decode_all(out: str, cost: float) -> list[tuple]:
@@ -123,24 +131,32 @@ def region_per_cta(d, scope: int, unit: str, ctas: int) -> np.ndarray:
     return out
 
 
-def run_case(name, kernel, args, truths, unit, cost, options=None, ctas=264, before=None, plain=()):
+def self_per_cta(d, parent: int, child: int, ctas: int) -> np.ndarray:
+    """Cycles of ``parent`` in warp 0 of each CTA (one instance per CTA) minus the sum of its
+    ``child`` regions there: the parent's own code, by the records alone."""
+    e = d.events
+    w0 = e.warp == 0
+    out = np.full(ctas, np.nan)
+    m = w0 & (e.scope == parent)
+    out[e.cta[m]] = e.cycles[m]
+    m = w0 & (e.scope == child)
+    np.subtract.at(out, e.cta[m], e.cycles[m].astype(np.float64))
+    return out
+
+
+def run_case(name, kernel, args, truths, unit, cost, options=None, ctas=264, before=None,
+             overhead=()):
     """Launch ``kernel`` twice (the first warms it up) profiled; compare its regions with the
     truths it stored. ``truths``: [(scope, column of out)] per region to check. Columns in
-    ``plain`` take their truth from a run without the tool instead (median over CTAs): a
-    region around other regions contains their records, which its own clock reads count."""
+    ``overhead`` hold the sum of the region's children's truths, not its own: the region
+    minus it is the region's own overhead, printed as such."""
     import torch
 
     cols = max(c for _, c in truths) + 1
     out = torch.zeros(ctas * cols, dtype=torch.int64, device="cuda")
-    plain_truth = None
-    if plain:
-        for _ in range(2):
-            kernel[(ctas,)](out, *args, num_warps=4)
-        torch.cuda.synchronize()
-        plain_truth = np.median(out.view(ctas, cols).cpu().numpy().astype(np.float64), axis=0)
     seen = []  # each launch's truths (the second launch overwrites the first's)
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(RULES, tmp, options or LoweringOptions(), quiet=True) as res:
+        with profile(RULES, tmp, options or OPTIONS, quiet=True) as res:
             for i in range(2):
                 if before is not None and i == 1:
                     before()
@@ -154,15 +170,23 @@ def run_case(name, kernel, args, truths, unit, cost, options=None, ctas=264, bef
     for i, ((raw_d, comp_d), out_i) in enumerate(runs):
         truth_all = out_i.view(ctas, cols).cpu().numpy().astype(np.float64)
         for scope, col in truths:
-            t = truth_all[:, col] if col not in plain else np.full(ctas, plain_truth[col])
+            t = truth_all[:, col]
             r = region_per_cta(raw_d, scope, unit, ctas)
             c = region_per_cta(comp_d, scope, unit, ctas)
             ok = ~np.isnan(r) & ~np.isnan(c)
             label = name if len(truths) == 1 else f"{name}: {raw_d.scope_name(scope)}"
-            label += " (truth: plain run)" if col in plain else ""
+            label += " minus its inner spins = its own overhead" if col in overhead else ""
             label += f" [launch {i}]" if len(runs) > 1 else ""
             cases.append(Case(label, unit, float(np.median(t)), r[ok] - t[ok], c[ok] - t[ok],
-                              clock_label(comp_d.clock)))
+                              clock_label(comp_d.clock), "overhead" if col in overhead else "error"))
+        for scope, col in truths if overhead else ():
+            if col in overhead:  # the same, by the records alone: region - its children
+                child = [s for s, p in raw_d.meta.scope_parents.items() if p == scope]
+                r, c = (self_per_cta(x, scope, child[0], ctas) for x in (raw_d, comp_d))
+                ok = ~np.isnan(r) & ~np.isnan(c)
+                cases.append(Case(f"{name}: {raw_d.scope_name(scope)} minus its inner regions = "
+                                  "its self time", unit, 0.0, r[ok], c[ok],
+                                  clock_label(comp_d.clock), "self"))
     return cases
 
 
@@ -189,17 +213,17 @@ def heavy_matmul(seconds: float = 1.0):
 
 def measure(quick: bool = True) -> tuple[dict, list[Case]]:
     """Calibrate the record cost, then run every case; returns (calibration, cases)."""
-    cal = calibrate.measure(LoweringOptions(), save=False)
+    cal = calibrate.measure(OPTIONS, save=False)
     r = cal["cycles"]
     cases: list[Case] = []
     for n in (2_000, 200_000) if quick else (2_000, 20_000, 200_000):
         cases += run_case(f"spin {n:,} cycles", spin_kernel, (n, False), [(0, 0)], "cycles", r)
     cases += run_case("4 x spin 2,000 cycles", nested_kernel, (2_000, 4), [(0, 0), (1, 1)], "cycles", r,
-                      plain=(0,))
+                      overhead=(0,))
     cases += run_case("back to back 2 x 2,000", back_to_back_kernel, (2_000,), [(0, 0), (1, 1)],
                       "cycles", r)
     cases += run_case("spin 2,000 cycles, warp 0 only", spin_kernel, (2_000, False), [(0, 0)], "cycles",
-                      r, LoweringOptions(warps=(0,)))
+                      r, LoweringOptions(warps=(0,), auto_size=False))
     for n in (20_000, 200_000):
         cases += run_case(f"globaltimer spin {n:,} ns", spin_kernel, (n, True), [(0, 0)], "ns", r)
     cases += run_case("globaltimer 200,000 ns after matmul", spin_kernel, (200_000, True), [(0, 0)], "ns",
@@ -224,7 +248,10 @@ def table(cal: dict, cases: list[Case]) -> str:
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"record cost: {cal['cycles']:g} cycles per record (calibration region p5 {cal['p5']:g}, "
              f"p95 {cal['p95']:g}, {cal['instances']:,} regions) on {cal['device']}",
-             "error = region - truth per CTA (warp 0): median (p5..p95)"]
+             "error = region - truth per CTA (warp 0): median (p5..p95); an 'own overhead' row "
+             "gives region - the sum of its inner spins' truths instead (the loop's own code, less "
+             "the inner start records the spins absorb), a 'self time' row region - its inner "
+             "regions (the loop's own code: negative only if compensation over-corrects)"]
     lines += ["  ".join(v.ljust(w[i]) for i, v in enumerate(r)) for r in rows]
     return "\n".join(lines)
 
