@@ -107,7 +107,7 @@ def _errors(cases):
     "issue 10's 5-cycle goal is NOT met (H100, Triton 3.6, 2026-11-23): lone spin +12 "
     "(+9..+21), warp 0 only +15 (+8..+22) cycles after compensation (raw +47 / +50). In SASS "
     "the spin loop's exit (64-bit subtract, two compares and the branch on its last clock "
-    "read, then register moves; 3-9 instructions depending on the code after the loop) runs "
+    "read, then register moves; 5-9 instructions depending on the code after the loop) runs "
     "between the kernel's last read (its truth) and the end record's read, while the start "
     "record's cost, which compensation subtracts, lies inside the truth (a loop that spins on "
     "the clock absorbs it); so region - truth is that exit path minus one record cost"))
