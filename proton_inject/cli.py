@@ -187,7 +187,7 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
         click.echo(f"{name} ({file}): {n} region{'s' if n != 1 else ''}")
     if out:
         if srcp.is_dir():
-            instrument.write_tree(outputs, manifest, out)
+            instrument.write_tree(outputs, manifest, out, _carried_autotune(srcp))
         else:
             from .fsutil import write_atomic
 
@@ -386,9 +386,28 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
     for r in sorted(res.kernels, key=lambda r: r.ttgir_relpath):
         click.echo(f"  {r.ttgir_relpath}  ({r.target}, {r.num_warps} warps, "
                    f"{r.num_stages} stages)", err=True)
+    if res.autotune_file is not None:
+        click.echo(f"recorded the autotuners' choices ({res.autotune.summary()}) in {res.autotune_file}: "
+                   "run uses them", err=True)
     if res.exit_code:
         click.echo(f"dump: the program exited with code {res.exit_code}", err=True)
         sys.exit(res.exit_code)
+
+
+def _carried_autotune(src) -> dict[str, bytes]:
+    """The dump's autotuning decisions, for insert to carry into the tree (run pins them)."""
+    from . import autotune
+
+    path = src / autotune.FILE_NAME
+    if not path.is_file():
+        return {}
+    try:
+        n = len(autotune.load(path))
+    except ValueError as e:
+        click.echo(f"warning: {e}; not carried: run times every autotuner", err=True)
+        return {}
+    click.echo(f"carried {autotune.FILE_NAME} ({n} autotuning decisions)", err=True)
+    return {autotune.FILE_NAME: path.read_bytes()}
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -449,8 +468,12 @@ def _echo_messages(result, verbose: bool) -> None:
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also write a timeline PNG.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
 @click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
+@click.option("--autotune-from", type=click.Path(exists=True), default=None, metavar="DIR",
+              help="Autotuners take the choices recorded in DIR/autotune.json (a dump, or a run's "
+                   "or profile's -o) instead of timing configs.")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
-def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, verbose, raw, **kw):
+def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, verbose, raw,
+            autotune_from, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -465,7 +488,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     rules = _rules_from(kw)
     result = profile_program(
         list(program), rules, out, _options_from(kw), max_launches=max_launches,
-        max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
+        max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if result.launches and (not no_report or plot):

@@ -261,11 +261,17 @@ class CompileSession(Session):
         max_launches: int | None = None,
         max_pending_mb: float = 256,
         keep_tuning: bool = False,
+        autotune_from: str | os.PathLike | None = None,
     ) -> None:
         out = Path(out)
         super().__init__(out / "ir", out, options, None, max_launches, max_pending_mb, keep_tuning)
         self.hook = CompileHook(as_rules(rules), out / "ir")
         self._unhooked: set[str] = set()  # kernels launched that never went through the hook
+        self.autotune_from = None if autotune_from is None else str(autotune_from)
+
+    def _decisions_dir(self) -> Path:
+        """Beside the instrumented IR: ``run OUT/ir`` then takes the same choices."""
+        return self.out / "ir"
 
     def _override_tree(self) -> None:
         import triton
@@ -361,13 +367,16 @@ def profile(
     max_pending_mb: float = 256,
     keep_tuning: bool = False,
     quiet: bool = False,
+    autotune_from: str | os.PathLike | None = None,
 ) -> Iterator[RunResult]:
     """Instrument every kernel compiled inside the ``with`` block and profile its launches.
 
     ``rules`` are ``insert``'s (a ``Rules``, or a dict such as ``{"loops": "both"}``; None:
     kernel body and outer loops). Kernels compiled before the block are compiled again.
+    ``autotune_from``: a directory holding autotune.json (a dump, a run's or profile's
+    output) whose recorded choices autotuners take instead of timing.
     """
-    session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning)
+    session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning, autotune_from)
     try:
         with session_block(session, quiet) as result:
             yield result
@@ -388,7 +397,8 @@ def profile_program(
     max_launches: int | None = None,
     max_pending_mb: float = 256,
     keep_tuning: bool = False,
+    autotune_from: str | os.PathLike | None = None,
 ) -> RunResult:
     """Run ``python script.py ARGS`` (or ``-m module``) here with compile-time instrumentation."""
-    session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning)
+    session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning, autotune_from)
     return run_in_session(session, argv, "profile")

@@ -481,11 +481,17 @@ def manifest_json(manifest: dict) -> str:
     return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
 
-def write_tree(outputs: dict[str, str], manifest: dict, out: str | Path) -> Path:
+# Top-level files of a tree besides .ttgir (the dump's autotuning choices, carried for run).
+_TREE_FILES = ("manifest.json", "autotune.json")
+
+
+def write_tree(outputs: dict[str, str], manifest: dict, out: str | Path,
+               extras: dict[str, bytes] | None = None) -> Path:
     """Write the override tree as a whole: build it beside `out`, then swap it in.
 
-    Only .ttgir files and manifest.json go in: a .cubin/.ptx/.llir there would
-    override the instrumented build with the original one.
+    Only .ttgir files, manifest.json and ``extras`` (top-level JSON files such as
+    autotune.json) go in: a .cubin/.ptx/.llir there would override the instrumented build
+    with the original one.
     """
     out = Path(out)
     _check_replaceable(out)
@@ -494,6 +500,8 @@ def write_tree(outputs: dict[str, str], manifest: dict, out: str | Path) -> Path
         for rel, text in outputs.items():
             write_atomic(tmp / rel, text.encode("latin-1"))
         write_atomic(tmp / "manifest.json", manifest_json(manifest))
+        for name, data in (extras or {}).items():
+            write_atomic(tmp / name, data)
 
     return replace_tree(out, build)
 
@@ -504,7 +512,7 @@ def _check_replaceable(out: Path) -> None:
         raise UserError(f"-o {out}: exists and is not a directory; choose another -o")
     if out.is_dir():
         other = [p for p in out.rglob("*") if p.is_file() and p.suffix != ".ttgir"
-                 and p.name != "manifest.json"]
+                 and not (p.parent == out and p.name in _TREE_FILES)]
         if other:
             raise UserError(f"-o {out}: holds {other[0].relative_to(out)}, which is not TTGIR "
                             "written by proton-inject; choose another -o or remove it")

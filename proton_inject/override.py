@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import autotune
 from .errors import UserError
 from .fsutil import write_atomic
 
@@ -855,6 +856,8 @@ class ProgramDump:
     compiled: int  # kernel compiles seen (all names, before --kernel and de-duplication)
     exit_code: int
     notes: list[str] = field(default_factory=list)
+    autotune: Any = None  # autotune.Decisions the program's autotuners made (written beside)
+    autotune_file: Path | None = None
 
 
 _DUMP_CHILD = (
@@ -935,6 +938,7 @@ def dump_program(
         records = _read_records(records_path)
         dump_dir = Path(env["TRITON_DUMP_DIR"])
         results, notes = _program_results(records, dump_dir, pattern)
+        decisions = autotune.from_lines(_autotune_lines(records_path))
     where = " ".join([target, *args])
     if not records:
         raise UserError(
@@ -948,7 +952,31 @@ def dump_program(
         )
     write_dump(results, out_dir)
     _mark_program_entries(out_dir, results, [target, *args])
-    return ProgramDump(results, len(records), proc.returncode, notes)
+    dumped = ProgramDump(results, len(records), proc.returncode, notes, decisions)
+    if len(decisions):
+        dumped.autotune_file = _write_decisions(decisions, out_dir)
+    return dumped
+
+
+def _autotune_lines(records_path: str) -> str:
+    """Where the child appends the autotuning decisions (beside its compile records)."""
+    return os.path.join(os.path.dirname(records_path), "autotune.jsonl")
+
+
+def _write_decisions(decisions: Any, out_dir: str | os.PathLike) -> Path:
+    """Write the program's autotuning decisions beside the manifest; decisions an earlier dump
+    into this directory recorded for other kernels or keys are kept."""
+    old = autotune.find_file(out_dir)
+    merged = autotune.Decisions()
+    if old is not None and old.parent == Path(out_dir):
+        try:
+            merged = autotune.load(old)
+        except ValueError:
+            merged = autotune.Decisions()  # a damaged file is replaced
+    merged.triton.update(decisions.triton)
+    merged.inductor.update(decisions.inductor)
+    merged.conflicts = decisions.conflicts
+    return merged.write(out_dir)
 
 
 def _read_records(path: str) -> list[dict[str, Any]]:
@@ -1044,7 +1072,15 @@ def _dump_child(argv: list[str]) -> int:
     records_path, kind, target, *args = argv
     import triton
 
+    try:  # the program's autotuning decisions, for run to use the same configs
+        patch_inductor = autotune.record_in_child(_autotune_lines(records_path))
+    except Exception as e:  # never break the user's program over it
+        print(f"proton-inject dump: autotuning decisions are not recorded: {e}", file=sys.stderr)
+        patch_inductor = None
+
     def listener(*, src, metadata, metadata_group, times, cache_hit):
+        if patch_inductor is not None:
+            patch_inductor()  # Inductor compiles its kernels before it autotunes them
         fn = getattr(src, "fn", None)
         if fn is None:  # an IR file, not a kernel of the program
             return

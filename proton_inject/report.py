@@ -147,8 +147,8 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
             if found:
                 raws += found
                 continue
-            tr = sorted(q for q in p.iterdir()
-                        if q.name.endswith((".json", ".json.gz")) and not _is_run_index(q))
+            tr = sorted(q for q in p.iterdir() if q.name.endswith((".json", ".json.gz"))
+                        and not _is_run_index(q) and not q.name.endswith(AUTOTUNE_FILE))
             if not tr:
                 runs = sorted(q for q in p.glob("run*.json") if _is_run_index(q))
                 if runs:
@@ -164,6 +164,9 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
         else:
             raise UserError(f"{p}: expected a raw launch (.json/.bin), a trace (.json[.gz]) or a dir")
     return raws, traces
+
+
+AUTOTUNE_FILE = "autotune.json"  # (rank<R>-)autotune.json: a run's autotuning choices, no trace
 
 
 def _is_run_index(path: Path) -> bool:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import bracket, calibrate
+from . import autotune, bracket, calibrate
 from .errors import UserError
 from .fsutil import write_atomic
 from .lowering import LoweringOptions, installed, lowering_skipped, scope_names_of, suggest_buffer_size
@@ -429,6 +429,13 @@ class Session:
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
         # run: files of an earlier run in out would be mixed into this run's report.
         self.clear_out = False
+        # Where the autotuning choices to pin come from (a dump, a tree, a run's output, or the
+        # file itself); run: its tree, which insert gave the dump's autotune.json.
+        self.autotune_from: str | None = self.instrumented_dir
+        self._tuner: autotune.Tuner | None = None
+        self._pins_file: Path | None = None
+        self._pins_error: str | None = None
+        self._decided = autotune.Decisions()  # this run's own choices, written to autotune.json
 
     # -- setup / teardown --
 
@@ -458,6 +465,7 @@ class Session:
                 "record stores to global memory; use --buffer-type shared on AMD GPUs"
             )
 
+        self._load_pins()  # before out is cleared: it may be where the pins come from
         if self.clear_out:
             clear_out_dir(self.out, self.rank)
         self._compile_brackets()
@@ -503,6 +511,7 @@ class Session:
         triton.knobs.cache.dir = cache_dir
         triton.knobs.compilation.dump_ir = False
         self._set_env("TRITON_CACHE_DIR", cache_dir)
+        self._load_pins()
         self._override_tree()
         self._setup_inductor()
         # Autotuners time the plain builds (_plain_builds): what the program would build.
@@ -546,6 +555,31 @@ class Session:
             self._brackets.clear()
             self.result.messages.append(f"warning: clock {self._bracket_error}; later launches have "
                                         "none")
+
+    def _load_pins(self) -> None:
+        """The autotuning choices this session pins (``autotune_from``), once. A damaged file
+        in the tree is a warning (autotuners then time, as without one); one named explicitly
+        (profile --autotune-from) that is missing or damaged is a UserError."""
+        if self._tuner is not None:
+            return
+        pins, src = None, self.autotune_from
+        explicit = src is not None and src != self.instrumented_dir
+        if src and not self.keep_tuning:  # --keep-tuning: the user wants the tuning launches
+            path = Path(src) if Path(src).is_file() else autotune.find_file(src)
+            if path is None and explicit:
+                raise UserError(f"--autotune-from {src}: no {autotune.FILE_NAME} there (dump writes one "
+                                "when the program autotunes; run and profile write one into their -o)")
+            if path is not None:
+                try:
+                    pins = autotune.load(path)
+                    self._pins_file = path
+                except ValueError as e:
+                    if explicit:
+                        raise UserError(f"--autotune-from: {e}") from e
+                    self._pins_error = str(e)
+                    self._note_once(f"warning: {e}; autotuners time the plain builds instead")
+        self._tuner = autotune.Tuner(pins, record=self._decided.add,
+                                     note=lambda text: self._note_once(f"warning: {text}"))
 
     def _override_tree(self) -> None:
         """Point Triton's kernel override at a private copy of the instrumented tree."""
@@ -656,6 +690,8 @@ class Session:
         # While the autotuner runs, the launch hook can ask it which config won.
         self._patch(Autotuner, "_bench", bench)
         self._patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
+        tuner = self._tuner or autotune.Tuner()
+        self._patch(Autotuner, "run", tuner.triton_run)  # recorded choices first, no timing
         heur = sys.modules.get("torch._inductor.runtime.triton_heuristics")
         if heur is None:
             try:
@@ -667,6 +703,9 @@ class Session:
             self._patch(cls, "benchmark_all_configs", self._inductor_benchmark)
         if cls is not None and "coordinate_descent_tuning" in cls.__dict__:
             self._patch(cls, "coordinate_descent_tuning", self._inductor_coordesc)
+            self._patch(cls, "coordinate_descent_tuning", tuner.inductor_coordesc)
+        if cls is not None and "autotune_to_one_config" in cls.__dict__:
+            self._patch(cls, "autotune_to_one_config", tuner.inductor_autotune)
 
     def _plain_launcher(self, at: Any, launcher: Any) -> Any:
         """An Inductor launcher of ``launcher``'s config built from the plain kernel."""
@@ -680,6 +719,10 @@ class Session:
         session = self
 
         def wrapper(at: Any, *args: Any, **kwargs: Any) -> Any:
+            pinned = session._tuner.inductor_pinned_timings(at) if session._tuner else None
+            if pinned is not None:  # the recorded config wins; nothing is timed
+                at.reset_to_zero_args(*args, **kwargs)  # as after Inductor's own benchmarking
+                return pinned
             with session._tuning("inductor") as plain:
                 inst = list(getattr(at, "launchers", None) or [])
                 if not plain or not inst:
@@ -706,6 +749,9 @@ class Session:
         session = self
 
         def wrapper(at: Any, launcher: Any, *args: Any, **kwargs: Any) -> Any:
+            pinned = session._tuner.inductor_pinned_coordesc(at) if session._tuner else None
+            if pinned is not None:
+                return pinned
             with session._tuning("inductor") as plain:
                 try:
                     start = session._plain_launcher(at, launcher) if plain else None
@@ -1314,10 +1360,44 @@ class Session:
             self._diagnose()
             if self.write_traces:
                 self._write_traces()
+            self._write_decisions()
             self._write_index()
         finally:
             self._teardown()
         return self.result
+
+    def _autotune_summary(self) -> list[str]:
+        """One line: how many autotuning choices were pinned to recorded ones, how many timed."""
+        t = self._tuner
+        if t is None or not (t.pinned or t.timed):
+            return []
+        timed = (f"{t.timed} timed on the plain builds" if not self.keep_tuning
+                 else f"{t.timed} timed on the instrumented builds (--keep-tuning)")
+        if t.near_tied:
+            timed += f" ({t.near_tied} with configs within 2% of the fastest: a plain run may choose another)"
+        if self._pins_file is not None:
+            tail = " (not recorded: other shapes or kernels than then)" if t.timed else ""
+            return [f"autotuning: {t.pinned} choice(s) taken from {self._pins_file}, {timed}{tail}"]
+        hint = ("" if self.keep_tuning or self._pins_error else
+                "; near-tied configs may be chosen differently than in a plain run: "
+                + ("--autotune-from DIR uses recorded choices" if self.autotune_from is None
+                   else "dump and insert again to record the plain run's choices"))
+        return [f"autotuning: {timed}{hint}"]
+
+    def _write_decisions(self) -> None:
+        """This run's autotuning choices, for a later run or profile (--autotune-from)."""
+        if not len(self._decided):
+            return
+        name = autotune.FILE_NAME if self.rank is None else f"rank{self.rank}-{autotune.FILE_NAME}"
+        try:
+            path = write_atomic(self._decisions_dir() / name, json.dumps(self._decided.to_json(), indent=1) + "\n")
+        except OSError as e:
+            self.result.messages.append(f"could not write {name}: {e}")
+            return
+        self.result.files.append(str(path))
+
+    def _decisions_dir(self) -> Path:
+        return self.out
 
     def _diagnose(self) -> None:
         msgs = self.result.messages
@@ -1350,6 +1430,7 @@ class Session:
             )
         if not self.result.launches and not msgs:
             msgs.append("no instrumented kernel was launched while profiling")
+        msgs.extend(self._autotune_summary())
         for reason, n in sorted(self.result.dropped.items()):
             if reason == "autotune benchmarking" and not self.keep_tuning:
                 msgs.append(f"{n} launches of instrumented kernels not kept (autotune benchmarking: "
@@ -1430,6 +1511,9 @@ class Session:
             "dropped": self.result.dropped,
             "in_cuda_graphs": self.result.in_cuda_graphs,
             "compile_fallbacks": self.result.compile_fallbacks,
+            "autotune": {"pinned": self._tuner.pinned if self._tuner else 0,
+                         "timed": self._tuner.timed if self._tuner else 0,
+                         "from": str(self._pins_file) if self._pins_file else None},
             "exit_code": self.result.exit_code,
             "messages": self.result.messages,
             "details": self.result.details,

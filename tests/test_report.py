@@ -228,6 +228,7 @@ def test_report_on_a_run_that_kept_nothing(tmp_path):
         "launches": [], "exit_code": 1,
         "messages": ["kernel add_kernel (ABC) was never compiled: the program did not launch it"],
     }, indent=1))
+    (tmp_path / "autotune.json").write_text('{"format": 1, "triton": [], "inductor": []}\n')  # not a trace
     r = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert r.exit_code == 2
     assert "the run kept no launches (the program exited with code 1)" in r.output

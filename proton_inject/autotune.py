@@ -1,0 +1,452 @@
+"""Autotuning decisions: recorded while `dump` runs the program plain, pinned under `run`.
+
+Timing configs is noisy: configs within a few percent of each other are chosen differently by
+two plain runs of one program, and a kernel's output bytes can depend on its config (another
+block size adds in another order). So `dump` records what each autotuner chose (Triton's
+``@triton.autotune`` per autotune key, Inductor's CachingAutotuner per kernel, coordinate
+descent included) in ``autotune.json``; `insert` carries the file into the instrumented tree
+and `run` (or `profile --autotune-from`) uses the recorded configs without timing. A decision
+that was not recorded (other shapes) is timed as before, on the plain builds.
+
+The file: ``{"format": 1, "triton": [...], "inductor": [...]}``. A Triton entry names the
+kernel (``module``, ``kernel``: the function's qualified name), ``configs`` (a digest of the
+autotuner's config list), ``key`` (the autotune key as Triton builds it: the key arguments'
+values, then the dtype of each tensor argument) and ``config``; ``timings`` and
+``bench_time`` are what the plain run measured. An Inductor entry names ``kernel`` and ``src``
+(a digest of its source and size hints); ``autotune`` is the config chosen among several,
+``coordesc`` the coordinate-descent result (either may be null).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from .fsutil import write_atomic
+
+FILE_NAME = "autotune.json"
+FORMAT = 1
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def config_dict(cfg: Any) -> dict[str, Any]:
+    """A triton.Config as JSON: what decides the build, and whether it has a pre_hook."""
+    kwargs = {str(k): (v if isinstance(v, _SCALARS) else str(v)) for k, v in cfg.kwargs.items()}
+    return {"kwargs": kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages,
+            "num_ctas": cfg.num_ctas, "maxnreg": cfg.maxnreg,
+            "pre_hook": cfg.pre_hook is not None}  # fmt: skip
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _configs_digest(configs: Iterable[Any]) -> str:
+    return _digest([config_dict(c) for c in configs])
+
+
+def tuning_key(at: Any, args: tuple, kwargs: dict) -> tuple:
+    """The key Triton's ``Autotuner.run`` caches its choice under (triton 3.6)."""
+    all_args = {**dict(zip(at.arg_names, args, strict=False)), **kwargs}
+    named = {k: v for k, v in all_args.items() if k in at.arg_names}
+    key = [named[k] for k in at.keys if k in named]
+    key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+    return tuple(key)
+
+
+def _key_json(key: tuple) -> str | None:
+    """The key as the file holds it, or None when a part is not a plain scalar."""
+    if not all(isinstance(k, _SCALARS) for k in key):
+        return None
+    return json.dumps(list(key))
+
+
+def _triton_id(at: Any, key: tuple) -> tuple[str, str, str, str] | None:
+    fn = at.base_fn
+    kj = _key_json(key)
+    if kj is None:
+        return None
+    return (getattr(fn, "__module__", "") or "", fn.__qualname__, _configs_digest(at.configs), kj)
+
+
+def _inductor_id(at: Any) -> tuple[str, str]:
+    # Its config list is gone after precompile (Inductor sets it to None): the source and the
+    # size hints the configs came from stand for it.
+    src = f"{getattr(at.fn, 'src', '') or ''}\n{getattr(at, 'size_hints', None)}"
+    return (at.fn.__name__, hashlib.sha256(src.encode()).hexdigest()[:16])
+
+
+def _timings(at: Any) -> list:
+    out = []
+    for cfg, t in (getattr(at, "configs_timings", None) or {}).items():
+        vals = list(t) if isinstance(t, list | tuple) else [t]
+        out.append([config_dict(cfg), [float(v) for v in vals]])
+    return out
+
+
+class Decisions:
+    """Autotuning decisions: what one run chose (recorded), or what a run is to use (pins)."""
+
+    def __init__(self) -> None:
+        self.triton: dict[tuple, dict] = {}
+        self.inductor: dict[tuple, dict] = {}
+        self.conflicts = 0  # one decision recorded twice, differently: left out of the pins
+
+    # -- recording --
+
+    def add(self, entry: dict) -> None:
+        """Add one entry (as the file or a record line holds it); the same decision chosen
+        differently twice (two autotuner objects of one kernel) pins neither."""
+        if entry.get("kind", "triton") == "triton":
+            ident = (entry["module"], entry["kernel"], entry["configs"], json.dumps(entry["key"]))
+            table, fields = self.triton, ("config",)
+        else:
+            ident = (entry["kernel"], entry["src"])
+            table, fields = self.inductor, ("autotune", "coordesc")
+        new = {k: v for k, v in entry.items() if k != "kind"}
+        old = table.get(ident)
+        if old is None:
+            table[ident] = new
+            return
+        for f in fields:
+            a, b = old.get(f), new.get(f)
+            if a is None or b is None or a == b:
+                old[f] = a if b is None else b
+            elif not old.get("conflict"):
+                old["conflict"] = True
+                self.conflicts += 1
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "triton": list(self.triton.values()),
+                "inductor": list(self.inductor.values())}  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.triton) + len(self.inductor)
+
+    def summary(self) -> str:
+        n_ind = sum(1 for e in self.inductor.values() if e.get("autotune") or e.get("coordesc"))
+        text = f"{len(self.triton)} Triton autotune key(s), {n_ind} Inductor kernel(s)"
+        return text + (f"; {self.conflicts} chosen differently twice, not pinned" if self.conflicts else "")
+
+    # -- the file --
+
+    @classmethod
+    def from_json(cls, data: Any) -> Decisions:
+        """Decisions from the file's JSON; ValueError saying what is wrong."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"not an autotune file of format {FORMAT}")
+        out = cls()
+        for kind in ("triton", "inductor"):
+            entries = data.get(kind, [])
+            if not isinstance(entries, list):
+                raise ValueError(f"'{kind}' is not a list")
+            for i, e in enumerate(entries):
+                try:
+                    out.add({**e, "kind": kind})
+                    if kind == "triton":
+                        _check_config(e["config"])
+                    for f in ("autotune", "coordesc") if kind == "inductor" else ():
+                        if e.get(f) is not None:
+                            _check_config(e[f])
+                except (KeyError, TypeError, ValueError, AttributeError) as err:
+                    raise ValueError(f"{kind} entry {i}: {err!r}") from err
+        return out
+
+    def write(self, directory: str | os.PathLike) -> Path:
+        return write_atomic(Path(directory) / FILE_NAME, json.dumps(self.to_json(), indent=1) + "\n")
+
+
+def _check_config(c: Any) -> None:
+    if not isinstance(c, dict) or not isinstance(c.get("kwargs"), dict):
+        raise ValueError("config without kwargs")
+    for f in ("num_warps", "num_stages", "num_ctas"):
+        if not isinstance(c.get(f), int):
+            raise ValueError(f"config {f} is not an integer")
+
+
+def load(path: str | os.PathLike) -> Decisions:
+    """The decisions of an autotune file; ValueError (with the file's name) if it is bad."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: {e}") from e
+    try:
+        return Decisions.from_json(data)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from e
+
+
+def find_file(directory: str | os.PathLike) -> Path | None:
+    """The autotune file of a dump, an instrumented tree or a run's output (its ir/ too)."""
+    d = Path(directory)
+    for p in (d / FILE_NAME, d / "ir" / FILE_NAME):
+        if p.is_file():
+            return p
+    return None
+
+
+def from_lines(path: str | os.PathLike) -> Decisions:
+    """Decisions from the JSON lines the dump's child appends (a torn last line is skipped)."""
+    out = Decisions()
+    if not os.path.exists(path):
+        return out
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                out.add(json.loads(line))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return out
+
+
+# --- what an autotuner does: record, and pin ---------------------------------------------------
+
+
+class Tuner:
+    """Records each decision autotuners make (``record``, called with an entry) and, where
+    ``pins`` holds the decision, makes them take it without timing. ``note`` receives
+    warnings (each once). Counts ``pinned`` and ``timed`` decisions."""
+
+    def __init__(self, pins: Decisions | None = None, record: Callable[[dict], None] | None = None,
+                 note: Callable[[str], None] | None = None) -> None:
+        self.pins = pins
+        self.record = record
+        self.note = note or (lambda text: None)
+        self.pinned = 0
+        self.timed = 0
+        self.near_tied = 0  # timed Triton choices whose runner-up was within 2% (noise decides)
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    def _warn(self, text: str) -> None:
+        with self._lock:
+            if text in self._warned:
+                return
+            self._warned.add(text)
+        self.note(text)
+
+    def _count(self, pinned: bool) -> None:
+        with self._lock:
+            if pinned:
+                self.pinned += 1
+            else:
+                self.timed += 1
+
+    def _emit(self, entry: dict) -> None:
+        if self.record is None:
+            return
+        try:
+            self.record(entry)
+        except Exception as e:  # never the program's failure
+            self._warn(f"could not record an autotuning decision: {e}")
+
+    # -- Triton's Autotuner --
+
+    def triton_run(self, orig: Any) -> Any:
+        """Wrap ``Autotuner.run``: pin a recorded key's config before Triton looks in its
+        cache, record the config of a key it tuned."""
+        tuner = self
+
+        def run(at: Any, *args: Any, **kwargs: Any) -> Any:
+            key, fresh, pinned = None, False, False
+            if len(at.configs) > 1:
+                try:
+                    key = tuning_key(at, args, kwargs)
+                    fresh = key not in at.cache
+                    pinned = fresh and tuner._pin_triton(at, key, args, kwargs)
+                except Exception as e:  # the autotuner then does what it does without us
+                    tuner._warn(f"autotune pinning skipped for {getattr(at.base_fn, '__name__', '?')}: {e!r}")
+                    fresh = False
+            ret = orig(at, *args, **kwargs)
+            if fresh and key in at.cache:
+                if not pinned and _near_tie(getattr(at, "configs_timings", None)):
+                    with tuner._lock:
+                        tuner.near_tied += 1
+                tuner._record_triton(at, key)
+            return ret
+
+        return run
+
+    def _pin_triton(self, at: Any, key: tuple, args: tuple, kwargs: dict) -> bool:
+        """Put the recorded choice for ``key`` where Triton's run looks first; whether it did."""
+        ident = _triton_id(at, key) if self.pins is not None else None
+        entry = self.pins.triton.get(ident) if ident else None
+        if entry is None or entry.get("conflict"):
+            self._count(False)
+            return False
+        want = entry["config"]
+        cfg = next((c for c in at.configs if config_dict(c) == want), None)
+        if cfg is None:
+            self._warn(f"kernel {at.base_fn.__name__}: the recorded config ({want}) is not one of its "
+                       "autotune configs; it is timed instead")
+            self._count(False)
+            return False
+        by_desc = {json.dumps(config_dict(c), sort_keys=True): c for c in at.configs}
+        timings = {}
+        for item in entry.get("timings") or []:  # the plain run's, for a program that reads them
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], list):
+                c = by_desc.get(json.dumps(item[0], sort_keys=True))
+                if c is not None:
+                    timings[c] = item[1]
+        # What Triton's benchmark() leaves behind: the choice, its timings, the reset of
+        # reset_to_zero arguments before the real launch.
+        at.cache[key] = cfg
+        at.configs_timings = timings or {cfg: [0.0, 0.0, 0.0]}
+        at.bench_time = float(entry.get("bench_time") or 0.0)
+        full = {**dict(zip(at.arg_names, args, strict=False)), **kwargs, **cfg.all_kwargs()}
+        at.pre_hook(full, reset_only=True)
+        self._count(True)
+        return True
+
+    def _record_triton(self, at: Any, key: tuple) -> None:
+        fn = at.base_fn
+        if _key_json(key) is None:
+            return
+        self._emit({"kind": "triton", "module": getattr(fn, "__module__", "") or "", "kernel": fn.__qualname__,
+                    "configs": _configs_digest(at.configs), "key": list(key),
+                    "config": config_dict(at.cache[key]), "timings": _timings(at),
+                    "bench_time": float(getattr(at, "bench_time", 0.0) or 0.0)})
+
+    # -- Inductor's CachingAutotuner --
+
+    def _inductor_entry(self, at: Any) -> dict | None:
+        if self.pins is None:
+            return None
+        entry = self.pins.inductor.get(_inductor_id(at))
+        return None if entry is None or entry.get("conflict") else entry
+
+    def inductor_pinned_timings(self, at: Any) -> dict | None:
+        """For ``benchmark_all_configs``: timings that make ``autotune_to_one_config`` keep the
+        recorded config's launcher (built if no launcher has it), or None to time them."""
+        entry = self._inductor_entry(at)
+        want = entry and entry.get("autotune")
+        if not want:
+            self._count(False)
+            return None
+        launchers = list(at.launchers)
+        best = next((lc for lc in launchers if config_dict(lc.config) == want), None)
+        if best is None:
+            try:
+                best = at._precompile_config(_make_config(want)).make_launcher()
+            except Exception as e:
+                self._warn(f"kernel {at.fn.__name__}: the recorded config could not be built ({e}); "
+                           "it is timed instead")
+                self._count(False)
+                return None
+            at.launchers = [*launchers, best]
+        self._count(True)
+        return {lc: (0.0 if lc is best else 1.0) for lc in at.launchers}
+
+    def inductor_pinned_coordesc(self, at: Any) -> Any:
+        """For ``coordinate_descent_tuning``: the launcher of the recorded result, or None."""
+        entry = self._inductor_entry(at)
+        want = entry and entry.get("coordesc")
+        if not want:
+            self._count(False)
+            return None
+        try:
+            cfg = _make_config(want)
+            cfg.found_by_coordesc = True  # as Inductor marks its own result: not tuned again
+            launcher = at._precompile_config(cfg).make_launcher()
+        except Exception as e:
+            self._warn(f"kernel {at.fn.__name__}: the recorded coordinate-descent config could not be "
+                       f"built ({e}); it is tuned instead")
+            self._count(False)
+            return None
+        self._count(True)
+        return launcher
+
+    def inductor_autotune(self, orig: Any) -> Any:
+        """Wrap ``autotune_to_one_config``: record the config it kept."""
+        tuner = self
+
+        def wrapper(at: Any, *args: Any, **kwargs: Any) -> Any:
+            ret = orig(at, *args, **kwargs)
+            launchers = getattr(at, "launchers", None) or []
+            if len(launchers) == 1:
+                tuner._emit({"kind": "inductor", **tuner._inductor_names(at),
+                             "autotune": config_dict(launchers[0].config), "coordesc": None})
+            return ret
+
+        return wrapper
+
+    def inductor_coordesc(self, orig: Any) -> Any:
+        """Wrap ``coordinate_descent_tuning``: record the config it returned."""
+        tuner = self
+
+        def wrapper(at: Any, launcher: Any, *args: Any, **kwargs: Any) -> Any:
+            winner = orig(at, launcher, *args, **kwargs)
+            if winner is not None and getattr(winner, "config", None) is not None:
+                tuner._emit({"kind": "inductor", **tuner._inductor_names(at),
+                             "autotune": None, "coordesc": config_dict(winner.config)})
+            return winner
+
+        return wrapper
+
+    @staticmethod
+    def _inductor_names(at: Any) -> dict:
+        kernel, src = _inductor_id(at)
+        return {"kernel": kernel, "src": src}
+
+
+def _near_tie(timings: Any, within: float = 0.02) -> bool:
+    """Whether the two fastest of Triton's ``configs_timings`` are within ``within``."""
+    firsts = sorted(float(t[0] if isinstance(t, list | tuple) else t) for t in (timings or {}).values())
+    return len(firsts) > 1 and firsts[0] > 0 and firsts[1] <= firsts[0] * (1 + within)
+
+
+def _make_config(c: dict) -> Any:
+    """A triton.Config from the file (Inductor's configs have no pre_hook)."""
+    import triton
+
+    if c.get("pre_hook"):
+        raise ValueError("the config had a pre_hook")
+    return triton.Config(dict(c["kwargs"]), num_warps=c["num_warps"], num_stages=c["num_stages"],
+                         num_ctas=c["num_ctas"], maxnreg=c.get("maxnreg"))
+
+
+def caching_autotuner() -> Any:
+    """Inductor's CachingAutotuner class, if Inductor is already imported (else None)."""
+    heur = sys.modules.get("torch._inductor.runtime.triton_heuristics")
+    return getattr(heur, "CachingAutotuner", None)
+
+
+# --- the dump's child ------------------------------------------------------------------------
+
+
+def record_in_child(lines_path: str) -> Callable[[], None]:
+    """In `dump`'s child: record every decision into ``lines_path`` (JSON lines). Patches
+    Triton's Autotuner now; returns a function that patches Inductor's CachingAutotuner once
+    it is imported (the child calls it from its compile listener)."""
+    from triton.runtime.autotuner import Autotuner
+
+    lock = threading.Lock()
+
+    def record(entry: dict) -> None:
+        with lock, open(lines_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def note(text: str) -> None:
+        print(f"proton-inject dump: {text}", file=sys.stderr)
+
+    tuner = Tuner(record=record, note=note)
+    Autotuner.run = tuner.triton_run(Autotuner.__dict__["run"])
+    done = []
+
+    def patch_inductor() -> None:
+        cls = caching_autotuner()
+        if done or cls is None:
+            return
+        done.append(cls)
+        for name, wrap in (("autotune_to_one_config", tuner.inductor_autotune),
+                           ("coordinate_descent_tuning", tuner.inductor_coordesc)):
+            if name in cls.__dict__:
+                setattr(cls, name, wrap(cls.__dict__[name]))
+
+    return patch_inductor
