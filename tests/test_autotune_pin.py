@@ -273,3 +273,29 @@ def test_dump_child_records_the_programs_choices(tmp_path):
     (e,) = decisions.triton.values()
     assert (e["module"], e["kernel"], e["key"]) == ("__main__", "scale", [100, "torch.float32", "torch.float32"])
     assert e["config"]["kwargs"] == {"BLOCK": 64}
+
+
+def test_inductor_autotuner_keeps_the_recorded_config_untimed(tmp_path, monkeypatch):
+    """Inductor's CachingAutotuner under run: benchmark_all_configs answers, without timing
+    anything, so that autotune_to_one_config (min of the timings) keeps the recorded config.
+    (Its launchers need a GPU driver: the compile results of its configs, which carry the
+    same configs, stand in for them.)"""
+    from test_autotune_plain import _caching_autotuner
+    from torch._inductor.runtime import triton_helpers
+
+    monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)
+    at, other = _caching_autotuner(), _caching_autotuner()
+    other.size_hints = {"x": 4096}  # another kernel as far as the file goes
+    want = autotune.config_dict(at.configs[1])  # BLOCK 256, 8 warps
+    pins = autotune.Decisions()
+    pins.add({"kind": "inductor", **autotune.Tuner._inductor_names(at), "autotune": want, "coordesc": None})
+    session = _session("run", tmp_path, compile=lambda: [at._precompile_config(c).kernel for c in at.configs][-1])
+    pins.write(session.instrumented_dir)
+    with _compile_side(session, tmp_path / "run"):
+        at.launchers = [at._precompile_config(c) for c in at.configs]
+        monkeypatch.setattr(at, "bench", lambda *a, **k: pytest.fail("a config was timed"))
+        timings = at.benchmark_all_configs()
+        assert session._tuner.inductor_pinned_timings(other) is None  # not recorded: timed
+    best = min(timings, key=timings.get)
+    assert autotune.config_dict(best.config) == want and best is at.launchers[1]
+    assert (session._tuner.pinned, session._tuner.timed) == (1, 1)
