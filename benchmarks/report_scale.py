@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,8 +47,9 @@ def _fixture(name: str, ctas: int) -> tuple[np.ndarray, object, int]:
     return rows[:ctas].copy(), meta, 10 + meta.num_warps
 
 
-def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> dict:
-    """Write ``launches`` launches under ``out`` with the runtime's writers; returns sizes."""
+def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> Any:
+    """Write ``launches`` launches under ``out`` with the runtime's writers; returns the
+    (never started) Session that wrote them."""
     from proton_inject.lowering import LoweringOptions
     from proton_inject.runtime import LaunchRecord, Session
 
@@ -71,8 +73,7 @@ def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> dict:
         session.result.launches.append(rec)
         session._save(rec, blk.reshape(-1).view(np.uint8))
     session._write_index()
-    raw = list((out / "raw").iterdir())
-    return {"files": len(raw), "bytes": sum(p.stat().st_size for p in raw)}
+    return session
 
 
 def _sizes(paths: list[str]) -> dict:
@@ -114,6 +115,7 @@ def child(case: str, run_dir: str, tmp: str) -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     kernels = {k["kernel"]: len(k["launches"]) for k in res.summary["kernels"]}
     print(json.dumps({"s": dt, "rss": rss, "text": len(res.text), "kernels": kernels,
+                      "json": len(json.dumps(res.summary, indent=1)),
                       "files": _sizes([str(f) for f in res.files])}))
 
 
@@ -148,14 +150,16 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="report_scale_") as tmp:
             run_dir = Path(tmp) / "run"
             t0 = time.perf_counter()
-            raw = build_run(run_dir, n, args.ctas, args.mm_share)
+            build_run(run_dir, n, args.ctas, args.mm_share)
+            raw = {"files": len(list((run_dir / "raw").iterdir())),
+                   "bytes": sum(p.stat().st_size for p in (run_dir / "raw").iterdir())}
             print(f"{n:>9,} {'(build)':<11} {time.perf_counter() - t0:>8.1f} {'':>10} {'':>13}  "
                   f"raw/: {raw['files']:,} files, {raw['bytes'] / mib:,.1f} MiB")
             for case in args.cases.split(","):
                 r = measure(case, run_dir, Path(tmp))
                 outs = (f"stdout {r['stdout']:,} B, rc {r['rc']}, {r['progress_lines']} progress "
                         f"lines ({r['last_progress']!r}) {r['err']}" if case == "cli" else
-                        f"table {r['text']:,} B; " + ", ".join(
+                        f"table {r['text']:,} B, --json {r['json']:,} B; " + ", ".join(
                             f"{c:,} {k} {b / mib:,.1f} MiB" for k, (c, b) in r["files"].items()))
                 print(f"{n:>9,} {case:<11} {r['s']:>8.1f} {1000 * r['s'] / n:>10.2f} "
                       f"{r['rss'] / mib:>13,.0f}  {outs}", flush=True)

@@ -241,8 +241,9 @@ def _raw_launch(path: Path) -> int:
     return n if validate.is_int(n) else 0
 
 
-class _Progress:
-    """A stderr line every PROGRESS_EVERY_S seconds while ``total`` launches are worked on."""
+class Progress:
+    """A line for ``say`` (stderr) every PROGRESS_EVERY_S seconds while ``total`` launches are
+    worked on, and one at the end if any was said; call it with the number done so far."""
 
     def __init__(self, total: int, say: Callable[[str], None] | None, verb: str = "decoded"):
         self.total, self.say, self.verb = total, say, verb
@@ -251,7 +252,7 @@ class _Progress:
 
     def __call__(self, done: int) -> None:
         now = time.monotonic()
-        if self.say is None or done >= self.total or now - self.last < PROGRESS_EVERY_S:
+        if self.say is None or not 0 < done < self.total or now - self.last < PROGRESS_EVERY_S:
             return
         self.last, self.said = now, True
         left = (self.total - done) * (now - self.t0) / max(done, 1)
@@ -362,21 +363,10 @@ def _stats(v: np.ndarray) -> dict[str, float]:
     }
 
 
-def _concat(launches: Sequence[LaunchData], name: str) -> np.ndarray:
-    return np.concatenate([getattr(x, name) for x in launches]) if launches else np.zeros(0)
-
-
 def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
     """Numbers of one kernel (one or more launches of the same kernel and config)."""
     first = launches[0]
-    # (no int64/float64 copies of the events: a kernel may have a hundred million of them)
-    scope = _concat(launches, "scope")
-    cycles = _concat(launches, "cycles")
-    dur = _concat(launches, "dur_ns")
-    warp = _concat(launches, "warp")
     ranks = sorted({x.rank for x in launches if x.rank is not None})
-    rank_ev = np.concatenate([np.full(len(x.scope), -1 if x.rank is None else x.rank, np.int32)
-                              for x in launches]) if ranks else np.zeros(0, np.int32)
     # Kernel time = sum over profiled (launch, CTA, warp) of that CTA's lifetime.
     kernel_ns = 0.0
     # CTAs whose records outlast their timer reads: on guessed / measured clocks, CTAs
@@ -391,23 +381,33 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
     W = first.num_warps
     group = 4 if W > 4 else 1  # warp groups (partitions) for wide CTAs, warps otherwise
     scopes = dict(first.scopes)
-    present = np.flatnonzero(np.bincount(scope - int(scope.min()))) + int(scope.min()) if len(scope) else []
+    present = sorted({int(s) for x in launches for s in _scope_ids(x.scope)})
     for s in present:
-        scopes.setdefault(int(s), f"scope_{s}")
+        scopes.setdefault(s, f"scope_{s}")
     counts = {n: list(scopes.values()).count(n) for n in scopes.values()}
     regions = []
-    for s in (int(s) for s in present):
-        m = scope == s
+    n_events = 0
+    for s in present:
+        # One scope's instances at a time, not every event of the kernel at once (a run of
+        # thousands of launches may hold a hundred million), and no int64/float64 copies.
+        picks = [x.scope == s for x in launches]
+        cycles = np.concatenate([x.cycles[k] for x, k in zip(launches, picks, strict=True)])
+        dur = np.concatenate([x.dur_ns[k] for x, k in zip(launches, picks, strict=True)])
+        warp = np.concatenate([x.warp[k] for x, k in zip(launches, picks, strict=True)])
+        rank_ev = np.concatenate([np.full(int(k.sum()), -1 if x.rank is None else x.rank, np.int32)
+                                  for x, k in zip(launches, picks, strict=True)]) if ranks else None
+        del picks
+        n_events += len(cycles)
         name = scopes[s] if counts[scopes[s]] == 1 else f"{scopes[s]} [{s}]"
-        unit = warp[m] // group
+        unit = warp // group
         per_unit = []
         for u in np.unique(unit).tolist():
             um = unit == u
             per_unit.append({
                 "unit": f"warp {u}" if group == 1 else f"warps {u * 4}-{u * 4 + 3}",
                 "count": int(um.sum()),
-                "median_cycles": float(np.median(cycles[m][um])),
-                "median_ns": float(np.median(dur[m][um])),
+                "median_cycles": float(np.median(cycles[um])),
+                "median_ns": float(np.median(dur[um])),
             })
         meds = [p["median_cycles"] for p in per_unit]
         differs = len(meds) > 1 and (max(meds) - min(meds)) > SPLIT_THRESHOLD * max(1.0, max(meds))
@@ -416,14 +416,14 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
             "name": name,
             "loc": first.scope_locs.get(int(s)),
             "parent": first.scope_parents.get(int(s)),
-            "count": int(m.sum()),
-            "cycles": _stats(cycles[m]),
-            "ns": _stats(dur[m]),
-            "share": float(dur[m].sum() / kernel_ns) if kernel_ns > 0 else None,
+            "count": len(cycles),
+            "cycles": _stats(cycles),
+            "ns": _stats(dur),
+            "share": float(dur.sum() / kernel_ns) if kernel_ns > 0 else None,
             "per_unit": per_unit if differs else None,
             "per_rank": [
-                {"rank": r, "count": int((m & (rank_ev == r)).sum()),
-                 "cycles": _stats(cycles[m & (rank_ev == r)]), "ns": _stats(dur[m & (rank_ev == r)])}
+                {"rank": r, "count": int((rank_ev == r).sum()),
+                 "cycles": _stats(cycles[rank_ev == r]), "ns": _stats(dur[rank_ev == r])}
                 for r in ranks
             ] if ranks else None,
         })
@@ -453,7 +453,7 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
         "ctas_overlong": {"count": overlong[0] + overlong[1], "of": overlong[2],
                           "on_measured_clock": overlong[1],
                           "max_ratio": round(overlong[3], 3) if overlong[0] + overlong[1] else None},
-        "events": int(len(scope)),
+        "events": n_events,
         "sampled": {
             "warps": first.sampled_warps,
             "every_nth_cta": first.sample_ctas,
@@ -466,6 +466,14 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
                                           [(first.kernel, i) for x in launches for i in x.issues]),
         "issues": [{"launch": x.launch, **i.to_dict()} for x in launches for i in x.issues],
     }
+
+
+def _scope_ids(scope: np.ndarray) -> np.ndarray:
+    """The distinct scope ids of one launch's events (small non-negative integers)."""
+    if len(scope) == 0:
+        return scope
+    lo = int(scope.min())
+    return np.flatnonzero(np.bincount(scope - lo)) + lo
 
 
 def _cta_time(x: LaunchData) -> tuple[float, int, int, float, int, int]:
@@ -920,7 +928,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         merged_path = Path(trace_dir) / f"merged{ext}"
     redo = False  # a launch started before the merged file's time 0: write it again
     t_min = None
-    tick = _Progress(len(raws), progress)
+    tick = Progress(len(raws), progress)
     try:
         with warnings.catch_warnings():  # said once per kernel and cause below instead
             warnings.simplefilter("ignore", DecodeWarning)
@@ -947,7 +955,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         if redo:  # rare (several streams or ranks): a second pass from the earliest launch
             merged.abort()
             merged = trace_mod.TraceFile(merged_path, t_min, len(raws) > 1, gz)
-            again = _Progress(len(raws), progress, "wrote the merged trace of")
+            again = Progress(len(raws), progress, "wrote the merged trace of")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DecodeWarning)
                 for i, d in enumerate(iter_decoded(raws, clock_mhz, raw)):

@@ -427,6 +427,7 @@ class Session:
         self.rank = _rank()
         self.write_traces = True
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
+        self.progress: Any = _stderr_line  # where long end-of-run work reports (None: quiet)
         # run: files of an earlier run in out would be mixed into this run's report.
         self.clear_out = False
         # Where the autotuning choices to pin come from (a dump, a tree, a run's output, or the
@@ -1460,10 +1461,14 @@ class Session:
         """Decode each written launch and write its Chrome trace beside ``raw/``."""
         from .decode import DecodeWarning, decode, load_raw, raw_prefix
         from .diagnostics import summarize
+        from .report import Progress
         from .trace import write_trace
 
         issues = []
-        for rec in self.result.launches:
+        # The program has ended: thousands of launches take minutes, so say how far it got.
+        tick = Progress(len(self.result.launches), self.progress, "wrote the traces of")
+        for i, rec in enumerate(self.result.launches):
+            tick(i)
             meta = self.launch_meta(rec)
             prefix = raw_prefix(self.out / "raw", meta)
             if rec.all_zero or not prefix.with_name(prefix.name + ".json").exists():
@@ -1480,6 +1485,7 @@ class Session:
             self.result.files.append(str(path))
             issues += [(rec.kernel, i) for i in decoded.issues]
             self.result.details += decoded.warnings
+        tick.end()
         kernels: dict[str, int] = {}
         for rec in self.result.launches:
             kernels[rec.kernel] = kernels.get(rec.kernel, 0) + 1
@@ -1550,10 +1556,16 @@ def profile(
         yield result
 
 
+def _stderr_line(line: str) -> None:
+    print(f"proton-inject: {line}", file=sys.stderr)
+
+
 @contextmanager
 def session_block(session: Session, quiet: bool = False) -> Iterator[RunResult]:
     """Start ``session``, yield its result, stop it however the block ends, and print its
     messages to stderr unless ``quiet`` (the ``with profile(...)`` APIs)."""
+    if quiet:
+        session.progress = None
     session.start()
     try:
         yield session.result

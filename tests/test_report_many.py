@@ -119,3 +119,21 @@ def test_merged_trace_when_a_later_launch_started_first(run_dir, tmp_path):
     assert min(ts) == 0 and len(ts) == 3 * (PER_LAUNCH["add_kernel"] + CTAS)
     zero = [i["time_zero_ns"] for i in doc["otherData"]["launches"]]
     assert zero[2] < zero[0] < zero[1]  # launch 7 ran first
+
+
+def test_run_says_how_far_its_end_of_run_traces_got(tmp_path, monkeypatch):
+    """`run` writes a trace per launch after the program ended: a progress line goes to the
+    session's progress sink (stderr for `run`; nothing for a quiet session)."""
+    spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    session = mod.build_run(tmp_path, 30, 2, 0.1)
+    monkeypatch.setattr(report, "PROGRESS_EVERY_S", 0.0)
+    said: list[str] = []
+    session.progress = said.append
+    session.gz = False
+    session._write_traces()
+    assert [int(re.match(r"wrote the traces of (\d+) of 30 launches", x).group(1))
+            for x in said[:-1]] == list(range(1, 30))
+    assert re.fullmatch(r"wrote the traces of 30 launches in \d+ s", said[-1])
+    assert len(list(tmp_path.glob("0*.json"))) == 30
