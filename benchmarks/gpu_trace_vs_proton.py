@@ -7,8 +7,9 @@ iteration), then launched once in two fresh processes that use the same override
   default mode (cycle metric, circular shared buffer of default size, warp granularity, no
   sampling, 64-bit clock, no optimizations), launch, synchronize, then time
   ``proton.finalize()``, which decodes the buffer and writes Proton's Chrome trace.
-* ours: ``proton_inject.runtime.profile`` with its default ``LoweringOptions`` (the same
-  lowering options), launch; then time ``decode`` + ``write_trace`` of the raw buffer.
+* ours: ``proton_inject.runtime.profile`` with Proton's choices (``LoweringOptions(warps=
+  "all", auto_size=False)``: every warp, default buffer; the same lowering options), launch;
+  then time ``decode`` + ``write_trace`` of the raw buffer.
 
 It prints both times, the ratio, events and bytes per event. ``--check`` also loads both
 traces and compares regions, events per region and per-region median durations (cycles);
@@ -199,8 +200,11 @@ def run_ours(inst: Path, work: Path, which: str, ctas: int, k: int) -> dict:
     sys.path.insert(0, str(work))
     import kernels
 
+    from proton_inject.lowering import LoweringOptions
+
     out = work / f"ours-{which}"
-    with profile(inst, out=out, quiet=True) as result:
+    same_as_proton = LoweringOptions(warps="all", auto_size=False)
+    with profile(inst, out=out, options=same_as_proton, quiet=True) as result:
         kernels.launch(which, ctas, k)
         torch.cuda.synchronize()
     [raw] = find_raw(out / "raw")

@@ -56,9 +56,12 @@ DRIVER = textwrap.dedent('''
         sys.argv = ["prog.py", n]
         runpy.run_path("prog.py", run_name="__main__")
     else:
+        from proton_inject.lowering import LoweringOptions
         from proton_inject.runtime import Session, run_in_session
 
-        session = Session(inst, out, max_pending_mb=float(pending))
+        # Every warp, Proton's buffer: 8 KiB per CTA, the sizes this test's limits are set for.
+        options = LoweringOptions(warps="all", auto_size=False)
+        session = Session(inst, out, options, max_pending_mb=float(pending))
         session.write_traces = False
         session.gz = False
         result = run_in_session(session, ["prog.py", n], "run")
