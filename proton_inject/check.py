@@ -177,16 +177,16 @@ def check_file(
     if not p.is_file():
         raise UserError(f"{path}: no such file")
     text = p.read_text(encoding="utf-8", errors="replace")
-    # What the lowering decides per kernel (recording warps, --buffer-size auto), decided here
-    # the same way, so the sizes below are predicted for the options it really used.
-    options = options.for_kernel(text)
     own = file_target(text)
-    recording = list(options.selected) if options.selected else None
     if target is None:
         if own is None:
             raise UserError(f"{path}: has no ttg.target attribute; pass --target (e.g. cuda:90)")
         target = own
     gpu_target = _parse_target(target)
+    # What the lowering decides per kernel (recording warps, --buffer-size auto), decided here
+    # the same way, so the sizes below are predicted for the options it really used.
+    options = options.for_kernel(text, max_shared_mem_for(gpu_target))
+    recording = list(options.selected) if options.selected else None
     tname = f"{gpu_target.backend}:{gpu_target.arch}"
     m = _WARPS_RE.search(text)
     report = CheckReport(

@@ -73,7 +73,8 @@ class LoweringOptions:
     (the first warp of each partition, chosen per kernel by ``for_kernel``) or "all" (None
     means "all" too). ``auto_size`` (``--buffer-size auto``) with ``buffer_size`` 0: a kernel
     whose records all sit outside loops gets a buffer of just the records each warp can write
-    (``auto_buffer_bytes``); other kernels keep Proton's default. These defaults cut the cost
+    (``auto_buffer_bytes``); in others each recording warp keeps its share of Proton's default
+    (``_per_warp_share``). These defaults cut the cost
     of short CTAs (issue 9); check, run, profile and the Python API all start from them.
     """
 
@@ -133,18 +134,19 @@ class LoweringOptions:
             return None
         return (0,) if self.warps == "first" else self.warps
 
-    def for_kernel(self, text: str) -> LoweringOptions:
+    def for_kernel(self, text: str, max_shared: int | None = None) -> LoweringOptions:
         """These options with what depends on the kernel decided from its instrumented TTGIR:
-        "first" warps become the first warp of each partition, and ``auto_size`` a byte count
-        (when the IR bounds the records). The lowering, ``check`` and the runtime's launch
-        metadata all use this, so they agree on the buffer's layout."""
+        "first" warps become the first warp of each partition, and ``auto_size`` a byte count.
+        The lowering, ``check`` and the runtime's launch metadata all use this, so they agree
+        on the buffer's layout. ``max_shared``: the device's shared memory per CTA (default:
+        an H100's)."""
         warps = self.warps
         if warps == "first":
             warps = first_warps(text)
         size = self.buffer_size
         resolved = replace(self, warps=warps, buffer_size=0, auto_size=False)
         if self.auto_size and not size:  # a size given explicitly wins
-            size = auto_buffer_bytes(text, resolved) or size
+            size = auto_buffer_bytes(text, resolved) or _per_warp_share(text, resolved, max_shared)
         if size and resolved.selected:  # Proton needs a power of two per recording warp
             n = len(resolved.selected)
             per = max(BYTES_PER_RECORD, -(-size // n))
@@ -351,6 +353,23 @@ def first_warps(text: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+def _per_warp_share(text: str, options: LoweringOptions, max_shared: int | None) -> int:
+    """For ``--buffer-size auto`` when records repeat and fewer warps than all record, in a
+    shared buffer: each recording warp keeps the slots Proton's default gives each warp when
+    every warp records (its default buffer over the warps), so no warp wraps sooner, and the
+    final copy, which moves the whole buffer, moves only the recording warps' part. 0 (Proton's
+    default) otherwise, and for warp-specialized kernels."""
+    m = re.search(r'"ttg\.num-warps"\s*=\s*(\d+)', text)
+    chosen = options.selected
+    if (m is None or not chosen or options.buffer_type != "shared"
+            or "ttg.warp_specialize" in text or len(chosen) >= int(m.group(1))):
+        return 0
+    num_warps = int(m.group(1))
+    every = replace(options, warps="all")
+    total = profile_buffer_bytes(max_shared or _MAX_SHARED_CUDA[90], 0, num_warps, every)
+    return total // num_warps * len(chosen)
+
+
 def auto_buffer_bytes(text: str, options: LoweringOptions) -> int | None:
     """``buffer_size`` for ``--buffer-size auto``: the records each warp can write, rounded up
     to the power of two per warp that Proton needs, times the segments; None if unknown."""
@@ -409,7 +428,8 @@ class ProtonLowering:
             if o.auto_size or o.warps == "first":
                 # The backend's make_llir, which calls this, holds the module as ``mod``.
                 mod = caller_local("mod", 3, lambda m, _: hasattr(m, "get_entry_func_name"))
-                o = o.for_kernel(str(mod)) if mod is not None else replace(o, auto_size=False)
+                o = (o.for_kernel(str(mod), self.max_shared) if mod is not None
+                     else replace(o, auto_size=False))
             warps = o.selected
             sampling = (
                 proton.SAMPLING_STRATEGY.SELECTIVE if warps else proton.SAMPLING_STRATEGY.NONE

@@ -44,6 +44,23 @@ PROGRESS_EVERY_S = 5.0
 # browser's memory (~2 GB), and JSON traces past a few hundred MB load slowly or not at all.
 TRACE_WARN_BYTES = 500 * 2**20
 
+# What profiling cost, kernel time with records / without: ``benchmarks/overhead.py --quick``
+# (median of 5 interleaved rounds, L2 flushed), keyed by the rule kind, who records and the
+# record buffer per CTA (its final copy costs ~16 SM-cycles per KiB, benchmarks/
+# overhead_parts.py). Only what was measured; other combinations say so.
+OVERHEAD_MEASURED_ON = "H100, Triton 3.6, 2026-11-23"
+OVERHEAD_CLASSES = {
+    ("kernel + whole loops", "every warp", "buffer > 1 KiB"):
+        "1.00-1.15 (8 KiB buffer; short CTAs: layer norm 8192^2 1.13, Liger RMSNorm 1.13, Inductor gelu 1.15, "
+        "Inductor rmsnorm 1.05; vector add 1.04, softmax 1.00, matmul/attention <= 1.03)",
+    ("kernel + whole loops", "every warp", "buffer <= 1 KiB"):
+        "1.02-1.08 (layer norm 1.08, Inductor gelu 1.04, Inductor rmsnorm 1.02, vector add 1.04)",
+    ("kernel + whole loops", "one warp", "buffer > 1 KiB"):
+        "1.02-1.05 (8 KiB buffer; layer norm 1.05, Inductor gelu 1.05, Inductor rmsnorm 1.02, vector add 1.02)",
+    ("every iteration", "every warp", "buffer > 1 KiB"):
+        "matmul/attention 1.00-1.02; layer norm 1.29 (8 KiB buffer)",
+}
+
 
 @dataclass
 class LaunchData:
@@ -338,6 +355,7 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
                 "warps_with_drops": s.get("warps_with_drops", 0),
                 "ctas_with_drops": s.get("ctas_with_drops", 0),
                 "needed_buffer_size": s.get("needed_buffer_size"),
+                "buffer_size": s["buffer_size"] if validate.is_int(s.get("buffer_size")) else None,
                 "unmatched_starts": s.get("unmatched_starts", 0),
                 "unmatched_ends": s.get("unmatched_ends", 0),
             },
@@ -432,6 +450,7 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
                        "unmatched_starts", "unmatched_ends")}
     need = [x.drops.get("needed_buffer_size") for x in launches if x.drops.get("needed_buffer_size")]
     drops["needed_buffer_size"] = max(need) if need else None
+    drops["buffer_size"] = max((x.drops.get("buffer_size") or 0) for x in launches) or None
     kinds = {x.drops.get("buffer_type") for x in launches}
     drops["buffer_type"] = kinds.pop() if len(kinds) == 1 else None  # None: unknown or mixed
     mhz = [x.clock.get("mhz_median") for x in launches if x.clock.get("mhz_median")]
@@ -590,11 +609,39 @@ def sampled_line(k: dict[str, Any]) -> str | None:
                      "(the first of each partition unless --warps named them; --warps all: every warp)")
     n = smp.get("every_nth_cta") or 1
     if n > 1:
-        parts.append(f"every {n}th CTA recorded (--sample-ctas {n}): "
+        parts.append(f"1 CTA in {n} recorded (--sample-ctas {n}): "
                      f"{smp.get('ctas_with_records', 0):,} of {k['ctas']:,} CTAs have regions")
     if not parts:
         return None
     return "sampled: " + "; ".join(parts) + "; counts and totals are of these only, not scaled"
+
+
+def overhead_class(k: dict[str, Any]) -> str:
+    """What these options cost in the measurements (``OVERHEAD_CLASSES``), or that they were
+    not measured."""
+    names = [r["name"] for r in k["regions"]]
+    # Region names as insert writes them: "kernel", "loop X @f.py:3", "iter X @f.py:3".
+    kind = [n.split(" ")[0] for n in names]
+    if "iter" in kind:
+        rules = "every iteration"
+    elif kind and set(kind) <= {"kernel", "loop"}:
+        rules = "kernel + whole loops"
+    else:
+        return "overhead: not measured for these regions (marks, ops or line ranges)"
+    warps = (k.get("sampled") or {}).get("warps")
+    who = "every warp" if not warps else "one warp" if len(warps) == 1 else f"{len(warps)} warps"
+    size = (k.get("drops") or {}).get("buffer_size") or 0
+    buf = "buffer <= 1 KiB" if 0 < size <= 1024 else "buffer > 1 KiB"
+    got = OVERHEAD_CLASSES.get((rules, who, buf))
+    what = f"{rules}, {who}, {buf}"
+    smp = (k.get("sampled") or {}).get("every_nth_cta") or 1
+    if smp > 1:
+        what += f", 1 CTA in {smp}"
+        got = None
+    if got is None:
+        return (f"overhead: {what}: not measured yet ({OVERHEAD_MEASURED_ON}: "
+                "benchmarks/overhead.py measures it)")
+    return f"overhead: {what}: kernel time x {got} (measured on {OVERHEAD_MEASURED_ON})"
 
 
 def fitted_rates(summary: dict[str, Any]) -> dict[str | None, list[float]]:
@@ -730,6 +777,7 @@ def format_text(summary: dict[str, Any]) -> str:
         line = sampled_line(k)
         if line:
             out.append("  " + line)
+        out.append("  " + overhead_class(k))
         w = drop_warning(k)
         if w:
             out.append("  " + w)

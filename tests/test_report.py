@@ -253,3 +253,30 @@ def test_a_guessed_clock_names_what_fitted_launches_measured():
     assert "launches of these inputs whose fit held ran at 1,774 MHz (1 launch" in guessed
     assert fitted.strip().startswith("clock: globaltimer-fit 1,774 MHz on 1 of 1 launch (measured: R^2 >= 0.99")
     assert "whose fit held" not in fitted
+
+
+def test_report_says_what_was_sampled_and_what_the_options_cost():
+    from dataclasses import replace
+
+    from proton_inject.report import format_text
+
+    # The H100 fixture: kernel + every iteration, every warp, Proton's 8 KiB buffer: measured.
+    text = run_report([DATA / "profile_scratch_add.bin.gz"]).text
+    assert ("overhead: every iteration, every warp, buffer > 1 KiB: kernel time x matmul/attention"
+            in text) and "measured on H100, Triton 3.6" in text and "sampled:" not in text
+    # Warp 0 of 4, every 2nd CTA, a 16-byte buffer (kernel scope only): said, and not measured.
+    ctas = [profbuf.Cta(pid=i, sm=0, init=10**9 + 5000 * i, pre=10**9 + 5000 * i + 4000,
+                        post=10**9 + 5000 * i + 4100,
+                        warps={0: [(False, 0, 100 + i), (True, 0, 900 + i)]} if i % 2 == 0 else {})
+            for i in range(4)]
+    buf, meta = profbuf.write(ctas, num_warps=4, slots=2, sampled=[0], scopes={0: "kernel"})
+    d = decode(buf, replace(meta, sample_ctas=2), clock_mhz=1000)
+    k = summarize([LaunchData.from_decoded(d)])["kernels"][0]
+    assert k["sampled"] == {"warps": [0], "every_nth_cta": 2, "ctas_with_records": 2}
+    assert k["regions"][0]["count"] == 2  # not scaled to 4
+    text = format_text({"kernels": [k]})
+    assert ("sampled: warps 0 of 4 recorded (the first of each partition unless --warps named "
+            "them; --warps all: every warp); 1 CTA in 2 recorded (--sample-ctas 2): 2 of 4 "
+            "CTAs have regions; counts and totals are of these only, not scaled") in text
+    assert ("overhead: kernel + whole loops, one warp, buffer <= 1 KiB, 1 CTA in 2: not "
+            "measured yet") in text

@@ -111,5 +111,5 @@ def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path):
     assert ctas == set(range(0, 1024, 4))  # every 4th CTA, all of them
     assert set(d.events.warp.tolist()) == {0} and not d.drops.dropped
     text = format_text(summarize([LaunchData.from_decoded(d)]))
-    assert "every 4th CTA recorded" in text and "256 of 1,024 CTAs" in text
+    assert "1 CTA in 4 recorded" in text and "256 of 1,024 CTAs" in text
     print(text)
