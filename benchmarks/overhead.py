@@ -8,7 +8,7 @@ Each runs with four rule sets (the defaults; the defaults in every 8th CTA, ``--
 ``--loops both`` + kernel scope; ``--op tt.load``) under several lowering options: the tool's
 defaults (the first warp of each partition records, ``--buffer-size auto``), Proton's own
 (every warp, its default buffer), and single changes. Each (rules, options) pair first
-warms up (3 x plain and instrumented) so clocks and caches settle before the first round.
+warms up (2 x plain and instrumented) so clocks and caches settle before the first round.
 
 How it times: one ``CompileSession`` per (rules, options), the same session ``profile()``
 opens, with ``max_launches=0`` (records are written, nothing is copied to the host). Inside
@@ -263,7 +263,7 @@ def measure(work: dict[str, Callable], rules: Rules, options: LoweringOptions, r
                 results[name] = ([], [], f"not instrumented ({why})")
                 continue
             plain, inst = [], []
-            for _ in range(3):  # warm-up: clocks and caches settle before the first round
+            for _ in range(2):  # warm-up: clocks and caches settle before the first round
                 with _mode(""):
                     time_ms(fn, launches, flush)
                 time_ms(fn, launches, flush)
@@ -335,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         for rn, on in combos:
             out = tmp / f"out-{len(rows)}"
             res = measure(work, RULES[rn], OPTIONS[on], rounds, launches, flush, out)
-            rows += [Row(name, rn, on, p, i, note) for name, (p, i, note) in res.items()]
+            new = [Row(name, rn, on, p, i, note) for name, (p, i, note) in res.items()]
+            print(table(new), file=sys.stderr, flush=True)  # kept if a time limit cuts the run
+            rows += new
     order = {w.name: i for i, w in enumerate(SUITE)}
     rows.sort(key=lambda r: (order[r.workload], r.rules, r.options))
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
