@@ -265,6 +265,26 @@ def scope_locations(instrumented_dir: str | os.PathLike) -> dict[tuple[str, str]
     return out
 
 
+def manifest_parents(instrumented_dir: str | os.PathLike) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """(hash, kernel) -> (child scope id, parent scope id) pairs, from insert's manifest.json.
+
+    Proton's scope analysis infers nesting from dominance, which records under sibling
+    ``scf.if`` ops (``--sample-ctas``) lack; insert knows how its regions nest."""
+    from .validate import read_manifest
+
+    path = Path(instrumented_dir) / "manifest.json"
+    out: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    if not path.is_file():
+        return out
+    for k in read_manifest(path):
+        parts = (k.get("file") or k.get("ttgir") or "").split("/")
+        if len(parts) == 2:
+            out[(parts[0], Path(parts[1]).stem)] = [
+                (r["scope_id"], r["parent_id"]) for r in k.get("regions", [])
+                if r.get("scope_id") is not None and r.get("parent_id") is not None]
+    return out
+
+
 # --- describing launches ------------------------------------------------------------------
 
 
@@ -412,6 +432,7 @@ class Session:
         self._tree: dict[str, set[str]] = {}
         self._max_shared: int | None = None
         self._locs: dict[tuple[str, str], dict[int, str]] = {}
+        self._parents: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self._device_names: dict[int, str] = {}
         self._device_clocks: dict[int, float | None] = {}
         # Clock-bracket kernel per device and its CTAs (one per SM); why, where there is none.
@@ -589,6 +610,7 @@ class Session:
         override_dir = os.path.join(self._tmp or "", "override")
         self._tree = prepare_override_tree(self.instrumented_dir, override_dir, self.kernel)
         self._locs = scope_locations(self.instrumented_dir)
+        self._parents = manifest_parents(self.instrumented_dir)
         triton.knobs.cache.override_dir = override_dir
         triton.knobs.compilation.override = True
         self._set_env("TRITON_OVERRIDE_DIR", override_dir)
@@ -1343,6 +1365,8 @@ class Session:
             except Exception as e:  # the names are a convenience; the buffer is what matters
                 self.result.messages.append(f"{rec.kernel}: could not read scope names: {e}")
                 cache[key] = ([], [])
+            if cache[key][0] and not cache[key][1] and self._sampling(rec)[1] > 1:
+                cache[key] = (cache[key][0], list(self._parents.get(key, [])))
         return cache[key]
 
     # -- the end --

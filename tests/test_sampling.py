@@ -107,9 +107,30 @@ def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path):
     assert decoded, "no launch was kept"
     d = decoded[0]
     assert d.meta.sample_ctas == 4 and d.meta.sampled_warps == [0]
+    assert sorted(d.meta.scope_parents.values()) == [0, 0, 0]  # 3 loops in the kernel region
     ctas = set(d.events.cta.tolist())
     assert ctas == set(range(0, 1024, 4))  # every 4th CTA, all of them
     assert set(d.events.warp.tolist()) == {0} and not d.drops.dropped
     text = format_text(summarize([LaunchData.from_decoded(d)]))
     assert "1 CTA in 4 recorded" in text and "256 of 1,024 CTAs" in text
     print(text)
+
+
+def test_nesting_of_sampled_regions_comes_from_the_manifest(tmp_path):
+    # Proton infers parents from dominance, which records under sibling scf.if ops lack; the
+    # runtime takes them from insert's manifest instead (as a launch's scope_parents).
+    from proton_inject.instrument import instrument_tree, write_tree
+    from proton_inject.lowering import scope_names_of
+    from proton_inject.runtime import manifest_parents
+
+    dump = tmp_path / "dump" / "H"
+    dump.mkdir(parents=True)
+    (dump / "layernorm_fwd_kernel.ttgir").write_bytes(
+        (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_bytes())
+    outputs, manifest, _ = instrument_tree(tmp_path / "dump", Rules(sample_ctas=2, marks=False))
+    inst = write_tree(outputs, manifest, tmp_path / "inst")
+    names, parents = scope_names_of(str(inst / "H" / "layernorm_fwd_kernel.ttgir"))
+    assert len(names) == 4 and parents == []  # what Proton's analysis gives
+    got = manifest_parents(inst)[("H", "layernorm_fwd_kernel")]
+    assert sorted(got) == [(1, 0), (2, 0), (3, 0)]  # the three loops inside the kernel region
+    assert {i: n for i, n in names}[0] == "kernel"
