@@ -34,9 +34,11 @@ def cache_file() -> Path:
 
 
 def cache_key(device: str, clock_bits: int = 64, buffer_type: str = "shared",
-              sched_stores: bool = False) -> str:
-    """One entry per device and record-changing options."""
-    return f"{device}|clock{clock_bits}|{buffer_type}|{'sched' if sched_stores else 'nosched'}"
+              sched_stores: bool = False, selective: bool = False) -> str:
+    """One entry per device and record-changing options (``selective``: only some warps record,
+    which adds a warp-id test to every record)."""
+    key = f"{device}|clock{clock_bits}|{buffer_type}|{'sched' if sched_stores else 'nosched'}"
+    return key + "|selective" if selective else key
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -51,22 +53,23 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def lookup(device: str | None, clock_bits: int = 64, buffer_type: str = "shared",
-           sched_stores: bool = False) -> float | None:
+           sched_stores: bool = False, selective: bool = False) -> float | None:
     """The cached cost of one record in cycles, or None when this device was not calibrated."""
     if not device:
         return None
-    e = _read(cache_file()).get(cache_key(device, clock_bits, buffer_type, sched_stores))
+    e = _read(cache_file()).get(cache_key(device, clock_bits, buffer_type, sched_stores, selective))
     v = e.get("cycles") if isinstance(e, dict) else None
     ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
     return float(v) if ok else None
 
 
 def store(device: str, cycles: float, clock_bits: int = 64, buffer_type: str = "shared",
-          sched_stores: bool = False, detail: dict[str, Any] | None = None) -> Path:
+          sched_stores: bool = False, detail: dict[str, Any] | None = None,
+          selective: bool = False) -> Path:
     """Keep a measured cost in the cache (other entries stay)."""
     path = cache_file()
     entries = _read(path)
-    entries[cache_key(device, clock_bits, buffer_type, sched_stores)] = {
+    entries[cache_key(device, clock_bits, buffer_type, sched_stores, selective)] = {
         "cycles": round(float(cycles), 2), **(detail or {})}
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_atomic(path, json.dumps({"version": CACHE_VERSION, "entries": entries},
@@ -129,5 +132,5 @@ def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool 
     got["device"] = name
     if save:
         store(name, got["cycles"], options.clock, options.buffer_type, options.sched_stores,
-              {k: v for k, v in got.items() if k != "cycles"})
+              {k: v for k, v in got.items() if k != "cycles"}, selective=options.warps != "all")
     return got

@@ -222,7 +222,8 @@ def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
         buf, meta = load_raw(p)
         cost = 0.0 if raw else meta.record_cost_cycles
         if cost is None:
-            cost = calibrate.lookup(meta.device, meta.clock_bits, meta.buffer_type)
+            cost = calibrate.lookup(meta.device, meta.clock_bits, meta.buffer_type,
+                                    selective=bool(meta.sampled_warps))
         yield decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost)
         del buf
 

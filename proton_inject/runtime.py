@@ -498,7 +498,7 @@ class Session:
                 self._device_clocks[d] = sm_clock_mhz(d)
                 o = self.options
                 self._record_costs[d] = calibrate.lookup(self._device_names[d], o.clock, o.buffer_type,
-                                                         o.sched_stores)
+                                                         o.sched_stores, selective=o.warps != "all")
             self._install_compiler()
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self._allocate)
