@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -116,6 +117,8 @@ def child(case: str, run_dir: str, tmp: str) -> None:
     kernels = {k["kernel"]: len(k["launches"]) for k in res.summary["kernels"]}
     print(json.dumps({"s": dt, "rss": rss, "text": len(res.text), "kernels": kernels,
                       "json": len(json.dumps(res.summary, indent=1)),
+                      "big": [m.group(0) for w in res.warnings
+                              if (m := re.search(r"[\d,]+ MiB of JSON", w))],
                       "files": _sizes([str(f) for f in res.files])}))
 
 
@@ -160,7 +163,8 @@ def main() -> None:
                 outs = (f"stdout {r['stdout']:,} B, rc {r['rc']}, {r['progress_lines']} progress "
                         f"lines ({r['last_progress']!r}) {r['err']}" if case == "cli" else
                         f"table {r['text']:,} B, --json {r['json']:,} B; " + ", ".join(
-                            f"{c:,} {k} {b / mib:,.1f} MiB" for k, (c, b) in r["files"].items()))
+                            f"{c:,} {k} {b / mib:,.1f} MiB" for k, (c, b) in r["files"].items()) +
+                        "".join(f" (warned: {w})" for w in r["big"][:1]))
                 print(f"{n:>9,} {case:<11} {r['s']:>8.1f} {1000 * r['s'] / n:>10.2f} "
                       f"{r['rss'] / mib:>13,.0f}  {outs}", flush=True)
 

@@ -8,6 +8,7 @@ mm_kernel.
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import re
@@ -44,6 +45,7 @@ def _kernel_of(seq: int) -> str:
 
 def test_every_launch_in_table_and_merged_trace(run_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(report, "PROGRESS_EVERY_S", 0.0)  # a line after every launch
+    monkeypatch.setattr(report, "TRACE_WARN_BYTES", 2**20)  # "too big for Perfetto" at 1 MiB
     res = CliRunner().invoke(main, ["report", str(run_dir), "--json", "--trace",
                                     str(tmp_path / "tr"), "--merge", "--gz"])
     assert res.exit_code == 0, res.stderr
@@ -63,6 +65,14 @@ def test_every_launch_in_table_and_merged_trace(run_dir, tmp_path, monkeypatch):
 
     (merged,) = (tmp_path / "tr").iterdir()
     assert merged.name == "merged.json.gz"
+    json_mib = len(gzip.decompress(merged.read_bytes())) / 2**20
+    big = [x for x in lines if "of JSON" in x]
+    assert big == [f"proton-inject: warning: {merged}: {json_mib:,.0f} MiB of JSON ("
+                   f"{sum(k['events'] for k in summary['kernels']):,} regions), more than "
+                   "Perfetto's UI handles well (it parses traces in the browser's memory, ~2 GB): "
+                   "select launches with --launches (e.g. --launches 0-99) or drop --merge (a "
+                   "file per launch), or open it with `trace_processor --httpd FILE` and "
+                   "ui.perfetto.dev (perfetto.dev/docs/visualization/large-traces)"]
     doc = read_trace(merged)
     infos = doc["otherData"]["launches"]
     assert [i["launch"] for i in infos] == list(range(N))
