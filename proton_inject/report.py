@@ -60,6 +60,20 @@ OVERHEAD_CLASSES = {
     ("every iteration", "every warp", "buffer > 1 KiB"):
         "matmul/attention 1.00-1.02; layer norm 1.29 (8 KiB buffer)",
 }
+# The defaults (first warp of each partition, --buffer-size auto), measured the same way.
+_DEFAULTS_WHOLE = ("0.99-1.06 (layer norm 8192^2 1.06, softmax 1.05, Inductor gelu 1.04, attention 1.02, "
+                   "Liger RMSNorm 1.02, vector add 1.01, Inductor rmsnorm 1.01, matmul 0.99)")
+_DEFAULTS_ITER = ("0.99-1.20 (layer norm 8192^2 1.20, Inductor gelu 1.04, Liger RMSNorm 1.02, vector add 1.02, "
+                  "softmax 1.01, Inductor rmsnorm 1.01, attention 1.00, matmul 0.99)")
+OVERHEAD_CLASSES.update({
+    ("kernel + whole loops", "one warp", "buffer <= 1 KiB"): _DEFAULTS_WHOLE,
+    ("every iteration", "one warp", "buffer <= 1 KiB"): _DEFAULTS_ITER,
+    ("every iteration", "one warp", "buffer > 1 KiB"): _DEFAULTS_ITER,  # auto keeps loop slots
+})
+# --sample-ctas 8 with the defaults: no cheaper, since every CTA still runs Proton's set-up and
+# final copy and the sampled ones add a program-id test.
+SAMPLED_CTAS_CLASS = ("1.01-1.06 with 1 CTA in 8 (layer norm 1.06, softmax 1.06, Inductor gelu 1.04, vector add 1.03; "
+                      "no cheaper than recording every CTA: each still runs Proton's set-up and final copy)")
 
 
 @dataclass
@@ -638,7 +652,7 @@ def overhead_class(k: dict[str, Any]) -> str:
     smp = (k.get("sampled") or {}).get("every_nth_cta") or 1
     if smp > 1:
         what += f", 1 CTA in {smp}"
-        got = None
+        got = SAMPLED_CTAS_CLASS if rules == "kernel + whole loops" else None
     if got is None:
         return (f"overhead: {what}: not measured yet ({OVERHEAD_MEASURED_ON}: "
                 "benchmarks/overhead.py measures it)")

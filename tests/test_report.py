@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from proton_inject.cli import main
 from proton_inject.decode import decode, load_raw, raw_prefix, save_raw
 from proton_inject.errors import UserError
-from proton_inject.report import LaunchData, run_report, summarize
+from proton_inject.report import LaunchData, overhead_class, run_report, summarize
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 SHORT = Path(__file__).parent / "data" / "h100-shortlaunch"
@@ -278,5 +278,8 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
     assert ("sampled: warps 0 of 4 recorded (the first of each partition unless --warps named "
             "them; --warps all: every warp); 1 CTA in 2 recorded (--sample-ctas 2): 2 of 4 "
             "CTAs have regions; counts and totals are of these only, not scaled") in text
-    assert ("overhead: kernel + whole loops, one warp, buffer <= 1 KiB, 1 CTA in 2: not "
-            "measured yet") in text
+    assert ("overhead: kernel + whole loops, one warp, buffer <= 1 KiB, 1 CTA in 2: kernel time x "
+            "1.01-1.06 with 1 CTA in 8") in text
+    # The defaults without sampling: measured too.
+    k["sampled"] = {"warps": [0]}
+    assert "kernel time x 0.99-1.06 (layer norm 8192^2 1.06" in overhead_class(k)
