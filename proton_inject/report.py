@@ -384,16 +384,14 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
 # --- statistics ------------------------------------------------------------------------------
 
 
-def _stats(v: np.ndarray) -> dict[str, float]:
+def _stats(v: np.ndarray, scratch: bool = False) -> dict[str, float]:
+    """``scratch``: ``v`` is ours to reorder (the quantiles then need no copy of it)."""
     if len(v) == 0:
         return {"total": 0.0, "mean": 0.0, "median": 0.0, "p95": 0.0, "max": 0.0}
-    return {
-        "total": float(v.sum()),
-        "mean": float(v.mean()),
-        "median": float(np.median(v)),
-        "p95": float(np.percentile(v, 95)),
-        "max": float(v.max()),
-    }
+    out = {"total": float(v.sum()), "mean": float(v.mean()), "max": float(v.max())}
+    out["median"] = float(np.median(v, overwrite_input=scratch))
+    out["p95"] = float(np.percentile(v, 95, overwrite_input=scratch))
+    return {k: out[k] for k in ("total", "mean", "median", "p95", "max")}
 
 
 def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
@@ -422,43 +420,52 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
     n_events = 0
     for s in present:
         # One scope's instances at a time, not every event of the kernel at once (a run of
-        # thousands of launches may hold a hundred million), and no int64/float64 copies.
-        picks = [x.scope == s for x in launches]
-        cycles = np.concatenate([x.cycles[k] for x, k in zip(launches, picks, strict=True)])
-        dur = np.concatenate([x.dur_ns[k] for x, k in zip(launches, picks, strict=True)])
-        warp = np.concatenate([x.warp[k] for x, k in zip(launches, picks, strict=True)])
-        rank_ev = np.concatenate([np.full(int(k.sum()), -1 if x.rank is None else x.rank, np.int32)
-                                  for x, k in zip(launches, picks, strict=True)]) if ranks else None
-        del picks
-        n_events += len(cycles)
+        # thousands of launches may hold a hundred million), filled launch by launch into
+        # arrays of the launches' own types (no per-launch copies to concatenate).
+        n = sum(int(np.count_nonzero(x.scope == s)) for x in launches)
+        cycles = np.empty(n, np.result_type(*(x.cycles.dtype for x in launches)))
+        dur = np.empty(n, np.result_type(*(x.dur_ns.dtype for x in launches)))
+        warp = np.empty(n, np.result_type(*(x.warp.dtype for x in launches)))
+        rank_ev = np.empty(n, np.int32) if ranks else None
+        i = 0
+        for x in launches:
+            k = x.scope == s
+            j = i + int(np.count_nonzero(k))
+            cycles[i:j], dur[i:j], warp[i:j] = x.cycles[k], x.dur_ns[k], x.warp[k]
+            if rank_ev is not None:
+                rank_ev[i:j] = -1 if x.rank is None else x.rank
+            i = j
+        n_events += n
         name = scopes[s] if counts[scopes[s]] == 1 else f"{scopes[s]} [{s}]"
-        unit = warp // group
+        unit = warp // group if group > 1 else warp
         per_unit = []
         for u in np.unique(unit).tolist():
             um = unit == u
             per_unit.append({
                 "unit": f"warp {u}" if group == 1 else f"warps {u * 4}-{u * 4 + 3}",
                 "count": int(um.sum()),
-                "median_cycles": float(np.median(cycles[um])),
-                "median_ns": float(np.median(dur[um])),
+                "median_cycles": float(np.median(cycles[um], overwrite_input=True)),
+                "median_ns": float(np.median(dur[um], overwrite_input=True)),
             })
         meds = [p["median_cycles"] for p in per_unit]
         differs = len(meds) > 1 and (max(meds) - min(meds)) > SPLIT_THRESHOLD * max(1.0, max(meds))
+        share = float(dur.sum() / kernel_ns) if kernel_ns > 0 else None
+        per_rank = [
+            {"rank": r, "count": int((rank_ev == r).sum()),
+             "cycles": _stats(cycles[rank_ev == r], True), "ns": _stats(dur[rank_ev == r], True)}
+            for r in ranks
+        ] if ranks else None
         regions.append({
             "scope": int(s),
             "name": name,
             "loc": first.scope_locs.get(int(s)),
             "parent": first.scope_parents.get(int(s)),
             "count": len(cycles),
-            "cycles": _stats(cycles),
-            "ns": _stats(dur),
-            "share": float(dur.sum() / kernel_ns) if kernel_ns > 0 else None,
+            "cycles": _stats(cycles, True),  # (last use of these arrays: reordered in place)
+            "ns": _stats(dur, True),
+            "share": share,
             "per_unit": per_unit if differs else None,
-            "per_rank": [
-                {"rank": r, "count": int((rank_ev == r).sum()),
-                 "cycles": _stats(cycles[rank_ev == r]), "ns": _stats(dur[rank_ev == r])}
-                for r in ranks
-            ] if ranks else None,
+            "per_rank": per_rank,
         })
     drops = {k: sum((x.drops.get(k) or 0) for x in launches)
              for k in ("records_written", "records_dropped", "warps_with_drops", "ctas_with_drops",
