@@ -1030,10 +1030,17 @@ class Session:
         need, limit = int(e.required), int(e.limit)
         from .check import _buffer_split
 
-        # Split with the limit the lowering sized the buffer for (the device's, normally).
+        # Split with the limit the lowering sized the buffer for (the device's, normally), and
+        # the options as the lowering resolved them for this kernel (which warps record: the
+        # first of each partition of a warp-specialized kernel; the auto buffer size).
         built_for = build_max_shared or self._max_shared or limit
-        buf = _buffer_split(need, nw, built_for, self.options) or 0
-        fit = suggest_buffer_size(limit - (need - buf), nw, self.options) if buf else 0
+        opts = self.options
+        try:
+            opts = opts.for_kernel(ck.asm["ttgir"], built_for)
+        except Exception:  # advice only: fall back to the options as given
+            pass
+        buf = _buffer_split(need, nw, built_for, opts) or 0
+        fit = suggest_buffer_size(limit - (need - buf), nw, opts) if buf else 0
         advice = (
             f"pass --buffer-size {fit} (or less), or --buffer-type global"
             if fit

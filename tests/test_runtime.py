@@ -122,10 +122,12 @@ def test_shared_memory_overflow_message_names_kernel_and_fix(tmp_path):
     with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
         triton.knobs.cache.dir = str(tmp_path)
         triton.knobs.compilation.always_compile = True
-        with installed(LoweringOptions(), target=H100):
+        # Every warp recording into Proton's buffer: 8 warps x 1 KiB.
+        every_warp = LoweringOptions(warps="all", auto_size=False)
+        with installed(every_warp, target=H100):
             mode = triton.knobs.compilation.instrumentation_mode
             ck = triton.compile(str(DATA / "mm_kernel.ttgir"), target=H100, options={"instrumentation_mode": mode})
-    s = Session(tmp_path / "unused")
+    s = Session(tmp_path / "unused", options=every_warp)
     # As if the device allowed 100 KiB: the 96 KiB pipeline fits, its 8 KiB of records do not.
     oor = OutOfResources(106496, 102400, "shared memory")
     err = s._explain_oor(ck, oor, _out_of_resources_type(), build_max_shared=232448)
@@ -135,6 +137,32 @@ def test_shared_memory_overflow_message_names_kernel_and_fix(tmp_path):
     assert "--buffer-size 4096" in msg  # 4096 B free: 8 warps x 512 B
     other = OutOfResources(5, 4, "threads")
     assert s._explain_oor(ck, other, _out_of_resources_type()) is other
+
+
+def test_shared_memory_advice_counts_the_warps_that_record(tmp_path):
+    """A warp-specialized kernel records in the first warp of each of its 3 partitions by
+    default: the advice splits the real buffer over those 3 segments and suggests a size Proton
+    takes (3 x a power of two), not one warp's."""
+    from ttgir_helpers import compile_lowered
+
+    from proton_inject.instrument import insert_text
+    from proton_inject.rules import Rules
+
+    src = Path(__file__).resolve().parent.parent / "ttgir_samples" / "cuda-90" / "attn_fwd_ws_kernel.ttgir"
+    f = tmp_path / "attn_fwd_ws_kernel.ttgir"
+    f.write_text(insert_text(src.read_text(), Rules().with_defaults()).text)
+    ck = compile_lowered(f, LoweringOptions(), tmp_path / "cache")
+    opts = LoweringOptions().for_kernel(ck.asm["ttgir"], 232448)
+    assert opts.selected == (0, 4, 8)
+    need = int(ck.metadata.shared)
+    oor = OutOfResources(need, need - 256, "shared memory")  # as if 256 B were missing
+    msg = str(Session(tmp_path / "unused")._explain_oor(ck, oor, _out_of_resources_type(),
+                                                        build_max_shared=232448))
+    buf = int(msg.split(" B of it for the record buffer")[0].rsplit("(", 1)[1])
+    fit = int(msg.split("--buffer-size ")[1].split(" ")[0])
+    per = fit // 3
+    assert fit % 3 == 0 and per & (per - 1) == 0, msg  # 3 recording warps, a power of two each
+    assert buf - 256 >= fit > (buf - 256) // 2, msg  # the largest that fits
 
 
 def test_scope_locations_from_manifest(tmp_path):
