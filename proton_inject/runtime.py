@@ -48,43 +48,64 @@ RUN_FORMAT = "proton-inject-run"  # run.json's "format": report tells it from a 
 _KEEP_FOREVER: list[Any] = []
 
 
-class _ThrowawayScratch:
+_ALLOC_POOL: Any = None  # one helper thread for device buffers (see _device_empty)
+_ALLOC_POOL_LOCK = threading.Lock()
+
+
+def _device_empty(size: int, device: int, inline: bool = False) -> Any:
+    """A device buffer from the default pool, allocated on a helper thread: on the program's
+    thread it could come from a CUDA-graph pool (Inductor's cudagraph trees route the thread's
+    allocations there and check that pool for unknown tensors). ``inline``: on this thread
+    (a global-mode capture forbids allocating from others)."""
+    import torch
+
+    def alloc() -> Any:
+        with _no_modes():
+            return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device))
+
+    if inline:
+        return alloc()
+    global _ALLOC_POOL
+    with _ALLOC_POOL_LOCK:
+        if _ALLOC_POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _ALLOC_POOL = ThreadPoolExecutor(1, thread_name_prefix="proton-inject-alloc")
+    return _ALLOC_POOL.submit(alloc).result()
+
+
+class _DiscardBuffers:
+    """Device buffers that take records nobody reads (launches not kept, kernels run after
+    their session). Reused when large enough, never freed: an in-flight kernel (or a captured
+    graph) may still write to them."""
+
+    def __init__(self) -> None:
+        self._bufs: list[Any] = []
+        self._lock = threading.Lock()
+
+    def get(self, size: int, device: int, inline: bool = False) -> Any:
+        with self._lock:
+            for b in self._bufs:
+                if b.device.index == device and b.numel() >= size:
+                    return b
+            buf = _device_empty(max(size, 1 << 20), device, inline)
+            self._bufs.append(buf)
+            return buf
+
+
+_AFTER_SESSION_BUFFERS = _DiscardBuffers()
+
+
+def _throwaway_scratch(size: int, alignment: int, stream: int | None) -> Any:
     """Profile scratch for instrumented kernels launched after their session ended.
 
     Inductor keeps the kernels it compiled inside a ``with profile()`` block; their next
     launch asks Triton for profile scratch, and Triton's default allocator raises in the
-    user's code. They get one reused buffer per device instead; nobody reads it."""
+    user's code. They get a reused buffer instead (allocated off this thread, which may be
+    capturing a CUDA graph); nobody reads it."""
+    import torch
 
-    def __init__(self) -> None:
-        self._bufs: dict[int, Any] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, size: int, alignment: int, stream: int | None) -> Any:
-        import torch
-
-        device = torch.cuda.current_device()
-        with self._lock:
-            buf = self._bufs.get(device)
-            if buf is None or buf.numel() < size:
-                got: list[Any] = []
-
-                def alloc() -> None:  # off this thread: it may be capturing a CUDA graph
-                    with _no_modes():
-                        got.append(torch.empty(max(size, 1 << 20), dtype=torch.uint8,
-                                               device=torch.device("cuda", device)))
-
-                t = threading.Thread(target=alloc)
-                t.start()
-                t.join()
-                if not got:
-                    raise RuntimeError("proton-inject: could not allocate profile scratch")
-                buf = got[0]
-                _KEEP_FOREVER.append(buf)  # a kernel in flight may still write to the old one
-                self._bufs[device] = buf
-        return buf
-
-
-_THROWAWAY_SCRATCH = _ThrowawayScratch()
+    return _AFTER_SESSION_BUFFERS.get(size, torch.cuda.current_device())
 
 
 def _after_session(prev: Any) -> Any:
@@ -92,7 +113,7 @@ def _after_session(prev: Any) -> Any:
     else a throwaway one rather than Triton's default, which raises on instrumented kernels."""
     from triton.runtime import _allocation
 
-    return _THROWAWAY_SCRATCH if isinstance(prev, _allocation.NullAllocator) else prev
+    return _throwaway_scratch if isinstance(prev, _allocation.NullAllocator) else prev
 
 
 def _rank() -> int | None:
@@ -423,7 +444,7 @@ class Session:
         self._finished: list[_InFlight] = []
         self._pending_bytes = 0
         self._finished_bytes = 0
-        self._discard: list[Any] = []
+        self._discard = _DiscardBuffers()  # for launches not kept
         self._streams: dict[int, Any] = {}
         self._copy_streams: dict[int, Any] = {}
         self._compiled: dict[str, set[str]] = {}  # kernel name -> override hashes compiled
@@ -441,7 +462,6 @@ class Session:
         self._record_costs: dict[int, float | None] = {}  # calibrated, from the user's cache
         self._started = False
         self._stopped = False
-        self._alloc_pool: Any = None  # one helper thread for device buffers (see _device_empty)
         self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
         self._plain_mode = ""  # instrumentation_mode before the session (the plain builds')
         self._plain_cache = ""  # compile cache of the plain builds autotuners time
@@ -937,9 +957,6 @@ class Session:
         self._patch(cls, "replay", replay)
 
     def _teardown(self) -> None:
-        if self._alloc_pool is not None:
-            self._alloc_pool.shutdown(wait=True)
-            self._alloc_pool = None
         while self._undo:
             undo = self._undo.pop()
             try:
@@ -1094,7 +1111,7 @@ class Session:
                 self.result.in_cuda_graphs[name] = self.result.in_cuda_graphs.get(name, 0) + 1
             keep = False
         if not keep:
-            buf = self._discard_buffer(size, device, inline)
+            buf = self._discard.get(size, device, inline)
             if capturing:  # the graph writes to it on every replay, after this session too
                 if graph is not None:
                     graph.__dict__.setdefault("_proton_inject_keep", []).append(buf)
@@ -1111,7 +1128,7 @@ class Session:
         # one copy. A captured launch has none (a bracket kernel would join the user's graph).
         ctas = 0 if capturing or device not in self._brackets else self._brackets[device][1]
         at = -(-size // 128) * 128
-        buf = self._device_empty(at + bracket.bracket_bytes(ctas) if ctas else size, device, inline)
+        buf = _device_empty(at + bracket.bracket_bytes(ctas) if ctas else size, device, inline)
         with torch.cuda.stream(s):
             buf.zero_()  # in a capture this memset becomes part of the graph: zero per replay
         pending.buffer = buf
@@ -1122,24 +1139,6 @@ class Session:
             pending.bracket_at = (at, ctas)
             self._run_bracket(pending, 0, s.cuda_stream)
         return buf[:size] if ctas else buf
-
-    def _device_empty(self, size: int, device: int, inline: bool = False) -> Any:
-        """A device buffer from the default pool, allocated on a helper thread: on the
-        program's thread it could come from a CUDA-graph pool (Inductor's cudagraph trees
-        route the thread's allocations there and check that pool for unknown tensors)."""
-        import torch
-
-        def alloc() -> Any:
-            with _no_modes():
-                return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device))
-
-        if inline:
-            return alloc()
-        if self._alloc_pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._alloc_pool = ThreadPoolExecutor(1, thread_name_prefix="proton-inject-alloc")
-        return self._alloc_pool.submit(alloc).result()
 
     def _wanted(self, info: _KernelInfo) -> bool:
         """Whether ``info``, a plain build, is of a kernel this session instruments."""
@@ -1163,16 +1162,6 @@ class Session:
             self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
             return False
         return True
-
-    def _discard_buffer(self, size: int, device: int, inline: bool = False):
-        # Launches not kept still write their records somewhere. Old buffers are never freed
-        # during the session: an in-flight kernel (or a captured graph) may still write to them.
-        for b in self._discard:
-            if b.device.index == device and b.numel() >= size:
-                return b
-        buf = self._device_empty(max(size, 1 << 20), device, inline)
-        self._discard.append(buf)
-        return buf
 
     def _enter(self, lazy: Any) -> None:
         p: _Pending | None = getattr(self._tls, "pending", None)

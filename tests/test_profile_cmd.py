@@ -342,9 +342,9 @@ def test_after_a_session_instrumented_kernels_get_throwaway_scratch():
     throwaway one behind instead, and gives back a program's own allocator as it was."""
     from triton.runtime import _allocation
 
-    from proton_inject.runtime import _THROWAWAY_SCRATCH, _after_session
+    from proton_inject.runtime import _after_session, _throwaway_scratch
 
-    assert _after_session(_allocation.NullAllocator()) is _THROWAWAY_SCRATCH
+    assert _after_session(_allocation.NullAllocator()) is _throwaway_scratch
 
     def mine(size, alignment, stream):
         return None
