@@ -61,6 +61,10 @@ OPTIONS = {
     "warps 0": LoweringOptions(warps=(0,), auto_size=False),
     "auto all": LoweringOptions(warps="all"),  # --warps all --buffer-size auto
     "global": LoweringOptions(buffer_type="global"),
+    # every warp of a 4- or 8-warp kernel named one by one: Proton's selective-warps code path
+    # recording what "all" records (tells the warp-id test's cost from one warp's)
+    "list 0-3": LoweringOptions(warps=(0, 1, 2, 3)),
+    "list 0-7": LoweringOptions(warps=tuple(range(8))),
 }
 # --quick: the new defaults against Proton's choices, CTA sampling, every loop iteration.
 QUICK = [("default", "default"), ("default", "proton"), ("default cta/8", "default"),
@@ -305,7 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (10; quick: 7)")
     ap.add_argument("--launches", type=int, default=None, help="launches per round (20; quick: 10)")
     ap.add_argument("--only", default=None, metavar="REGEX", help="workloads whose name matches")
+    ap.add_argument("--combos", default=None, metavar="RULES:OPTIONS,...",
+                    help="these (rule set, options) pairs only, e.g. 'default:default,default:auto all'"
+                         f"; rule sets: {', '.join(RULES)}; options: {', '.join(OPTIONS)}")
     args = ap.parse_args(argv)
+    combos = [tuple(c.split(":", 1)) for c in args.combos.split(",")] if args.combos else None
+    for c in combos or ():
+        if len(c) != 2 or c[0] not in RULES or c[1] not in OPTIONS:
+            ap.error(f"--combos: {':'.join(c)!r} is not RULES:OPTIONS with known names")
     rounds = args.rounds or (7 if args.quick else 10)
     launches = args.launches or (10 if args.quick else 20)
 
@@ -331,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             work[w.name] = fn
         torch.cuda.synchronize()
         flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-        combos = QUICK if args.quick else [(r, o) for r in RULES for o in OPTIONS]
+        if not combos:
+            combos = QUICK if args.quick else [(r, o) for r in RULES for o in OPTIONS]
         for rn, on in combos:
             out = tmp / f"out-{len(rows)}"
             res = measure(work, RULES[rn], OPTIONS[on], rounds, launches, flush, out)
