@@ -61,6 +61,7 @@ OPTIONS = {
     "warps 0": LoweringOptions(warps=(0,), auto_size=False),
     "auto all": LoweringOptions(warps="all"),  # --warps all --buffer-size auto
     "global": LoweringOptions(buffer_type="global"),
+    "global all": LoweringOptions(buffer_type="global", warps="all"),
     # every warp of a 4- or 8-warp kernel named one by one: Proton's selective-warps code path
     # recording what "all" records (tells the warp-id test's cost from one warp's)
     "list 0-3": LoweringOptions(warps=(0, 1, 2, 3)),
