@@ -41,7 +41,7 @@ GLOBALTIMER = tl.constexpr("mov.u64 $0, %globaltimer;")
 RULES = {"loops": "outer"}  # a region around each loop, nothing else
 # Every warp records, Proton's own buffer size: what the README table was measured with. (The
 # tool's default records warp 0 of each partition: the "warp 0 only" case.)
-OPTIONS = LoweringOptions(warps="all", auto_size=False)
+OPTIONS = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
 
 
 @triton.jit
@@ -223,7 +223,7 @@ def measure(quick: bool = True) -> tuple[dict, list[Case]]:
     cases += run_case("back to back 2 x 2,000", back_to_back_kernel, (2_000,), [(0, 0), (1, 1)],
                       "cycles", r)
     cases += run_case("spin 2,000 cycles, warp 0 only", spin_kernel, (2_000, False), [(0, 0)], "cycles",
-                      r, LoweringOptions(warps=(0,), auto_size=False))
+                      r, LoweringOptions(warps=(0,), auto_size=False, buffer_type="shared"))
     for n in (20_000, 200_000):
         cases += run_case(f"globaltimer spin {n:,} ns", spin_kernel, (n, True), [(0, 0)], "ns", r)
     cases += run_case("globaltimer 200,000 ns after matmul", spin_kernel, (200_000, True), [(0, 0)], "ns",

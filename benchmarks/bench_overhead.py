@@ -55,9 +55,9 @@ RULES = {
     "kernel+loop+iter": Rules(kernel_scope=True, loops="both", marks=False),
 }
 OPTIONS = {
-    "clock64": LoweringOptions(),
-    "clock32": LoweringOptions(clock=32),
-    "sched_stores": LoweringOptions(sched_stores=True),
+    "clock64": LoweringOptions(buffer_type="shared"),
+    "clock32": LoweringOptions(clock=32, buffer_type="shared"),
+    "sched_stores": LoweringOptions(sched_stores=True, buffer_type="shared"),
     "global16K": LoweringOptions(buffer_type="global", buffer_size=16384),
 }
 

@@ -203,7 +203,7 @@ def run_ours(inst: Path, work: Path, which: str, ctas: int, k: int) -> dict:
     from proton_inject.lowering import LoweringOptions
 
     out = work / f"ours-{which}"
-    same_as_proton = LoweringOptions(warps="all", auto_size=False)
+    same_as_proton = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
     with profile(inst, out=out, options=same_as_proton, quiet=True) as result:
         kernels.launch(which, ctas, k)
         torch.cuda.synchronize()

@@ -6,8 +6,9 @@ kernels Inductor generated (``ttgir_samples/sources/inductor/``, launched throug
 large size: their hard-coded ``xnumel`` line is dropped so the size is the argument's).
 Each runs with four rule sets (the defaults; the defaults in every 8th CTA, ``--sample-ctas 8``;
 ``--loops both`` + kernel scope; ``--op tt.load``) under several lowering options: the tool's
-defaults (the first warp of each partition records, ``--buffer-size auto``), Proton's own
-(every warp, its default buffer), and single changes. Each (rules, options) pair first
+defaults (the first warp of each partition records, every warp of a persistent kernel;
+``--buffer-size auto``; ``--buffer-type auto``), the same in shared memory, Proton's own
+(every warp, its default shared buffer), and single changes. Each (rules, options) pair first
 warms up (2 x plain and instrumented) so clocks and caches settle before the first round.
 
 How it times: one ``CompileSession`` per (rules, options), the same session ``profile()``
@@ -55,10 +56,13 @@ RULES = {
     "op tt.load": Rules(ops=["tt.load"]),
 }
 OPTIONS = {
-    "default": LoweringOptions(),  # warp 0 (first of each partition) + --buffer-size auto
-    "proton": LoweringOptions(warps="all", auto_size=False),  # every warp, Proton's size
+    # the first warp of each partition (every warp of a persistent kernel), --buffer-size auto,
+    # --buffer-type auto (global when no record sits inside a loop)
+    "default": LoweringOptions(),
+    "shared": LoweringOptions(buffer_type="shared"),  # the defaults before --buffer-type auto
+    "proton": LoweringOptions(warps="all", auto_size=False, buffer_type="shared"),  # Proton's own
     "clock32": LoweringOptions(clock=32),
-    "warps 0": LoweringOptions(warps=(0,), auto_size=False),
+    "warps 0": LoweringOptions(warps=(0,), auto_size=False, buffer_type="shared"),
     "auto all": LoweringOptions(warps="all"),  # --warps all --buffer-size auto
     "global": LoweringOptions(buffer_type="global"),
     "global all": LoweringOptions(buffer_type="global", warps="all"),
@@ -68,8 +72,8 @@ OPTIONS = {
     "list 0-7": LoweringOptions(warps=tuple(range(8))),
 }
 # --quick: the new defaults against Proton's choices, CTA sampling, every loop iteration.
-QUICK = [("default", "default"), ("default", "proton"), ("default cta/8", "default"),
-         ("loops both", "default"), ("loops both", "proton")]
+QUICK = [("default", "default"), ("default", "shared"), ("default", "proton"),
+         ("default cta/8", "default"), ("loops both", "default"), ("loops both", "proton")]
 
 
 def load_example(name: str) -> Any:

@@ -69,7 +69,8 @@ from proton_inject.lowering import LoweringOptions  # noqa: E402
 from proton_inject.rules import Rules  # noqa: E402
 
 RULES = Rules(marks=False).with_defaults()  # kernel scope + each loop as a whole
-OPTIONS = {"default": LoweringOptions(), "all+pbuf": LoweringOptions(warps="all", auto_size=False)}
+OPTIONS = {"default": LoweringOptions(), "all+pbuf": LoweringOptions(warps="all", auto_size=False,
+                                                                     buffer_type="shared")}
 REGIONS = "kernel+loops"
 LAYERNORM, VECTOR_ADD = "layer norm 8192^2 fp16", "vector add 2^26 fp32"
 

@@ -55,7 +55,7 @@ def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> Any:
     from proton_inject.runtime import LaunchRecord, Session
 
     # Never started: only its writers are used. The fixtures were recorded by every warp.
-    session = Session(DATA, out, LoweringOptions(warps="all", auto_size=False))
+    session = Session(DATA, out, LoweringOptions(warps="all", auto_size=False, buffer_type="shared"))
     session._device_names[0] = "NVIDIA H100 80GB HBM3"
     kinds = {n: _fixture(n, ctas) for n in ("add", "mm")}
     every = max(1, round(1 / mm_share)) if mm_share > 0 else launches + 1

@@ -88,11 +88,44 @@ def cost_from(decoded: list[Any]) -> dict[str, Any]:
             "p95": float(np.percentile(v, 95)), "instances": int(len(v))}
 
 
+def variants(options: Any, hip: bool = False) -> list[Any]:
+    """The record-changing options a profile with ``options`` may lower a kernel with, each
+    calibrated on its own: ``buffer_type`` "auto" is global for some kernels and shared for
+    others (shared only on AMD), and "first" warps are one warp, or every warp in a
+    persistent kernel (``LoweringOptions.for_kernel``)."""
+    from dataclasses import replace
+
+    types = [options.buffer_type]
+    if options.buffer_type == "auto":
+        types = ["shared"] if hip else ["shared", "global"]
+    warps = [(0,), "all"] if options.warps == "first" else [options.warps]
+    return [replace(options, buffer_type=t, warps=w) for t in types for w in warps]
+
+
+def describe(options: Any) -> str:
+    """``shared buffer, one warp`` and the like: what a calibration entry is for."""
+    w = options.selected
+    who = "every warp" if w is None else "one warp" if len(w) == 1 else f"warps {','.join(map(str, w))}"
+    return f"{options.buffer_type} buffer, {who}, clock{options.clock}"
+
+
+def measure_all(options: Any = None, device: int = 0, launches: int = 5,
+                save: bool = True) -> list[tuple[Any, dict[str, Any]]]:
+    """``measure`` for each of ``variants(options)``: [(concrete options, result)]."""
+    import torch
+
+    from .lowering import LoweringOptions
+
+    options = options or LoweringOptions()
+    hip = bool(getattr(torch.version, "hip", None))
+    return [(v, measure(v, device, launches, save)) for v in variants(options, hip)]
+
+
 def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool = True) -> dict[str, Any]:
     """Run the calibration kernel (needs a GPU) and return (and cache) the record cost.
 
-    The first launch is left out (cold instruction cache). ``options`` are the
-    ``LoweringOptions`` the profiled runs use.
+    The first launch is left out (cold instruction cache). ``options`` are the concrete
+    ``LoweringOptions`` to calibrate (``variants`` gives those of a profile's options).
     """
     import warnings
 
@@ -131,6 +164,8 @@ def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool 
     got = cost_from(decoded[1:] or decoded)
     got["device"] = name
     if save:
+        if options.buffer_type == "auto" or options.warps == "first":
+            raise ValueError("calibrate.measure: resolve the options first (calibrate.variants)")
         store(name, got["cycles"], options.clock, options.buffer_type, options.sched_stores,
-              {k: v for k, v in got.items() if k != "cycles"}, selective=options.warps != "all")
+              {k: v for k, v in got.items() if k != "cycles"}, selective=options.selected is not None)
     return got

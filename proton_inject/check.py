@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +185,8 @@ def check_file(
     gpu_target = _parse_target(target)
     # What the lowering decides per kernel (recording warps, --buffer-size auto), decided here
     # the same way, so the sizes below are predicted for the options it really used.
+    if gpu_target.backend == "hip" and options.buffer_type == "auto":
+        options = replace(options, buffer_type="shared")  # AMD's lowering has no global stores
     options = options.for_kernel(text, max_shared_mem_for(gpu_target))
     recording = list(options.selected) if options.selected else None
     tname = f"{gpu_target.backend}:{gpu_target.arch}"

@@ -229,15 +229,18 @@ def _lowering_options(f):
                      help="Record buffer per CTA, bytes (0: Proton's default for the type; "
                           "auto: just what each warp can write for kernels with no record "
                           "inside a loop, Proton's default for the others)."),
-        click.option("--buffer-type", type=click.Choice(["shared", "global"]), default="shared",
-                     show_default=True,
+        click.option("--buffer-type", type=click.Choice(["auto", "shared", "global"]),
+                     default="auto", show_default=True,
                      help="Keep records in shared memory (copied out at the end) or write them "
-                          "to global memory (no shared-memory limit; 0 = 16 KiB per warp)."),
+                          "to global memory (no shared-memory limit; 0 = 16 KiB per warp); "
+                          "auto: global for kernels with no record inside a loop, shared for "
+                          "the others."),
         click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
                      show_default=True, help="Who records: each warp or each warp group."),
         click.option("--warps", default=None, metavar="0,4|all",
                      help="Record only these warps (default: the first warp of each partition, "
-                          "i.e. warp 0 without warp specialization; all: every warp)."),
+                          "i.e. warp 0 without warp specialization, and every warp of a "
+                          "persistent kernel; all: every warp)."),
     ]  # fmt: skip
     for o in reversed(opts):
         f = o(f)
@@ -549,9 +552,11 @@ def calibrate(device, **kw) -> None:
     """Measure what a record pair adds to a region on this GPU (needs a GPU; cached)."""
     from . import calibrate as cal
 
-    got = cal.measure(_options_from(kw), device=device)
-    click.echo(f"{got['device']}: {got['cycles']:g} cycles per record (p5 {got['p5']:g}, p95 "
-               f"{got['p95']:g}, {got['instances']:,} regions); cached in {cal.cache_file()}")
+    results = cal.measure_all(_options_from(kw), device=device)
+    for opts, got in results:
+        click.echo(f"{got['device']}, {cal.describe(opts)}: {got['cycles']:g} cycles per record "
+                   f"(p5 {got['p5']:g}, p95 {got['p95']:g}, {got['instances']:,} regions)")
+    click.echo(f"cached in {cal.cache_file()}", err=True)
 
 
 if __name__ == "__main__":

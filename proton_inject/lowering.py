@@ -12,6 +12,7 @@ cache, and instrumented and plain builds of one kernel never replace each other.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import threading
@@ -42,8 +43,9 @@ WARP_CHOICES = ("first", "all")
 
 GRANULARITIES = ("warp", "warp-group")
 # Where records live while the kernel runs: a shared-memory buffer copied out to the profile
-# scratch at the end, or the profile scratch itself (global memory, no shared-memory cap).
-BUFFER_TYPES = ("shared", "global")
+# scratch at the end, or the profile scratch itself (global memory, no shared-memory cap);
+# "auto" picks one per kernel (``for_kernel``).
+BUFFER_TYPES = ("auto", "shared", "global")
 
 # Largest shared memory one CTA may use (opt-in), per target, for compiles without a GPU.
 # The runtime asks the device instead.
@@ -69,13 +71,15 @@ class LoweringOptions:
     ``buffer_size`` is the record buffer per CTA in bytes. With ``buffer_type`` "shared" it is
     shared memory (0: Proton's default, at most 4% of the device's shared memory and never
     more than the kernel leaves free); with "global" records go straight to the profile
-    scratch in global memory (0: 16 KiB per warp). ``warps``: warp ids that record, "first"
-    (the first warp of each partition, chosen per kernel by ``for_kernel``) or "all" (None
-    means "all" too). ``auto_size`` (``--buffer-size auto``) with ``buffer_size`` 0: a kernel
-    whose records all sit outside loops gets a buffer of just the records each warp can write
-    (``auto_buffer_bytes``); in others each recording warp keeps its share of Proton's default
-    (``_per_warp_share``). These defaults cut the cost
-    of short CTAs (issue 9); check, run, profile and the Python API all start from them.
+    scratch in global memory (0: 16 KiB per warp); "auto" is global for a kernel whose records
+    all sit outside loops, shared for the others. ``warps``: warp ids that record, "first"
+    (the first warp of each partition; every warp of a persistent kernel; chosen per kernel by
+    ``for_kernel``) or "all" (None means "all" too). ``auto_size`` (``--buffer-size auto``)
+    with ``buffer_size`` 0: a kernel whose records all sit outside loops gets a buffer of just
+    the records each warp can write (``auto_buffer_bytes``); in others each recording warp
+    keeps its share of Proton's default (``_per_warp_share``). These defaults cut the cost of
+    short CTAs (issue 9, README "What it costs"); check, run, profile and the Python API all
+    start from them.
     """
 
     clock: int = 64
@@ -84,7 +88,7 @@ class LoweringOptions:
     granularity: str = "warp"
     warps: tuple[int, ...] | str | None = "first"
     metric: str = "cycle"
-    buffer_type: str = "shared"
+    buffer_type: str = "auto"
     auto_size: bool = True
 
     def __post_init__(self) -> None:
@@ -142,9 +146,21 @@ class LoweringOptions:
         an H100's)."""
         warps = self.warps
         if warps == "first":
-            warps = first_warps(text)
+            # A persistent kernel's CTAs loop over many tiles, so what each recording warp
+            # costs per CTA hardly counts; and on an H100 one recording warp slowed a
+            # persistent softmax by 4.5% (every warp: 0.4%; benchmarks/overhead.py).
+            persistent = _PERSISTENT.search(text) is not None and "ttg.warp_specialize" not in text
+            warps = "all" if persistent else first_warps(text)
+        btype = self.buffer_type
+        if btype == "auto":
+            # Records that each run once per warp cost less written straight to global memory
+            # than copied out of a shared buffer at the end (H100: layer norm 1.051 -> 1.018,
+            # attention 1.021 -> 1.004); records inside loops cost less in shared memory
+            # (layer norm, every iteration: 1.18 vs 1.25). AMD's lowering has no global stores.
+            hip = re.search(r'"?ttg\.target"?\s*=\s*"hip:', text) is not None
+            btype = "shared" if hip or records_per_warp_bound(text) is None else "global"
         size = self.buffer_size
-        resolved = replace(self, warps=warps, buffer_size=0, auto_size=False)
+        resolved = replace(self, warps=warps, buffer_type=btype, buffer_size=0, auto_size=False)
         if self.auto_size and not size:  # a size given explicitly wins
             size = auto_buffer_bytes(text, resolved) or _per_warp_share(text, resolved, max_shared)
         if size and resolved.selected:  # Proton needs a power of two per recording warp
@@ -284,6 +300,7 @@ def suggest_buffer_size(free_shared: int, num_warps: int, options: LoweringOptio
     return (1 << (per.bit_length() - 1)) * segments
 
 
+@functools.lru_cache(maxsize=16)  # for_kernel asks twice per kernel (buffer type, size)
 def records_per_warp_bound(text: str) -> int | None:
     """Most records one warp can write in a run of this instrumented TTGIR, if the IR fixes it.
 
@@ -316,6 +333,9 @@ def records_per_warp_bound(text: str) -> int | None:
     return count
 
 
+# A persistent kernel's tile loop steps by the grid size (``range(pid, n, tl.num_programs(0))``);
+# the CTA sampler's own reads of it (``%pi_cta0_gx``) do not count.
+_PERSISTENT = re.compile(r"%(?!pi_cta\d)[\w$.-]+ = tt\.get_num_programs\b")
 _PARTITION_WARPS = re.compile(r"\bnum_warps\((\d+)\)\s*\{")
 
 
@@ -425,11 +445,11 @@ class ProtonLowering:
             return
         o = self.options
         if stage == "ttgpuir_to_llvmir":
-            if o.auto_size or o.warps == "first":
+            if o.auto_size or o.warps == "first" or o.buffer_type == "auto":
                 # The backend's make_llir, which calls this, holds the module as ``mod``.
                 mod = caller_local("mod", 3, lambda m, _: hasattr(m, "get_entry_func_name"))
                 o = (o.for_kernel(str(mod), self.max_shared) if mod is not None
-                     else replace(o, auto_size=False))
+                     else replace(o, auto_size=False, buffer_type="shared"))
             warps = o.selected
             sampling = (
                 proton.SAMPLING_STRATEGY.SELECTIVE if warps else proton.SAMPLING_STRATEGY.NONE
@@ -576,7 +596,7 @@ def options_from_cli(
     buffer_size: int | str = "auto",
     granularity: str = "warp",
     warps: str | Iterable[int] | None = None,
-    buffer_type: str = "shared",
+    buffer_type: str = "auto",
 ) -> LoweringOptions:
     """Build options from command-line values (``warps`` as ``"0,4"``, ``"all"``, or None for
     the default; ``buffer_size`` a byte count or ``"auto"``, the default)."""

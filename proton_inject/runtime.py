@@ -459,7 +459,8 @@ class Session:
         # Clock-bracket kernel per device and its CTAs (one per SM); why, where there is none.
         self._brackets: dict[int, tuple[Any, int]] = {}
         self._bracket_error: str | None = None
-        self._record_costs: dict[int, float | None] = {}  # calibrated, from the user's cache
+        # calibrated, from the user's cache: per device, buffer type and whether warps are chosen
+        self._record_costs: dict[tuple[int, str, bool], float | None] = {}
         self._started = False
         self._stopped = False
         self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
@@ -516,9 +517,6 @@ class Session:
             for d in range(torch.cuda.device_count()):
                 self._device_names[d] = torch.cuda.get_device_name(d)
                 self._device_clocks[d] = sm_clock_mhz(d)
-                o = self.options
-                self._record_costs[d] = calibrate.lookup(self._device_names[d], o.clock, o.buffer_type,
-                                                         o.sched_stores, selective=o.warps != "all")
             self._install_compiler()
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self._allocate)
@@ -867,6 +865,14 @@ class Session:
             )
         return out
 
+    def _resolved(self, ck: Any, max_shared: int | None = None) -> LoweringOptions:
+        """The options as the lowering resolved them for this instrumented build (its warps,
+        buffer type and size); the options as given if its TTGIR is not at hand."""
+        try:
+            return self.options.for_kernel(ck.asm["ttgir"], max_shared or self._max_shared)
+        except Exception:  # advice and checks only: fall back to the options as given
+            return self.options
+
     def _does_not_fit(self, ck: Any) -> Exception | None:
         """Why an instrumented build cannot launch on this GPU (its shared memory with the
         record buffer is over the limit), or None. Autotuners time the plain builds, so one
@@ -875,7 +881,7 @@ class Session:
         if md is None or not int(getattr(md, "profile_scratch_size", 0) or 0):
             return None
         shared, limit = int(getattr(md, "shared", 0) or 0), self._max_shared
-        if self.options.buffer_type == "global" or not limit or shared <= limit:
+        if not limit or shared <= limit or self._resolved(ck).buffer_type == "global":
             return None
         from triton.runtime.errors import OutOfResources
 
@@ -1041,21 +1047,17 @@ class Session:
             return e
         if not int(getattr(ck.metadata, "profile_scratch_size", 0) or 0):
             return e
-        if self.options.buffer_type == "global":
-            return e  # records use no shared memory: the kernel itself does not fit
         nw = int(ck.metadata.num_warps)
         need, limit = int(e.required), int(e.limit)
-        from .check import _buffer_split
-
         # Split with the limit the lowering sized the buffer for (the device's, normally), and
         # the options as the lowering resolved them for this kernel (which warps record: the
-        # first of each partition of a warp-specialized kernel; the auto buffer size).
+        # first of each partition of a warp-specialized kernel; the buffer's type and size).
         built_for = build_max_shared or self._max_shared or limit
-        opts = self.options
-        try:
-            opts = opts.for_kernel(ck.asm["ttgir"], built_for)
-        except Exception:  # advice only: fall back to the options as given
-            pass
+        opts = self._resolved(ck, built_for)
+        if opts.buffer_type == "global":
+            return e  # records use no shared memory: the kernel itself does not fit
+        from .check import _buffer_split
+
         buf = _buffer_split(need, nw, built_for, opts) or 0
         fit = suggest_buffer_size(limit - (need - buf), nw, opts) if buf else 0
         advice = (
@@ -1320,13 +1322,13 @@ class Session:
             granularity=self.options.granularity,
             sampled_warps=self._sampling(rec)[0],
             sample_ctas=self._sampling(rec)[1],
-            buffer_type=self.options.buffer_type,
+            buffer_type=self._kernel_options(rec).buffer_type,
             config=f"[tuning] {name}" if rec.tuning else name,
             launch=rec.seq,
             device=self._device_names.get(rec.device),
             sm_clock_mhz=self._device_clocks.get(rec.device),
             rank=self.rank,
-            record_cost_cycles=self._record_costs.get(rec.device),
+            record_cost_cycles=self._record_cost(rec),
             clock_bracket=rec.clock_bracket,
         )
 
@@ -1335,20 +1337,37 @@ class Session:
         path = Path(self._tmp or "") / "override" / rec.hash / f"{rec.kernel}.ttgir"
         return path if path.is_file() else None
 
-    def _sampling(self, rec: LaunchRecord) -> tuple[list[int] | None, int]:
-        """What this launch's kernel sampled, read from its instrumented IR: the warps that
-        recorded, as the lowering chose them (``LoweringOptions.for_kernel``; None: every
-        warp), and N of ``--sample-ctas``."""
+    def _kernel_options(self, rec: LaunchRecord) -> LoweringOptions:
+        """The options as the lowering resolved them for this launch's kernel
+        (``LoweringOptions.for_kernel`` on the IR it was compiled from)."""
+        return self._kernel_ir(rec)[0]
+
+    def _kernel_ir(self, rec: LaunchRecord) -> tuple[LoweringOptions, int]:
         from .instrument import sampled_ctas
 
-        cache = self.__dict__.setdefault("_sampling_cache", {})
+        cache = self.__dict__.setdefault("_kernel_ir_cache", {})
         key = (rec.hash, rec.kernel)
         if key not in cache:
             path = self._ir_path(rec)
             text = path.read_text(encoding="latin-1") if path else ""
-            opts = self.options.for_kernel(text) if self.options.warps == "first" else self.options
-            cache[key] = (list(opts.selected) if opts.selected else None, sampled_ctas(text))
+            cache[key] = (self.options.for_kernel(text, self._max_shared), sampled_ctas(text))
         return cache[key]
+
+    def _sampling(self, rec: LaunchRecord) -> tuple[list[int] | None, int]:
+        """What this launch's kernel sampled: the warps that recorded, as the lowering chose
+        them (None: every warp), and N of ``--sample-ctas``."""
+        opts, every_nth = self._kernel_ir(rec)
+        return (list(opts.selected) if opts.selected else None, every_nth)
+
+    def _record_cost(self, rec: LaunchRecord) -> float | None:
+        """The calibrated cost of one record for this launch's device and resolved options."""
+        o = self._kernel_options(rec)
+        key = (rec.device, o.buffer_type, o.selected is not None)
+        if key not in self._record_costs:
+            self._record_costs[key] = calibrate.lookup(
+                self._device_names.get(rec.device), o.clock, o.buffer_type, o.sched_stores,
+                selective=o.selected is not None)
+        return self._record_costs[key]
 
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
         """Scope ids of the IR this launch ran: its override file (what was compiled)."""

@@ -21,7 +21,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from proton_inject.compile_hook import CompileSession
-from proton_inject.lowering import skipping
+from proton_inject.lowering import LoweringOptions, skipping
 from proton_inject.rules import Rules
 from proton_inject.runtime import Session
 
@@ -65,15 +65,16 @@ def _compile_side(session: Session, tmp_path: Path):
         session._teardown()
 
 
-def _session(kind: str, tmp_path: Path, keep_tuning: bool = False, compile: Any = None) -> Session:
+def _session(kind: str, tmp_path: Path, keep_tuning: bool = False, compile: Any = None,
+             options: LoweringOptions | None = None) -> Session:
     """A profile session, or a run session whose tree a profile session wrote while
     ``compile()`` built the kernel (default: as the JIT does)."""
-    prof = CompileSession(RULES, tmp_path / "prof", keep_tuning=keep_tuning)
+    prof = CompileSession(RULES, tmp_path / "prof", options, keep_tuning=keep_tuning)
     if kind == "profile":
         return prof
     with _compile_side(prof, tmp_path / "p"):
         assert _instrumented((compile or _jit_compile)())  # writes prof/ir
-    return Session(tmp_path / "prof" / "ir", tmp_path / "run", keep_tuning=keep_tuning)
+    return Session(tmp_path / "prof" / "ir", tmp_path / "run", options, keep_tuning=keep_tuning)
 
 
 def _plain_reference(tmp_path: Path):
@@ -85,7 +86,7 @@ def _plain_reference(tmp_path: Path):
 @pytest.mark.parametrize("kind", ["profile", "run"])
 def test_autotuner_benchmarks_the_plain_build_and_restores_after_a_failure(kind, tmp_path):
     ref = _plain_reference(tmp_path)
-    session = _session(kind, tmp_path)
+    session = _session(kind, tmp_path, options=LoweringOptions(buffer_type="shared"))
     built, seen = [], []
 
     def bench(kernel_call, quantiles):
@@ -182,7 +183,7 @@ def test_instrumented_build_over_the_shared_memory_limit_runs_plain(kind, tmp_pa
     more shared memory than the GPU has: that kernel runs its plain build, with a warning,
     instead of failing the program's launch."""
     ref = _plain_reference(tmp_path)
-    session = _session(kind, tmp_path)
+    session = _session(kind, tmp_path, options=LoweringOptions(buffer_type="shared"))
     with _compile_side(session, tmp_path / kind):
         inst = _jit_compile()
         assert _instrumented(inst) and inst.metadata.shared > ref.metadata.shared

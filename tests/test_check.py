@@ -19,7 +19,7 @@ from proton_inject.lowering import LoweringOptions
 
 # Proton's own choices (every warp records, its default size): what the fixtures were measured
 # with; the tool's defaults (first warp of each partition, --buffer-size auto) differ.
-PROTON = LoweringOptions(warps="all", auto_size=False)
+PROTON = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 

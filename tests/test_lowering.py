@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 ROOT = Path(__file__).resolve().parent.parent
 # Proton's own choices (every warp records, its default buffer size): what the fixtures and the
 # sizing rules below were measured with; the tool's defaults are tested at the end.
-PROTON = {"warps": "all", "auto_size": False}
+PROTON = {"warps": "all", "auto_size": False, "buffer_type": "shared"}
 H100 = GPUTarget("cuda", 90, 32)
 
 
@@ -46,7 +47,7 @@ H100 = GPUTarget("cuda", 90, 32)
         ({"warps": (0, 1, 2), "buffer_size": 4096}, "3 x a power of two"),
         ({"warps": ()}, "--warps is empty"),
         ({"metric": "time"}, "Proton records 'cycle' only"),
-        ({"buffer_type": "texture"}, "--buffer-type must be one of shared, global"),
+        ({"buffer_type": "texture"}, "--buffer-type must be one of auto, shared, global"),
         ({"buffer_type": "global", "buffer_size": 3000}, "not a power of two"),
     ],
 )
@@ -57,7 +58,7 @@ def test_bad_options_are_user_errors(kwargs, message):
 
 def test_options_normalise_and_key_the_mode():
     o = options_from_cli(clock=32, warps="4, 0,4")
-    assert o.warps == (0, 4) and o.buffer_type == "shared"
+    assert o.warps == (0, 4) and o.buffer_type == "auto"
     assert options_from_cli(buffer_type="global").to_json()["buffer_type"] == "global"
     assert LoweringOptions(auto_size=False, warps=(0, 1, 2), buffer_size=3 * 512).segments(8) == 3
     modes = {
@@ -66,7 +67,7 @@ def test_options_normalise_and_key_the_mode():
         LoweringOptions(**PROTON, buffer_size=2048).mode(),
         LoweringOptions(**PROTON, sched_stores=True).mode(),
         LoweringOptions(auto_size=False, warps=(0,)).mode(),
-        LoweringOptions(**PROTON, buffer_type="global").mode(),
+        LoweringOptions(**{**PROTON, "buffer_type": "global"}).mode(),
     }
     assert len(modes) == 6 and not any(m == "consan" for m in modes)
     assert parse_warps(None) == parse_warps("") == "first" and parse_warps("all") == "all"
@@ -120,10 +121,10 @@ def test_size_prediction_matches_the_compiled_kernel(tmp_path, kernel, kernel_sh
     "kernel, kernel_shared, warps, options, max_shared, scratch",
     [
         # No size: 16 KiB per warp, whatever the shared memory.
-        ("add_kernel", 0, 4, LoweringOptions(**PROTON, buffer_type="global"), 232448, 65664),
-        ("mm_kernel", 98304, 8, LoweringOptions(**PROTON, buffer_type="global"), 110000, 131200),
+        ("add_kernel", 0, 4, LoweringOptions(**{**PROTON, "buffer_type": "global"}), 232448, 65664),
+        ("mm_kernel", 98304, 8, LoweringOptions(**{**PROTON, "buffer_type": "global"}), 110000, 131200),
         # A size beyond the shared buffer's 4% cap is taken as given.
-        ("mm_kernel", 98304, 8, LoweringOptions(**PROTON, buffer_type="global", buffer_size=16384, clock=32),
+        ("mm_kernel", 98304, 8, LoweringOptions(**{**PROTON, "buffer_type": "global"}, buffer_size=16384, clock=32),
          232448, 16512),
         ("mm_kernel", 98304, 8, LoweringOptions(auto_size=False, buffer_type="global", warps=(0, 4)), 232448, 32896),
     ],
@@ -138,7 +139,7 @@ def test_global_buffer_size_prediction(tmp_path, kernel, kernel_shared, warps, o
 
 def test_global_buffer_has_the_shared_layout_in_the_scratch(tmp_path):
     """The decoder reads both types alike: check where the global build stores its records."""
-    opts = LoweringOptions(**PROTON, buffer_type="global", buffer_size=16384)
+    opts = LoweringOptions(**{**PROTON, "buffer_type": "global"}, buffer_size=16384)
     llir = _compile(DATA / "mm_kernel.ttgir", opts, 232448, tmp_path).asm["llir"]
     assert "st.global.cg.v2.b32" in llir and "st.shared.v2.b32" not in llir
     # Data starts after the 40-byte header and 8 count words: byte 72 of the CTA's block ...
@@ -205,7 +206,7 @@ def test_auto_buffer_size_shrinks_the_buffer_of_a_loop_free_profile(tmp_path):
 
     text = _layernorm_ttgir(Rules().with_defaults())  # kernel scope + the 3 loops as a whole
     assert records_per_warp_bound(text) == 8
-    auto = LoweringOptions(warps="all", auto_size=True)
+    auto = LoweringOptions(warps="all", auto_size=True, buffer_type="shared")
     assert auto_buffer_bytes(text, auto) == 8 * 64  # 8 records of 8 B per warp, 8 warps
     path = tmp_path / "ln.ttgir"
     path.write_text(text)
@@ -286,10 +287,50 @@ def test_default_options_record_one_warp_with_a_buffer_of_its_records(tmp_path):
     path.write_text(text)
     o = LoweringOptions().for_kernel(text)
     assert o.selected == (0,) and o.buffer_size == 64  # 8 records of 8 B, one warp
+    assert o.buffer_type == "global"  # no record inside a loop: straight to global memory
     k = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
     assert k.profile_scratch_size == profile_scratch_bytes(64, 8)
-    every = _compile(path, LoweringOptions(warps="all"), 232448, tmp_path / "b").metadata
-    assert every.shared - k.shared == 8 * 64 - 64  # --warps all: a segment per warp
+    (tmp_path / "plain.ttgir").write_text((ROOT / "ttgir_samples/cuda-90/layernorm_fwd_kernel.ttgir").read_text())
+    plain = _compile(tmp_path / "plain.ttgir", LoweringOptions(), 232448, tmp_path / "p").metadata
+    assert k.shared == plain.shared  # the records take no shared memory
+    shared = LoweringOptions(buffer_type="shared")
+    one = _compile(path, shared, 232448, tmp_path / "s").metadata
+    every = _compile(path, replace(shared, warps="all"), 232448, tmp_path / "b").metadata
+    assert one.shared - plain.shared == 64 and one.profile_scratch_size == k.profile_scratch_size
+    assert every.shared - one.shared == 8 * 64 - 64  # --warps all: a segment per warp
     assert options_from_cli(warps="all").selected is None
     assert options_from_cli().auto_size and options_from_cli().warps == "first"
     assert not options_from_cli(buffer_size="0").auto_size
+
+
+def test_buffer_type_and_warps_follow_the_kernel():
+    """--buffer-type auto: global when no record sits inside a loop (each runs once per warp),
+    shared otherwise and on AMD; "first" warps: every warp of a persistent kernel (its tile
+    loop steps by the grid size), whose per-CTA costs are spread over many tiles."""
+    from proton_inject.instrument import insert_text
+    from proton_inject.rules import Rules
+
+    def resolved(sample, rules, target="cuda-90"):
+        src = (ROOT / "ttgir_samples" / target / f"{sample}.ttgir").read_text(encoding="latin-1")
+        return LoweringOptions().for_kernel(insert_text(src, rules).text)
+
+    whole, every_iter = Rules().with_defaults(), Rules(kernel_scope=True, loops="both")
+    o = resolved("layernorm_fwd_kernel", whole)
+    assert (o.buffer_type, o.selected) == ("global", (0,))
+    o = resolved("layernorm_fwd_kernel", every_iter)
+    assert (o.buffer_type, o.selected) == ("shared", (0,))
+    o = resolved("layernorm_fwd_kernel", whole, "hip-gfx942")
+    assert (o.buffer_type, o.selected) == ("shared", (0,))
+    # CTA sampling reads the grid size too; that does not make a kernel persistent
+    o = resolved("layernorm_fwd_kernel", Rules(sample_ctas=4, marks=False).with_defaults())
+    assert (o.buffer_type, o.selected) == ("global", (0,))
+    o = resolved("softmax_kernel", whole)  # for row in range(pid, n_rows, num_programs)
+    assert (o.buffer_type, o.selected) == ("global", None)
+    o = resolved("softmax_kernel", every_iter)
+    assert (o.buffer_type, o.selected) == ("shared", None)
+    o = resolved("attn_fwd_ws_kernel", whole)  # warp-specialized: its partitions' first warps
+    assert o.buffer_type == "shared" and o.selected is not None and len(o.selected) > 1
+    # named explicitly, nothing is chosen per kernel
+    o = LoweringOptions(buffer_type="shared", warps=(0,)).for_kernel(
+        insert_text((ROOT / "ttgir_samples/cuda-90/softmax_kernel.ttgir").read_text(), whole).text)
+    assert (o.buffer_type, o.selected) == ("shared", (0,))
