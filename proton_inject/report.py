@@ -44,36 +44,48 @@ PROGRESS_EVERY_S = 5.0
 # browser's memory (~2 GB), and JSON traces past a few hundred MB load slowly or not at all.
 TRACE_WARN_BYTES = 500 * 2**20
 
-# What profiling cost, kernel time with records / without: ``benchmarks/overhead.py --quick``
-# (median of 5 interleaved rounds, L2 flushed), keyed by the rule kind, who records and the
-# record buffer per CTA (its final copy costs ~16 SM-cycles per KiB, benchmarks/
-# overhead_parts.py). Only what was measured; other combinations say so.
+# What profiling cost, kernel time with records / without: ``benchmarks/overhead.py`` (median
+# of 7 interleaved rounds, L2 flushed), keyed by the rule kind, who records and the record
+# buffer per CTA: global, or shared with its size (its final copy costs ~16 SM-cycles per KiB,
+# benchmarks/overhead_parts.py). Only what was measured; other combinations say so.
 OVERHEAD_MEASURED_ON = "H100, Triton 3.6, 2026-11-23"
+WHOLE, ITER = "kernel + whole loops", "every iteration"
+SHARED_BIG, SHARED_SMALL, GLOBAL = "shared buffer > 1 KiB", "shared buffer <= 1 KiB", "global buffer"
 OVERHEAD_CLASSES = {
-    ("kernel + whole loops", "every warp", "buffer > 1 KiB"):
-        "1.00-1.15 (8 KiB buffer; short CTAs: layer norm 8192^2 1.13, Liger RMSNorm 1.13, Inductor gelu 1.15, "
-        "Inductor rmsnorm 1.05; vector add 1.04, softmax 1.00, matmul/attention <= 1.03)",
-    ("kernel + whole loops", "every warp", "buffer <= 1 KiB"):
-        "1.02-1.08 (layer norm 1.08, Inductor gelu 1.04, Inductor rmsnorm 1.02, vector add 1.04)",
-    ("kernel + whole loops", "one warp", "buffer > 1 KiB"):
+    # the defaults: records outside loops go to global memory, one warp (every warp when persistent)
+    (WHOLE, "one warp", GLOBAL):
+        "0.99-1.04 (Inductor gelu 1.04, Liger RMSNorm 1.02, Inductor rmsnorm 1.02, vector add 1.01, "
+        "layer norm 8192^2 1.00-1.02, attention 1.00, matmul 0.99)",
+    (WHOLE, "every warp", GLOBAL):
+        "1.00-1.10 (persistent softmax 1.00, the default there; short CTAs: layer norm 8192^2 1.10, "
+        "Inductor gelu 1.05, vector add 1.05; attention, matmul, Inductor rmsnorm 1.01)",
+    # the defaults with records inside loops: shared memory
+    (ITER, "one warp", SHARED_SMALL):
+        "0.99-1.20 (layer norm 8192^2 1.12-1.20, Liger RMSNorm 1.02, attention 1.00, matmul 0.99)",
+    (ITER, "one warp", SHARED_BIG):
+        "0.99-1.20 (layer norm 8192^2 1.12-1.20, Liger RMSNorm 1.02, attention 1.00, matmul 0.99)",
+    (ITER, "every warp", SHARED_BIG):
+        "1.00-1.32 (persistent softmax 1.01; matmul/attention 1.00-1.02; layer norm 8192^2 1.28-1.32, "
+        "Proton's default buffer)",
+    (ITER, "one warp", GLOBAL): "1.06-1.25 (layer norm 8192^2 1.25, softmax 1.06): shared costs less in loops",
+    (ITER, "every warp", GLOBAL): "1.02-1.55 (layer norm 8192^2 1.55, matmul/attention/softmax 1.02)",
+    # shared memory for records outside loops (--buffer-type shared)
+    (WHOLE, "one warp", SHARED_SMALL):
+        "0.99-1.06 (layer norm 8192^2 1.04-1.06, softmax 1.05 with one warp, Inductor gelu 1.04, "
+        "attention 1.02, Liger RMSNorm 1.02, vector add 1.01, Inductor rmsnorm 1.01, matmul 0.99)",
+    (WHOLE, "one warp", SHARED_BIG):
         "1.02-1.05 (8 KiB buffer; layer norm 1.05, Inductor gelu 1.05, Inductor rmsnorm 1.02, vector add 1.02)",
-    ("every iteration", "every warp", "buffer > 1 KiB"):
-        "matmul/attention 1.00-1.02; layer norm 1.29 (8 KiB buffer)",
+    (WHOLE, "every warp", SHARED_SMALL):
+        "1.00-1.08 (layer norm 1.08, Inductor gelu 1.04, Inductor rmsnorm 1.02, vector add 1.04, softmax 1.00)",
+    (WHOLE, "every warp", SHARED_BIG):
+        "1.00-1.15 (Proton's default 8 KiB buffer; short CTAs: layer norm 8192^2 1.09-1.14, Liger RMSNorm 1.11, "
+        "Inductor gelu 1.15, Inductor rmsnorm 1.04; vector add 1.04, softmax 1.00, matmul/attention <= 1.03)",
 }
-# The defaults (first warp of each partition, --buffer-size auto), measured the same way.
-_DEFAULTS_WHOLE = ("0.99-1.06 (layer norm 8192^2 1.06, softmax 1.05, Inductor gelu 1.04, attention 1.02, "
-                   "Liger RMSNorm 1.02, vector add 1.01, Inductor rmsnorm 1.01, matmul 0.99)")
-_DEFAULTS_ITER = ("0.99-1.20 (layer norm 8192^2 1.20, Inductor gelu 1.04, Liger RMSNorm 1.02, vector add 1.02, "
-                  "softmax 1.01, Inductor rmsnorm 1.01, attention 1.00, matmul 0.99)")
-OVERHEAD_CLASSES.update({
-    ("kernel + whole loops", "one warp", "buffer <= 1 KiB"): _DEFAULTS_WHOLE,
-    ("every iteration", "one warp", "buffer <= 1 KiB"): _DEFAULTS_ITER,
-    ("every iteration", "one warp", "buffer > 1 KiB"): _DEFAULTS_ITER,  # auto keeps loop slots
-})
 # --sample-ctas 8 with the defaults: no cheaper, since every CTA still runs Proton's set-up and
-# final copy and the sampled ones add a program-id test.
-SAMPLED_CTAS_CLASS = ("1.01-1.06 with 1 CTA in 8 (layer norm 1.06, softmax 1.06, Inductor gelu 1.04, vector add 1.03; "
-                      "no cheaper than recording every CTA: each still runs Proton's set-up and final copy)")
+# finalize and the sampled ones add a program-id test.
+SAMPLED_CTAS_CLASS = ("1.00-1.04 with 1 CTA in 8 (Inductor gelu 1.04, Inductor rmsnorm 1.03, vector add 1.03, "
+                      "Liger RMSNorm 1.03, matmul 1.01, softmax 1.01; no cheaper than recording every CTA: "
+                      "each still runs Proton's set-up and finalize)")
 
 
 @dataclass
@@ -645,21 +657,25 @@ def overhead_class(k: dict[str, Any]) -> str:
     # Region names as insert writes them: "kernel", "loop X @f.py:3", "iter X @f.py:3".
     kind = [n.split(" ")[0] for n in names]
     if "iter" in kind:
-        rules = "every iteration"
+        rules = ITER
     elif kind and set(kind) <= {"kernel", "loop"}:
-        rules = "kernel + whole loops"
+        rules = WHOLE
     else:
         return "overhead: not measured for these regions (marks, ops or line ranges)"
     warps = (k.get("sampled") or {}).get("warps")
     who = "every warp" if not warps else "one warp" if len(warps) == 1 else f"{len(warps)} warps"
-    size = (k.get("drops") or {}).get("buffer_size") or 0
-    buf = "buffer <= 1 KiB" if 0 < size <= 1024 else "buffer > 1 KiB"
+    drops = k.get("drops") or {}
+    size = drops.get("buffer_size") or 0
+    if drops.get("buffer_type") == "global":
+        buf = GLOBAL
+    else:
+        buf = SHARED_SMALL if 0 < size <= 1024 else SHARED_BIG
     got = OVERHEAD_CLASSES.get((rules, who, buf))
     what = f"{rules}, {who}, {buf}"
     smp = (k.get("sampled") or {}).get("every_nth_cta") or 1
     if smp > 1:
         what += f", 1 CTA in {smp}"
-        got = SAMPLED_CTAS_CLASS if rules == "kernel + whole loops" else None
+        got = SAMPLED_CTAS_CLASS if rules == WHOLE and buf == GLOBAL else None
     if got is None:
         return (f"overhead: {what}: not measured yet ({OVERHEAD_MEASURED_ON}: "
                 "benchmarks/overhead.py measures it)")

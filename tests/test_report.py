@@ -262,15 +262,17 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
 
     # The H100 fixture: kernel + every iteration, every warp, Proton's 8 KiB buffer: measured.
     text = run_report([DATA / "profile_scratch_add.bin.gz"]).text
-    assert ("overhead: every iteration, every warp, buffer > 1 KiB: kernel time x matmul/attention"
-            in text) and "measured on H100, Triton 3.6" in text and "sampled:" not in text
-    # Warp 0 of 4, every 2nd CTA, a 16-byte buffer (kernel scope only): said, and not measured.
+    assert ("overhead: every iteration, every warp, shared buffer > 1 KiB: kernel time x 1.00-1.32 "
+            "(persistent softmax 1.01; matmul/attention" in text)
+    assert "measured on H100, Triton 3.6" in text and "sampled:" not in text
+    # Warp 0 of 4, every 2nd CTA, a 16-byte global buffer (kernel scope only, as the defaults
+    # lower it): said, and its measured class named.
     ctas = [profbuf.Cta(pid=i, sm=0, init=10**9 + 5000 * i, pre=10**9 + 5000 * i + 4000,
                         post=10**9 + 5000 * i + 4100,
                         warps={0: [(False, 0, 100 + i), (True, 0, 900 + i)]} if i % 2 == 0 else {})
             for i in range(4)]
     buf, meta = profbuf.write(ctas, num_warps=4, slots=2, sampled=[0], scopes={0: "kernel"})
-    d = decode(buf, replace(meta, sample_ctas=2), clock_mhz=1000)
+    d = decode(buf, replace(meta, sample_ctas=2, buffer_type="global"), clock_mhz=1000)
     k = summarize([LaunchData.from_decoded(d)])["kernels"][0]
     assert k["sampled"] == {"warps": [0], "every_nth_cta": 2, "ctas_with_records": 2}
     assert k["regions"][0]["count"] == 2  # not scaled to 4
@@ -278,8 +280,12 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
     assert ("sampled: warps 0 of 4 recorded (the first of each partition unless --warps named "
             "them; --warps all: every warp); 1 CTA in 2 recorded (--sample-ctas 2): 2 of 4 "
             "CTAs have regions; counts and totals are of these only, not scaled") in text
-    assert ("overhead: kernel + whole loops, one warp, buffer <= 1 KiB, 1 CTA in 2: kernel time x "
-            "1.01-1.06 with 1 CTA in 8") in text
-    # The defaults without sampling: measured too.
+    assert ("overhead: kernel + whole loops, one warp, global buffer, 1 CTA in 2: kernel time x "
+            "1.00-1.04 with 1 CTA in 8") in text
+    # The defaults without sampling: measured too; the same records in shared memory as well.
     k["sampled"] = {"warps": [0]}
-    assert "kernel time x 0.99-1.06 (layer norm 8192^2 1.06" in overhead_class(k)
+    assert "global buffer: kernel time x 0.99-1.04 (Inductor gelu 1.04" in overhead_class(k)
+    k["drops"]["buffer_type"] = "shared"
+    assert "shared buffer <= 1 KiB: kernel time x 0.99-1.06 (layer norm" in overhead_class(k)
+    k["sampled"] = {"warps": [0], "every_nth_cta": 2}
+    assert "not measured yet" in overhead_class(k)
