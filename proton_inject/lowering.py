@@ -158,7 +158,8 @@ class LoweringOptions:
             # attention 1.021 -> 1.004); records inside loops cost less in shared memory
             # (layer norm, every iteration: 1.18 vs 1.25). AMD's lowering has no global stores.
             hip = re.search(r'"?ttg\.target"?\s*=\s*"hip:', text) is not None
-            btype = "shared" if hip or records_per_warp_bound(text) is None else "global"
+            bounded = "proton.record" in text and records_per_warp_bound(text) is not None
+            btype = "global" if bounded and not hip else "shared"
         size = self.buffer_size
         resolved = replace(self, warps=warps, buffer_type=btype, buffer_size=0, auto_size=False)
         if self.auto_size and not size:  # a size given explicitly wins

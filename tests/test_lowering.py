@@ -330,6 +330,7 @@ def test_buffer_type_and_warps_follow_the_kernel():
     assert (o.buffer_type, o.selected) == ("shared", None)
     o = resolved("attn_fwd_ws_kernel", whole)  # warp-specialized: its partitions' first warps
     assert o.buffer_type == "shared" and o.selected is not None and len(o.selected) > 1
+    assert LoweringOptions().for_kernel("").buffer_type == "shared"  # no IR at hand: as before
     # named explicitly, nothing is chosen per kernel
     o = LoweringOptions(buffer_type="shared", warps=(0,)).for_kernel(
         insert_text((ROOT / "ttgir_samples/cuda-90/softmax_kernel.ttgir").read_text(), whole).text)
