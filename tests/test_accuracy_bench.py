@@ -70,8 +70,8 @@ def test_region_per_cta_takes_warp_0_and_the_last_instance(acc):
     selft = acc.self_per_cta(d, 0, 1, 1024)
     assert selft[7] == own and 0 < own < e.cycles[me & (e.scope == 0)].sum()
     case = acc.Case("x", "cycles", 100.0, np.array([30.0, 35, 40]), np.array([-1.0, 0, 2]), "fit")
-    text = acc.table({"cycles": 35, "p5": 31, "p95": 40, "instances": 9, "device": "H100"}, [case])
-    assert "+35 (+30..+40)" in text and "+0 (-1..+2)" in text
+    text = acc.table({"shared": {"cycles": 35, "p5": 31, "p95": 40, "instances": 9, "device": "H100"}}, [case])
+    assert "+35 (+30..+40)" in text and "+0 (-1..+2)" in text and "record cost, shared: 35 cycles" in text
     assert acc.clock_label(d.clock).startswith("globaltimer-fit 19") and "+-3.3%" in acc.clock_label(d.clock)
 
 
@@ -126,7 +126,7 @@ def test_compensation_brings_every_cycle_region_closer_and_within_20_cycles(acc,
     region's compensated median within 20 cycles of its truth, and closer than the raw one."""
     cal, cases = measured
     errors = _errors(cases)
-    assert len(errors) == 6, [c.name for c in errors]
+    assert len(errors) == 7, [c.name for c in errors]
     for c in errors:
         assert len(c.comp) >= 200, c.name
         comp, raw = abs(float(np.median(c.comp))), abs(float(np.median(c.raw)))
