@@ -4,12 +4,13 @@ Suite: matmul 4096^3, flash attention 4x16x4096x64, layer norm 8192^2, softmax, 
 (``examples/``), Liger-Kernel's RMSNorm (left out when liger_kernel is absent), and two
 kernels Inductor generated (``ttgir_samples/sources/inductor/``, launched through the JIT at a
 large size: their hard-coded ``xnumel`` line is dropped so the size is the argument's).
-Each runs with four rule sets (the defaults; the defaults in every 8th CTA, ``--sample-ctas 8``;
-``--loops both`` + kernel scope; ``--op tt.load``) under several lowering options: the tool's
-defaults (the first warp of each partition records, every warp of a persistent kernel;
-``--buffer-size auto``; ``--buffer-type auto``), the same in shared memory, Proton's own
-(every warp, its default shared buffer), and single changes. Each (rules, options) pair first
-warms up (2 x plain and instrumented) so clocks and caches settle before the first round.
+Each runs with five rule sets (the defaults; the defaults in every 8th CTA, ``--sample-ctas 8``;
+``--loops both`` + kernel scope, in every CTA and in every 8th; ``--op tt.load``) under
+several lowering options: the tool's defaults (the first warp of each partition records,
+every warp of a persistent kernel; ``--buffer-size auto``; ``--buffer-type auto``), the same
+in shared memory, Proton's own (every warp, its default shared buffer), and single changes.
+Each (rules, options) pair first warms up (2 x plain and instrumented) so clocks and caches
+settle before the first round.
 
 How it times: one ``CompileSession`` per (rules, options), the same session ``profile()``
 opens, with ``max_launches=0`` (records are written, nothing is copied to the host). Inside
@@ -53,6 +54,8 @@ RULES = {
     # --sample-ctas 8 --no-marks: the examples' marks inside loops cannot be sampled.
     "default cta/8": Rules(sample_ctas=8, marks=False).with_defaults(),
     "loops both": Rules(kernel_scope=True, loops="both"),
+    # the same in every 8th CTA: loops with records inside run in two copies
+    "loops both cta/8": Rules(kernel_scope=True, loops="both", sample_ctas=8, marks=False),
     "op tt.load": Rules(ops=["tt.load"]),
 }
 OPTIONS = {
@@ -73,7 +76,8 @@ OPTIONS = {
 }
 # --quick: the new defaults against Proton's choices, CTA sampling, every loop iteration.
 QUICK = [("default", "default"), ("default", "shared"), ("default", "proton"),
-         ("default cta/8", "default"), ("loops both", "default"), ("loops both", "proton")]
+         ("default cta/8", "default"), ("loops both", "default"), ("loops both cta/8", "default"),
+         ("loops both", "proton")]
 
 
 def load_example(name: str) -> Any:

@@ -177,10 +177,13 @@ class _Sampler:
     every Nth CTA by linear program id, computed once at the start of the function body (or
     of a warp-specialize partition: those regions see no value from outside).
 
-    Records inside a loop cannot be sampled on Triton 3.6: its scope analysis is
+    A record inside a loop cannot sit under a condition on Triton 3.6: its scope analysis is
     path-insensitive, so a conditional start or end inside a loop fails it ("started without
-    being closed" at the back edge, or "closed without being opened"), whichever of the two
-    is conditional. The same holds for sampling loop iterations, so there is no such option.
+    being closed" at the back edge, or "closed without being opened"). So the outermost loop
+    around such records is versioned instead: ``scf.if %p`` runs the loop with its records,
+    ``else`` an untouched copy of the original loop (byte for byte, so strip gives it back),
+    both yielding the loop's results under its own result names. Iterations themselves still
+    cannot be sampled.
     """
 
     def __init__(self, module: Module, rules: Rules, path: str) -> None:
@@ -189,6 +192,7 @@ class _Sampler:
         self.ctas = rules.sample_ctas
         self.inserts: list[tuple[tuple, str]] = []
         self._preds: dict[int, str] = {}  # id(anchor block) -> predicate name
+        self._versioned: set[int] = set()  # id() of the loops run in two copies
         if self.ctas > 1 and SAMPLE_PREFIX.search(module.text):
             raise UserError(f"{path}: already uses value names like %pi_cta0, which "
                             "--sample-ctas adds; rename them or do not sample")
@@ -197,16 +201,50 @@ class _Sampler:
         """The i1 value a record before ``op`` runs under (None: always)."""
         if self.ctas <= 1:
             return None
-        loop = next((a for a in op.ancestors() if a.name in LOOP_OPS), None)
-        if loop is not None:
-            raise UserError(f"{self.path}:{op.line}: --sample-ctas: region '{name}' sits inside "
-                            f"the loop at line {loop.line}; Triton 3.6's scope analysis rejects "
-                            "a conditional record inside a loop. Sample only regions outside "
-                            "loops (--kernel-scope, --loops outer) or do not sample")
+        loops = [a for a in op.ancestors() if a.name in LOOP_OPS]
+        if loops:  # recorded unconditionally, inside the sampled copy of the outermost loop
+            self._version(loops[-1], name)
+            return None
+        return self._predicate_at(op)
+
+    def _predicate_at(self, op: Op) -> str:
         block = self._anchor(op)
         if id(block) not in self._preds:
             self._preds[id(block)] = self._emit(block, f"%pi_cta{len(self._preds)}")
         return self._preds[id(block)]
+
+    def _version(self, loop: Op, name: str) -> None:
+        """Run ``loop`` with its records in sampled CTAs and an untouched copy elsewhere."""
+        if id(loop) in self._versioned:
+            return
+        self._versioned.add(id(loop))
+        text = self.module.text
+        at = _line_start(text, loop.start)
+        indent = text[at:loop.start]
+        nl = text.find("\n", loop.end)
+        if indent.strip() or nl < 0:
+            raise UserError(f"{self.path}:{loop.line}: --sample-ctas: the loop around region "
+                            f"'{name}' does not sit on lines of its own; cannot run it in two "
+                            "copies. Do not sample, or record outside this loop")
+        end = nl + 1
+        newline = "\r\n" if text[end - 2:end] == "\r\n" else "\n"
+        pred = self._predicate_at(loop)
+        head, yields = f"{indent}scf.if {pred} {{{newline}", ""
+        if loop.results:
+            types = _result_types(loop.head)
+            if types is None:
+                raise UserError(f"{self.path}:{loop.line}: --sample-ctas: cannot read the result "
+                                f"types of this {loop.name} (no '-> (...)' on its first line), "
+                                f"so it cannot run in two copies for region '{name}'; do not "
+                                "sample, or record outside this loop")
+            values = ", ".join(_result_values(r) for r in loop.results)
+            head = f"{indent}{', '.join(loop.results)} = scf.if {pred} -> ({types}) {{{newline}"
+            yields = f"{indent}  scf.yield {values} : {types}{newline}"
+        tail = f"{yields}{indent}}} else {{{newline}{text[at:end]}{yields}{indent}}}{newline}"
+        # After the start records at the loop's line (its own region's stays outside), before
+        # the end records after it.
+        self.inserts.append(((at, 2, 0, 0, 0, -1), head))
+        self.inserts.append(((end, -2, 0, 0, 0, -1), tail))
 
     def _anchor(self, op: Op) -> Block:
         """The entry block of the function or partition region that ``op`` sits in."""
@@ -237,6 +275,27 @@ class _Sampler:
         self.inserts.append(((at, -1, len(self._preds), 0, 0, -1),
                              "".join(f"{indent}{ln}{nl}" for ln in lines)))
         return p
+
+
+def _result_types(head: str) -> str | None:
+    """``T1, T2`` from a loop's first line ``... -> (T1, T2) ... {`` (None if not there)."""
+    i = head.rfind("->")
+    rest = head[i + 2:].lstrip() if i >= 0 else ""
+    if not rest.startswith("("):
+        return None
+    depth = 0
+    for j, ch in enumerate(rest):
+        depth += ch in "(<[{"
+        depth -= ch in ")>]}"
+        if depth == 0:
+            return rest[1:j]
+    return None
+
+
+def _result_values(result: str) -> str:
+    """``%5:2`` -> ``%5#0, %5#1``; ``%x`` -> ``%x``."""
+    name, _, count = result.partition(":")
+    return ", ".join(f"{name}#{i}" for i in range(int(count))) if count else name
 
 
 def _records_for(module: Module, r: Region, idx: int,
@@ -319,6 +378,15 @@ def strip_text(data: str | bytes, path: str = "<string>") -> str:
     text = module.text
     cuts = set()
     for op in module.walk():
+        if (op.name == "scf.if" and SAMPLE_PREFIX.match(op.head.strip()) and len(op.regions) == 2
+                and op.regions[1].blocks and op.regions[1].blocks[0].ops
+                and op.regions[1].blocks[0].ops[0].name in LOOP_OPS):
+            # A loop insert ran in two copies: keep the else copy (the original bytes).
+            original = op.regions[1].blocks[0].ops[0]
+            nl, last = text.find("\n", original.end), text.find("\n", op.end)
+            cuts.add((_line_start(text, op.start), _line_start(text, original.start)))
+            cuts.add((nl + 1, len(text) if last < 0 else last + 1))
+            continue
         sampled = (op.name == "scf.if" and SAMPLE_PREFIX.match(op.head.strip())
                    and [c.name for c in op.regions[0].blocks[0].ops] == [RECORD_OP])
         if sampled or (op.result_name and SAMPLE_PREFIX.match("%" + op.result_name)):
@@ -340,9 +408,10 @@ def strip_text(data: str | bytes, path: str = "<string>") -> str:
             start -= 1
         cuts.add((start, end))
     out, pos = [], 0
-    for a, b in sorted(cuts):
-        out.append(text[pos:a])
-        pos = b
+    for a, b in sorted(cuts):  # records inside a cut copy overlap its cut
+        if a > pos:
+            out.append(text[pos:a])
+        pos = max(pos, b)
     out.append(text[pos:])
     return "".join(out)
 

@@ -397,8 +397,8 @@ def auto_buffer_bytes(text: str, options: LoweringOptions) -> int | None:
     if options.granularity != "warp":
         return None
     m = re.search(r'"ttg\.num-warps"\s*=\s*(\d+)', text)
-    bound = records_per_warp_bound(text)
-    if m is None or bound is None:
+    bound = records_per_warp_bound(text) if m is not None else None
+    if bound is None:
         return None
     per_warp = max(BYTES_PER_RECORD, 1 << (max(1, bound) * BYTES_PER_RECORD - 1).bit_length())
     return per_warp * options.segments(int(m.group(1)))

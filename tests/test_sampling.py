@@ -37,10 +37,33 @@ def test_sampled_records_compile_and_strip_back(target, tmp_path):
     assert r.recording_warps == [0] and r.records_per_warp == 8  # --buffer-size auto still bounds it
 
 
-def test_records_inside_a_loop_cannot_be_sampled():
+@pytest.mark.parametrize("target", ["cuda-90", "hip-gfx942"])
+def test_a_loop_with_records_inside_runs_in_two_copies(target, tmp_path):
+    """Records inside a loop cannot sit under a condition (Triton 3.6's scope analysis), so
+    --sample-ctas runs such a loop in two copies: with its records in sampled CTAs, the
+    original elsewhere; strip gives the original back byte for byte."""
+    src = (SAMPLES / target / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
+    res = insert_text(src, Rules(kernel_scope=True, loops="both", sample_ctas=2, marks=False))
+    # 3 loops, 2 with a result: an scf.if on the predicate yields it under its own name from
+    # each copy (and each copy keeps the loop's own yield)
+    assert res.text.count("} else {") == 3 and res.text.count("= scf.if %pi_cta0 -> (") == 2
+    assert res.text.count("scf.yield") == src.count("scf.yield") + 2 * 2 + 2
+    assert res.text.count("scf.if %pi_cta0 {") == 8 + 1  # records outside loops; the 3rd loop
+    assert res.text.count("proton.record") == 14  # 7 regions, each record once
+    assert strip_text(res.text) == src
+    r = check_file(_write(tmp_path, "ln.ttgir", res.text))
+    assert r.ok, r.error
+    assert len(r.regions) == 7 and r.recording_warps == [0]
+
+
+def test_a_loop_that_cannot_run_in_two_copies_is_a_clear_error():
     src = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
-    with pytest.raises(UserError, match="inside the loop at line .*scope analysis"):
-        insert_text(src, Rules(kernel_scope=True, loops="both", sample_ctas=2, marks=False))
+    i = src.index("scf.for")
+    line = src.rindex("\n", 0, i) + 1
+    head_end = src.index("\n", i)
+    bad = src[:line] + src[line:head_end].split("->")[0].rstrip() + " : i32 {" + src[head_end:]
+    with pytest.raises(UserError, match=r"cannot read the result types of this scf\.for"):
+        insert_text(bad, Rules(loops="iteration", sample_ctas=2, marks=False))
 
 
 def test_partition_regions_get_their_own_predicate(tmp_path):
@@ -81,7 +104,8 @@ def test_sample_ctas_option(tmp_path):
 
 
 @pytest.mark.gpu
-def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path):
+@pytest.mark.parametrize("iterations", [False, True], ids=["whole", "iterations"])
+def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path, iterations):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
@@ -97,8 +121,10 @@ def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path):
     x = torch.randn(1024, 4096, device="cuda", dtype=torch.float16)
     w, b = (torch.randn(4096, device="cuda", dtype=torch.float16) for _ in range(2))
     want = ln.layernorm(x, w, b)
-    with proton_inject.profile(rules={"sample-ctas": 4, "marks": False}, out=tmp_path / "o",
-                               quiet=True):
+    rules = {"sample-ctas": 4, "marks": False}
+    if iterations:  # the loops run in two copies: with their iteration records, and without
+        rules.update({"kernel-scope": True, "loops": "both"})
+    with proton_inject.profile(rules=rules, out=tmp_path / "o", quiet=True):
         got = ln.layernorm(x, w, b)
     torch.cuda.synchronize()
     assert all(torch.equal(a, b) for a, b in zip(want, got, strict=True))  # y, mean, rstd
@@ -107,9 +133,15 @@ def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path):
     assert decoded, "no launch was kept"
     d = decoded[0]
     assert d.meta.sample_ctas == 4 and d.meta.sampled_warps == [0]
-    assert sorted(d.meta.scope_parents.values()) == [0, 0, 0]  # 3 loops in the kernel region
+    parents = sorted(d.meta.scope_parents.values())
+    assert parents == ([0, 0, 0, 1, 3, 5] if iterations else [0, 0, 0])  # loops in the kernel
     ctas = set(d.events.cta.tolist())
     assert ctas == set(range(0, 1024, 4))  # every 4th CTA, all of them
+    if iterations:  # 4096 columns in blocks of 1024: 4 iterations of each loop, every CTA
+        iters = [s for s, n in d.meta.scopes.items() if n.startswith("iter ")]
+        for s in iters:
+            m = (d.events.scope == s)
+            assert m.sum() == 4 * 256 and set(d.events.cta[m].tolist()) == ctas, d.meta.scopes[s]
     assert set(d.events.warp.tolist()) == {0} and not d.drops.dropped
     text = format_text(summarize([LaunchData.from_decoded(d)]))
     assert "1 CTA in 4 recorded" in text and "256 of 1,024 CTAs" in text
