@@ -93,8 +93,9 @@ def _rule_options(f):
         click.option("--source-root", type=click.Path(file_okay=False),
                      help="Where relative source paths in the IR are found (default: .)."),
         click.option("--sample-ctas", type=int, default=None, metavar="N",
-                     help="Record in every Nth CTA only (by linear program id); regions "
-                          "outside loops only. Default 1: every CTA."),
+                     help="Record in every Nth CTA only (by linear program id); a loop with "
+                          "records inside runs in two copies (with and without them). "
+                          "Default 1: every CTA."),
     ]  # fmt: skip
     for o in reversed(opts):
         f = o(f)
