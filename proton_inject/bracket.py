@@ -102,7 +102,8 @@ def compile_for(device: int) -> Any:
     """The bracket kernel compiled and loaded for ``device`` (torch's index).
 
     Called before a session installs its hooks, so no lowering or rule touches it; it is
-    launched through the compiled kernel's own launcher without launch hooks.
+    launched through the compiled kernel's own launcher without launch hooks. Built in the
+    tool's own cache (``fsutil.user_cache_dir()``), not the program's Triton cache.
     """
     import torch
     import triton
@@ -110,8 +111,12 @@ def compile_for(device: int) -> Any:
     from triton.runtime import driver
 
     from ._clock_kernel import clock_bracket
+    from .fsutil import user_cache_dir
 
-    with torch.cuda.device(device):
+    cache = user_cache_dir() / "triton"
+    cache.mkdir(parents=True, exist_ok=True)
+    with torch.cuda.device(device), triton.knobs.cache.scope():
+        triton.knobs.cache.dir = str(cache)
         src = ASTSource(clock_bracket, signature={"out_ptr": "*i64", "spin_ns": "i64"})
         ck = triton.compile(src, target=driver.active.get_current_target(),
                             options={"num_warps": 1})

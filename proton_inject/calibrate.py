@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UserError
-from .fsutil import write_atomic
+from .fsutil import user_cache_dir, write_atomic
 
 CACHE_VERSION = 1
 # Scope name of the calibration kernel's region (its `# proton:` mark below).
@@ -29,8 +28,7 @@ EMPTY_REGION = "empty"
 
 def cache_file() -> Path:
     """``$XDG_CACHE_HOME/proton-inject/record_cost.json`` (``~/.cache`` by default)."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "proton-inject" / "record_cost.json"
+    return user_cache_dir() / "record_cost.json"
 
 
 def cache_key(device: str, clock_bits: int = 64, buffer_type: str = "shared",

@@ -17,6 +17,13 @@ from typing import IO
 from .errors import UserError
 
 
+def user_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/proton-inject`` (``~/.cache/proton-inject`` by default): what the tool
+    keeps between runs (record costs, its own kernels' builds), never the program's caches."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "proton-inject"
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -285,6 +285,7 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
     user_cache = tmp_path / "user_cache"
     env = dict(os.environ, TRITON_CACHE_DIR=str(user_cache),
                TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor_cache"),
+               XDG_CACHE_HOME=str(tmp_path / "xdg"),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     plain = _run([sys.executable, str(prog)], tmp_path, env)
     out = tmp_path / "out"
@@ -308,6 +309,9 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
                 if f.is_file() and b"proton.record" in f.read_bytes()]
 
     assert not instrumented_files()
+    # The tool's own kernel (the clock bracket) builds in the tool's cache, not the program's.
+    assert not list(user_cache.rglob("clock_bracket*"))
+    assert list((tmp_path / "xdg" / "proton-inject" / "triton").rglob("clock_bracket*.cubin"))
     again = _run([sys.executable, str(prog)], tmp_path, env)
     assert again.stdout == plain.stdout
     assert not instrumented_files()
