@@ -59,6 +59,7 @@ class CheckReport:
     max_shared: int = 0  # the target's shared memory limit per CTA used for sizing
     records_per_warp: int | None = None
     recording_warps: list[int] | None = None  # None: every warp records
+    persistent: bool = False  # every warp records by default: a persistent kernel
     binary_bytes: int = 0
     seconds: float = 0.0
     error: str = ""
@@ -187,6 +188,7 @@ def check_file(
     # the same way, so the sizes below are predicted for the options it really used.
     if gpu_target.backend == "hip" and options.buffer_type == "auto":
         options = replace(options, buffer_type="shared")  # AMD's lowering has no global stores
+    chosen = options.warps == "first"
     options = options.for_kernel(text, max_shared_mem_for(gpu_target))
     recording = list(options.selected) if options.selected else None
     tname = f"{gpu_target.backend}:{gpu_target.arch}"
@@ -194,6 +196,7 @@ def check_file(
     report = CheckReport(
         path=str(path), target=tname, ok=False, num_warps=int(m.group(1)) if m else 0,
         buffer_type=options.buffer_type, recording_warps=recording,
+        persistent=chosen and recording is None,
     )  # fmt: skip
     report.max_shared = max_shared_mem_for(gpu_target)
     if "proton.record" not in text:
@@ -451,6 +454,9 @@ def format_report(r: CheckReport) -> str:
         if r.recording_warps:
             lines.append(f"     recording warps: {','.join(map(str, r.recording_warps))} "
                          "(--warps all: every warp)")
+        elif r.persistent:
+            lines.append("     recording warps: every warp (a persistent kernel: its CTAs loop "
+                         "over tiles; --warps 0: one)")
         if r.profile_scratch_bytes and r.buffer_type == "global":
             records = (
                 f" ({r.buffer_bytes} B of records, {r.records_per_warp} records/warp)"

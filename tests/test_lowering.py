@@ -303,7 +303,7 @@ def test_default_options_record_one_warp_with_a_buffer_of_its_records(tmp_path):
     assert not options_from_cli(buffer_size="0").auto_size
 
 
-def test_buffer_type_and_warps_follow_the_kernel():
+def test_buffer_type_and_warps_follow_the_kernel(tmp_path):
     """--buffer-type auto: global when no record sits inside a loop (each runs once per warp),
     shared otherwise and on AMD; "first" warps: every warp of a persistent kernel (its tile
     loop steps by the grid size), whose per-CTA costs are spread over many tiles."""
@@ -328,6 +328,14 @@ def test_buffer_type_and_warps_follow_the_kernel():
     assert (o.buffer_type, o.selected) == ("global", None)
     o = resolved("softmax_kernel", every_iter)
     assert (o.buffer_type, o.selected) == ("shared", None)
+    from proton_inject.check import check_file, format_report
+
+    path = ROOT / "ttgir_samples/cuda-90/softmax_kernel.ttgir"
+    inst = tmp_path / "softmax.ttgir"
+    inst.write_text(insert_text(path.read_text(), whole).text)
+    r = check_file(inst)
+    assert r.ok and r.persistent and r.recording_warps is None and r.buffer_type == "global"
+    assert "recording warps: every warp (a persistent kernel" in format_report(r)
     o = resolved("attn_fwd_ws_kernel", whole)  # warp-specialized: its partitions' first warps
     assert o.buffer_type == "shared" and o.selected is not None and len(o.selected) > 1
     assert LoweringOptions().for_kernel("").buffer_type == "shared"  # no IR at hand: as before
@@ -335,3 +343,4 @@ def test_buffer_type_and_warps_follow_the_kernel():
     o = LoweringOptions(buffer_type="shared", warps=(0,)).for_kernel(
         insert_text((ROOT / "ttgir_samples/cuda-90/softmax_kernel.ttgir").read_text(), whole).text)
     assert (o.buffer_type, o.selected) == ("shared", (0,))
+
