@@ -164,6 +164,10 @@ class LoweringOptions:
         resolved = replace(self, warps=warps, buffer_type=btype, buffer_size=0, auto_size=False)
         if self.auto_size and not size:  # a size given explicitly wins
             size = auto_buffer_bytes(text, resolved) or _per_warp_share(text, resolved, max_shared)
+        elif not size and self.buffer_type == "auto" and btype == "global":
+            # Records put in global memory because each runs once per warp: sized to them, not
+            # to global's 16 KiB per warp (a GiB of scratch for a grid of 65,536 CTAs).
+            size = auto_buffer_bytes(text, resolved) or 0
         if size and resolved.selected:  # Proton needs a power of two per recording warp
             n = len(resolved.selected)
             per = max(BYTES_PER_RECORD, -(-size // n))

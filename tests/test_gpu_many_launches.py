@@ -60,7 +60,7 @@ DRIVER = textwrap.dedent('''
         from proton_inject.runtime import Session, run_in_session
 
         # Every warp, Proton's buffer: 8 KiB per CTA, the sizes this test's limits are set for.
-        options = LoweringOptions(warps="all", auto_size=False)
+        options = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
         session = Session(inst, out, options, max_pending_mb=float(pending))
         session.write_traces = False
         session.gz = False

@@ -382,6 +382,12 @@ def test_hook_sizes_the_buffer_of_a_loop_free_profile_with_auto(kernel_mod, tmp_
     auto = compile_with_hook(src, tmp_path / "c1", CompileHook(rules, tmp_path / "ir1"),
                              options=LoweringOptions(warps="all", auto_size=True))
     default = compile_with_hook(src, tmp_path / "c2", CompileHook(rules, tmp_path / "ir2"),
-                                options=LoweringOptions(warps="all", auto_size=False))
+                                options=LoweringOptions(warps="all", auto_size=False,
+                                                        buffer_type="shared"))
     assert auto.metadata.profile_scratch_size == profile_scratch_bytes(2 * 8 * 4, 4)  # 4 warps
     assert default.metadata.profile_scratch_size > auto.metadata.profile_scratch_size
+    # --buffer-type auto put these records in global memory: sized to them even with no size
+    # asked for, never global's 16 KiB per warp
+    unsized = compile_with_hook(src, tmp_path / "c3", CompileHook(rules, tmp_path / "ir3"),
+                                options=LoweringOptions(warps="all", auto_size=False))
+    assert unsized.metadata.profile_scratch_size == auto.metadata.profile_scratch_size
