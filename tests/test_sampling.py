@@ -56,6 +56,21 @@ def test_a_loop_with_records_inside_runs_in_two_copies(target, tmp_path):
     assert len(r.regions) == 7 and r.recording_warps == [0]
 
 
+def test_nested_loops_run_in_two_copies_once_and_keep_crlf(tmp_path):
+    # A persistent matmul: the tile loop holds the K loop; only the outer loop is copied.
+    src = (SAMPLES / "cuda-90/persistent_matmul_kernel.ttgir").read_text(encoding="latin-1")
+    src = src.replace("\n", "\r\n")  # IR saved on Windows: the copies keep its line ends
+    res = insert_text(src, Rules(kernel_scope=True, loops="both", sample_ctas=2, marks=False))
+    assert src.count("scf.for") == 2 and res.text.count("scf.for") == 4
+    # the records of the kernel and the tile loop (outside loops) under 4 scf.if, plus 1 copy
+    assert res.text.count("scf.if %pi_cta0") == 4 + 1
+    assert res.text.count("\r\n") == res.text.count("\n")
+    assert strip_text(res.text) == src
+    r = check_file(_write(tmp_path, "pm.ttgir", res.text))
+    assert r.ok, r.error
+    assert len(r.regions) == 5  # kernel, 2 loops, 2 iterations
+
+
 def test_a_loop_that_cannot_run_in_two_copies_is_a_clear_error():
     src = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
     i = src.index("scf.for")
