@@ -3,6 +3,7 @@ Proton lowering (issue 9); one GPU test runs a sampled profile end to end."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,19 +57,47 @@ def test_a_loop_with_records_inside_runs_in_two_copies(target, tmp_path):
     assert len(r.regions) == 7 and r.recording_warps == [0]
 
 
-def test_nested_loops_run_in_two_copies_once_and_keep_crlf(tmp_path):
-    # A persistent matmul: the tile loop holds the K loop; only the outer loop is copied.
+def test_sibling_loops_each_run_in_two_copies_and_keep_crlf(tmp_path):
+    # A persistent matmul: a loop without results and the K loop with 12; both hold iterations.
     src = (SAMPLES / "cuda-90/persistent_matmul_kernel.ttgir").read_text(encoding="latin-1")
     src = src.replace("\n", "\r\n")  # IR saved on Windows: the copies keep its line ends
     res = insert_text(src, Rules(kernel_scope=True, loops="both", sample_ctas=2, marks=False))
     assert src.count("scf.for") == 2 and res.text.count("scf.for") == 4
-    # the records of the kernel and the tile loop (outside loops) under 4 scf.if, plus 1 copy
-    assert res.text.count("scf.if %pi_cta0") == 4 + 1
+    # kernel + 2 whole loops: 6 records under scf.if; 2 loops in two copies, one yielding 12
+    assert res.text.count("scf.if %pi_cta0") == 6 + 2 and "%18:12 = scf.if %pi_cta0 -> (i32" in res.text
     assert res.text.count("\r\n") == res.text.count("\n")
     assert strip_text(res.text) == src
     r = check_file(_write(tmp_path, "pm.ttgir", res.text))
     assert r.ok, r.error
     assert len(r.regions) == 5  # kernel, 2 loops, 2 iterations
+
+
+def test_nested_loops_run_in_two_copies_once(tmp_path):
+    """A for loop around a while loop (accuracy.py's nested spin kernel, compiled here): only
+    the outer loop is copied, the inner one comes along."""
+    import importlib.util
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    spec = importlib.util.spec_from_file_location(
+        "acc_nested", Path(__file__).resolve().parent.parent / "benchmarks" / "accuracy.py")
+    acc = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = acc
+    spec.loader.exec_module(acc)
+    src = ASTSource(acc.nested_kernel, signature={"out_ptr": "*i64", "n": "i64", "reps": "i32"})
+    with triton.knobs.cache.scope():
+        triton.knobs.cache.dir = str(tmp_path / "cache")
+        text = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ttgir"]
+    assert text.count("scf.for") == 1 and text.count("scf.while") == 1
+    res = insert_text(text, Rules(loops="both", sample_ctas=4, marks=False))
+    assert res.text.count("scf.for") == 2 and res.text.count("scf.while") == 2
+    assert res.text.count("} else {") == text.count("} else {") * 2 + 1
+    assert strip_text(res.text) == text
+    r = check_file(_write(tmp_path, "nested.ttgir", res.text))
+    assert r.ok, r.error
+    assert len(r.regions) == 4  # the for loop and its iterations, the while loop and its
 
 
 def test_a_loop_that_cannot_run_in_two_copies_is_a_clear_error():
