@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from .lowering import (
     LoweringOptions,
     installed,
     max_shared_mem_for,
+    num_warps_of,
     profile_buffer_bytes,
     profile_scratch_bytes,
     records_per_segment,
@@ -35,7 +36,6 @@ from .lowering import (
 )
 
 _TARGET_RE = re.compile(r'\bttg\.target\s*=\s*"([^"]+)"')
-_WARPS_RE = re.compile(r'"ttg\.num-warps"\s*=\s*(\d+)')
 # Lines of MLIR/LLVM diagnostics worth showing; the reproducer dump around them is not.
 _SCOPE_ERROR_RE = re.compile(r"error: The scope name '[^']*' ")
 _DIAG_RE = re.compile(r"(?:^|\s)(?:error|warning|note):|^LLVM ERROR:|^ptxas|error :", re.I)
@@ -186,15 +186,13 @@ def check_file(
     gpu_target = _parse_target(target)
     # What the lowering decides per kernel (recording warps, --buffer-size auto), decided here
     # the same way, so the sizes below are predicted for the options it really used.
-    if gpu_target.backend == "hip" and options.buffer_type == "auto":
-        options = replace(options, buffer_type="shared")  # AMD's lowering has no global stores
     chosen = options.warps == "first"
-    options = options.for_kernel(text, max_shared_mem_for(gpu_target))
+    options = options.for_kernel(text, max_shared_mem_for(gpu_target),
+                                 hip=gpu_target.backend == "hip")
     recording = list(options.selected) if options.selected else None
     tname = f"{gpu_target.backend}:{gpu_target.arch}"
-    m = _WARPS_RE.search(text)
     report = CheckReport(
-        path=str(path), target=tname, ok=False, num_warps=int(m.group(1)) if m else 0,
+        path=str(path), target=tname, ok=False, num_warps=num_warps_of(text) or 0,
         buffer_type=options.buffer_type, recording_warps=recording,
         persistent=chosen and recording is None,
     )  # fmt: skip

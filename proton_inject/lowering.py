@@ -138,12 +138,13 @@ class LoweringOptions:
             return None
         return (0,) if self.warps == "first" else self.warps
 
-    def for_kernel(self, text: str, max_shared: int | None = None) -> LoweringOptions:
+    def for_kernel(self, text: str, max_shared: int | None = None,
+                   hip: bool | None = None) -> LoweringOptions:
         """These options with what depends on the kernel decided from its instrumented TTGIR:
         "first" warps become the first warp of each partition, and ``auto_size`` a byte count.
         The lowering, ``check`` and the runtime's launch metadata all use this, so they agree
         on the buffer's layout. ``max_shared``: the device's shared memory per CTA (default:
-        an H100's)."""
+        an H100's); ``hip``: whether it is built for AMD (None: as its ``ttg.target`` says)."""
         warps = self.warps
         if warps == "first":
             # A persistent kernel's CTAs loop over many tiles, so what each recording warp
@@ -157,17 +158,18 @@ class LoweringOptions:
             # than copied out of a shared buffer at the end (H100: layer norm 1.051 -> 1.018,
             # attention 1.021 -> 1.004); records inside loops cost less in shared memory
             # (layer norm, every iteration: 1.18 vs 1.25). AMD's lowering has no global stores.
-            hip = re.search(r'"?ttg\.target"?\s*=\s*"hip:', text) is not None
+            if hip is None:
+                hip = re.search(r'"?ttg\.target"?\s*=\s*"hip:', text) is not None
             bounded = "proton.record" in text and records_per_warp_bound(text) is not None
             btype = "global" if bounded and not hip else "shared"
         size = self.buffer_size
         resolved = replace(self, warps=warps, buffer_type=btype, buffer_size=0, auto_size=False)
-        if self.auto_size and not size:  # a size given explicitly wins
+        # A size given explicitly wins. Records put in global memory because each runs once
+        # per warp are sized to them even without --buffer-size auto, never to global's 16 KiB
+        # per warp (a GiB of scratch for a grid of 65,536 CTAs).
+        chosen_global = self.buffer_type == "auto" and btype == "global"
+        if not size and (self.auto_size or chosen_global):
             size = auto_buffer_bytes(text, resolved) or _per_warp_share(text, resolved, max_shared)
-        elif not size and self.buffer_type == "auto" and btype == "global":
-            # Records put in global memory because each runs once per warp: sized to them, not
-            # to global's 16 KiB per warp (a GiB of scratch for a grid of 65,536 CTAs).
-            size = auto_buffer_bytes(text, resolved) or 0
         if size and resolved.selected:  # Proton needs a power of two per recording warp
             n = len(resolved.selected)
             per = max(BYTES_PER_RECORD, -(-size // n))
@@ -357,8 +359,7 @@ def first_warps(text: str) -> tuple[int, ...]:
         return (0,)
     from .ttgir import parse
 
-    m = re.search(r'"ttg\.num-warps"\s*=\s*(\d+)', text)
-    base = int(m.group(1)) if m else 4
+    base = num_warps_of(text) or 4
     module = parse(text)
     specs = [[int(n) for n in _PARTITION_WARPS.findall(module.text, op.start, op.end)]
              for op in module.walk() if op.name == "ttg.warp_specialize"]
@@ -378,18 +379,26 @@ def first_warps(text: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+_NUM_WARPS = re.compile(r'"ttg\.num-warps"\s*=\s*(\d+)')
+
+
+def num_warps_of(text: str) -> int | None:
+    """The module's ``ttg.num-warps`` (None if the TTGIR does not say)."""
+    m = _NUM_WARPS.search(text)
+    return int(m.group(1)) if m else None
+
+
 def _per_warp_share(text: str, options: LoweringOptions, max_shared: int | None) -> int:
     """For ``--buffer-size auto`` when records repeat and fewer warps than all record, in a
     shared buffer: each recording warp keeps the slots Proton's default gives each warp when
     every warp records (its default buffer over the warps), so no warp wraps sooner, and the
     final copy, which moves the whole buffer, moves only the recording warps' part. 0 (Proton's
     default) otherwise, and for warp-specialized kernels."""
-    m = re.search(r'"ttg\.num-warps"\s*=\s*(\d+)', text)
+    num_warps = num_warps_of(text)
     chosen = options.selected
-    if (m is None or not chosen or options.buffer_type != "shared"
-            or "ttg.warp_specialize" in text or len(chosen) >= int(m.group(1))):
+    if (num_warps is None or not chosen or options.buffer_type != "shared"
+            or "ttg.warp_specialize" in text or len(chosen) >= num_warps):
         return 0
-    num_warps = int(m.group(1))
     every = replace(options, warps="all")
     total = profile_buffer_bytes(max_shared or _MAX_SHARED_CUDA[90], 0, num_warps, every)
     return total // num_warps * len(chosen)
@@ -400,12 +409,12 @@ def auto_buffer_bytes(text: str, options: LoweringOptions) -> int | None:
     to the power of two per warp that Proton needs, times the segments; None if unknown."""
     if options.granularity != "warp":
         return None
-    m = re.search(r'"ttg\.num-warps"\s*=\s*(\d+)', text)
-    bound = records_per_warp_bound(text) if m is not None else None
+    num_warps = num_warps_of(text)
+    bound = records_per_warp_bound(text) if num_warps is not None else None
     if bound is None:
         return None
     per_warp = max(BYTES_PER_RECORD, 1 << (max(1, bound) * BYTES_PER_RECORD - 1).bit_length())
-    return per_warp * options.segments(int(m.group(1)))
+    return per_warp * options.segments(num_warps)
 
 
 def caller_local(name: str, depth: int, accept: Callable[[Any, dict], bool]) -> Any:
@@ -453,8 +462,8 @@ class ProtonLowering:
             if o.auto_size or o.warps == "first" or o.buffer_type == "auto":
                 # The backend's make_llir, which calls this, holds the module as ``mod``.
                 mod = caller_local("mod", 3, lambda m, _: hasattr(m, "get_entry_func_name"))
-                o = (o.for_kernel(str(mod), self.max_shared) if mod is not None
-                     else replace(o, auto_size=False, buffer_type="shared"))
+                o = (o.for_kernel(str(mod), self.max_shared, hip=self.backend == "amd")
+                     if mod is not None else replace(o, auto_size=False, buffer_type="shared"))
             warps = o.selected
             sampling = (
                 proton.SAMPLING_STRATEGY.SELECTIVE if warps else proton.SAMPLING_STRATEGY.NONE
