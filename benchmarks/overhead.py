@@ -60,14 +60,14 @@ RULES = {
 }
 OPTIONS = {
     # the first warp of each partition (every warp of a persistent kernel), --buffer-size auto,
-    # --buffer-type auto (global when no record sits inside a loop)
+    # --buffer-type auto (direct, else global, when no record sits inside a loop)
     "default": LoweringOptions(),
     "shared": LoweringOptions(buffer_type="shared"),  # the defaults before --buffer-type auto
     "proton": LoweringOptions(warps="all", auto_size=False, buffer_type="shared"),  # Proton's own
     "clock32": LoweringOptions(clock=32),
     "warps 0": LoweringOptions(warps=(0,), auto_size=False, buffer_type="shared"),
     "auto all": LoweringOptions(warps="all"),  # --warps all --buffer-size auto
-    "global": LoweringOptions(buffer_type="global"),
+    "global": LoweringOptions(buffer_type="global"),  # Proton's lowering into global memory
     "global all": LoweringOptions(buffer_type="global", warps="all"),
     # every warp of a 4- or 8-warp kernel named one by one: Proton's selective-warps code path
     # recording what "all" records (tells the warp-id test's cost from one warp's)
@@ -75,7 +75,7 @@ OPTIONS = {
     "list 0-7": LoweringOptions(warps=tuple(range(8))),
 }
 # --quick: the new defaults against Proton's choices, CTA sampling, every loop iteration.
-QUICK = [("default", "default"), ("default", "shared"), ("default", "proton"),
+QUICK = [("default", "default"), ("default", "global"), ("default", "shared"), ("default", "proton"),
          ("default cta/8", "default"), ("loops both", "default"), ("loops both cta/8", "default"),
          ("loops both", "proton")]
 

@@ -88,16 +88,18 @@ def cost_from(decoded: list[Any]) -> dict[str, Any]:
 
 def variants(options: Any, hip: bool = False) -> list[Any]:
     """The record-changing options a profile with ``options`` may lower a kernel with, each
-    calibrated on its own: ``buffer_type`` "auto" is global for some kernels and shared for
-    others (shared only on AMD), and "first" warps are one warp, or every warp in a
+    calibrated on its own: ``buffer_type`` "auto" is direct or global for some kernels and
+    shared for others (shared only on AMD), and "first" warps are one warp, or every warp in a
     persistent kernel (``LoweringOptions.for_kernel``)."""
     from dataclasses import replace
 
     types = [options.buffer_type]
     if options.buffer_type == "auto":
-        types = ["shared"] if hip else ["shared", "global"]
+        types = ["shared"] if hip else ["shared", "global", "direct"]
     warps = [(0,), "all"] if options.warps == "first" else [options.warps]
-    return [replace(options, buffer_type=t, warps=w) for t in types for w in warps]
+    # "direct" lowers only records that warp 0 alone writes (others fall back to "global").
+    return [replace(options, buffer_type=t, warps=w) for t in types for w in warps
+            if t != "direct" or w == (0,)]
 
 
 def describe(options: Any) -> str:

@@ -254,7 +254,9 @@ def check_file(
         binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
         report.binary_bytes = len(binary)
         if report.profile_scratch_bytes:
-            if options.buffer_type == "global":
+            if options.buffer_type == "direct":  # one slot per record op
+                b = options.buffer_size
+            elif options.buffer_type == "global":
                 b = _global_buffer(report.profile_scratch_bytes, report.num_warps, options)
             else:
                 b = _buffer_split(
@@ -270,7 +272,7 @@ def check_file(
         if report.shared_bytes > report.max_shared:
             advice = (
                 "the kernel itself needs more than the GPU has"
-                if options.buffer_type == "global"
+                if options.in_global_memory
                 else "lower --buffer-size or use --buffer-type global"
             )
             report.warnings.append(
@@ -455,7 +457,7 @@ def format_report(r: CheckReport) -> str:
         elif r.persistent:
             lines.append("     recording warps: every warp (a persistent kernel: its CTAs loop "
                          "over tiles; --warps 0: one)")
-        if r.profile_scratch_bytes and r.buffer_type == "global":
+        if r.profile_scratch_bytes and r.buffer_type in ("global", "direct"):
             records = (
                 f" ({r.buffer_bytes} B of records, {r.records_per_warp} records/warp)"
                 if r.buffer_bytes is not None
@@ -467,7 +469,9 @@ def format_report(r: CheckReport) -> str:
             )
             lines.append(
                 f"     records in global memory: profile scratch {r.profile_scratch_bytes} B/CTA"
-                f"{records}"
+                f"{records}" + (
+                    "; stored by warp 0's first thread, no per-CTA set-up (--buffer-type direct)"
+                    if r.buffer_type == "direct" else "")
             )
         elif r.profile_scratch_bytes:
             if r.buffer_bytes is not None:

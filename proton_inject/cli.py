@@ -230,12 +230,13 @@ def _lowering_options(f):
                      help="Record buffer per CTA, bytes (0: Proton's default for the type; "
                           "auto: just what each warp can write for kernels with no record "
                           "inside a loop, Proton's default for the others)."),
-        click.option("--buffer-type", type=click.Choice(["auto", "shared", "global"]),
+        click.option("--buffer-type", type=click.Choice(["auto", "shared", "global", "direct"]),
                      default="auto", show_default=True,
                      help="Keep records in shared memory (copied out at the end) or write them "
                           "to global memory (no shared-memory limit; 0 = 16 KiB per warp); "
-                          "auto: global for kernels with no record inside a loop, shared for "
-                          "the others."),
+                          "direct: our own lowering for records that each run once, by warp 0 "
+                          "(no per-CTA set-up; NVIDIA); auto: direct where it applies, else "
+                          "global for kernels with no record inside a loop, shared for the others."),
         click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
                      show_default=True, help="Who records: each warp or each warp group."),
         click.option("--warps", default=None, metavar="0,4|all",

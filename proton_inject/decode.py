@@ -50,8 +50,9 @@ JSON (``LaunchMeta.to_dict``): ``{"format": "proton-inject-raw", "version": 1, "
 "hash", "grid": [x, y, z], "num_warps", "scopes": {"id": name}, "scope_parents":
 {"child id": parent id}, "scope_locs": {"id": "file:line"}, "bytes_per_cta",
 "buffer_size" (data bytes per CTA or null = read from the header), "clock_bits": 32|64,
-"granularity": "warp", "sampled_warps": [ids] | null, "sample_ctas": N (absent: 1), "buffer_type": "shared" | "global"
-(absent in older files: "shared"), "config": str | null, "launch": int,
+"granularity": "warp", "sampled_warps": [ids] | null, "sample_ctas": N (absent: 1),
+"buffer_type": "shared" | "global" | "direct" (absent in older files: "shared"; "direct":
+``direct.py`` wrote it), "config": str | null, "launch": int,
 "device": str | null, "sm_clock_mhz": the device's max SM clock, float | null (absent in
 files from before it was recorded), "clock_bracket": the SM clock measured right before and
 after the launch, ``{"before": side | null, "after": side | null}`` with side = ``{"mhz",

@@ -13,8 +13,10 @@ cache, and instrumented and plain builds of one kernel never replace each other.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -44,8 +46,9 @@ WARP_CHOICES = ("first", "all")
 GRANULARITIES = ("warp", "warp-group")
 # Where records live while the kernel runs: a shared-memory buffer copied out to the profile
 # scratch at the end, or the profile scratch itself (global memory, no shared-memory cap);
-# "auto" picks one per kernel (``for_kernel``).
-BUFFER_TYPES = ("auto", "shared", "global")
+# "direct" is global memory written by our own lowering (``direct.py``: no per-CTA set-up, for
+# records that each run once, by warp 0); "auto" picks one per kernel (``for_kernel``).
+BUFFER_TYPES = ("auto", "shared", "global", "direct")
 
 # Largest shared memory one CTA may use (opt-in), per target, for compiles without a GPU.
 # The runtime asks the device instead.
@@ -71,8 +74,10 @@ class LoweringOptions:
     ``buffer_size`` is the record buffer per CTA in bytes. With ``buffer_type`` "shared" it is
     shared memory (0: Proton's default, at most 4% of the device's shared memory and never
     more than the kernel leaves free); with "global" records go straight to the profile
-    scratch in global memory (0: 16 KiB per warp); "auto" is global for a kernel whose records
-    all sit outside loops, shared for the others. ``warps``: warp ids that record, "first"
+    scratch in global memory (0: 16 KiB per warp); "direct" is our own lowering of records
+    that each run once per CTA, by warp 0 (``direct.py``; others fall back to "global");
+    "auto" is direct where it applies, else global for a kernel whose records all sit outside
+    loops, shared for the others. ``warps``: warp ids that record, "first"
     (the first warp of each partition; every warp of a persistent kernel; chosen per kernel by
     ``for_kernel``) or "all" (None means "all" too). ``auto_size`` (``--buffer-size auto``)
     with ``buffer_size`` 0: a kernel whose records all sit outside loops gets a buffer of just
@@ -126,9 +131,16 @@ class LoweringOptions:
                     "Proton rejects selected ids for other granularities"
                 )
             object.__setattr__(self, "warps", warps)
-        if self.buffer_size:  # "first" as for all warps; for_kernel fits it to the partitions
+        # "first" as for all warps; for_kernel fits it to the partitions. A direct buffer has
+        # one slot per record op, no power-of-two segments.
+        if self.buffer_size and self.buffer_type != "direct":
             explicit = not isinstance(self.warps, str)
             _check_buffer_size(self.buffer_size, len(self.warps) if explicit else None)
+
+    @property
+    def in_global_memory(self) -> bool:
+        """Whether records go to global memory as the kernel runs (no shared-memory buffer)."""
+        return self.buffer_type in ("global", "direct")
 
     @property
     def selected(self) -> tuple[int, ...] | None:
@@ -162,6 +174,20 @@ class LoweringOptions:
                 hip = re.search(r'"?ttg\.target"?\s*=\s*"hip:', text) is not None
             bounded = "proton.record" in text and records_per_warp_bound(text) is not None
             btype = "global" if bounded and not hip else "shared"
+        if btype == "direct" or (btype == "global" and self.buffer_type == "auto"):
+            from . import direct
+
+            # Proton's per-CTA set-up and finalize were the whole cost of short CTAs
+            # (H100, 65,536-CTA copy: 1.120 with Proton's global buffer, 1.037 direct).
+            if (not hip and warps not in ("all", None) and tuple(warps) == (0,)
+                    and direct.eligible(text) is None):
+                return replace(self, warps=(0,), buffer_type="direct",
+                               buffer_size=direct.data_bytes(text), auto_size=False)
+            if btype == "direct":  # not applicable: Proton's lowering, as "auto" would choose
+                if hip is None:
+                    hip = re.search(r'"?ttg\.target"?\s*=\s*"hip:', text) is not None
+                bounded = records_per_warp_bound(text) is not None
+                btype = "global" if bounded and not hip else "shared"
         size = self.buffer_size
         resolved = replace(self, warps=warps, buffer_type=btype, buffer_size=0, auto_size=False)
         # A size given explicitly wins. Records put in global memory because each runs once
@@ -342,7 +368,7 @@ def records_per_warp_bound(text: str) -> int | None:
 
 # A persistent kernel's tile loop steps by the grid size (``range(pid, n, tl.num_programs(0))``);
 # the CTA sampler's own reads of it (``%pi_cta0_gx``) do not count.
-_PERSISTENT = re.compile(r"%(?!pi_cta\d)[\w$.-]+ = tt\.get_num_programs\b")
+_PERSISTENT = re.compile(r"%(?!pi_cta\d|pi_d)[\w$.-]+ = tt\.get_num_programs\b")
 _PARTITION_WARPS = re.compile(r"\bnum_warps\((\d+)\)\s*\{")
 
 
@@ -451,6 +477,35 @@ class ProtonLowering:
 
         proton.load_dialects(ctx)
 
+    def direct_module(self, mod: Any) -> Any:
+        """``mod`` with its records lowered by ``direct.py`` where the options resolve to
+        "direct" for it; ``mod`` itself otherwise, and if that fails (Proton's passes then
+        lower the records into the same buffer layout)."""
+        if skipping() or self.backend != "nvidia" or self.options.buffer_type not in (
+                "auto", "direct"):
+            return mod
+        try:
+            text = str(mod)
+            if "proton.record" not in text:
+                return mod
+            o = self.options.for_kernel(text, self.max_shared, hip=False)
+            if o.buffer_type != "direct":
+                return mod
+            from triton._C.libtriton import ir
+
+            from . import direct
+
+            lowered = direct.lower(text, o.clock)
+            with tempfile.TemporaryDirectory(prefix="proton-inject-") as tmp:
+                path = os.path.join(tmp, "direct.ttgir")
+                with open(path, "w", encoding="latin-1") as f:
+                    f.write(lowered)
+                out = ir.parse_mlir_module(path, mod.context)
+            out.context = mod.context
+            return out
+        except Exception:  # noqa: BLE001 - Proton's lowering is the fallback
+            return mod
+
     def patch(self, stage: str, pm: Any, ctx: Any) -> None:
         from triton._C.libtriton import passes, proton
 
@@ -459,11 +514,14 @@ class ProtonLowering:
             return
         o = self.options
         if stage == "ttgpuir_to_llvmir":
-            if o.auto_size or o.warps == "first" or o.buffer_type == "auto":
+            if o.auto_size or o.warps == "first" or o.buffer_type in ("auto", "direct"):
                 # The backend's make_llir, which calls this, holds the module as ``mod``.
                 mod = caller_local("mod", 3, lambda m, _: hasattr(m, "get_entry_func_name"))
                 o = (o.for_kernel(str(mod), self.max_shared, hip=self.backend == "amd")
                      if mod is not None else replace(o, auto_size=False, buffer_type="shared"))
+                if o.buffer_type == "direct":  # direct_module failed: Proton's global buffer
+                    o = replace(self.options, buffer_type="global").for_kernel(
+                        str(mod), self.max_shared, hip=False)
             warps = o.selected
             sampling = (
                 proton.SAMPLING_STRATEGY.SELECTIVE if warps else proton.SAMPLING_STRATEGY.NONE
@@ -562,6 +620,9 @@ def installed(
     with _install_lock:
         classes = _backend_classes()
         saved = {name: cls.__dict__.get("instrumentation") for name, cls in classes.items()}
+        # Only NVIDIA has a direct lowering (its make_llir is a plain method; AMD's is static).
+        saved_llir = {name: cls.__dict__.get("make_llir") if name == "nvidia" else None
+                      for name, cls in classes.items()}
         saved_mode = triton.knobs.compilation.instrumentation_mode
         hooks = {
             name: ProtonLowering(name, options, max_shared, arch if name == "amd" else None)
@@ -570,6 +631,8 @@ def installed(
         try:
             for name, cls in classes.items():
                 cls.instrumentation = hooks[name]
+                if saved_llir[name] is not None:
+                    cls.make_llir = _direct_first(saved_llir[name], hooks[name])
             triton.knobs.compilation.instrumentation_mode = options.mode() + (
                 f":{tag}" if tag else ""
             )
@@ -577,7 +640,20 @@ def installed(
         finally:
             for name, cls in classes.items():
                 cls.instrumentation = saved[name]
+                if saved_llir[name] is not None:
+                    cls.make_llir = saved_llir[name]
             triton.knobs.compilation.instrumentation_mode = saved_mode
+
+
+def _direct_first(make_llir: Callable, hook: ProtonLowering) -> Callable:
+    """The backend's ``make_llir`` run on ``hook.direct_module(src)``: records that ``direct.py``
+    can lower are lowered before Proton's passes see the module."""
+
+    @functools.wraps(make_llir)
+    def wrapped(self: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
+        return make_llir(self, hook.direct_module(src), *args, **kwargs)
+
+    return wrapped
 
 
 def mlir_context():

@@ -51,6 +51,7 @@ TRACE_WARN_BYTES = 500 * 2**20
 OVERHEAD_MEASURED_ON = "H100, Triton 3.6, 2026-11-23"
 WHOLE, ITER = "kernel + whole loops", "every iteration"
 SHARED_BIG, SHARED_SMALL, GLOBAL = "shared buffer > 1 KiB", "shared buffer <= 1 KiB", "global buffer"
+DIRECT = "direct stores"  # --buffer-type direct: our own lowering (direct.py)
 OVERHEAD_CLASSES = {
     # the defaults: records outside loops go to global memory, one warp (every warp when persistent)
     (WHOLE, "one warp", GLOBAL):
@@ -627,7 +628,7 @@ def drop_warning(k: dict[str, Any]) -> str | None:
         f"{d['ctas_with_drops']:,} CTAs, so the oldest regions are missing. --buffer-size {need} "
         f"({per_warp} bytes per warp)"
     )
-    if d.get("buffer_type") == "global":
+    if d.get("buffer_type") in ("global", "direct"):
         return f"{head} with --buffer-type global would have held them all."
     return (
         f"{head} would have held them all, if the kernel leaves that much shared memory free "
@@ -670,7 +671,9 @@ def overhead_class(k: dict[str, Any]) -> str:
     who = "every warp" if not warps else "one warp" if len(warps) == 1 else f"{len(warps)} warps"
     drops = k.get("drops") or {}
     size = drops.get("buffer_size") or 0
-    if drops.get("buffer_type") == "global":
+    if drops.get("buffer_type") == "direct":
+        buf = DIRECT
+    elif drops.get("buffer_type") == "global":
         buf = GLOBAL
     else:
         buf = SHARED_SMALL if 0 < size <= 1024 else SHARED_BIG

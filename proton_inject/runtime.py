@@ -881,7 +881,7 @@ class Session:
         if md is None or not int(getattr(md, "profile_scratch_size", 0) or 0):
             return None
         shared, limit = int(getattr(md, "shared", 0) or 0), self._max_shared
-        if not limit or shared <= limit or self._resolved(ck).buffer_type == "global":
+        if not limit or shared <= limit or self._resolved(ck).in_global_memory:
             return None
         from triton.runtime.errors import OutOfResources
 
@@ -1054,7 +1054,7 @@ class Session:
         # first of each partition of a warp-specialized kernel; the buffer's type and size).
         built_for = build_max_shared or self._max_shared or limit
         opts = self._resolved(ck, built_for)
-        if opts.buffer_type == "global":
+        if opts.in_global_memory:
             return e  # records use no shared memory: the kernel itself does not fit
         from .check import _buffer_split
 

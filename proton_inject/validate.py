@@ -259,8 +259,8 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
     if clock_bits not in (32, 64):
         raise bad("clock_bits", "32 or 64")
     buffer_type = str_field("buffer_type", "shared")
-    if buffer_type not in ("shared", "global"):
-        raise bad("buffer_type", "'shared' or 'global'")
+    if buffer_type not in ("shared", "global", "direct"):
+        raise bad("buffer_type", "'shared', 'global' or 'direct'")
     config = d.get("config")
     if config is not None and not isinstance(config, str):
         raise bad("config", "null or a string")

@@ -226,7 +226,7 @@ def test_load_raw_errors(tmp_path):
     with pytest.raises(UserError, match="x.json: missing field 'grid'"):
         load_raw(tmp_path / "x.json")
     d = json.loads((DATA / "profile_scratch_add.json").read_text())
-    with pytest.raises(UserError, match="buffer_type = 'texture' must be 'shared' or 'global'"):
+    with pytest.raises(UserError, match="buffer_type = 'texture' must be 'shared', 'global' or 'direct'"):
         LaunchMeta.from_dict({**d, "buffer_type": "texture"})
 
 

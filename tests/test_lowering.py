@@ -287,16 +287,20 @@ def test_default_options_record_one_warp_with_a_buffer_of_its_records(tmp_path):
     path.write_text(text)
     o = LoweringOptions().for_kernel(text)
     assert o.selected == (0,) and o.buffer_size == 64  # 8 records of 8 B, one warp
-    assert o.buffer_type == "global"  # no record inside a loop: straight to global memory
+    assert o.buffer_type == "direct"  # each record runs once, by warp 0: our own lowering
     k = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
-    assert k.profile_scratch_size == profile_scratch_bytes(64, 8)
+    assert k.profile_scratch_size == 40 + 4 * 8 + 64  # header, a word per warp, 8 records
+    g = LoweringOptions(buffer_type="global")  # Proton's lowering into global memory
+    assert (g.for_kernel(text).buffer_type, g.for_kernel(text).buffer_size) == ("global", 64)
+    kg = _compile(path, g, 232448, tmp_path / "g").metadata
+    assert kg.profile_scratch_size == profile_scratch_bytes(64, 8)
     (tmp_path / "plain.ttgir").write_text((ROOT / "ttgir_samples/cuda-90/layernorm_fwd_kernel.ttgir").read_text())
     plain = _compile(tmp_path / "plain.ttgir", LoweringOptions(), 232448, tmp_path / "p").metadata
-    assert k.shared == plain.shared  # the records take no shared memory
+    assert k.shared == kg.shared == plain.shared  # the records take no shared memory
     shared = LoweringOptions(buffer_type="shared")
     one = _compile(path, shared, 232448, tmp_path / "s").metadata
     every = _compile(path, replace(shared, warps="all"), 232448, tmp_path / "b").metadata
-    assert one.shared - plain.shared == 64 and one.profile_scratch_size == k.profile_scratch_size
+    assert one.shared - plain.shared == 64 and one.profile_scratch_size == kg.profile_scratch_size
     assert every.shared - one.shared == 8 * 64 - 64  # --warps all: a segment per warp
     assert options_from_cli(warps="all").selected is None
     assert options_from_cli().auto_size and options_from_cli().warps == "first"
@@ -316,7 +320,7 @@ def test_buffer_type_and_warps_follow_the_kernel(tmp_path):
 
     whole, every_iter = Rules().with_defaults(), Rules(kernel_scope=True, loops="both")
     o = resolved("layernorm_fwd_kernel", whole)
-    assert (o.buffer_type, o.selected) == ("global", (0,))
+    assert (o.buffer_type, o.selected) == ("direct", (0,))
     o = resolved("layernorm_fwd_kernel", every_iter)
     assert (o.buffer_type, o.selected) == ("shared", (0,))
     o = resolved("layernorm_fwd_kernel", whole, "hip-gfx942")

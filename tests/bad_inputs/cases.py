@@ -347,7 +347,7 @@ CASES: list[Case] = [
     Case("meta clock bits", REPORT, f"{RAWJ}: clock_bits = 48 must be 32 or 64; {FIX}",
          raw(clock_bits=48)),
     Case("meta buffer type", REPORT,
-         f"{RAWJ}: buffer_type = 'tex' must be 'shared' or 'global'; {FIX}",
+         f"{RAWJ}: buffer_type = 'tex' must be 'shared', 'global' or 'direct'; {FIX}",
          raw(buffer_type="tex")),
     Case("meta bytes_per_cta string", REPORT,
          f"{RAWJ}: bytes_per_cta = '8320' must be an integer from 4 to 2147483648; {FIX}",

@@ -1,0 +1,174 @@
+"""Our own lowering of loop-free records (``proton_inject/direct.py``, ``--buffer-type direct``).
+
+CPU: which kernels it applies to, that its scope ids are Proton's, that every eligible
+instrumented sample compiles through the backend with it (no Proton set-up left: one
+globaltimer read at entry, one at the end, no added barrier) and that strip-free fallbacks
+hold. GPU: the layer norm example profiled with it and with Proton's global buffer gives
+the same outputs, the same regions in every CTA, and durations that agree.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import requires_gpu
+
+from proton_inject import direct
+from proton_inject.instrument import insert_text
+from proton_inject.lowering import LoweringOptions, installed, scope_names_of
+from proton_inject.rules import Rules
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "ttgir_samples"
+INSTRUMENTED = sorted((SAMPLES / "instrumented").glob("*/cuda-90/*.ttgir"))
+
+
+def _compile(text: str, tmp: Path, options: LoweringOptions):
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    target = GPUTarget("cuda", 90, 32)
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / "k.ttgir"
+    path.write_text(text, encoding="latin-1")
+    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
+        triton.knobs.cache.dir = str(tmp / "cache")
+        triton.knobs.compilation.always_compile = True
+        with installed(options, target=target):
+            mode = triton.knobs.compilation.instrumentation_mode
+            return triton.compile(str(path), target=target, options={"instrumentation_mode": mode})
+
+
+def test_which_kernels_it_applies_to():
+    text = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
+    assert direct.eligible(insert_text(text, Rules().with_defaults()).text) is None
+    # a record inside a loop runs many times; under a CTA sampler's branch maybe not at all
+    assert "loops" in direct.eligible(insert_text(text, Rules(kernel_scope=True, loops="both")).text)
+    sampled = insert_text(text, Rules(sample_ctas=4, marks=False).with_defaults()).text
+    assert direct.eligible(sampled) is not None
+    assert direct.eligible(text) == "no records"
+    ws = (SAMPLES / "cuda-90/attn_fwd_ws_kernel.ttgir").read_text(encoding="latin-1")
+    assert direct.eligible(insert_text(ws, Rules().with_defaults()).text) == "warp-specialized"
+    hip = (SAMPLES / "hip-gfx942/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
+    assert direct.eligible(insert_text(hip, Rules().with_defaults()).text) == "not an NVIDIA kernel"
+    # explicit --buffer-type direct where it does not apply: Proton's lowering, as auto would
+    inner = insert_text(text, Rules(kernel_scope=True, loops="both")).text
+    assert LoweringOptions(buffer_type="direct").for_kernel(inner).buffer_type == "shared"
+    assert LoweringOptions(buffer_type="direct").for_kernel(sampled).buffer_type == "global"
+    # every warp records (asked, or a persistent kernel): Proton's lowering
+    whole = insert_text(text, Rules().with_defaults()).text
+    assert LoweringOptions(warps="all").for_kernel(whole).buffer_type == "global"
+    softmax = (SAMPLES / "cuda-90/softmax_kernel.ttgir").read_text(encoding="latin-1")
+    assert LoweringOptions().for_kernel(insert_text(softmax, Rules().with_defaults()).text
+                                        ).buffer_type == "global"
+    # an explicit --buffer-type global keeps Proton's lowering
+    assert LoweringOptions(buffer_type="global").for_kernel(whole).buffer_type == "global"
+
+
+@pytest.mark.parametrize("path", INSTRUMENTED, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_eligible_samples_compile_with_protons_scope_ids(path, tmp_path):
+    text = path.read_text(encoding="latin-1")
+    if direct.eligible(text) is not None:
+        pytest.skip(direct.eligible(text))
+    _, _, records = direct._records(text)
+    ids = direct.scope_ids(records)
+    names = {i: direct._RECORD.match(op.head).group(2) for i, op in zip(ids, records, strict=True)}
+    assert sorted(names.items()) == sorted(scope_names_of(str(path))[0])
+    ck = _compile(text, tmp_path, LoweringOptions(buffer_type="direct", warps=(0,)))
+    ptx = ck.asm["ptx"]
+    warps = ck.metadata.num_warps
+    assert ck.metadata.profile_scratch_size == -(-(40 + 4 * warps + 8 * len(records)) // 8) * 8
+    assert ptx.count("%globaltimer") == 2 and ptx.count("%clock64") == len(records)
+    plain = _compile(re.sub(r'^\s*proton\.record .*\n', "", text, flags=re.M), tmp_path / "p",
+                     LoweringOptions())
+    assert ptx.count("bar.sync") == plain.asm["ptx"].count("bar.sync")  # no barrier added
+    assert ck.metadata.shared == plain.metadata.shared
+
+
+def test_lowered_text_layout_and_fresh_names():
+    text = (SAMPLES / "cuda-90/add_kernel.ttgir").read_text(encoding="latin-1")
+    inst = insert_text(text, Rules(kernel_scope=True, loops=None, marks=False)).text
+    low = direct.lower(inst.replace("%pi_dbase", "%pi_dbasex"), clock_bits=32)
+    assert "proton.record" not in low and "%clock;" in low and "%clock64" not in low
+    # header words 0-4, then warp 0's count at word 10, records from word 10 + num_warps
+    words = [int(w) for w in re.findall(r"arith\.constant (\d+) : i32\n\s*%\S+ = tt\.addptr", low)]
+    assert words[:5] == [0, 1, 2, 3, 4] and 10 in words and 14 in words and 16 in words
+    assert direct.data_bytes(inst) == 16
+    with pytest.raises(ValueError, match="loops"):
+        direct.lower(insert_text(text, Rules(kernel_scope=True, loops="both")).text)
+
+
+def test_a_failed_direct_lowering_falls_back_to_protons(tmp_path):
+    """A module ``direct.py`` cannot lower is left to Proton's passes (same buffer layout)."""
+    from proton_inject.lowering import ProtonLowering
+
+    class Broken:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    hook = ProtonLowering("nvidia", LoweringOptions(), 232448)
+    mod = Broken()
+    assert hook.direct_module(mod) is mod
+    assert ProtonLowering("nvidia", LoweringOptions(buffer_type="shared"), 232448).direct_module(mod) is mod
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
+    import torch
+
+    from proton_inject.decode import decode, find_raw, load_raw
+    from proton_inject.instrument import instrument_tree, write_tree
+    from proton_inject.override import dump_program
+    from proton_inject.runtime import profile
+
+    ex = ROOT / "examples" / "layernorm.py"
+    res = dump_program(["python", str(ex)], tmp_path / "dump")
+    assert res.exit_code == 0
+    outputs, manifest, _ = instrument_tree(tmp_path / "dump", Rules().with_defaults())
+    inst = write_tree(outputs, manifest, tmp_path / "inst")
+    ln = _load(ex, "pi_layernorm_direct")
+    torch.manual_seed(0)
+    x = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    w, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    plain = ln.layernorm(x, w, b)
+    medians = {}
+    for btype in ("direct", "global"):
+        out = tmp_path / btype
+        with profile(inst, out=out, options=LoweringOptions(buffer_type=btype)) as result:
+            got = ln.layernorm(x, w, b)
+        assert all(torch.equal(p, q) for p, q in zip(plain, got, strict=True)), btype
+        assert [r.kernel for r in result.launches] == ["layernorm_fwd_kernel"], result.messages
+        [path] = find_raw(out / "raw")
+        data, meta = load_raw(path)
+        assert meta.buffer_type == btype and meta.sampled_warps == [0]
+        d = decode(data, meta)
+        assert not [i for i in d.issues if "clock" not in i.cause and "timer" not in i.cause], d.warnings
+        grid = int(np.prod(meta.grid))
+        assert sorted(d.ctas.cta.tolist()) == list(range(grid))
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        assert d.ctas.sm.max() < sms and len(set(d.ctas.sm.tolist())) == sms
+        assert (d.ctas.init_ns <= d.ctas.prefinal_ns).all()
+        ev = d.events
+        for sid, name in meta.scopes.items():
+            m = ev.scope == sid
+            assert sorted(ev.cta[m].tolist()) == list(range(grid)), (btype, name)
+            assert (ev.warp[m] == 0).all() and (ev.cycles[m] > 0).all()
+            medians[(btype, name)] = float(np.median(ev.cycles[m]))
+        # records sit inside their CTA's timer reads
+        assert (ev.start_ns >= d.ctas.init_ns.min()).all()
+    print("\nregion medians (cycles):", medians)
+    for name in {n for _, n in medians}:
+        a, b_ = medians[("direct", name)], medians[("global", name)]
+        assert abs(a - b_) <= 0.15 * b_ + 200, (name, a, b_)
