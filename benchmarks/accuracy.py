@@ -234,9 +234,14 @@ def measure(quick: bool = True) -> tuple[dict, list[Case]]:
     warp0 = LoweringOptions(warps=(0,), auto_size=False, buffer_type="shared")
     cases += run_case("spin 2,000 cycles, warp 0 only", spin_kernel, (2_000, False), [(0, 0)], "cycles",
                       cost(warp0), warp0)
-    # The tool's defaults for this kernel: warp 0, its two records straight to global memory.
-    defaults = LoweringOptions(buffer_type="global", warps=(0,))
-    cases += run_case("spin 2,000 cycles, defaults (global, warp 0)", spin_kernel, (2_000, False),
+    # Warp 0's two records straight to global memory through Proton's lowering (the defaults
+    # before direct.py), and the tool's defaults for this kernel: the same records lowered
+    # directly (--buffer-type direct).
+    global0 = LoweringOptions(buffer_type="global", warps=(0,))
+    cases += run_case("spin 2,000 cycles, warp 0, Proton's global buffer", spin_kernel,
+                      (2_000, False), [(0, 0)], "cycles", cost(global0), global0)
+    defaults = LoweringOptions(buffer_type="direct", warps=(0,))
+    cases += run_case("spin 2,000 cycles, defaults (direct, warp 0)", spin_kernel, (2_000, False),
                       [(0, 0)], "cycles", cost(defaults), defaults)
     for n in (20_000, 200_000):
         cases += run_case(f"globaltimer spin {n:,} ns", spin_kernel, (n, True), [(0, 0)], "ns", r)
