@@ -86,8 +86,12 @@ def data_bytes(text: str) -> int:
     return BYTES_PER_RECORD * sum(1 for _ in re.finditer(r"\bproton\.record\b", text))
 
 
-def lower(text: str, clock_bits: int = 64) -> str:
-    """``text`` with its records lowered as described above (``eligible`` must be None)."""
+def lower(text: str, clock_bits: int = 64, defer: bool = True) -> str:
+    """``text`` with its records lowered as described above (``eligible`` must be None).
+
+    ``defer``: each record site keeps only its clock read, and every store (header, records,
+    counts) waits until just before ``tt.return``, so none of them comes between the kernel's
+    first loads and its entry; otherwise each store sits where its value is read."""
     why = eligible(text)
     if why:
         raise ValueError(f"records cannot be lowered directly: {why}")
@@ -125,69 +129,71 @@ def lower(text: str, clock_bits: int = 64) -> str:
                    f'%{reg};" {{constraints = "={c}", packed_element = 1 : i32, pure = false}} '
                    f"-> {ty}")
 
-    head: list[str] = [f"{base} = proton_gpu.global_scratch_alloc {{alignment = 128 : i32, "
-                       f"nbytes = {nbytes} : i32, offset = 0 : i32}} : !tt.ptr<i32>"]
-    pre, line = const(PREAMBLE - (1 << 32), "i32")
-    head += [line, *store(0, pre, "i32")]
-    x, y, z, gx, gy = (names.new("pid") for _ in range(5))
-    head += [f"{x} = tt.get_program_id x : i32", f"{y} = tt.get_program_id y : i32",
-             f"{z} = tt.get_program_id z : i32", f"{gx} = tt.get_num_programs x : i32",
-             f"{gy} = tt.get_num_programs y : i32"]
-    zy, zyy, prod, lin = (names.new("pid") for _ in range(4))  # (z * gy + y) * gx + x
-    head += [f"{zy} = arith.muli {z}, {gy} : i32", f"{zyy} = arith.addi {zy}, {y} : i32",
-             f"{prod} = arith.muli {zyy}, {gx} : i32", f"{lin} = arith.addi {prod}, {x} : i32"]
-    head += store(1, lin, "i32")
-    sm, line = read("smid", "i32")
-    head += [line, *store(2, sm, "i32")]
-    size, line = const(BYTES_PER_RECORD * n, "i32")
-    head += [line, *store(3, size, "i32")]
+    # Entry: the init time; the rest of the header whenever the stores go.
     t0, line = read("globaltimer", "i64")
-    head += [line, *store(4, t0, "i64")]
+    entry = [line]
+    header = [f"{base} = proton_gpu.global_scratch_alloc {{alignment = 128 : i32, "
+              f"nbytes = {nbytes} : i32, offset = 0 : i32}} : !tt.ptr<i32>"]
+    pre, line = const(PREAMBLE - (1 << 32), "i32")
+    header += [line, *store(0, pre, "i32")]
+    x, y, z, gx, gy = (names.new("pid") for _ in range(5))
+    header += [f"{x} = tt.get_program_id x : i32", f"{y} = tt.get_program_id y : i32",
+               f"{z} = tt.get_program_id z : i32", f"{gx} = tt.get_num_programs x : i32",
+               f"{gy} = tt.get_num_programs y : i32"]
+    zy, zyy, prod, lin = (names.new("pid") for _ in range(4))  # (z * gy + y) * gx + x
+    header += [f"{zy} = arith.muli {z}, {gy} : i32", f"{zyy} = arith.addi {zy}, {y} : i32",
+               f"{prod} = arith.muli {zyy}, {gx} : i32", f"{lin} = arith.addi {prod}, {x} : i32"]
+    header += store(1, lin, "i32")
+    sm, line = read("smid", "i32")
+    header += [line, *store(2, sm, "i32")]
+    size, line = const(BYTES_PER_RECORD * n, "i32")
+    header += [line, *store(3, size, "i32"), *store(4, t0, "i64")]
 
-    def record(k: int, op) -> list[str]:
+    def record(k: int, op) -> tuple[list[str], list[str]]:
+        """(the clock read, the lines that tag and store it)"""
         is_end = _RECORD.match(op.head).group(1) == "end"
         tag = (int(is_end) << 31) | (ids[k] << 23)
         word = data_word + 2 * k
+        c32, l32 = const(32, "i64")
+        ctag, ltag = const(tag, "i64")
         if clock_bits == 64:
-            clk, line = read("clock64", "i64")
-            out = [line]
-            c32, l32 = const(32, "i64")
+            clk, now = read("clock64", "i64")
             cmask, lmask = const(0x7FF, "i64")
-            ctag, ltag = const(tag, "i64")
             hi, hib, tag64, lo = (names.new("t") for _ in range(4))
-            out += [l32, lmask, ltag, f"{hi} = arith.shrui {clk}, {c32} : i64",
-                    f"{hib} = arith.andi {hi}, {cmask} : i64",
-                    f"{tag64} = arith.ori {hib}, {ctag} : i64",
-                    f"{lo} = arith.shli {clk}, {c32} : i64"]
+            out = [l32, lmask, ltag, f"{hi} = arith.shrui {clk}, {c32} : i64",
+                   f"{hib} = arith.andi {hi}, {cmask} : i64",
+                   f"{tag64} = arith.ori {hib}, {ctag} : i64",
+                   f"{lo} = arith.shli {clk}, {c32} : i64"]
         else:
-            clk32, line = read("clock", "i32")
-            clk = names.new("t")
-            c32, l32 = const(32, "i64")
-            ctag, ltag = const(tag, "i64")
-            tag64, lo = ctag, names.new("t")
-            out = [line, f"{clk} = arith.extui {clk32} : i32 to i64", l32, ltag,
+            clk32, now = read("clock", "i32")
+            clk, lo = names.new("t"), names.new("t")
+            tag64 = ctag
+            out = [f"{clk} = arith.extui {clk32} : i32 to i64", l32, ltag,
                    f"{lo} = arith.shli {clk}, {c32} : i64"]
         if wide:  # little-endian: the tag word first, then the clock's low word
             rec = names.new("t")
-            return out + [f"{rec} = arith.ori {lo}, {tag64} : i64", *store(word, rec, "i64")]
-        t32, l32s = names.new("t"), names.new("t")
-        hi32 = names.new("t")
-        return out + [f"{t32} = arith.trunci {tag64} : i64 to i32",
-                      f"{hi32} = arith.shrui {lo}, {c32} : i64",
-                      f"{l32s} = arith.trunci {hi32} : i64 to i32",
-                      *store(word, t32, "i32"), *store(word + 1, l32s, "i32")]
+            return [now], out + [f"{rec} = arith.ori {lo}, {tag64} : i64", *store(word, rec, "i64")]
+        t32, hi32, l32s = names.new("t"), names.new("t"), names.new("t")
+        return [now], out + [f"{t32} = arith.trunci {tag64} : i64 to i32",
+                             f"{hi32} = arith.shrui {lo}, {c32} : i64",
+                             f"{l32s} = arith.trunci {hi32} : i64 to i32",
+                             *store(word, t32, "i32"), *store(word + 1, l32s, "i32")]
 
+    sites = [record(k, op) for k, op in enumerate(records)]
+    late = header + [line for _, stores in sites for line in stores] if defer else []
     count, line = const(2 * n, "i32")
-    tail = [line, *store(CIRCULAR_HEADER_BYTES // 4, count, "i32")]
+    late += [line, *store(CIRCULAR_HEADER_BYTES // 4, count, "i32")]
     t1, line = read("globaltimer", "i64")
-    tail += [line, *store(6, t1, "i64"), *store(8, t1, "i64")]
+    late += [line, *store(6, t1, "i64"), *store(8, t1, "i64")]
 
-    edits = [(body.ops[0].start, body.ops[0].start, head, True)]
-    edits += [(op.start, op.end, record(k, op), False) for k, op in enumerate(records)]
     ret = body.ops[-1]
     if ret.name != "tt.return":
         raise ValueError("the kernel's function does not end with tt.return")
-    edits.append((ret.start, ret.start, tail, True))
+    # (offset, end, lines, goes before the op at offset)
+    edits = [(body.ops[0].start, body.ops[0].start, entry + ([] if defer else header), True)]
+    edits += [(op.start, op.end, now + ([] if defer else stores), False)
+              for op, (now, stores) in zip(records, sites, strict=True)]
+    edits.append((ret.start, ret.start, late, True))
     out, pos = [], 0
     for start, end, lines, before in sorted(edits, key=lambda e: (e[0], not e[3])):
         out.append(module.text[pos:start])
