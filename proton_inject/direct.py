@@ -86,7 +86,7 @@ def data_bytes(text: str) -> int:
     return BYTES_PER_RECORD * sum(1 for _ in re.finditer(r"\bproton\.record\b", text))
 
 
-def lower(text: str, clock_bits: int = 64, defer: bool = True) -> str:
+def lower(text: str, clock_bits: int = 64, defer: bool = True, reads_first: bool = False) -> str:
     """``text`` with its records lowered as described above (``eligible`` must be None).
 
     ``defer``: each record site keeps only its clock read, and every store (header, records,
@@ -129,23 +129,27 @@ def lower(text: str, clock_bits: int = 64, defer: bool = True) -> str:
                    f'%{reg};" {{constraints = "={c}", packed_element = 1 : i32, pure = false}} '
                    f"-> {ty}")
 
-    # Entry: the init time; the rest of the header whenever the stores go.
+    # Entry: the init time and, when ``reads_first``, the header's register reads, whose
+    # latency then overlaps the kernel's first loads; the stores whenever the stores go.
     t0, line = read("globaltimer", "i64")
     entry = [line]
+    x, y, z, gx, gy = (names.new("pid") for _ in range(5))
+    zy, zyy, prod, lin = (names.new("pid") for _ in range(4))  # (z * gy + y) * gx + x
+    sm, smline = read("smid", "i32")
+    reads = [f"{x} = tt.get_program_id x : i32", f"{y} = tt.get_program_id y : i32",
+             f"{z} = tt.get_program_id z : i32", f"{gx} = tt.get_num_programs x : i32",
+             f"{gy} = tt.get_num_programs y : i32",
+             f"{zy} = arith.muli {z}, {gy} : i32", f"{zyy} = arith.addi {zy}, {y} : i32",
+             f"{prod} = arith.muli {zyy}, {gx} : i32", f"{lin} = arith.addi {prod}, {x} : i32",
+             smline]
     header = [f"{base} = proton_gpu.global_scratch_alloc {{alignment = 128 : i32, "
               f"nbytes = {nbytes} : i32, offset = 0 : i32}} : !tt.ptr<i32>"]
+    if reads_first:
+        entry += reads
+    else:
+        header += reads
     pre, line = const(PREAMBLE - (1 << 32), "i32")
-    header += [line, *store(0, pre, "i32")]
-    x, y, z, gx, gy = (names.new("pid") for _ in range(5))
-    header += [f"{x} = tt.get_program_id x : i32", f"{y} = tt.get_program_id y : i32",
-               f"{z} = tt.get_program_id z : i32", f"{gx} = tt.get_num_programs x : i32",
-               f"{gy} = tt.get_num_programs y : i32"]
-    zy, zyy, prod, lin = (names.new("pid") for _ in range(4))  # (z * gy + y) * gx + x
-    header += [f"{zy} = arith.muli {z}, {gy} : i32", f"{zyy} = arith.addi {zy}, {y} : i32",
-               f"{prod} = arith.muli {zyy}, {gx} : i32", f"{lin} = arith.addi {prod}, {x} : i32"]
-    header += store(1, lin, "i32")
-    sm, line = read("smid", "i32")
-    header += [line, *store(2, sm, "i32")]
+    header += [line, *store(0, pre, "i32"), *store(1, lin, "i32"), *store(2, sm, "i32")]
     size, line = const(BYTES_PER_RECORD * n, "i32")
     header += [line, *store(3, size, "i32"), *store(4, t0, "i64")]
 
