@@ -82,7 +82,8 @@ def test_eligible_samples_compile_with_protons_scope_ids(path, tmp_path):
     ck = _compile(text, tmp_path, LoweringOptions(buffer_type="direct", warps=(0,)))
     ptx = ck.asm["ptx"]
     warps = ck.metadata.num_warps
-    assert ck.metadata.profile_scratch_size == -(-(40 + 4 * warps + 8 * len(records)) // 8) * 8
+    # header, a word per warp, the records; in 16-byte steps (vector stores)
+    assert ck.metadata.profile_scratch_size == -(-(40 + 4 * warps + 8 * len(records)) // 16) * 16
     assert ptx.count("%globaltimer") == 2 and ptx.count("%clock64") == len(records)
     plain = _compile(re.sub(r'^\s*proton\.record .*\n', "", text, flags=re.M), tmp_path / "p",
                      LoweringOptions())
@@ -93,11 +94,21 @@ def test_eligible_samples_compile_with_protons_scope_ids(path, tmp_path):
 def test_lowered_text_layout_and_fresh_names():
     text = (SAMPLES / "cuda-90/add_kernel.ttgir").read_text(encoding="latin-1")
     inst = insert_text(text, Rules(kernel_scope=True, loops=None, marks=False)).text
-    low = direct.lower(inst.replace("%pi_dbase", "%pi_dbasex"), clock_bits=32)
+    taken = inst.replace('proton.record start "kernel"',
+                         '%pi_dr1 = arith.constant 0 : i32\n    proton.record start "kernel"')
+    assert "%pi_ddr" in direct.lower(taken) and "%pi_dr" not in direct.lower(taken).replace(
+        "%pi_dr1 = arith.constant 0", "")  # fresh names never shadow the kernel's
+    low = direct.lower(inst, clock_bits=32)
     assert "proton.record" not in low and "%clock;" in low and "%clock64" not in low
-    # header words 0-4, then warp 0's count at word 10, records from word 10 + num_warps
-    words = [int(w) for w in re.findall(r"arith\.constant (\d+) : i32\n\s*%\S+ = tt\.addptr", low)]
-    assert words[:5] == [0, 1, 2, 3, 4] and 10 in words and 14 in words and 16 in words
+    # 4 warps: header words 0-9, warp counts 10-13, two records 14-17, stored by thread 0 in
+    # four 16-byte stores and one 8-byte store, all before tt.return
+    stores = re.findall(r"st\.global(\.v\d)?\.b32 \[\$1\+(\d+)\]", low)
+    assert stores == [(".v4", "0"), (".v4", "16"), (".v4", "32"), (".v4", "48"), (".v2", "64")]
+    assert low.index("st.global") > low.index("tt.store")  # after the kernel's own stores
+    assert "setp.eq.u32 %p, %t, 0" in low and "mov.u32 %t, %tid.x" in low
+    scalar = direct.lower(inst, clock_bits=32, packed=False)
+    words = [int(w) for w in re.findall(r"arith\.constant (\d+) : i32\n\s*%\S+ = tt\.addptr", scalar)]
+    assert words == list(range(18))
     assert direct.data_bytes(inst) == 16
     with pytest.raises(ValueError, match="loops"):
         direct.lower(insert_text(text, Rules(kernel_scope=True, loops="both")).text)
