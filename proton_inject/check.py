@@ -254,7 +254,7 @@ def check_file(
         binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
         report.binary_bytes = len(binary)
         if report.profile_scratch_bytes:
-            if options.buffer_type == "direct":  # one slot per record op
+            if options.buffer_type == "direct":
                 b = options.buffer_size
             elif options.buffer_type == "global":
                 b = _global_buffer(report.profile_scratch_bytes, report.num_warps, options)
@@ -263,7 +263,9 @@ def check_file(
                     report.shared_bytes, report.num_warps, report.max_shared, options
                 )
             report.buffer_bytes = b
-            if b is not None:
+            if options.buffer_type == "direct":  # a 4-byte clock word per record op
+                report.records_per_warp = options.buffer_size // 4
+            elif b is not None:
                 report.records_per_warp = records_per_segment(b, report.num_warps, options)
                 if report.records_per_warp == 0:
                     report.warnings.append(

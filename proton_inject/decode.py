@@ -70,7 +70,7 @@ import os
 import sys
 import warnings
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +140,8 @@ class LaunchMeta:
     # The clock measured right before and after the launch (``bracket.py``): {"before":
     # summary | null, "after": summary | null}, or {"missing": why}; None in older files.
     clock_bracket: dict[str, Any] | None = None
+    # buffer_type "direct": [scope id, 1 if end] of each record slot (``direct.record_table``)
+    direct_records: list[list[int]] | None = None
 
     @property
     def num_ctas(self) -> int:
@@ -186,6 +188,7 @@ class LaunchMeta:
             "rank": self.rank,
             "record_cost_cycles": self.record_cost_cycles,
             "clock_bracket": self.clock_bracket,
+            **({"direct_records": self.direct_records} if self.direct_records else {}),
         }
 
     @classmethod
@@ -515,6 +518,8 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     """
     warn: list[Issue] = []
     where = f"launch {meta.label}"
+    if meta.buffer_type == "direct":
+        buffer, meta = _expand_direct(buffer, meta, where)
     if meta.granularity != "warp":
         raise UserError(
             f"{where}: granularity {meta.granularity!r} is not supported; Triton 3.6 lowers "
@@ -724,6 +729,43 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     return Decoded(meta=meta, events=ev, ctas=ctas, clock=clock, drops=drops, base_ns=base,
                    unmatched_starts=unmatched_starts, unmatched_ends=unmatched_ends, issues=warn,
                    record_cost=None if record_cost is None else float(record_cost))
+
+
+def _expand_direct(buffer: Any, meta: LaunchMeta, where: str) -> tuple[np.ndarray, LaunchMeta]:
+    """A ``direct.py`` buffer rewritten as the Proton layout above, with its metadata, so one
+    decoder reads both: each CTA's block of words (``direct.DIRECT_HEADER_WORDS``: init time,
+    end time, SM id; then a 32-bit clock per record slot) becomes a header with the program id
+    (the block's index), the end time as both final times, warp 0's count, and its records
+    tagged from ``meta.direct_records``. A CTA whose block is all zeros did not write it."""
+    from .direct import DIRECT_HEADER_WORDS, block_bytes
+
+    table = np.asarray(meta.direct_records or [], np.uint32).reshape(-1, 2)
+    n = len(table)
+    if not n or meta.bytes_per_cta != block_bytes(n):
+        raise UserError(
+            f"{where}: buffer_type 'direct' with {n} record slots needs bytes_per_cta="
+            f"{block_bytes(n) if n else '?'}, not {meta.bytes_per_cta}; the metadata does not "
+            "match the kernel")
+    raw = _as_bytes(buffer)
+    stride = meta.bytes_per_cta
+    blocks = np.frombuffer(raw[: raw.size // stride * stride], dtype="<u4").reshape(-1, stride // 4)
+    W = meta.num_warps
+    head = HEADER_WORDS + W
+    out = np.zeros((len(blocks), head + 2 * n), np.uint32)
+    ran = blocks.any(axis=1)
+    out[:, 0] = np.where(ran, PREAMBLE, 0)
+    out[:, 1] = np.where(ran, np.arange(len(blocks), dtype=np.uint32), 0)
+    out[:, 2] = blocks[:, 4]
+    out[:, 3] = 8 * n
+    out[:, 4:6] = blocks[:, 0:2]
+    out[:, 6:8] = blocks[:, 2:4]
+    out[:, 8:10] = blocks[:, 2:4]
+    out[:, HEADER_WORDS] = 2 * n
+    out[:, head::2] = (table[:, 1] << 31) | (table[:, 0] << 23)
+    out[:, head + 1::2] = blocks[:, DIRECT_HEADER_WORDS:DIRECT_HEADER_WORDS + n]
+    meta = replace(meta, bytes_per_cta=4 * out.shape[1], buffer_size=8 * n, clock_bits=32,
+                   sampled_warps=[0], buffer_type="direct")
+    return out.reshape(-1).view(np.uint8), meta
 
 
 def _unwrap(cyc: np.ndarray, stream: np.ndarray, first_rec: np.ndarray, kept: np.ndarray,

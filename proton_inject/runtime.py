@@ -1330,6 +1330,7 @@ class Session:
             rank=self.rank,
             record_cost_cycles=self._record_cost(rec),
             clock_bracket=rec.clock_bracket,
+            direct_records=self._direct_records(rec),
         )
 
     def _ir_path(self, rec: LaunchRecord) -> Path | None:
@@ -1351,6 +1352,19 @@ class Session:
             path = self._ir_path(rec)
             text = path.read_text(encoding="latin-1") if path else ""
             cache[key] = (self.options.for_kernel(text, self._max_shared), sampled_ctas(text))
+        return cache[key]
+
+    def _direct_records(self, rec: LaunchRecord) -> list[list[int]] | None:
+        """The record slots of a kernel ``direct.py`` lowered (None for Proton's lowering)."""
+        if self._kernel_options(rec).buffer_type != "direct":
+            return None
+        from . import direct
+
+        cache = self.__dict__.setdefault("_direct_cache", {})
+        key = (rec.hash, rec.kernel)
+        if key not in cache:
+            path = self._ir_path(rec)
+            cache[key] = direct.record_table(path.read_text(encoding="latin-1")) if path else None
         return cache[key]
 
     def _sampling(self, rec: LaunchRecord) -> tuple[list[int] | None, int]:

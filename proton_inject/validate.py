@@ -280,6 +280,13 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
     if bracket is not None and not _clock_bracket_ok(bracket):
         raise bad("clock_bracket", 'null, {"missing": "why"} or {"before": side, "after": side} '
                                    "as proton-inject run writes it")
+    table = d.get("direct_records")
+    if buffer_type == "direct" or table is not None:
+        if not (isinstance(table, list) and table and len(table) <= 512 and all(
+                isinstance(r, list) and len(r) == 2 and all(is_int(x) for x in r)
+                and 0 <= r[0] < 256 and r[1] in (0, 1) for r in table)):
+            raise bad("direct_records", "a list of [scope id, 0 start | 1 end], one per record "
+                                        "slot, with buffer_type 'direct'")
     binary = d.get("bin")
     if binary is not None and not (isinstance(binary, str) and _SAFE_NAME.fullmatch(binary) and
                                    binary.endswith((".bin", ".bin.gz"))):
@@ -298,6 +305,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         config=config, launch=int_field("launch", 0, 10**12, 0), device=device,
         sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
         record_cost_cycles=None if cost is None else float(cost), clock_bracket=bracket,
+        direct_records=None if table is None else [list(r) for r in table],
     )  # fmt: skip
 
 

@@ -81,10 +81,11 @@ def test_eligible_samples_compile_with_protons_scope_ids(path, tmp_path):
     assert sorted(names.items()) == sorted(scope_names_of(str(path))[0])
     ck = _compile(text, tmp_path, LoweringOptions(buffer_type="direct", warps=(0,)))
     ptx = ck.asm["ptx"]
-    warps = ck.metadata.num_warps
-    # header, a word per warp, the records; in 16-byte steps (vector stores)
-    assert ck.metadata.profile_scratch_size == -(-(40 + 4 * warps + 8 * len(records)) // 16) * 16
-    assert ptx.count("%globaltimer") == 2 and ptx.count("%clock64") == len(records)
+    # 5 header words and a clock word per record, in 8-byte steps
+    assert ck.metadata.profile_scratch_size == direct.block_bytes(len(records))
+    assert direct.block_bytes(len(records)) == -(-(20 + 4 * len(records)) // 8) * 8
+    assert ptx.count("%globaltimer") == 2 and ptx.count("%clock;") == len(records)
+    assert "%clock64" not in ptx
     plain = _compile(re.sub(r'^\s*proton\.record .*\n', "", text, flags=re.M), tmp_path / "p",
                      LoweringOptions())
     assert ptx.count("bar.sync") == plain.asm["ptx"].count("bar.sync")  # no barrier added
@@ -98,18 +99,16 @@ def test_lowered_text_layout_and_fresh_names():
                          '%pi_dr1 = arith.constant 0 : i32\n    proton.record start "kernel"')
     assert "%pi_ddr" in direct.lower(taken) and "%pi_dr" not in direct.lower(taken).replace(
         "%pi_dr1 = arith.constant 0", "")  # fresh names never shadow the kernel's
-    low = direct.lower(inst, clock_bits=32)
-    assert "proton.record" not in low and "%clock;" in low and "%clock64" not in low
-    # 4 warps: header words 0-9, warp counts 10-13, two records 14-17, stored by thread 0 in
-    # four 16-byte stores and one 8-byte store, all before tt.return
+    low = direct.lower(inst)
+    assert "proton.record" not in low and low.count("%clock;") == 2
+    # words 0-3 the two times, 4 the SM id, 5-6 the clocks: a 32-byte block stored by thread 0
+    # in two 16-byte stores after the kernel's own stores
+    assert direct.block_bytes(2) == 32 and direct.data_bytes(inst) == 8
     stores = re.findall(r"st\.global(\.v\d)?\.b32 \[\$1\+(\d+)\]", low)
-    assert stores == [(".v4", "0"), (".v4", "16"), (".v4", "32"), (".v4", "48"), (".v2", "64")]
-    assert low.index("st.global") > low.index("tt.store")  # after the kernel's own stores
+    assert stores == [(".v4", "0"), (".v2", "16"), ("", "24")]
+    assert low.index("st.global") > low.rindex("tt.store")
     assert "setp.eq.u32 %p, %t, 0" in low and "mov.u32 %t, %tid.x" in low
-    scalar = direct.lower(inst, clock_bits=32, packed=False)
-    words = [int(w) for w in re.findall(r"arith\.constant (\d+) : i32\n\s*%\S+ = tt\.addptr", scalar)]
-    assert words == list(range(18))
-    assert direct.data_bytes(inst) == 16
+    assert direct.record_table(inst) == [[0, 0], [0, 1]]
     with pytest.raises(ValueError, match="loops"):
         direct.lower(insert_text(text, Rules(kernel_scope=True, loops="both")).text)
 

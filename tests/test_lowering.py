@@ -286,10 +286,10 @@ def test_default_options_record_one_warp_with_a_buffer_of_its_records(tmp_path):
     path = tmp_path / "ln.ttgir"
     path.write_text(text)
     o = LoweringOptions().for_kernel(text)
-    assert o.selected == (0,) and o.buffer_size == 64  # 8 records of 8 B, one warp
+    assert o.selected == (0,) and o.buffer_size == 32  # 8 clock words, warp 0
     assert o.buffer_type == "direct"  # each record runs once, by warp 0: our own lowering
     k = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
-    assert k.profile_scratch_size == 144  # header, a word per warp, 8 records: 136, in 16s
+    assert k.profile_scratch_size == 56  # 5 header words + 8 clock words, in 8-byte steps
     g = LoweringOptions(buffer_type="global")  # Proton's lowering into global memory
     assert (g.for_kernel(text).buffer_type, g.for_kernel(text).buffer_size) == ("global", 64)
     kg = _compile(path, g, 232448, tmp_path / "g").metadata
