@@ -282,6 +282,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
                                    "as proton-inject run writes it")
     table = d.get("direct_records")
     if buffer_type == "direct" or table is not None:
+        need("direct_records")
         if not (isinstance(table, list) and table and len(table) <= 512 and all(
                 isinstance(r, list) and len(r) == 2 and all(is_int(x) for x in r)
                 and 0 <= r[0] < 256 and r[1] in (0, 1) for r in table)):

@@ -192,3 +192,46 @@ def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
     print("\nregion medians (cycles):", medians)
     # the direct records add less to the kernel than Proton's global-buffer lowering
     assert medians[("direct", "kernel")] <= 1.02 * medians[("global", "kernel")], medians
+
+
+H100_DIRECT = ROOT / "tests" / "data" / "h100-direct"
+
+
+def test_real_direct_buffer_decodes_like_protons_layout():
+    """A buffer direct.py's lowering wrote on an H100 (the layer norm example, default rules:
+    kernel + 3 loops, 1,151 CTAs, `proton-inject run`): expanded to Proton's layout and
+    decoded, every CTA has each region once, loops inside the kernel region."""
+    from proton_inject.decode import decode, load_raw
+
+    data, meta = load_raw(H100_DIRECT / "00000-layernorm_fwd_kernel.json")
+    ttgir = (H100_DIRECT / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
+    assert meta.buffer_type == "direct" and meta.direct_records == direct.record_table(ttgir)
+    assert meta.bytes_per_cta == direct.block_bytes(8) == 56 and data.size == 1151 * 56
+    d = decode(data, meta)
+    assert d.meta.buffer_type == "direct" and d.meta.clock_bits == 32  # clocks are 32-bit words
+    assert not d.issues and d.drops.dropped == 0 and d.clock.source == "clock-bracket"
+    assert sorted(d.ctas.cta.tolist()) == list(range(1151)) and len(set(d.ctas.sm.tolist())) == 132
+    ev = d.events
+    kernel = ev.scope == 0
+    assert len(ev.cta) == 4 * 1151 and (ev.warp == 0).all()
+    k_start, k_end = np.empty(1151, np.int64), np.empty(1151, np.int64)
+    k_start[ev.cta[kernel]], k_end[ev.cta[kernel]] = ev.start[kernel], ev.end[kernel]
+    assert (ev.start >= k_start[ev.cta]).all() and (ev.end <= k_end[ev.cta]).all()
+    assert 20_000 < np.median(ev.cycles[kernel]) < 35_000  # `report` printed 26,325
+    # every CTA wrote its block within the launch: records inside its timer reads
+    assert (d.ctas.init_ns <= d.ctas.prefinal_ns).all()
+
+
+def test_direct_metadata_that_does_not_match_is_a_clear_error():
+    from proton_inject.decode import LaunchMeta, decode, load_raw
+    from proton_inject.errors import UserError
+
+    data, meta = load_raw(H100_DIRECT / "00000-layernorm_fwd_kernel.json")
+    from dataclasses import replace
+
+    with pytest.raises(UserError, match="8 record slots needs bytes_per_cta=56, not 64"):
+        decode(data, replace(meta, bytes_per_cta=64))
+    d = meta.to_dict()
+    del d["direct_records"]
+    with pytest.raises(UserError, match="direct_records"):
+        LaunchMeta.from_dict(d)
