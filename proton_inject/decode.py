@@ -741,12 +741,17 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str) -> tuple[np.ndarra
 
     table = np.asarray(meta.direct_records or [], np.uint32).reshape(-1, 2)
     n = len(table)
+    raw = _as_bytes(buffer)
+    proton_size = meta.bytes_per_cta != block_bytes(n)  # Proton's blocks are larger
+    if proton_size and raw.size >= 4 and int(raw[:4].view("<u4")[0]) == PREAMBLE:
+        # Proton's own layout: the direct lowering failed and Proton's passes lowered the
+        # records instead (lowering.ProtonLowering.direct_module falls back to them).
+        return raw, replace(meta, buffer_type="global", direct_records=None)
     if not n or meta.bytes_per_cta != block_bytes(n):
         raise UserError(
             f"{where}: buffer_type 'direct' with {n} record slots needs bytes_per_cta="
             f"{block_bytes(n) if n else '?'}, not {meta.bytes_per_cta}; the metadata does not "
             "match the kernel")
-    raw = _as_bytes(buffer)
     stride = meta.bytes_per_cta
     blocks = np.frombuffer(raw[: raw.size // stride * stride], dtype="<u4").reshape(-1, stride // 4)
     W = meta.num_warps

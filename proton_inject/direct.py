@@ -23,6 +23,7 @@ text order, before its one ``tt.return``).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from .lowering import num_warps_of
@@ -34,6 +35,7 @@ _RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]|\\.)*)"')
 _MAX_SCOPES = 256  # the tag keeps 8 bits of scope id
 
 
+@functools.lru_cache(maxsize=8)  # eligible, data_bytes, record_table and lower ask in turn
 def _records(text: str):
     """(module, function op, record ops) of an instrumented TTGIR, records in text order."""
     from .ttgir import parse
@@ -98,10 +100,10 @@ def block_bytes(records: int) -> int:
 
 def data_bytes(text: str) -> int:
     """Record bytes per CTA (4 per record op), the ``buffer_size`` ``check`` shows."""
-    return 4 * sum(1 for _ in re.finditer(r"\bproton\.record\b", text))
+    return 4 * len(_records(text)[2])
 
 
-def lower(text: str, clock_bits: int = 64) -> str:
+def lower(text: str) -> str:
     """``text`` with its records lowered as described above (``eligible`` must be None).
 
     Record sites keep only their clock read; every store waits until just before

@@ -495,7 +495,7 @@ class ProtonLowering:
 
             from . import direct
 
-            lowered = direct.lower(text, o.clock)
+            lowered = direct.lower(text)  # 32-bit clocks either way
             with tempfile.TemporaryDirectory(prefix="proton-inject-") as tmp:
                 path = os.path.join(tmp, "direct.ttgir")
                 with open(path, "w", encoding="latin-1") as f:

@@ -235,3 +235,18 @@ def test_direct_metadata_that_does_not_match_is_a_clear_error():
     del d["direct_records"]
     with pytest.raises(UserError, match="direct_records"):
         LaunchMeta.from_dict(d)
+
+
+def test_protons_layout_under_direct_metadata_is_decoded_as_protons():
+    """Where direct.py could not lower a kernel, Proton's passes did (same metadata, a larger
+    block that starts with Proton's preamble): decode reads it as Proton's layout."""
+    from dataclasses import replace
+
+    from proton_inject.decode import decode, load_raw
+
+    data, meta = load_raw(ROOT / "tests/data/h100-triton3.6/profile_scratch_add.json")
+    plain = decode(data, meta)
+    as_direct = replace(meta, buffer_type="direct", direct_records=[[0, 0], [0, 1]])
+    d = decode(data, as_direct)
+    assert d.meta.buffer_type == "global" and len(d.events) == len(plain.events) > 0
+    assert (d.events.cycles == plain.events.cycles).all()
