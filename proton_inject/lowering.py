@@ -5,7 +5,10 @@ points of ``make_llir``: ``ttgpuir_to_llvmir`` (before TritonGPU -> LLVM) and ``
 (after it), and ``load_dialects(ctx)`` whenever they set up an MLIR context. We put a small
 object there that adds Proton's passes with the options below, so ``proton.record`` ops in an
 overriding TTGIR become clock reads stored into a per-CTA profile buffer. No libproton session
-is involved. ``installed()`` also sets ``triton.knobs.compilation.instrumentation_mode``: it is
+is involved. Where every record runs once per CTA, ``installed()`` also wraps NVIDIA's
+``make_llir`` so ``direct.py`` lowers them first (``ProtonLowering.direct_module``), leaving
+Proton's passes nothing to do. ``installed()`` also sets
+``triton.knobs.compilation.instrumentation_mode``: it is
 part of the compile options, so it keys both the on-disk cache and the JIT's in-memory kernel
 cache, and instrumented and plain builds of one kernel never replace each other.
 """
@@ -165,35 +168,29 @@ class LoweringOptions:
             persistent = _PERSISTENT.search(text) is not None and "ttg.warp_specialize" not in text
             warps = "all" if persistent else first_warps(text)
         btype = self.buffer_type
-        if btype == "auto":
-            # Records that each run once per warp cost less written straight to global memory
-            # than copied out of a shared buffer at the end (H100: layer norm 1.051 -> 1.018,
-            # attention 1.021 -> 1.004); records inside loops cost less in shared memory
-            # (layer norm, every iteration: 1.18 vs 1.25). AMD's lowering has no global stores.
+        if btype in ("auto", "direct"):
             if hip is None:
-                hip = re.search(r'"?ttg\.target"?\s*=\s*"hip:', text) is not None
-            bounded = "proton.record" in text and records_per_warp_bound(text) is not None
-            btype = "global" if bounded and not hip else "shared"
-        if btype == "direct" or (btype == "global" and self.buffer_type == "auto"):
+                hip = _HIP_TARGET.search(text) is not None
             from . import direct
 
-            # Proton's per-CTA set-up and finalize were the whole cost of short CTAs
-            # (H100, 65,536-CTA copy: 1.120 with Proton's global buffer, 1.037 direct).
+            # Proton's per-CTA set-up and header are the floor of short CTAs (H100, Inductor
+            # gelu 2^26, 65,536 CTAs: 1.040 in Proton's global buffer, 1.015 direct).
             if (not hip and warps not in ("all", None) and tuple(warps) == (0,)
                     and direct.eligible(text) is None):
                 return replace(self, warps=(0,), buffer_type="direct",
                                buffer_size=direct.data_bytes(text), auto_size=False)
-            if btype == "direct":  # not applicable: Proton's lowering, as "auto" would choose
-                if hip is None:
-                    hip = re.search(r'"?ttg\.target"?\s*=\s*"hip:', text) is not None
-                bounded = records_per_warp_bound(text) is not None
-                btype = "global" if bounded and not hip else "shared"
+            # Records that each run once per warp cost less written straight to global memory
+            # than copied out of a shared buffer at the end (H100: layer norm 1.051 -> 1.018,
+            # attention 1.021 -> 1.004); records inside loops cost less in shared memory
+            # (layer norm, every iteration: 1.18 vs 1.25). AMD's lowering has no global stores.
+            bounded = "proton.record" in text and records_per_warp_bound(text) is not None
+            btype = "global" if bounded and not hip else "shared"
         size = self.buffer_size
         resolved = replace(self, warps=warps, buffer_type=btype, buffer_size=0, auto_size=False)
         # A size given explicitly wins. Records put in global memory because each runs once
         # per warp are sized to them even without --buffer-size auto, never to global's 16 KiB
         # per warp (a GiB of scratch for a grid of 65,536 CTAs).
-        chosen_global = self.buffer_type == "auto" and btype == "global"
+        chosen_global = self.buffer_type in ("auto", "direct") and btype == "global"
         if not size and (self.auto_size or chosen_global):
             size = auto_buffer_bytes(text, resolved) or _per_warp_share(text, resolved, max_shared)
         if size and resolved.selected:  # Proton needs a power of two per recording warp
@@ -406,6 +403,7 @@ def first_warps(text: str) -> tuple[int, ...]:
 
 
 _NUM_WARPS = re.compile(r'"ttg\.num-warps"\s*=\s*(\d+)')
+_HIP_TARGET = re.compile(r'"?ttg\.target"?\s*=\s*"hip:')
 
 
 def num_warps_of(text: str) -> int | None:
@@ -480,7 +478,8 @@ class ProtonLowering:
     def direct_module(self, mod: Any) -> Any:
         """``mod`` with its records lowered by ``direct.py`` where the options resolve to
         "direct" for it; ``mod`` itself otherwise, and if that fails (Proton's passes then
-        lower the records into the same buffer layout)."""
+        lower the records into its global buffer, which ``decode`` reads under the same
+        metadata)."""
         if skipping() or self.backend != "nvidia" or self.options.buffer_type not in (
                 "auto", "direct"):
             return mod
