@@ -20,7 +20,10 @@ to 128). All words are little-endian uint32::
                   selected ids of selective sampling), each data_bytes / n_segments
                   bytes = a power-of-two number of 8-byte record slots
 
-The layout does not depend on the buffer type. With ``buffer_type=shared`` the records live
+A buffer that ``direct.py``'s lowering wrote (``buffer_type`` "direct": a compact block per
+CTA, the record tags in the metadata) is first expanded into this layout (``_expand_direct``).
+
+The layout does not depend on Proton's buffer type. With ``buffer_type=shared`` the records live
 in shared memory while the kernel runs and each warp copies its segment out at the end;
 with ``global`` the warps store them directly at the same scratch offsets (data starts at
 byte 40 + 4 x warps) and nothing is copied. The header and count words are written the same
