@@ -765,7 +765,8 @@ def clock_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None 
                    "(calibrated; nested regions shifted with it; --raw shows raw durations)")
     if None in costs:
         out.append(f"record cost: not calibrated for {k.get('device') or 'this device'}: durations "
-                   "include the records' own cost (about 35 cycles a region on an H100); "
+                   "include the records' own cost (on an H100 11 cycles per record lowered "
+                   "directly, 35-41 through Proton's lowering); "
                    "`proton-inject calibrate` on that GPU measures it")
     o = k.get("ctas_overlong") or {}
     n, measured = o.get("count", 0), o.get("on_measured_clock", 0)
