@@ -253,19 +253,18 @@ def check_file(
         report.shared_bytes = int(md.shared or 0)
         binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
         report.binary_bytes = len(binary)
-        if report.profile_scratch_bytes:
-            if options.buffer_type == "direct":
-                b = options.buffer_size
-            elif options.buffer_type == "global":
+        if report.profile_scratch_bytes and options.buffer_type == "direct":
+            report.buffer_bytes = options.buffer_size  # a 4-byte clock word per record op
+            report.records_per_warp = options.buffer_size // 4
+        elif report.profile_scratch_bytes:
+            if options.buffer_type == "global":
                 b = _global_buffer(report.profile_scratch_bytes, report.num_warps, options)
             else:
                 b = _buffer_split(
                     report.shared_bytes, report.num_warps, report.max_shared, options
                 )
             report.buffer_bytes = b
-            if options.buffer_type == "direct":  # a 4-byte clock word per record op
-                report.records_per_warp = options.buffer_size // 4
-            elif b is not None:
+            if b is not None:
                 report.records_per_warp = records_per_segment(b, report.num_warps, options)
                 if report.records_per_warp == 0:
                     report.warnings.append(

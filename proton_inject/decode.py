@@ -750,7 +750,7 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str) -> tuple[np.ndarra
         # Proton's own layout: the direct lowering failed and Proton's passes lowered the
         # records instead (lowering.ProtonLowering.direct_module falls back to them).
         return raw, replace(meta, buffer_type="global", direct_records=None)
-    if not n or meta.bytes_per_cta != block_bytes(n):
+    if not n or proton_size:
         raise UserError(
             f"{where}: buffer_type 'direct' with {n} record slots needs bytes_per_cta="
             f"{block_bytes(n) if n else '?'}, not {meta.bytes_per_cta}; the metadata does not "

@@ -54,6 +54,8 @@ def eligible(text: str) -> str | None:
         return "warp-specialized"
     if num_warps_of(text) is None:
         return "no ttg.num-warps"
+    if "proton.record" not in text:  # e.g. a module this lowering already rewrote
+        return "no records"
     _, funcs, records = _records(text)
     if not records:
         return "no records"
@@ -174,7 +176,7 @@ def _runs(words: dict[int, str], widest: int) -> list[tuple[int, list[str]]]:
     16-byte aligned, else 2 where 8-byte aligned, else 1."""
     out, w, last = [], min(words), max(words)
     while w <= last:
-        for width in (w for w in (4, 2, 1) if w <= widest):
+        for width in (x for x in (4, 2, 1) if x <= widest):
             if w % width == 0 and all(w + i in words for i in range(width)):
                 out.append((w, [words[w + i] for i in range(width)]))
                 w += width

@@ -1343,7 +1343,10 @@ class Session:
         (``LoweringOptions.for_kernel`` on the IR it was compiled from)."""
         return self._kernel_ir(rec)[0]
 
-    def _kernel_ir(self, rec: LaunchRecord) -> tuple[LoweringOptions, int]:
+    def _kernel_ir(self, rec: LaunchRecord) -> tuple[LoweringOptions, int, list[list[int]] | None]:
+        """What the launch's instrumented IR says, read once per kernel: the resolved options,
+        N of ``--sample-ctas``, and the record slots if ``direct.py`` lowered it."""
+        from . import direct
         from .instrument import sampled_ctas
 
         cache = self.__dict__.setdefault("_kernel_ir_cache", {})
@@ -1351,26 +1354,19 @@ class Session:
         if key not in cache:
             path = self._ir_path(rec)
             text = path.read_text(encoding="latin-1") if path else ""
-            cache[key] = (self.options.for_kernel(text, self._max_shared), sampled_ctas(text))
+            opts = self.options.for_kernel(text, self._max_shared)
+            table = direct.record_table(text) if opts.buffer_type == "direct" else None
+            cache[key] = (opts, sampled_ctas(text), table)
         return cache[key]
 
     def _direct_records(self, rec: LaunchRecord) -> list[list[int]] | None:
         """The record slots of a kernel ``direct.py`` lowered (None for Proton's lowering)."""
-        if self._kernel_options(rec).buffer_type != "direct":
-            return None
-        from . import direct
-
-        cache = self.__dict__.setdefault("_direct_cache", {})
-        key = (rec.hash, rec.kernel)
-        if key not in cache:
-            path = self._ir_path(rec)
-            cache[key] = direct.record_table(path.read_text(encoding="latin-1")) if path else None
-        return cache[key]
+        return self._kernel_ir(rec)[2]
 
     def _sampling(self, rec: LaunchRecord) -> tuple[list[int] | None, int]:
         """What this launch's kernel sampled: the warps that recorded, as the lowering chose
         them (None: every warp), and N of ``--sample-ctas``."""
-        opts, every_nth = self._kernel_ir(rec)
+        opts, every_nth, _ = self._kernel_ir(rec)
         return (list(opts.selected) if opts.selected else None, every_nth)
 
     def _record_cost(self, rec: LaunchRecord) -> float | None:
