@@ -250,3 +250,24 @@ def test_protons_layout_under_direct_metadata_is_decoded_as_protons():
     d = decode(data, as_direct)
     assert d.meta.buffer_type == "global" and len(d.events) == len(plain.events) > 0
     assert (d.events.cycles == plain.events.cycles).all()
+
+
+def test_runtime_metadata_of_a_direct_kernel_matches_the_h100_run(tmp_path):
+    """The launch metadata the runtime writes for a kernel it lowered directly, from the
+    instrumented IR alone, is what the H100 run of the fixture wrote (slots, warps, type)."""
+    import json
+
+    from proton_inject.runtime import LaunchRecord, Session
+
+    want = json.loads((H100_DIRECT / "00000-layernorm_fwd_kernel.json").read_text())
+    session = Session(tmp_path / "inst", tmp_path / "out")
+    session._tmp = str(tmp_path)  # where a started session keeps its override tree
+    ir = tmp_path / "override" / want["hash"] / "layernorm_fwd_kernel.ttgir"
+    ir.parent.mkdir(parents=True)
+    ir.write_text((H100_DIRECT / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1"))
+    rec = LaunchRecord(seq=0, kernel="layernorm_fwd_kernel", hash=want["hash"], compile_hash="",
+                       grid=(1151, 1, 1), num_warps=8, num_ctas=1, stream=0, device=0,
+                       scratch_bytes_per_cta=56)
+    meta = session.launch_meta(rec)
+    assert meta.buffer_type == "direct" and meta.direct_records == want["direct_records"]
+    assert meta.sampled_warps == want["sampled_warps"] == [0] and meta.sample_ctas == 1
