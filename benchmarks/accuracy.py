@@ -1,14 +1,18 @@
-"""Timing accuracy: spin kernels that know how long they spun, against what the records say.
+"""Timing accuracy: kernels that know how long their loops took, against what the records say.
 
-Each CTA spins on ``%clock64`` until N cycles pass (or on ``%globaltimer`` until N ns pass)
-and stores what it saw; ``--loops outer`` puts a region around each spin loop. Cases: short
-and long spins, a loop of spins (nested regions: its last spin against its truth, the whole
-loop against the sum of its spins' truths and by its self time), two spins back to back,
-sampled warps, globaltimer spins, and a globaltimer spin right after a heavy matmul has
-pulled the clock down. Printed per case: the truth (median over CTAs) and the error of the region (per CTA,
-warp 0: median, p5..p95), raw and after subtracting the calibrated record cost. The ns cases
-print a row per launch (the first one warms up), with the clock that launch's cycles went
-through (globaltimer fit, clock bracket, or a guess) and its stated uncertainty.
+Cycle truths come from the same kernel launched plain (no records): each loop sits between two
+``%clock64`` reads, and the plain launch's cycles between them (median over CTAs) is what the
+loop takes when nobody measures it; ``--loops outer`` then puts a region around each loop in
+an instrumented launch, and its cycles per CTA are compared with that truth. Loops: spins on
+``%clock64`` until N cycles pass (short and long), loops of fixed work (N dependent
+multiply-adds), two spins back to back, and a loop of spins (its last spin, and the whole
+loop: nested regions). Each with the tool's defaults (a region around a top-level loop is
+lowered directly, ``direct.py``) and some with Proton's lowerings. ns truths come from the
+instrumented launch itself: spins on ``%globaltimer`` until N ns pass (short, long, and right
+after a heavy matmul has pulled the clock down), one row per launch (the first warms up) with
+the clock that launch's cycles went through and its stated uncertainty. Printed per case: the
+truth and the error of the region (per CTA, warp 0: median, p5..p95), raw and after
+subtracting the calibrated record cost.
 
     PYTHONPATH=. python benchmarks/accuracy.py --quick     # needs a CUDA GPU; < 2 minutes
 """
@@ -39,9 +43,10 @@ from proton_inject.report import expand_inputs  # noqa: E402
 CLOCK64 = tl.constexpr("mov.u64 $0, %clock64;")
 GLOBALTIMER = tl.constexpr("mov.u64 $0, %globaltimer;")
 RULES = {"loops": "outer"}  # a region around each loop, nothing else
-# Every warp records, Proton's own buffer size: what the README table was measured with. (The
-# tool's default records warp 0 of each partition: the "warp 0 only" case.)
-OPTIONS = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
+DEFAULTS = LoweringOptions()  # the tool's defaults: direct for top-level loops
+# Every warp records, Proton's own buffer size: Proton's lowering as it comes.
+PROTON = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
+GLOBAL0 = LoweringOptions(buffer_type="global", warps=(0,))  # the defaults before direct.py
 
 
 @triton.jit
@@ -54,45 +59,60 @@ def _now(TIMER: tl.constexpr):
 
 @triton.jit
 def spin_kernel(out_ptr, n, TIMER: tl.constexpr):
-    """One region: the spin loop. Truth: the timer from before the loop to its last read."""
+    """One region: the spin loop. Stored: the timer from right before the loop to right after."""
     t0 = _now(TIMER)
     t = t0
     while t - t0 < n:
         t = _now(TIMER)
-    tl.store(out_ptr + tl.program_id(0), t - t0)
+    t1 = _now(TIMER)
+    tl.store(out_ptr + tl.program_id(0), t1 - t0)
+
+
+@triton.jit
+def work_kernel(out_ptr, n, a):
+    """One region: a loop of ``n`` dependent multiply-adds (fixed work, unlike a spin, which
+    ends at a time and so absorbs whatever runs before it). Stored: its cycles, then a bit of
+    its result (so the loop stays)."""
+    x = tl.program_id(0).to(tl.float32)
+    t0 = _now(False)
+    for _ in range(n):
+        x = x * a + 1.0
+    t1 = _now(False)
+    tl.store(out_ptr + 2 * tl.program_id(0), t1 - t0)
+    tl.store(out_ptr + 2 * tl.program_id(0) + 1, (x > 0).to(tl.int64))
 
 
 @triton.jit
 def nested_kernel(out_ptr, n, reps):
-    """Regions: the outer loop (scope 0) around ``reps`` spin loops (scope 1).
-    Stored: the sum of the inner spins, each from its own clock reads (the outer region minus
-    it is the loop's own overhead), then the last inner spin (its truth)."""
-    total = tl.full([], 0, tl.int64)
-    last = total
+    """Regions: the outer loop (scope 0) around ``reps`` spin loops (scope 1). Stored: the
+    outer loop's cycles, then the last inner spin's."""
+    last = tl.full([], 0, tl.int64)
+    o0 = _now(False)
     for _ in range(reps):
         s0 = _now(False)
         s = s0
         while s - s0 < n:
             s = _now(False)
-        last = s - s0
-        total += last
-    tl.store(out_ptr + 2 * tl.program_id(0), total)
+        last = _now(False) - s0
+    o1 = _now(False)
+    tl.store(out_ptr + 2 * tl.program_id(0), o1 - o0)
     tl.store(out_ptr + 2 * tl.program_id(0) + 1, last)
 
 
 @triton.jit
 def back_to_back_kernel(out_ptr, n):
-    """Two spin loops one after the other (scopes 0 and 1), each with its own truth."""
+    """Two spin loops one after the other (scopes 0 and 1), each with its own reads."""
     a0 = _now(False)
     a = a0
     while a - a0 < n:
         a = _now(False)
-    b0 = _now(False)
-    b = b0
-    while b - b0 < n:
+    a1 = _now(False)
+    b = a1
+    while b - a1 < n:
         b = _now(False)
-    tl.store(out_ptr + 2 * tl.program_id(0), a - a0)
-    tl.store(out_ptr + 2 * tl.program_id(0) + 1, b - b0)
+    b1 = _now(False)
+    tl.store(out_ptr + 2 * tl.program_id(0), a1 - a0)
+    tl.store(out_ptr + 2 * tl.program_id(0) + 1, b1 - a1)
 
 
 @dataclass
@@ -103,9 +123,7 @@ class Case:
     raw: np.ndarray  # per CTA error, no compensation
     comp: np.ndarray  # per CTA error, record cost subtracted
     clock: str
-    # "error": region - its truth; "overhead": region - the sum of its children's truths
-    # (what the region's own code took, not an error)
-    kind: str = "error"
+    lowering: str = ""  # how the region's records were lowered (the launch's buffer type)
 
 
 def _decode_all(out: str, cost: float) -> list[tuple]:
@@ -131,32 +149,21 @@ def region_per_cta(d, scope: int, unit: str, ctas: int) -> np.ndarray:
     return out
 
 
-def self_per_cta(d, parent: int, child: int, ctas: int) -> np.ndarray:
-    """Cycles of ``parent`` in warp 0 of each CTA (one instance per CTA) minus the sum of its
-    ``child`` regions there: the parent's own code, by the records alone."""
-    e = d.events
-    w0 = e.warp == 0
-    out = np.full(ctas, np.nan)
-    m = w0 & (e.scope == parent)
-    out[e.cta[m]] = e.cycles[m]
-    m = w0 & (e.scope == child)
-    np.subtract.at(out, e.cta[m], e.cycles[m].astype(np.float64))
-    return out
-
-
-def run_case(name, kernel, args, truths, unit, cost, options=None, ctas=264, before=None,
-             overhead=()):
-    """Launch ``kernel`` twice (the first warms it up) profiled; compare its regions with the
-    truths it stored. ``truths``: [(scope, column of out)] per region to check. Columns in
-    ``overhead`` hold the sum of the region's children's truths, not its own: the region
-    minus it is the region's own overhead, printed as such."""
+def run_case(name, kernel, args, truths, unit, cost, options, ctas=264, before=None):
+    """Launch ``kernel`` twice plain and twice profiled (the first of each warms up) and compare
+    its regions with the truths it stored. ``truths``: [(scope, column of out)] per region.
+    cycles: the truth is the plain launch's median over CTAs; ns: each CTA's own value in the
+    same launch (what is checked is the clock that turns cycles into ns)."""
     import torch
 
     cols = max(c for _, c in truths) + 1
     out = torch.zeros(ctas * cols, dtype=torch.int64, device="cuda")
+    for _ in range(2):  # plain: compiled before the profile, kept beside the instrumented build
+        kernel[(ctas,)](out, *args, num_warps=4)
+    plain = out.view(ctas, cols).cpu().numpy().astype(np.float64)
     seen = []  # each launch's truths (the second launch overwrites the first's)
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(RULES, tmp, options or OPTIONS, quiet=True) as res:
+        with profile(RULES, tmp, options, quiet=True) as res:
             for i in range(2):
                 if before is not None and i == 1:
                     before()
@@ -168,25 +175,16 @@ def run_case(name, kernel, args, truths, unit, cost, options=None, ctas=264, bef
     runs = list(zip(decoded, seen, strict=True))[-1 if unit == "cycles" else 0:]
     cases = []
     for i, ((raw_d, comp_d), out_i) in enumerate(runs):
-        truth_all = out_i.view(ctas, cols).cpu().numpy().astype(np.float64)
+        same = out_i.view(ctas, cols).cpu().numpy().astype(np.float64)
         for scope, col in truths:
-            t = truth_all[:, col]
+            t = np.full(ctas, np.median(plain[:, col])) if unit == "cycles" else same[:, col]
             r = region_per_cta(raw_d, scope, unit, ctas)
             c = region_per_cta(comp_d, scope, unit, ctas)
             ok = ~np.isnan(r) & ~np.isnan(c)
             label = name if len(truths) == 1 else f"{name}: {raw_d.scope_name(scope)}"
-            label += " minus its inner spins = its own overhead" if col in overhead else ""
             label += f" [launch {i}]" if len(runs) > 1 else ""
             cases.append(Case(label, unit, float(np.median(t)), r[ok] - t[ok], c[ok] - t[ok],
-                              clock_label(comp_d.clock), "overhead" if col in overhead else "error"))
-        for scope, col in truths if overhead else ():
-            if col in overhead:  # the same, by the records alone: region - its children
-                child = [s for s, p in raw_d.meta.scope_parents.items() if p == scope]
-                r, c = (self_per_cta(x, scope, child[0], ctas) for x in (raw_d, comp_d))
-                ok = ~np.isnan(r) & ~np.isnan(c)
-                cases.append(Case(f"{name}: {raw_d.scope_name(scope)} minus its inner regions = "
-                                  "its self time", unit, 0.0, r[ok], c[ok],
-                                  clock_label(comp_d.clock), "self"))
+                              clock_label(comp_d.clock), raw_d.meta.buffer_type))
     return cases
 
 
@@ -212,9 +210,9 @@ def heavy_matmul(seconds: float = 1.0):
 
 
 def measure(quick: bool = True) -> tuple[dict, list[Case]]:
-    """Calibrate the record cost of each options used, then run every case, each compensated
-    with the cost of its own options (as ``run`` and ``report`` do); returns
-    ({options described: calibration}, cases)."""
+    """Calibrate the record cost of each lowering used, then run every case, each compensated
+    with the cost of the lowering it got (as ``run`` and ``report`` do); returns
+    ({lowering described: calibration}, cases)."""
     cals: dict[str, dict] = {}
 
     def cost(options: LoweringOptions) -> float:
@@ -223,30 +221,30 @@ def measure(quick: bool = True) -> tuple[dict, list[Case]]:
             cals[name] = calibrate.measure(options, save=False)
         return cals[name]["cycles"]
 
-    r = cost(OPTIONS)
+    direct = LoweringOptions(buffer_type="direct", warps=(0,))  # what DEFAULTS give these loops
+    shared0 = LoweringOptions(buffer_type="shared", warps=(0,))  # ... and loops inside loops
+    d, g, p = cost(direct), cost(GLOBAL0), cost(PROTON)
     cases: list[Case] = []
     for n in (2_000, 200_000) if quick else (2_000, 20_000, 200_000):
-        cases += run_case(f"spin {n:,} cycles", spin_kernel, (n, False), [(0, 0)], "cycles", r)
-    cases += run_case("4 x spin 2,000 cycles", nested_kernel, (2_000, 4), [(0, 0), (1, 1)], "cycles", r,
-                      overhead=(0,))
+        cases += run_case(f"spin {n:,} cycles", spin_kernel, (n, False), [(0, 0)], "cycles", d, DEFAULTS)
+    for n in (100, 1_000):
+        cases += run_case(f"work {n:,} iterations", work_kernel, (n, 0.999), [(0, 0)], "cycles", d,
+                          DEFAULTS)
     cases += run_case("back to back 2 x 2,000", back_to_back_kernel, (2_000,), [(0, 0), (1, 1)],
-                      "cycles", r)
-    warp0 = LoweringOptions(warps=(0,), auto_size=False, buffer_type="shared")
-    cases += run_case("spin 2,000 cycles, warp 0 only", spin_kernel, (2_000, False), [(0, 0)], "cycles",
-                      cost(warp0), warp0)
-    # Warp 0's two records straight to global memory through Proton's lowering (the defaults
-    # before direct.py), and the tool's defaults for this kernel: the same records lowered
-    # directly (--buffer-type direct).
-    global0 = LoweringOptions(buffer_type="global", warps=(0,))
-    cases += run_case("spin 2,000 cycles, warp 0, Proton's global buffer", spin_kernel,
-                      (2_000, False), [(0, 0)], "cycles", cost(global0), global0)
-    defaults = LoweringOptions(buffer_type="direct", warps=(0,))
-    cases += run_case("spin 2,000 cycles, defaults (direct, warp 0)", spin_kernel, (2_000, False),
-                      [(0, 0)], "cycles", cost(defaults), defaults)
+                      "cycles", d, DEFAULTS)
+    cases += run_case("4 x spin 2,000 cycles", nested_kernel, (2_000, 4), [(0, 0), (1, 1)], "cycles",
+                      cost(shared0), DEFAULTS)
+    for label, opts, c in (("Proton's global buffer, warp 0", GLOBAL0, g),
+                           ("Proton's lowering, every warp", PROTON, p)):
+        cases += run_case(f"spin 2,000 cycles, {label}", spin_kernel, (2_000, False), [(0, 0)],
+                          "cycles", c, opts)
+        cases += run_case(f"work 1,000 iterations, {label}", work_kernel, (1_000, 0.999), [(0, 0)],
+                          "cycles", c, opts)
     for n in (20_000, 200_000):
-        cases += run_case(f"globaltimer spin {n:,} ns", spin_kernel, (n, True), [(0, 0)], "ns", r)
-    cases += run_case("globaltimer 200,000 ns after matmul", spin_kernel, (200_000, True), [(0, 0)], "ns",
-                      r, before=heavy_matmul)
+        cases += run_case(f"globaltimer spin {n:,} ns", spin_kernel, (n, True), [(0, 0)], "ns", d,
+                          DEFAULTS)
+    cases += run_case("globaltimer 200,000 ns after matmul", spin_kernel, (200_000, True), [(0, 0)],
+                      "ns", d, DEFAULTS, before=heavy_matmul)
     return cals, cases
 
 
@@ -260,18 +258,16 @@ def _err(e: np.ndarray, unit: str, truth: float) -> str:
 
 
 def table(cal: dict[str, dict], cases: list[Case]) -> str:
-    rows = [("case", "truth", "raw error", "compensated error", "CTAs", "clock")]
+    rows = [("case", "lowering", "truth", "raw error", "compensated error", "CTAs", "clock")]
     for c in cases:
-        rows.append((c.name, f"{c.truth:,.0f} {c.unit}", _err(c.raw, c.unit, c.truth),
+        rows.append((c.name, c.lowering, f"{c.truth:,.0f} {c.unit}", _err(c.raw, c.unit, c.truth),
                      _err(c.comp, c.unit, c.truth), str(len(c.comp)), c.clock))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [f"record cost, {name}: {c['cycles']:g} cycles per record (calibration region p5 "
-             f"{c['p5']:g}, p95 {c['p95']:g}, {c['instances']:,} regions) on {c['device']}"
-             for name, c in cal.items()]
-    lines += ["error = region - truth per CTA (warp 0): median (p5..p95); an 'own overhead' row "
-             "gives region - the sum of its inner spins' truths instead (the loop's own code, less "
-             "the inner start records the spins absorb), a 'self time' row region - its inner "
-             "regions (the loop's own code: negative only if compensation over-corrects)"]
+    lines = [f"record cost, {name}: {c['cycles']:g} cycles per record (calibration loop: region "
+             f"{c.get('region', float('nan')):g}, plain {c.get('plain', float('nan')):g}, "
+             f"{c['instances']:,} regions) on {c['device']}" for name, c in cal.items()]
+    lines += ["error = region - truth per CTA (warp 0): median (p5..p95); cycle truths: the "
+              "plain launch's cycles between the reads right around the loop (median over CTAs)"]
     lines += ["  ".join(v.ljust(w[i]) for i, v in enumerate(r)) for r in rows]
     return "\n".join(lines)
 

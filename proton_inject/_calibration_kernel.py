@@ -1,5 +1,7 @@
-"""The calibration kernel of ``calibrate``: its one region (the ``# proton: empty`` mark)
-holds a single clock read, so the region measures what its two records add to it."""
+"""The calibration kernel of ``calibrate``: a loop of fixed work (``n`` dependent
+multiply-adds) between two clock reads. Launched once plain and once with a region around the
+loop (``--loops outer``); the region minus the plain loop time is what the region's own
+records add to it."""
 
 import triton
 import triton.language as tl
@@ -8,8 +10,13 @@ CLOCK64 = tl.constexpr("mov.u64 $0, %clock64;")
 
 
 @triton.jit
-def record_cost_calibration(out_ptr):
-    """Each CTA stores the cycles between two clock reads; the second is the marked region."""
+def record_cost_calibration(out_ptr, n, a):
+    """Each CTA stores the cycles its loop took (clock reads right around it) and a bit of
+    the loop's result, so the loop stays."""
+    x = tl.program_id(0).to(tl.float32)
     t0 = tl.inline_asm_elementwise(CLOCK64, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-    t1 = tl.inline_asm_elementwise(CLOCK64, "=l", [], dtype=tl.int64, is_pure=False, pack=1)  # proton: empty
-    tl.store(out_ptr + tl.program_id(0), t1 - t0)
+    for _ in range(n):
+        x = x * a + 1.0
+    t1 = tl.inline_asm_elementwise(CLOCK64, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+    tl.store(out_ptr + 2 * tl.program_id(0), t1 - t0)
+    tl.store(out_ptr + 2 * tl.program_id(0) + 1, (x > 0).to(tl.int64))

@@ -22,6 +22,8 @@ to 128). All words are little-endian uint32::
 
 A buffer that ``direct.py``'s lowering wrote (``buffer_type`` "direct": a compact block per
 CTA, the record tags in the metadata) is first expanded into this layout (``_expand_direct``).
+Its one timer read comes after the last record, so all three times are that read, the clock
+fit uses end anchors only, and a CTA's init time becomes its first record's placed time.
 
 The layout does not depend on Proton's buffer type. With ``buffer_type=shared`` the records live
 in shared memory while the kernel runs and each warp copies its segment out at the end;
@@ -60,7 +62,9 @@ JSON (``LaunchMeta.to_dict``): ``{"format": "proton-inject-raw", "version": 1, "
 files from before it was recorded), "clock_bracket": the SM clock measured right before and
 after the launch, ``{"before": side | null, "after": side | null}`` with side = ``{"mhz",
 "sem_mhz", "ctas", "sms", "spin_ns", "t0", "t1"}`` (``bracket.summarize``), or ``{"missing":
-why}`` (absent in older files), "bin": file name of the buffer}``. ``save_raw`` and
+why}`` (absent in older files), "direct_records" (buffer_type "direct": ``[scope id, 1 if
+end]`` per record slot), "timer_ref_ns" (buffer_type "direct": a full globaltimer value read
+near the launch, for the bits the blocks leave out), "bin": file name of the buffer}``. ``save_raw`` and
 ``load_raw`` write and read that pair.
 """
 
@@ -145,6 +149,9 @@ class LaunchMeta:
     clock_bracket: dict[str, Any] | None = None
     # buffer_type "direct": [scope id, 1 if end] of each record slot (``direct.record_table``)
     direct_records: list[list[int]] | None = None
+    # buffer_type "direct": a full globaltimer value (ns) read near the launch; its blocks keep
+    # bits 0-55 of their timer read and take bits 56-63 (2.3 years) from it
+    timer_ref_ns: int | None = None
 
     @property
     def num_ctas(self) -> int:
@@ -192,6 +199,7 @@ class LaunchMeta:
             "record_cost_cycles": self.record_cost_cycles,
             "clock_bracket": self.clock_bracket,
             **({"direct_records": self.direct_records} if self.direct_records else {}),
+            **({"timer_ref_ns": self.timer_ref_ns} if self.timer_ref_ns is not None else {}),
         }
 
     @classmethod
@@ -694,9 +702,12 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     c_last = c_last.reshape(n_ok, n_seg).max(axis=1) if n_ok else c_last
     cta_has = has.reshape(n_ok, n_seg).any(axis=1) if n_ok else np.zeros(0, bool)
     cta_nodrop = (written <= kept).all(axis=1) if n_ok else np.zeros(0, bool)
+    direct = meta.buffer_type == "direct"
+    # (init, first record) start anchors: a direct block has no timer read before its records
+    start_anchor = cta_nodrop & (not direct)
     tick = _timer_tick(np.r_[init, pre, post])
     span = (base, int(post.max())) if n_ok else None
-    clock = _fit_clock(sm_id, cta_has, cta_nodrop, c_first, c_last, init - base, pre - base,
+    clock = _fit_clock(sm_id, cta_has, start_anchor, c_first, c_last, init - base, pre - base,
                        clock_mhz, meta.sm_clock_mhz, tick, warn, where,
                        bracket=meta.clock_bracket, span=span)
 
@@ -718,7 +729,12 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
         start=start, end=end, start_ns=start_ns, end_ns=end_ns,
     )
 
-    ctas = Ctas(cta=cta_id, sm=sm_id, init_ns=init - base, prefinal_ns=pre - base,
+    init_ns = init - base
+    if direct and len(ev_row):  # no timer read at entry: the CTA's first record stands in
+        first_ns = np.full(n_ok, np.iinfo(np.int64).max)
+        np.minimum.at(first_ns, ev_row, np.floor(start_ns).astype(np.int64))
+        init_ns = np.minimum(init_ns, first_ns)
+    ctas = Ctas(cta=cta_id, sm=sm_id, init_ns=init_ns, prefinal_ns=pre - base,
                 postfinal_ns=post - base)
     drops = DropStats(
         records_written=int(flat_written.sum()),
@@ -736,11 +752,12 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
 
 def _expand_direct(buffer: Any, meta: LaunchMeta, where: str) -> tuple[np.ndarray, LaunchMeta]:
     """A ``direct.py`` buffer rewritten as the Proton layout above, with its metadata, so one
-    decoder reads both: each CTA's block of words (``direct.DIRECT_HEADER_WORDS``: init time,
-    end time, SM id; then a 32-bit clock per record slot) becomes a header with the program id
-    (the block's index), the end time as both final times, warp 0's count, and its records
-    tagged from ``meta.direct_records``. A CTA whose block is all zeros did not write it."""
-    from .direct import DIRECT_HEADER_WORDS, block_bytes
+    decoder reads both: each CTA's block (word 0: SM id and timer bits 32-55, word 1: timer
+    bits 0-31, then a 32-bit clock per record slot) becomes a header with the program id (the
+    block's index), the timer read as all three times (bits 56-63 from ``meta.timer_ref_ns``),
+    warp 0's count, and its records tagged from ``meta.direct_records``. A CTA whose block is
+    all zeros did not write it."""
+    from .direct import DIRECT_HEADER_WORDS, SM_ID_BITS, block_bytes
 
     table = np.asarray(meta.direct_records or [], np.uint32).reshape(-1, 2)
     n = len(table)
@@ -754,26 +771,39 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str) -> tuple[np.ndarra
         raise UserError(
             f"{where}: buffer_type 'direct' with {n} record slots needs bytes_per_cta="
             f"{block_bytes(n) if n else '?'}, not {meta.bytes_per_cta}; the metadata does not "
-            "match the kernel")
+            "match the kernel (or the file was written by an older proton-inject: run again)")
     stride = meta.bytes_per_cta
     blocks = np.frombuffer(raw[: raw.size // stride * stride], dtype="<u4").reshape(-1, stride // 4)
     W = meta.num_warps
     head = HEADER_WORDS + W
     out = np.zeros((len(blocks), head + 2 * n), np.uint32)
     ran = blocks.any(axis=1)
+    t = _timer_from(blocks[:, 0] >> SM_ID_BITS, blocks[:, 1], meta.timer_ref_ns)
+    t = np.where(ran, t, 0)
+    t_words = np.stack([t & 0xFFFFFFFF, t >> 32], axis=1).astype(np.uint32)
     out[:, 0] = np.where(ran, PREAMBLE, 0)
     out[:, 1] = np.where(ran, np.arange(len(blocks), dtype=np.uint32), 0)
-    out[:, 2] = blocks[:, 4]
+    out[:, 2] = blocks[:, 0] & ((1 << SM_ID_BITS) - 1)
     out[:, 3] = 8 * n
-    out[:, 4:6] = blocks[:, 0:2]
-    out[:, 6:8] = blocks[:, 2:4]
-    out[:, 8:10] = blocks[:, 2:4]
+    out[:, 4:6] = out[:, 6:8] = out[:, 8:10] = t_words
     out[:, HEADER_WORDS] = 2 * n
     out[:, head::2] = (table[:, 1] << 31) | (table[:, 0] << 23)
     out[:, head + 1::2] = blocks[:, DIRECT_HEADER_WORDS:DIRECT_HEADER_WORDS + n]
     meta = replace(meta, bytes_per_cta=4 * out.shape[1], buffer_size=8 * n, clock_bits=32,
                    sampled_warps=[0], buffer_type="direct")
     return out.reshape(-1).view(np.uint8), meta
+
+
+def _timer_from(bits_32_55: np.ndarray, low: np.ndarray, ref: int | None) -> np.ndarray:
+    """Globaltimer ns from its low 56 bits: the value nearest ``ref`` (a full reading taken
+    near the launch) with those bits; bits 56-63 zero where there is no reference."""
+    t = (bits_32_55.astype(np.int64) << 32) | low.astype(np.int64)
+    if ref is None:
+        return t
+    span = 1 << 56
+    t = t + (int(ref) >> 56 << 56)
+    t = np.where(t - ref > span // 2, t - span, t)
+    return np.where(ref - t > span // 2, t + span, t)
 
 
 def _unwrap(cyc: np.ndarray, stream: np.ndarray, first_rec: np.ndarray, kept: np.ndarray,
@@ -904,12 +934,16 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
         clock = build(fit, "globaltimer-fit")
         doubts = _doubts(clock, spread, r2, tick, device_mhz, cta)
         bound = 100.0 * (1.0 - r2)
-        if not doubts and br is not None and len(fit[0]) == 2 and bound > br.uncertainty_pct:
-            # A one-rate fit (no clock change seen in the launch) whose timer jitter may bias
-            # it more than the bracket's error (the add fixture: R^2 0.967, 1,960 MHz on a
-            # 1,980 MHz H100). A fit that follows the clock through a long launch is kept:
-            # the bracket sees only its two ends (the matmul fixture dips to 1,441 MHz).
-            doubts = [f"bias bound {bound:.2f}% > the clock bracket's {br.uncertainty_pct:.2f}%"]
+        if not doubts and br is not None and len(fit[0]) == 2:
+            # A one-rate fit (no clock change seen in the launch) yields to the bracket, which
+            # measured that rate on every SM: the launch's own timer reads can lag by amounts
+            # that change through it, and R^2 does not show it (H100 layer norm, 1,151 CTAs:
+            # fit 1,942 MHz at R^2 0.99994, bracket 1,979 +-0.02%; the add fixture: R^2
+            # 0.967, 1,960). A fit that follows the clock through a long launch is kept: the
+            # bracket sees only its two ends (the matmul fixture dips to 1,441 MHz).
+            mhz = float(np.median(clock.segment_mhz))
+            doubts = [f"one-rate fit ({mhz:.0f} MHz, bias bound {bound:.2f}%) where the clock "
+                      f"bracket measured the rate on every SM"]
         if not doubts:
             clock.uncertainty_pct, clock.bracket = bound, detail
             return clock

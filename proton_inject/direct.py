@@ -5,20 +5,26 @@ per-warp index upkeep, three globaltimer reads, a barrier), and writes a 40-byte
 word per warp per CTA: the floor of every short-CTA kernel (issue 9; H100, 65,536-CTA copy
 kernel, one region: 1.120). When each record runs exactly once per CTA and only warp 0
 records, none of that is needed: each record has a fixed slot. ``lower`` rewrites such a
-TTGIR so that each ``proton.record`` becomes one ``%clock`` read and, just before
-``tt.return``, thread 0 stores the CTA's block (``DIRECT_HEADER_WORDS``, then the clocks) in a
-few vector stores into ``proton_gpu.global_scratch_alloc`` memory, the launcher's profile
-scratch as before. What the tags would say (scope id, start/end) is known from the IR:
-``record_table`` goes into the launch metadata and ``decode`` rebuilds Proton's layout.
+TTGIR so that each ``proton.record`` becomes one clock read and, just before ``tt.return``,
+thread 0 reads the globaltimer and its SM id and stores the CTA's block (``block_bytes``:
+two header words, then the clocks) in a few vector stores into
+``proton_gpu.global_scratch_alloc`` memory, the launcher's profile scratch as before. What
+the tags would say (scope id, start/end) is known from the IR: ``record_table`` goes into the
+launch metadata and ``decode`` rebuilds Proton's layout.
 
 Measured on an H100 (Inductor gelu 2^26, 65,536 CTAs, kernel scope; plain = 1): Proton's
 global buffer 1.038; Proton's layout written by us with each store where its value is read
 1.034, with every store at the end 1.023-1.027 (header register reads, globaltimer reads and
-scalar vs vector stores made no difference); what is left is the bytes each CTA writes, DRAM
-traffic of a bandwidth-bound kernel (two records alone, 8 bytes per CTA: 1.008), hence this
-compact block. ``eligible`` says when this applies: an NVIDIA kernel, not warp-specialized,
-every record at the top level of a function whose body is one block (so each runs once, in
-text order, before its one ``tt.return``).
+scalar vs vector stores made no difference); a 32-byte block (start and end globaltimer,
+SM id, clocks) 1.015; this 16-byte block 1.008 (the same without its globaltimer read 1.008,
+two clocks alone in 8 bytes 1.007, the clock reads without any store 1.000, 25 interleaved
+rounds): what is left is the bytes each CTA writes, DRAM traffic of a bandwidth-bound kernel.
+A record reads ``%clock64`` and keeps its low word: ``%clock`` compiles to a slower read that
+slowed a 100-iteration loop region by 60 cycles; with ``%clock64`` a region reads what the
+uninstrumented code takes to within 3 cycles (``benchmarks/accuracy.py``). ``eligible`` says
+when this applies: an NVIDIA kernel, not warp-specialized, every record at the top level of
+a function whose body is one block (so each runs once, in text order, before its one
+``tt.return``).
 """
 
 from __future__ import annotations
@@ -28,9 +34,14 @@ import re
 
 from .lowering import num_warps_of
 
-# Per-CTA block: words 0-1 init time and 2-3 end time (%globaltimer ns), word 4 the SM id,
-# then one word per record op in text order: the low 32 bits of its clock.
-DIRECT_HEADER_WORDS = 5
+# Per-CTA block: word 0 the SM id (bits 0-7) and bits 32-55 of the %globaltimer read after
+# the last record (bits 8-31; decode takes bits 56-63 from a full reading, the launch
+# metadata's ``timer_ref_ns``), word 1 that read's low 32 bits, then one word per record op in
+# text order: the low 32 bits of its %clock64.
+DIRECT_HEADER_WORDS = 2
+SM_ID_BITS = 8
+# One record: the clock's low word (inline asm, so the read stays where the record was).
+CLOCK_READ = "{ .reg .b64 %pi_clk; mov.u64 %pi_clk, %clock64; cvt.u32.u64 $0, %pi_clk; }"
 _RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]|\\.)*)"')
 _MAX_SCOPES = 256  # the tag keeps 8 bits of scope id
 
@@ -108,9 +119,10 @@ def data_bytes(text: str) -> int:
 def lower(text: str) -> str:
     """``text`` with its records lowered as described above (``eligible`` must be None).
 
-    Record sites keep only their clock read; every store waits until just before
-    ``tt.return`` (H100, 65,536-CTA gelu: 1.034 with each store where its value is read,
-    1.023 at the end), in one inline-asm block of aligned vector stores by thread 0."""
+    Record sites keep only their clock read; the timer and SM id reads and every store wait
+    until just before ``tt.return`` (H100, 65,536-CTA gelu: 1.034 with each store where its
+    value is read, 1.023 at the end), in one inline-asm block of aligned vector stores by
+    thread 0."""
     why = eligible(text)
     if why:
         raise ValueError(f"records cannot be lowered directly: {why}")
@@ -121,35 +133,28 @@ def lower(text: str) -> str:
     body = func.regions[0].blocks[0]
     indent = " " * (body.ops[0].column - 1)
     names = _Names(text)
-    base, c32 = names.new("base"), names.new("c")
+    base = names.new("base")
 
-    def read(reg: str, ty: str) -> tuple[str, str]:
+    def read(reg: str | None, ty: str) -> tuple[str, str]:
+        """A special register read (``reg`` None: a record's clock) as a fresh value."""
         v = names.new("r")
         c = "l" if ty == "i64" else "r"
-        return v, (f'{v} = tt.elementwise_inline_asm "mov.{"u64" if ty == "i64" else "u32"} $0, '
-                   f'%{reg};" {{constraints = "={c}", packed_element = 1 : i32, pure = false}} '
-                   f"-> {ty}")
+        asm = CLOCK_READ if reg is None else f'mov.{"u64" if ty == "i64" else "u32"} $0, %{reg};'
+        return v, (f'{v} = tt.elementwise_inline_asm "{asm}" {{constraints = "={c}", '
+                   f"packed_element = 1 : i32, pure = false}} -> {ty}")
 
-    def halves(v64: str) -> tuple[list[str], str, str]:
-        """Lines splitting an i64 into its (low, high) i32 words."""
-        lo, sh, hi = names.new("w"), names.new("w"), names.new("w")
-        return ([f"{lo} = arith.trunci {v64} : i64 to i32", f"{sh} = arith.shrui {v64}, {c32} : i64",
-                 f"{hi} = arith.trunci {sh} : i64 to i32"], lo, hi)
-
-    t0, line = read("globaltimer", "i64")
-    entry = [line]
-    # %clock is the low word of %clock64: one 32-bit read either way (decode unwraps it)
-    sites = [read("clock", "i32") for _ in records]
-    late = [f"{c32} = arith.constant 32 : i64"]
-    t1, line = read("globaltimer", "i64")
-    sm, line2 = read("smid", "i32")
-    late += [line, line2]
-    words: dict[int, str] = {}
-    for w, v in ((0, t0), (2, t1)):
-        lines, lo, hi = halves(v)
-        late += lines
-        words[w], words[w + 1] = lo, hi
-    words[4] = sm
+    sites = [read(None, "i32") for _ in records]
+    gt, gt_line = read("globaltimer", "i64")
+    sm, sm_line = read("smid", "i32")
+    c32, c8, mask = names.new("c"), names.new("c"), names.new("c")
+    lo, sh, hi, hs, sm8, w0 = (names.new("w") for _ in range(6))
+    late = [gt_line, sm_line,
+            f"{c32} = arith.constant 32 : i64", f"{c8} = arith.constant {SM_ID_BITS} : i32",
+            f"{mask} = arith.constant {(1 << SM_ID_BITS) - 1} : i32",
+            f"{lo} = arith.trunci {gt} : i64 to i32", f"{sh} = arith.shrui {gt}, {c32} : i64",
+            f"{hi} = arith.trunci {sh} : i64 to i32", f"{hs} = arith.shli {hi}, {c8} : i32",
+            f"{sm8} = arith.andi {sm}, {mask} : i32", f"{w0} = arith.ori {sm8}, {hs} : i32"]
+    words = {0: w0, 1: lo}
     for k, (clk, _) in enumerate(sites):
         words[DIRECT_HEADER_WORDS + k] = clk
     late += [f"{base} = proton_gpu.global_scratch_alloc {{alignment = 128 : i32, "
@@ -159,8 +164,7 @@ def lower(text: str) -> str:
     ret = body.ops[-1]
     if ret.name != "tt.return":
         raise ValueError("the kernel's function does not end with tt.return")
-    edits = [(body.ops[0].start, body.ops[0].start, entry, True)]
-    edits += [(op.start, op.end, [line], False) for op, (_, line) in zip(records, sites, strict=True)]
+    edits = [(op.start, op.end, [line], False) for op, (_, line) in zip(records, sites, strict=True)]
     edits.append((ret.start, ret.start, late, True))
     out, pos = [], 0
     for start, end, lines, before in sorted(edits, key=lambda e: (e[0], not e[3])):

@@ -456,6 +456,9 @@ class Session:
         self._parents: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self._device_names: dict[int, str] = {}
         self._device_clocks: dict[int, float | None] = {}
+        # The latest full globaltimer value a clock bracket read on each device (direct
+        # buffers keep only its low 56 bits: LaunchMeta.timer_ref_ns).
+        self._timer_refs: dict[int, int] = {}
         # Clock-bracket kernel per device and its CTAs (one per SM); why, where there is none.
         self._brackets: dict[int, tuple[Any, int]] = {}
         self._bracket_error: str | None = None
@@ -1288,6 +1291,9 @@ class Session:
             rows = data[at: at + bracket.bracket_bytes(ctas)].view("<i8").reshape(2, ctas, -1)
             rec.clock_bracket = {"before": bracket.summarize(rows[0]),
                                  "after": bracket.summarize(rows[1])}
+            for side in rec.clock_bracket.values():
+                if side:
+                    self._timer_refs[rec.device] = side["t0"]
         else:
             rec.clock_bracket = {"missing": self._why_no_bracket(rec)}
         data = data[: rec.scratch_bytes_per_cta * rec.num_blocks]  # without a bracket's tail
@@ -1331,7 +1337,16 @@ class Session:
             record_cost_cycles=self._record_cost(rec),
             clock_bracket=rec.clock_bracket,
             direct_records=self._direct_records(rec),
+            timer_ref_ns=self._timer_ref(rec),
         )
+
+    def _timer_ref(self, rec: LaunchRecord) -> int | None:
+        """A full globaltimer value near a direct launch: a clock bracket's read on its device
+        (its own or, for a graph replay, an earlier launch's), else the host's clock (the
+        NVIDIA globaltimer counts Unix-epoch ns; only bits 56-63, 2.3 years, are taken)."""
+        if self._kernel_options(rec).buffer_type != "direct":
+            return None
+        return self._timer_refs.get(rec.device) or time.time_ns()
 
     def _ir_path(self, rec: LaunchRecord) -> Path | None:
         """The instrumented TTGIR this launch's kernel was compiled from."""

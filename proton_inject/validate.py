@@ -307,6 +307,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
         record_cost_cycles=None if cost is None else float(cost), clock_bracket=bracket,
         direct_records=None if table is None else [list(r) for r in table],
+        timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
     )  # fmt: skip
 
 

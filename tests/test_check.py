@@ -84,7 +84,7 @@ def test_options_change_the_build(aot_files):
     assert small.buffer_bytes == 512 and default.buffer_bytes == 8192
     auto = check_file(aot_files["cuda90"])  # kernel scope only: 2 clock words, direct
     assert auto.buffer_bytes == 8 and auto.records_per_warp == 2 and auto.recording_warps == [0]
-    assert auto.buffer_type == "direct" and auto.profile_scratch_bytes == 32
+    assert auto.buffer_type == "direct" and auto.profile_scratch_bytes == 16
     assert small.profile_scratch_bytes < default.profile_scratch_bytes
 
 

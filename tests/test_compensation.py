@@ -93,15 +93,20 @@ def test_cache_round_trip_and_keys(cache):
     assert calibrate.lookup(H100) is None
 
 
-def test_cost_from_takes_the_median_of_the_empty_region():
+def test_cost_from_is_the_loop_region_less_the_plain_loop():
     d = _decode("add", None)
-    d.meta.scopes = {0: "kernel", 1: calibrate.EMPTY_REGION}
-    got = calibrate.cost_from([d])
-    assert got["cycles"] == float(np.median(d.events.cycles[d.events.scope == 1]))
-    assert got["instances"] == 32768 and got["p5"] <= got["cycles"] <= got["p95"]
+    d.meta.scopes = {0: "kernel", 1: "loop i @k.py:3"}
+    region = float(np.median(d.events.cycles[d.events.scope == 1]))
+    got = calibrate.cost_from([d], np.array([region - 7, region - 3, region - 2]))
+    assert got["cycles"] == 3.0 and got["region"] == region and got["plain"] == region - 3
+    assert got["instances"] == 32768 and got["p5"] <= got["region"] <= got["p95"]
+    # a region shorter than the plain loop (the compiler moved work out of it): nothing to take
+    assert calibrate.cost_from([d], np.array([region + 60.0]))["cycles"] == 0.0
+    with pytest.raises(RuntimeError, match="no plain"):
+        calibrate.cost_from([d], np.zeros(0))
     d.meta.scopes = {0: "kernel", 1: "iter"}
-    with pytest.raises(RuntimeError, match="no 'empty' region"):
-        calibrate.cost_from([d])
+    with pytest.raises(RuntimeError, match="no loop region"):
+        calibrate.cost_from([d], np.array([1.0]))
 
 
 def _raw_dir(tmp_path: Path, cost: float | None) -> Path:
@@ -150,8 +155,9 @@ def test_cli_raw_flag_and_bad_cost_in_metadata(tmp_path, cache):
     assert r.exit_code == 2 and "record_cost_cycles" in r.output and "Traceback" not in r.output
 
 
-def test_calibration_kernel_marks_one_clock_read(tmp_path):
-    """The calibration kernel compiles for cuda:90 with its one region around one clock read."""
+def test_calibration_kernel_has_one_region_right_around_its_loop(tmp_path):
+    """The calibration kernel compiles for cuda:90 with its one region (``--loops outer``)
+    right around the loop, between the kernel's own two clock reads."""
     from triton.compiler import ASTSource
     from ttgir_helpers import compile_with_hook
 
@@ -159,14 +165,17 @@ def test_calibration_kernel_marks_one_clock_read(tmp_path):
     from proton_inject.compile_hook import CompileHook
     from proton_inject.rules import Rules
 
-    src = ASTSource(record_cost_calibration, signature={"out_ptr": "*i64"})
-    hook = CompileHook(Rules(marks=True, kernel="record_cost_calibration"), tmp_path / "ir")
+    src = ASTSource(record_cost_calibration, signature={"out_ptr": "*i64", "n": "i32", "a": "fp32"})
+    hook = CompileHook(Rules(loops="outer", marks=False, kernel="record_cost_calibration"),
+                       tmp_path / "ir")
     ck = compile_with_hook(src, tmp_path / "cache", hook)
     lines = [x.strip() for x in ck.asm["ttgir"].splitlines()]
-    start = next(i for i, x in enumerate(lines) if x.startswith(f'proton.record start "{calibrate.EMPTY_REGION}"'))
-    end = next(i for i, x in enumerate(lines) if x.startswith(f'proton.record end "{calibrate.EMPTY_REGION}"'))
-    inside = lines[start + 1:end]
-    assert len(inside) == 1 and "%clock64" in inside[0], inside
+    starts = [i for i, x in enumerate(lines) if x.startswith('proton.record start "loop')]
+    ends = [i for i, x in enumerate(lines) if x.startswith('proton.record end "loop')]
+    assert len(starts) == len(ends) == 1
+    assert " scf.for " in f" {lines[starts[0] + 1]}" or "= scf.for" in lines[starts[0] + 1]
+    assert lines[ends[0] - 1].startswith("}") and "%clock64" in lines[ends[0] + 1]
+    assert "%clock64" in lines[starts[0] - 1]
     assert "cubin" in ck.asm
 
 

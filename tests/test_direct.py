@@ -2,7 +2,7 @@
 
 CPU: which kernels it applies to, that its scope ids are Proton's, that every eligible
 instrumented sample compiles through the backend with it (no Proton set-up left: one
-globaltimer read at entry, one at the end, no added barrier) and that strip-free fallbacks
+timer read, after the last record, no added barrier) and that strip-free fallbacks
 hold. GPU: the layer norm example profiled with it and with Proton's global buffer gives
 the same outputs and every region once in every CTA, nested in its kernel region, and the
 direct records lengthen the kernel region less.
@@ -81,11 +81,11 @@ def test_eligible_samples_compile_with_protons_scope_ids(path, tmp_path):
     assert sorted(names.items()) == sorted(scope_names_of(str(path))[0])
     ck = _compile(text, tmp_path, LoweringOptions(buffer_type="direct", warps=(0,)))
     ptx = ck.asm["ptx"]
-    # 5 header words and a clock word per record, in 8-byte steps
+    # 2 header words and a clock word per record, in 8-byte steps
     assert ck.metadata.profile_scratch_size == direct.block_bytes(len(records))
-    assert direct.block_bytes(len(records)) == -(-(20 + 4 * len(records)) // 8) * 8
-    assert ptx.count("%globaltimer") == 2 and ptx.count("%clock;") == len(records)
-    assert "%clock64" not in ptx
+    assert direct.block_bytes(len(records)) == -(-(8 + 4 * len(records)) // 8) * 8
+    assert ptx.count("%globaltimer") == 1 and ptx.count("%clock64") == len(records)
+    assert "%clock;" not in ptx
     plain = _compile(re.sub(r'^\s*proton\.record .*\n', "", text, flags=re.M), tmp_path / "p",
                      LoweringOptions())
     assert ptx.count("bar.sync") == plain.asm["ptx"].count("bar.sync")  # no barrier added
@@ -100,12 +100,14 @@ def test_lowered_text_layout_and_fresh_names():
     assert "%pi_ddr" in direct.lower(taken) and "%pi_dr" not in direct.lower(taken).replace(
         "%pi_dr1 = arith.constant 0", "")  # fresh names never shadow the kernel's
     low = direct.lower(inst)
-    assert "proton.record" not in low and low.count("%clock;") == 2
-    # words 0-3 the two times, 4 the SM id, 5-6 the clocks: a 32-byte block stored by thread 0
-    # in two 16-byte stores after the kernel's own stores
-    assert direct.block_bytes(2) == 32 and direct.data_bytes(inst) == 8
+    assert "proton.record" not in low and low.count("%clock64;") == 2 and "%clock;" not in low
+    # one timer read and the SM id after the last record, none at entry
+    assert low.count("%globaltimer;") == 1 and low.index("%globaltimer;") > low.rindex("%clock64;")
+    # word 0 the SM id and timer bits 32-55, word 1 timer bits 0-31, 2-3 the clocks: a 16-byte
+    # block stored by thread 0 in one vector store after the kernel's own stores
+    assert direct.block_bytes(2) == 16 and direct.block_bytes(8) == 40 and direct.data_bytes(inst) == 8
     stores = re.findall(r"st\.global(\.v\d)?\.b32 \[\$1\+(\d+)\]", low)
-    assert stores == [(".v4", "0"), (".v2", "16"), ("", "24")]
+    assert stores == [(".v4", "0")]
     assert low.index("st.global") > low.rindex("tt.store")
     assert "setp.eq.u32 %p, %t, 0" in low and "mov.u32 %t, %tid.x" in low
     assert direct.record_table(inst) == [[0, 0], [0, 1]]
@@ -206,7 +208,7 @@ def test_real_direct_buffer_decodes_like_protons_layout():
     data, meta = load_raw(H100_DIRECT / "00000-layernorm_fwd_kernel.json")
     ttgir = (H100_DIRECT / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
     assert meta.buffer_type == "direct" and meta.direct_records == direct.record_table(ttgir)
-    assert meta.bytes_per_cta == direct.block_bytes(8) == 56 and data.size == 1151 * 56
+    assert meta.bytes_per_cta == direct.block_bytes(8) == 40 and data.size == 1151 * 40
     d = decode(data, meta)
     assert d.meta.buffer_type == "direct" and d.meta.clock_bits == 32  # clocks are 32-bit words
     assert not d.issues and d.drops.dropped == 0 and d.clock.source == "clock-bracket"
@@ -229,7 +231,7 @@ def test_direct_metadata_that_does_not_match_is_a_clear_error():
     data, meta = load_raw(H100_DIRECT / "00000-layernorm_fwd_kernel.json")
     from dataclasses import replace
 
-    with pytest.raises(UserError, match="8 record slots needs bytes_per_cta=56, not 64"):
+    with pytest.raises(UserError, match="8 record slots needs bytes_per_cta=40, not 64"):
         decode(data, replace(meta, bytes_per_cta=64))
     d = meta.to_dict()
     del d["direct_records"]
@@ -256,6 +258,7 @@ def test_runtime_metadata_of_a_direct_kernel_matches_the_h100_run(tmp_path):
     """The launch metadata the runtime writes for a kernel it lowered directly, from the
     instrumented IR alone, is what the H100 run of the fixture wrote (slots, warps, type)."""
     import json
+    import time
 
     from proton_inject.runtime import LaunchRecord, Session
 
@@ -267,7 +270,22 @@ def test_runtime_metadata_of_a_direct_kernel_matches_the_h100_run(tmp_path):
     ir.write_text((H100_DIRECT / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1"))
     rec = LaunchRecord(seq=0, kernel="layernorm_fwd_kernel", hash=want["hash"], compile_hash="",
                        grid=(1151, 1, 1), num_warps=8, num_ctas=1, stream=0, device=0,
-                       scratch_bytes_per_cta=56)
+                       scratch_bytes_per_cta=40)
     meta = session.launch_meta(rec)
     assert meta.buffer_type == "direct" and meta.direct_records == want["direct_records"]
+    # no clock bracket ran in this session: the timer's top bits come from the host's clock
+    assert abs(meta.timer_ref_ns - time.time_ns()) < 60e9
     assert meta.sampled_warps == want["sampled_warps"] == [0] and meta.sample_ctas == 1
+
+
+def test_timer_bits_56_to_63_come_from_the_reference():
+    from proton_inject.decode import _timer_from
+
+    t = np.array([0x18E_A5A5_1234_5678, 0x18E_A5A5_FFFF_FFF0, 0x18F_0000_0000_0010], np.int64)
+    hi, lo = (t >> 32) & 0xFFFFFF, t & 0xFFFFFFFF
+    for ref in (int(t[0]), int(t[0]) - 10**12, int(t[2]) + 10**15):
+        assert (_timer_from(hi.astype(np.uint32), lo.astype(np.uint32), ref) == t).all(), hex(ref)
+    # a reference half the 2^56 ns period away picks the nearer period
+    far = int(t[0]) + (1 << 56) - 10**9
+    assert (_timer_from(hi.astype(np.uint32), lo.astype(np.uint32), far) == t + (1 << 56)).all()
+    assert (_timer_from(hi.astype(np.uint32), lo.astype(np.uint32), None) == t & ((1 << 56) - 1)).all()

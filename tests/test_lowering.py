@@ -289,7 +289,7 @@ def test_default_options_record_one_warp_with_a_buffer_of_its_records(tmp_path):
     assert o.selected == (0,) and o.buffer_size == 32  # 8 clock words, warp 0
     assert o.buffer_type == "direct"  # each record runs once, by warp 0: our own lowering
     k = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
-    assert k.profile_scratch_size == 56  # 5 header words + 8 clock words, in 8-byte steps
+    assert k.profile_scratch_size == 40  # 2 header words + 8 clock words, in 8-byte steps
     g = LoweringOptions(buffer_type="global")  # Proton's lowering into global memory
     assert (g.for_kernel(text).buffer_type, g.for_kernel(text).buffer_size) == ("global", 64)
     kg = _compile(path, g, 232448, tmp_path / "g").metadata

@@ -72,7 +72,7 @@ def test_every_lowering_option_of_the_suite_compiles(tmp_path):
     # words, a clock word per record); Proton's global buffer keeps 8-byte records after its
     # header and a word per warp, rounded up to 128 B; auto with every warp keeps those of 8
     # warps; one recording warp at Proton's size keeps its bytes in one segment.
-    assert sizes["default"] == sizes["clock32"] == 56 < sizes["global"]
+    assert sizes["default"] == sizes["clock32"] == 40 < sizes["global"]
     assert sizes["global"] < sizes["auto all"]
     assert sizes["auto all"] < sizes["warps 0"] == sizes["proton"]
 
