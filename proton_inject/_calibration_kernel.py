@@ -10,13 +10,14 @@ CLOCK64 = tl.constexpr("mov.u64 $0, %clock64;")
 
 
 @triton.jit
-def record_cost_calibration(out_ptr, n, a):
+def record_cost_calibration(out_ptr, n):
     """Each CTA stores the cycles its loop took (clock reads right around it) and a bit of
-    the loop's result, so the loop stays."""
+    the loop's result, so the loop stays. The factors are literals: a kernel argument would be
+    reloaded from constant memory inside the loop, with a latency that varies by launch."""
     x = tl.program_id(0).to(tl.float32)
     t0 = tl.inline_asm_elementwise(CLOCK64, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
     for _ in range(n):
-        x = x * a + 1.0
+        x = x * 0.999 + 1.0
     t1 = tl.inline_asm_elementwise(CLOCK64, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
     tl.store(out_ptr + 2 * tl.program_id(0), t1 - t0)
     tl.store(out_ptr + 2 * tl.program_id(0) + 1, (x > 0).to(tl.int64))

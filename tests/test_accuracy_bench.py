@@ -52,7 +52,7 @@ def test_spin_kernels_have_the_regions_the_benchmark_reads(acc, tmp_path):
     assert len(names) == 2 and parents == {1: 0}  # scope 0: the outer loop; 1: the spin in it
     names, parents = _scopes(acc.back_to_back_kernel, {"out_ptr": "*i64", "n": "i32"}, {}, tmp_path / "c")
     assert len(names) == 2 and parents == {}  # two siblings, in source order
-    names, parents = _scopes(acc.work_kernel, {"out_ptr": "*i64", "n": "i32", "a": "fp32"}, {},
+    names, parents = _scopes(acc.work_kernel, {"out_ptr": "*i64", "n": "i32"}, {},
                              tmp_path / "d")
     assert len(names) == 1 and names[0].startswith("loop")
 

@@ -165,7 +165,7 @@ def test_calibration_kernel_has_one_region_right_around_its_loop(tmp_path):
     from proton_inject.compile_hook import CompileHook
     from proton_inject.rules import Rules
 
-    src = ASTSource(record_cost_calibration, signature={"out_ptr": "*i64", "n": "i32", "a": "fp32"})
+    src = ASTSource(record_cost_calibration, signature={"out_ptr": "*i64", "n": "i32"})
     hook = CompileHook(Rules(loops="outer", marks=False, kernel="record_cost_calibration"),
                        tmp_path / "ir")
     ck = compile_with_hook(src, tmp_path / "cache", hook)
