@@ -59,13 +59,16 @@ def _now(TIMER: tl.constexpr):
 
 @triton.jit
 def spin_kernel(out_ptr, n, TIMER: tl.constexpr):
-    """One region: the spin loop. Stored: the timer from right before the loop to right after."""
+    """One region: the spin loop. Stored: the timer from before the loop to its last read in
+    it (the ns truth: a %globaltimer read after the loop would add its own long latency), then
+    to a read right after the loop (the cycle truth, with the loop's exit)."""
     t0 = _now(TIMER)
     t = t0
     while t - t0 < n:
         t = _now(TIMER)
     t1 = _now(TIMER)
-    tl.store(out_ptr + tl.program_id(0), t1 - t0)
+    tl.store(out_ptr + 2 * tl.program_id(0), t - t0)
+    tl.store(out_ptr + 2 * tl.program_id(0) + 1, t1 - t0)
 
 
 @triton.jit
@@ -103,18 +106,20 @@ def nested_kernel(out_ptr, n, reps):
 
 @triton.jit
 def back_to_back_kernel(out_ptr, n):
-    """Two spin loops one after the other (scopes 0 and 1), each with its own reads."""
+    """Two loops of fixed work one after the other (scopes 0 and 1), each between its own
+    reads. (Two spins would not do: a spin ends at a time, so it absorbs whatever the
+    compiler schedules between its first read and the loop.)"""
+    x = tl.program_id(0).to(tl.float32)
     a0 = _now(False)
-    a = a0
-    while a - a0 < n:
-        a = _now(False)
+    for _ in range(n):
+        x = x * 0.999 + 1.0
     a1 = _now(False)
-    b = a1
-    while b - a1 < n:
-        b = _now(False)
+    for _ in range(n):
+        x = x * 0.998 + 1.0
     b1 = _now(False)
-    tl.store(out_ptr + 2 * tl.program_id(0), a1 - a0)
-    tl.store(out_ptr + 2 * tl.program_id(0) + 1, b1 - a1)
+    tl.store(out_ptr + 3 * tl.program_id(0), a1 - a0)
+    tl.store(out_ptr + 3 * tl.program_id(0) + 1, b1 - a1)
+    tl.store(out_ptr + 3 * tl.program_id(0) + 2, (x > 0).to(tl.int64))
 
 
 @dataclass
@@ -151,14 +156,14 @@ def region_per_cta(d, scope: int, unit: str, ctas: int) -> np.ndarray:
     return out
 
 
-def run_case(name, kernel, args, truths, unit, cost, options, ctas=264, before=None):
+def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, before=None):
     """Launch ``kernel`` twice plain and twice profiled (the first of each warms up) and compare
-    its regions with the truths it stored. ``truths``: [(scope, column of out)] per region.
+    its regions with the truths it stored (``cols`` int64 per CTA). ``truths``: [(scope,
+    column)] per region.
     cycles: the truth is the plain launch's median over CTAs; ns: each CTA's own value in the
     same launch (what is checked is the clock that turns cycles into ns)."""
     import torch
 
-    cols = max(c for _, c in truths) + 1
     out = torch.zeros(ctas * cols, dtype=torch.int64, device="cuda")
     for _ in range(2):  # plain: compiled before the profile, kept beside the instrumented build
         kernel[(ctas,)](out, *args, num_warps=4)
@@ -228,25 +233,26 @@ def measure(quick: bool = True) -> tuple[dict, list[Case]]:
     d, g, p = cost(direct), cost(GLOBAL0), cost(PROTON)
     cases: list[Case] = []
     for n in (2_000, 200_000) if quick else (2_000, 20_000, 200_000):
-        cases += run_case(f"spin {n:,} cycles", spin_kernel, (n, False), [(0, 0)], "cycles", d, DEFAULTS)
+        cases += run_case(f"spin {n:,} cycles", spin_kernel, (n, False), [(0, 1)], "cycles", d,
+                          DEFAULTS, 2)
     for n in (100, 1_000):
         cases += run_case(f"work {n:,} iterations", work_kernel, (n,), [(0, 0)], "cycles", d,
-                          DEFAULTS)
-    cases += run_case("back to back 2 x 2,000", back_to_back_kernel, (2_000,), [(0, 0), (1, 1)],
-                      "cycles", d, DEFAULTS)
+                          DEFAULTS, 2)
+    cases += run_case("back to back 2 x 500 iterations", back_to_back_kernel, (500,),
+                      [(0, 0), (1, 1)], "cycles", d, DEFAULTS, 3)
     cases += run_case("4 x spin 2,000 cycles", nested_kernel, (2_000, 4), [(0, 0), (1, 1)], "cycles",
-                      cost(shared0), DEFAULTS)
+                      cost(shared0), DEFAULTS, 2)
     for label, opts, c in (("Proton's global buffer, warp 0", GLOBAL0, g),
                            ("Proton's lowering, every warp", PROTON, p)):
-        cases += run_case(f"spin 2,000 cycles, {label}", spin_kernel, (2_000, False), [(0, 0)],
-                          "cycles", c, opts)
+        cases += run_case(f"spin 2,000 cycles, {label}", spin_kernel, (2_000, False), [(0, 1)],
+                          "cycles", c, opts, 2)
         cases += run_case(f"work 1,000 iterations, {label}", work_kernel, (1_000,), [(0, 0)],
-                          "cycles", c, opts)
+                          "cycles", c, opts, 2)
     for n in (20_000, 200_000):
         cases += run_case(f"globaltimer spin {n:,} ns", spin_kernel, (n, True), [(0, 0)], "ns", d,
-                          DEFAULTS)
+                          DEFAULTS, 2)
     cases += run_case("globaltimer 200,000 ns after matmul", spin_kernel, (200_000, True), [(0, 0)],
-                      "ns", d, DEFAULTS, before=heavy_matmul)
+                      "ns", d, DEFAULTS, 2, before=heavy_matmul)
     return cals, cases
 
 
