@@ -174,7 +174,7 @@ class LoweringOptions:
             from . import direct
 
             # Proton's per-CTA set-up and header are the floor of short CTAs (H100, Inductor
-            # gelu 2^26, 65,536 CTAs: 1.040 in Proton's global buffer, 1.015 direct).
+            # gelu 2^26, 65,536 CTAs: 1.040 in Proton's global buffer, 1.008 direct).
             if (not hip and warps not in ("all", None) and tuple(warps) == (0,)
                     and direct.eligible(text) is None):
                 return replace(self, warps=(0,), buffer_type="direct",

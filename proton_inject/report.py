@@ -55,8 +55,8 @@ DIRECT = "direct stores"  # --buffer-type direct: our own lowering (direct.py)
 OVERHEAD_CLASSES = {
     # the defaults where each record runs once per CTA: direct.py's lowering, warp 0
     (WHOLE, "one warp", DIRECT):
-        "1.00-1.05 (Inductor rmsnorm 1.00, Liger RMSNorm 1.01, Inductor gelu 1.015, attention 1.00, "
-        "layer norm 8192^2 1.00 and 1.05 in two runs)",
+        "1.00-1.01 (Inductor rmsnorm 1.00, layer norm 8192^2 1.00, Inductor gelu 1.008; with the "
+        "earlier 32-byte block: Liger RMSNorm 1.01, attention 1.00)",
     # records outside loops in Proton's global buffer, one warp (every warp when persistent)
     (WHOLE, "one warp", GLOBAL):
         "0.99-1.04 (Inductor gelu 1.04, Liger RMSNorm 1.02, Inductor rmsnorm 1.02, vector add 1.01, "
@@ -765,8 +765,8 @@ def clock_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None 
                    "(calibrated; nested regions shifted with it; --raw shows raw durations)")
     if None in costs:
         out.append(f"record cost: not calibrated for {k.get('device') or 'this device'}: durations "
-                   "include the records' own cost (on an H100 11 cycles per record lowered "
-                   "directly, 35-41 through Proton's lowering); "
+                   "may include the records' own cost (on an H100 none lowered directly, "
+                   "70 per record with every warp in Proton's shared buffer); "
                    "`proton-inject calibrate` on that GPU measures it")
     o = k.get("ctas_overlong") or {}
     n, measured = o.get("count", 0), o.get("on_measured_clock", 0)
