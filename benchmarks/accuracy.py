@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proton_inject import calibrate  # noqa: E402
+from proton_inject._calibration_kernel import record_cost_calibration  # noqa: E402
 from proton_inject.compile_hook import profile  # noqa: E402
 from proton_inject.decode import DecodeWarning, decode, load_raw  # noqa: E402
 from proton_inject.lowering import LoweringOptions  # noqa: E402
@@ -44,6 +45,10 @@ from proton_inject.report import expand_inputs  # noqa: E402
 
 CLOCK64 = tl.constexpr("mov.u64 $0, %clock64;")
 GLOBALTIMER = tl.constexpr("mov.u64 $0, %globaltimer;")
+# The loops of fixed work: calibrate's own kernel, n dependent multiply-adds between two
+# %clock64 reads (fixed work, unlike a spin, which ends at a time and so absorbs whatever runs
+# before it); it stores its cycles, then a bit of its result (so the loop stays).
+work_kernel = record_cost_calibration
 RULES = {"loops": "outer"}  # a region around each loop, nothing else
 DEFAULTS = LoweringOptions()  # the tool's defaults: direct for top-level loops
 # Every warp records, Proton's own buffer size: Proton's lowering as it comes.
@@ -71,22 +76,6 @@ def spin_kernel(out_ptr, n, TIMER: tl.constexpr):
     t1 = _now(TIMER)
     tl.store(out_ptr + 2 * tl.program_id(0), t - t0)
     tl.store(out_ptr + 2 * tl.program_id(0) + 1, t1 - t0)
-
-
-@triton.jit
-def work_kernel(out_ptr, n):
-    """One region: a loop of ``n`` dependent multiply-adds (fixed work, unlike a spin, which
-    ends at a time and so absorbs whatever runs before it). Stored: its cycles, then a bit of
-    its result (so the loop stays). The factors are literals: a kernel argument is reloaded
-    from constant memory inside the loop, and its latency varied between launches (an
-    H100 ran the same 100 iterations in 477 and 970 cycles)."""
-    x = tl.program_id(0).to(tl.float32)
-    t0 = _now(False)
-    for _ in range(n):
-        x = x * 0.999 + 1.0
-    t1 = _now(False)
-    tl.store(out_ptr + 2 * tl.program_id(0), t1 - t0)
-    tl.store(out_ptr + 2 * tl.program_id(0) + 1, (x > 0).to(tl.int64))
 
 
 @triton.jit

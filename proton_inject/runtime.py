@@ -1344,7 +1344,7 @@ class Session:
         """A full globaltimer value near a direct launch: a clock bracket's read on its device
         (its own or, for a graph replay, an earlier launch's), else the host's clock (the
         NVIDIA globaltimer counts Unix-epoch ns; only bits 56-63, 2.3 years, are taken)."""
-        if self._kernel_options(rec).buffer_type != "direct":
+        if self._direct_records(rec) is None:
             return None
         return self._timer_refs.get(rec.device) or time.time_ns()
 
