@@ -202,7 +202,6 @@ def measure(quick: bool = True) -> tuple[dict, list[Case]]:
         return cals[name]["cycles"]
 
     direct = LoweringOptions(buffer_type="direct", warps=(0,))  # what DEFAULTS give these loops
-    shared0 = LoweringOptions(buffer_type="shared", warps=(0,))  # ... and loops inside loops
     d, g, p = cost(direct), cost(GLOBAL0), cost(PROTON)
     cases: list[Case] = []
     for n in (2_000, 200_000) if quick else (2_000, 20_000, 200_000):
@@ -212,7 +211,7 @@ def measure(quick: bool = True) -> tuple[dict, list[Case]]:
         cases += run_case(f"work {n:,} iterations", work_kernel, (n,), [(0, 0)], "cycles", d,
                           DEFAULTS, 2)
     cases += run_case("4 x spin 2,000 cycles", nested_kernel, (2_000, 4), [(0, 0), (1, 1)], "cycles",
-                      cost(shared0), DEFAULTS, 2)
+                      d, DEFAULTS, 2)
     for label, opts, c in (("Proton's global buffer, warp 0", GLOBAL0, g),
                            ("Proton's lowering, every warp", PROTON, p)):
         cases += run_case(f"spin 2,000 cycles, {label}", spin_kernel, (2_000, False), [(0, 1)],

@@ -254,8 +254,10 @@ def check_file(
         binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
         report.binary_bytes = len(binary)
         if report.profile_scratch_bytes and options.buffer_type == "direct":
-            report.buffer_bytes = options.buffer_size  # a 4-byte clock word per record op
-            report.records_per_warp = options.buffer_size // 4
+            from . import direct  # a 4-byte clock word per record op (and kept iteration)
+
+            report.buffer_bytes = direct.data_bytes(text, options.buffer_size or None)
+            report.records_per_warp = report.buffer_bytes // 4
         elif report.profile_scratch_bytes:
             if options.buffer_type == "global":
                 b = _global_buffer(report.profile_scratch_bytes, report.num_warps, options)
@@ -460,7 +462,9 @@ def format_report(r: CheckReport) -> str:
                          "over tiles; --warps 0: one)")
         if r.profile_scratch_bytes and r.buffer_type in ("global", "direct"):
             records = (
-                f" ({r.buffer_bytes} B of records, {r.records_per_warp} records/warp)"
+                f" ({r.buffer_bytes} B of records, "
+                + (f"{r.records_per_warp} clock slots)" if r.buffer_type == "direct" else
+                   f"{r.records_per_warp} records/warp)")
                 if r.buffer_bytes is not None
                 else ""
             )

@@ -147,8 +147,10 @@ class LaunchMeta:
     # The clock measured right before and after the launch (``bracket.py``): {"before":
     # summary | null, "after": summary | null}, or {"missing": why}; None in older files.
     clock_bracket: dict[str, Any] | None = None
-    # buffer_type "direct": [scope id, 1 if end] of each record slot (``direct.record_table``)
+    # buffer_type "direct": [scope id, 1 if end(, loop)] of each record op (``direct.record_table``)
     direct_records: list[list[int]] | None = None
+    # buffer_type "direct": [iterations kept, words per iteration] of each recording loop
+    direct_loops: list[list[int]] | None = None
     # buffer_type "direct": a full globaltimer value (ns) read near the launch; its blocks keep
     # bits 0-55 of their timer read and take bits 56-63 (2.3 years) from it
     timer_ref_ns: int | None = None
@@ -199,6 +201,7 @@ class LaunchMeta:
             "record_cost_cycles": self.record_cost_cycles,
             "clock_bracket": self.clock_bracket,
             **({"direct_records": self.direct_records} if self.direct_records else {}),
+            **({"direct_loops": self.direct_loops} if self.direct_loops else {}),
             **({"timer_ref_ns": self.timer_ref_ns} if self.timer_ref_ns is not None else {}),
         }
 
@@ -465,9 +468,14 @@ class DropStats:
         """Records overwritten by newer ones."""
         return self.records_written - self.records_kept
 
+    # direct: the --buffer-size whose loop sections hold every iteration (None: Proton's rule)
+    needed_bytes: int | None = None
+
     @property
     def needed_buffer_size(self) -> int:
         """Smallest Proton ``buffer_size`` (bytes per CTA, power of two per warp) that fits all."""
+        if self.needed_bytes is not None:
+            return self.needed_bytes
         per_warp = 1 << max(3, math.ceil(math.log2(max(1, self.max_records_per_warp) * RECORD_BYTES)))
         return per_warp * self.segments
 
@@ -529,8 +537,9 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     """
     warn: list[Issue] = []
     where = f"launch {meta.label}"
+    lost = None  # direct: records of loop iterations past what the block keeps
     if meta.buffer_type == "direct":
-        buffer, meta = _expand_direct(buffer, meta, where)
+        buffer, meta, lost = _expand_direct(buffer, meta, where)
     if meta.granularity != "warp":
         raise UserError(
             f"{where}: granularity {meta.granularity!r} is not supported; Triton 3.6 lowers "
@@ -736,48 +745,85 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
         init_ns = np.minimum(init_ns, first_ns)
     ctas = Ctas(cta=cta_id, sm=sm_id, init_ns=init_ns, prefinal_ns=pre - base,
                 postfinal_ns=post - base)
+    missed = lost[0][rows] if lost is not None else np.zeros(n_ok, np.int64)
     drops = DropStats(
-        records_written=int(flat_written.sum()),
+        records_written=int(flat_written.sum() + missed.sum()),
         records_kept=int(flat_kept.sum()),
-        warps_with_drops=int((written > kept).sum()),
-        ctas_with_drops=int((~cta_nodrop).sum()),
+        warps_with_drops=int((written > kept).sum() + (missed > 0).sum()),
+        ctas_with_drops=int((~cta_nodrop | (missed > 0)).sum()),
         max_records_per_warp=int(written.max()) if written.size else 0,
         slots_per_warp=max(slots, 0),
         segments=n_seg,
+        needed_bytes=lost[1] if lost is not None else None,
     )
     return Decoded(meta=meta, events=ev, ctas=ctas, clock=clock, drops=drops, base_ns=base,
                    unmatched_starts=unmatched_starts, unmatched_ends=unmatched_ends, issues=warn,
                    record_cost=None if record_cost is None else float(record_cost))
 
 
-def _expand_direct(buffer: Any, meta: LaunchMeta, where: str) -> tuple[np.ndarray, LaunchMeta]:
+def _expand_direct(buffer: Any, meta: LaunchMeta, where: str
+                   ) -> tuple[np.ndarray, LaunchMeta, tuple[np.ndarray, int] | None]:
     """A ``direct.py`` buffer rewritten as the Proton layout above, with its metadata, so one
-    decoder reads both: each CTA's block (word 0: SM id and timer bits 32-55, word 1: timer
-    bits 0-31, then a 32-bit clock per record slot) becomes a header with the program id (the
-    block's index), the timer read as all three times (bits 56-63 from ``meta.timer_ref_ns``),
-    warp 0's count, and its records tagged from ``meta.direct_records``. A CTA whose block is
-    all zeros did not write it."""
-    from .direct import DIRECT_HEADER_WORDS, SM_ID_BITS, block_bytes
+    decoder reads both: each CTA's block (``direct.layout``: word 0 SM id and timer bits 32-55,
+    word 1 timer bits 0-31, the iterations of each recording loop, a 32-bit clock per record
+    slot) becomes a header with the program id (the block's index), the timer read as all
+    three times (bits 56-63 from ``meta.timer_ref_ns``), warp 0's count, and its records in
+    the order they ran, tagged from ``meta.direct_records``. A CTA whose header is zero did not
+    write its block. Also returns, when loops ran more iterations than their sections keep,
+    the records each CTA did not keep and the ``--buffer-size`` that would have kept them."""
+    from .direct import DIRECT_HEADER_WORDS, SM_ID_BITS, block_bytes, layout
 
-    table = np.asarray(meta.direct_records or [], np.uint32).reshape(-1, 2)
-    n = len(table)
+    rows = [list(r) for r in meta.direct_records or []]
+    loops = [list(x) for x in meta.direct_loops or []]
     raw = _as_bytes(buffer)
-    proton_size = meta.bytes_per_cta != block_bytes(n)  # Proton's blocks are larger
-    if proton_size and raw.size >= 4 and int(raw[:4].view("<u4")[0]) == PREAMBLE:
+    size = block_bytes(rows, loops) if rows else None
+    if size != meta.bytes_per_cta and raw.size >= 4 and int(raw[:4].view("<u4")[0]) == PREAMBLE:
         # Proton's own layout: the direct lowering failed and Proton's passes lowered the
         # records instead (lowering.ProtonLowering.direct_module falls back to them).
-        return raw, replace(meta, buffer_type="global", direct_records=None)
-    if not n or proton_size:
+        return raw, replace(meta, buffer_type="global", direct_records=None, direct_loops=None), None
+    if size is None or size != meta.bytes_per_cta:
         raise UserError(
-            f"{where}: buffer_type 'direct' with {n} record slots needs bytes_per_cta="
-            f"{block_bytes(n) if n else '?'}, not {meta.bytes_per_cta}; the metadata does not "
-            "match the kernel (or the file was written by an older proton-inject: run again)")
+            f"{where}: buffer_type 'direct' with {len(rows)} record slots needs bytes_per_cta="
+            f"{size or '?'}, not {meta.bytes_per_cta}; the metadata does not match the kernel "
+            "(or the file was written by an older proton-inject: run again)")
     stride = meta.bytes_per_cta
     blocks = np.frombuffer(raw[: raw.size // stride * stride], dtype="<u4").reshape(-1, stride // 4)
+    # Each record slot in the order the records ran: a loop's records, iteration by iteration,
+    # where its first record stands in the text.
+    first_word, sections, _ = layout(rows, loops)
+    word, tag, loop_of, it_of, done = [], [], [], [], set()
+    for r, row in enumerate(rows):
+        t = (row[1] << 31) | (row[0] << 23)
+        if len(row) < 3:
+            word.append(first_word[r]), tag.append(t), loop_of.append(-1), it_of.append(0)
+            continue
+        lp = row[2]
+        if lp in done:
+            continue
+        done.add(lp)
+        mine = [(first_word[q], (rows[q][1] << 31) | (rows[q][0] << 23))
+                for q in range(len(rows)) if len(rows[q]) > 2 and rows[q][2] == lp]
+        cap, step = loops[lp]
+        for it in range(cap):
+            for w, tg in mine:
+                word.append(w + it * step), tag.append(tg), loop_of.append(lp), it_of.append(it)
+    word, tag = np.asarray(word, np.int64), np.asarray(tag, np.uint32)
+    loop_of, it_of = np.asarray(loop_of, np.int64), np.asarray(it_of, np.int64)
+    n = len(word)
+    ran = blocks[:, :DIRECT_HEADER_WORDS].any(axis=1)
+    counts = blocks[:, DIRECT_HEADER_WORDS:DIRECT_HEADER_WORDS + len(loops)].astype(np.int64)
+    caps = np.asarray([c for c, _ in loops], np.int64)
+    keep = np.ones((len(blocks), n), bool)
+    if loops:
+        in_loop = loop_of >= 0
+        keep[:, in_loop] = it_of[in_loop] < np.minimum(counts, caps)[:, loop_of[in_loop]]
+    keep &= ran[:, None]
+    order = np.argsort(~keep, axis=1, kind="stable")  # kept slots first, in the order they ran
+    kept = keep.sum(axis=1)
+    filled = np.arange(n) < kept[:, None]
     W = meta.num_warps
     head = HEADER_WORDS + W
     out = np.zeros((len(blocks), head + 2 * n), np.uint32)
-    ran = blocks.any(axis=1)
     t = _timer_from(blocks[:, 0] >> SM_ID_BITS, blocks[:, 1], meta.timer_ref_ns)
     t = np.where(ran, t, 0)
     t_words = np.stack([t & 0xFFFFFFFF, t >> 32], axis=1).astype(np.uint32)
@@ -786,12 +832,22 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str) -> tuple[np.ndarra
     out[:, 2] = blocks[:, 0] & ((1 << SM_ID_BITS) - 1)
     out[:, 3] = 8 * n
     out[:, 4:6] = out[:, 6:8] = out[:, 8:10] = t_words
-    out[:, HEADER_WORDS] = 2 * n
-    out[:, head::2] = (table[:, 1] << 31) | (table[:, 0] << 23)
-    out[:, head + 1::2] = blocks[:, DIRECT_HEADER_WORDS:DIRECT_HEADER_WORDS + n]
+    out[:, HEADER_WORDS] = 2 * kept
+    out[:, head::2] = np.where(filled, tag[order], 0)
+    out[:, head + 1::2] = np.where(filled, np.take_along_axis(blocks[:, word] if n else
+                                                              blocks[:, :0], order, axis=1), 0)
     meta = replace(meta, bytes_per_cta=4 * out.shape[1], buffer_size=8 * n, clock_bits=32,
                    sampled_warps=[0], buffer_type="direct")
-    return out.reshape(-1).view(np.uint8), meta
+    lost = None
+    if loops:
+        per_loop = [sum(1 for r in rows if len(r) > 2 and r[2] == lp) for lp in range(len(loops))]
+        over = np.maximum(counts - caps, 0) * np.asarray(per_loop, np.int64)
+        missed = np.where(ran, over.sum(axis=1), 0)
+        if missed.any():
+            most = counts[ran].max(axis=0)
+            need = len(loops) * max(4 * s * int(c) for (_, s), c in zip(loops, most, strict=True))
+            lost = (missed, need)
+    return out.reshape(-1).view(np.uint8), meta, lost
 
 
 def _timer_from(bits_32_55: np.ndarray, low: np.ndarray, ref: int | None) -> np.ndarray:

@@ -31,33 +31,131 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass, field
+from typing import Any
 
 from .lowering import num_warps_of
 
 # Per-CTA block: word 0 the SM id (bits 0-7) and bits 32-55 of the %globaltimer read after
 # the last record (bits 8-31; decode takes bits 56-63 from a full reading, the launch
-# metadata's ``timer_ref_ns``), word 1 that read's low 32 bits, then one word per record op in
-# text order: the low 32 bits of its %clock64.
+# metadata's ``timer_ref_ns``), word 1 that read's low 32 bits, then one word per recording
+# loop (the iterations it ran), one per top-level record op in text order (the low 32 bits of
+# its %clock64), and, from a 16-byte boundary, each recording loop's section: ``stride`` words
+# per iteration (its records in text order, padded for vector stores) for its first ``cap``
+# iterations.
 DIRECT_HEADER_WORDS = 2
 SM_ID_BITS = 8
+# Bytes per CTA that records inside loops may take unless --buffer-size says otherwise,
+# shared evenly by the recording loops (a loop keeps its first iterations that fit).
+LOOP_BYTES = 2048
 # One record: the clock's low word (inline asm, so the read stays where the record was).
 CLOCK_READ = "{ .reg .b64 %pi_clk; mov.u64 %pi_clk, %clock64; cvt.u32.u64 $0, %pi_clk; }"
 _RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]|\\.)*)"')
+_FOR_HEAD = re.compile(r"\s*(%[\w$.-]+)\s*=\s*(%[\w$.-]+)\s+to\s+(%[\w$.-]+)\s+step\s+(%[\w$.-]+)"
+                       r"(?:.*\S)?\s*:\s*(i32|i64)\s*\{?\s*$")
 _MAX_SCOPES = 256  # the tag keeps 8 bits of scope id
 
 
+@dataclass
+class _Loop:
+    """A top-level ``scf.for`` with records at the top of its body."""
+
+    op: Any
+    iv: str
+    lb: str
+    ub: str
+    step: str
+    ty: str  # i32 | i64
+    trips: int | None  # when its bounds are constants
+    step_value: int | None  # when the step is a constant
+    records: list = field(default_factory=list)  # indices into the record list
+    cap: int = 0  # iterations kept
+    stride: int = 0  # words per iteration
+
+
+@dataclass
+class _Plan:
+    module: Any
+    records: list
+    loops: list[_Loop]
+    loop_of: list[int]  # per record: its loop's index, -1 at the top level
+    func: Any = None  # the function op that holds them
+    why: str | None = None  # not eligible: why
+
+
+def _stride(k: int) -> int:
+    """Words per iteration for ``k`` records: 1, 2 or a multiple of 4 (aligned vector stores)."""
+    return k if k <= 2 else -(-k // 4) * 4
+
+
+def _constant(text: str, name: str) -> int | None:
+    m = re.search(re.escape(name) + r"\s*=\s*arith\.constant\s+(-?\d+)\s*:\s*i(?:32|64)\b", text)
+    return int(m.group(1)) if m else None
+
+
 @functools.lru_cache(maxsize=8)  # eligible, data_bytes, record_table and lower ask in turn
-def _records(text: str):
-    """(module, function op, record ops) of an instrumented TTGIR, records in text order."""
+def _plan(text: str, budget: int | None) -> _Plan:
+    """Which records sit where, and what each recording loop keeps under ``budget`` bytes."""
     from .ttgir import parse
 
     module = parse(text)
     records = [op for op in module.walk() if op.name == "proton.record"]
-    funcs = {id(f.op): f for f in module.functions}
-    return module, funcs, records
+    plan = _Plan(module, records, [], [])
+    funcs = {id(f.op) for f in module.functions}
+    if not records:
+        plan.why = "no records"
+        return plan
+    func = None
+    loops: dict[int, _Loop] = {}
+    for i, rec in enumerate(records):
+        owner = rec.parent_op()
+        if id(owner) in funcs:
+            top, where = owner, -1
+        elif owner is not None and owner.name == "scf.for" and id(owner.parent_op()) in funcs:
+            top = owner.parent_op()
+            if id(owner) not in loops:
+                m = _FOR_HEAD.match(owner.head)
+                if not m or len(owner.regions) != 1 or len(owner.regions[0].blocks) != 1:
+                    plan.why = "records in a loop whose bounds cannot be read"
+                    return plan
+                iv, lb, ub, step, ty = m.groups()
+                bounds = [_constant(text, v) for v in (lb, ub, step)]
+                trips = (max(0, -(-(bounds[1] - bounds[0]) // bounds[2]))
+                         if None not in bounds and bounds[2] > 0 else None)
+                loops[id(owner)] = _Loop(owner, iv, lb, ub, step, ty, trips, bounds[2])
+            where = list(loops).index(id(owner))
+            loops[id(owner)].records.append(i)
+        else:
+            plan.why = "records inside branches or nested loops"
+            return plan
+        if func is None:
+            func = top
+        if top is not func or len(top.regions[0].blocks) != 1:
+            plan.why = "records in several functions or blocks"
+            return plan
+        plan.loop_of.append(where)
+    plan.loops, plan.func = list(loops.values()), func
+    for loop in plan.loops:
+        try:  # each iteration must open and close its own regions
+            ids = scope_ids([records[i] for i in loop.records])
+        except ValueError:
+            ids = None
+        if ids is None or len(ids) != 2 * len(set(ids)):
+            plan.why = "a region that crosses a loop's boundary"
+            return plan
+    if len(records) // 2 > _MAX_SCOPES:
+        plan.why = f"more than {_MAX_SCOPES} regions"
+        return plan
+    share = (budget or LOOP_BYTES) // max(1, len(plan.loops))
+    for loop in plan.loops:
+        loop.stride = _stride(len(loop.records))
+        loop.cap = max(1, share // (4 * loop.stride))
+        if loop.trips is not None:
+            loop.cap = max(1, min(loop.cap, loop.trips))
+    return plan
 
 
-def eligible(text: str) -> str | None:
+def eligible(text: str, budget: int | None = None) -> str | None:
     """None if ``lower`` can lower this TTGIR's records; else why not, in a few words."""
     if not re.search(r'"?ttg\.target"?\s*=\s*"cuda:', text):
         return "not an NVIDIA kernel"
@@ -67,21 +165,12 @@ def eligible(text: str) -> str | None:
         return "no ttg.num-warps"
     if "proton.record" not in text:  # e.g. a module this lowering already rewrote
         return "no records"
-    _, funcs, records = _records(text)
-    if not records:
-        return "no records"
-    owners = {id(r.parent) for r in records}  # their blocks
-    func = records[0].parent_op()
-    if len(owners) != 1 or id(func) not in funcs or len(func.regions[0].blocks) != 1:
-        return "records inside loops, branches or several functions or blocks"
-    if len(records) // 2 > _MAX_SCOPES:
-        return f"more than {_MAX_SCOPES} regions"
-    return None
+    return _plan(text, budget).why
 
 
 def scope_ids(records) -> list[int]:
-    """Each record's scope id as Proton's scope analysis numbers them for straight-line
-    records: a new id per start, in order; an end takes the latest open start of its name."""
+    """Each record's scope id as Proton's scope analysis numbers them: a new id per start, in
+    text order; an end takes the latest open start of its name."""
     ids, open_, nxt = [], {}, 0
     for op in records:
         m = _RECORD.match(op.head)
@@ -98,42 +187,86 @@ def scope_ids(records) -> list[int]:
     return ids
 
 
-def record_table(text: str) -> list[list[int]]:
-    """``[scope id, 1 if end else 0]`` of each record slot, in slot order: what ``decode``
-    needs besides the buffer (the slots hold clocks only)."""
-    _, _, records = _records(text)
-    return [[i, int(_RECORD.match(op.head).group(1) == "end")]
-            for i, op in zip(scope_ids(records), records, strict=True)]
+def record_table(text: str, budget: int | None = None) -> list[list[int]]:
+    """``[scope id, 1 if end else 0]`` of each record op in text order, with a third entry,
+    its loop's index in ``loop_table``, for a record inside a loop: what ``decode`` needs
+    besides the buffer (the slots hold clocks only)."""
+    plan = _plan(text, budget)
+    out = []
+    for i, op, loop in zip(scope_ids(plan.records), plan.records, plan.loop_of, strict=True):
+        row = [i, int(_RECORD.match(op.head).group(1) == "end")]
+        out.append(row if loop < 0 else [*row, loop])
+    return out
 
 
-def block_bytes(records: int) -> int:
-    """Bytes per CTA: the header words, a clock word per record, in 8-byte steps."""
-    return -(-4 * (DIRECT_HEADER_WORDS + records) // 8) * 8
+def loop_table(text: str, budget: int | None = None) -> list[list[int]]:
+    """``[cap, stride]`` of each recording loop: the iterations its section keeps (its first
+    ones) and the words each takes."""
+    return [[lp.cap, lp.stride] for lp in _plan(text, budget).loops]
 
 
-def data_bytes(text: str) -> int:
-    """Record bytes per CTA (4 per record op), the ``buffer_size`` ``check`` shows."""
-    return 4 * len(_records(text)[2])
+def layout(table: list[list[int]], loops: list[list[int]]) -> tuple[list[int], list[int], int]:
+    """Where a CTA's block keeps each record: (each record's word in the first iteration,
+    each loop's section start, words in all) for ``record_table`` and ``loop_table``."""
+    top = DIRECT_HEADER_WORDS + len(loops)
+    words, pos = [], [0] * len(loops)
+    for row in table:
+        if len(row) < 3:
+            words.append(top)
+            top += 1
+    start = -(-top // 4) * 4 if loops else top
+    sections = []
+    for cap, stride in loops:
+        sections.append(start)
+        start += -(-cap * stride // 4) * 4
+    out, t = [], 0
+    for row in table:
+        if len(row) < 3:
+            out.append(words[t])
+            t += 1
+        else:
+            out.append(sections[row[2]] + pos[row[2]])
+            pos[row[2]] += 1
+    return out, sections, start
 
 
-def lower(text: str) -> str:
+def block_bytes(table: list[list[int]], loops: list[list[int]] = ()) -> int:
+    """Bytes per CTA: the layout's words in 8-byte steps (16 with loops: their vector stores
+    need it)."""
+    step = 16 if loops else 8
+    return -(-4 * layout(table, list(loops))[2] // step) * step
+
+
+def data_bytes(text: str, budget: int | None = None) -> int:
+    """Record bytes per CTA (the block less its two header words), the ``buffer_size``
+    ``check`` shows."""
+    return block_bytes(record_table(text, budget), loop_table(text, budget)) - 4 * DIRECT_HEADER_WORDS
+
+
+def lower(text: str, budget: int | None = None) -> str:
     """``text`` with its records lowered as described above (``eligible`` must be None).
 
-    Record sites keep only their clock read; the timer and SM id reads and every store wait
-    until just before ``tt.return`` (H100, 65,536-CTA gelu: 1.034 with each store where its
-    value is read, 1.023 at the end), in one inline-asm block of aligned vector stores by
-    thread 0."""
-    why = eligible(text)
+    Record sites keep only their clock read. Records inside a loop are stored at the end of
+    each iteration, before ``scf.yield``, by thread 0 for the first ``cap`` iterations; the
+    timer and SM id reads and every other store wait until just before ``tt.return`` (H100,
+    65,536-CTA gelu: 1.034 with each store where its value is read, 1.023 at the end), in
+    one inline-asm block of aligned vector stores by thread 0."""
+    why = eligible(text, budget)
     if why:
         raise ValueError(f"records cannot be lowered directly: {why}")
-    module, _, records = _records(text)
-    func = records[0].parent_op()
-    n = len(records)
-    nbytes = block_bytes(n)
+    plan = _plan(text, budget)
+    module, records = plan.module, plan.records
+    table, loops = record_table(text, budget), loop_table(text, budget)
+    word_of, sections, _ = layout(table, loops)
+    func = plan.func
+    nbytes = block_bytes(table, loops)
     body = func.regions[0].blocks[0]
     indent = " " * (body.ops[0].column - 1)
     names = _Names(text)
-    base = names.new("base")
+    base, addr = names.new("base"), names.new("a")
+    alloc = [f"{base} = proton_gpu.global_scratch_alloc {{alignment = 128 : i32, "
+             f"nbytes = {nbytes} : i32, offset = 0 : i32}} : !tt.ptr<i32>",
+             f"{addr} = tt.ptr_to_int {base} : !tt.ptr<i32> -> i64"]
 
     def read(reg: str | None, ty: str) -> tuple[str, str]:
         """A special register read (``reg`` None: a record's clock) as a fresh value."""
@@ -143,36 +276,98 @@ def lower(text: str) -> str:
         return v, (f'{v} = tt.elementwise_inline_asm "{asm}" {{constraints = "={c}", '
                    f"packed_element = 1 : i32, pure = false}} -> {ty}")
 
+    def const(value: int, ty: str) -> tuple[str, str]:
+        v = names.new("c")
+        return v, f"{v} = arith.constant {value} : {ty}"
+
     sites = [read(None, "i32") for _ in records]
+    edits = [(op.start, op.end, line) for op, (_, line) in zip(records, sites, strict=True)]
     gt, gt_line = read("globaltimer", "i64")
     sm, sm_line = read("smid", "i32")
-    c32, c8, mask = names.new("c"), names.new("c"), names.new("c")
+    (c32, l32), (c8, l8), (mask, lmask) = (const(32, "i64"), const(SM_ID_BITS, "i32"),
+                                           const((1 << SM_ID_BITS) - 1, "i32"))
     lo, sh, hi, hs, sm8, w0 = (names.new("w") for _ in range(6))
-    late = [gt_line, sm_line,
-            f"{c32} = arith.constant 32 : i64", f"{c8} = arith.constant {SM_ID_BITS} : i32",
-            f"{mask} = arith.constant {(1 << SM_ID_BITS) - 1} : i32",
+    late = [gt_line, sm_line, l32, l8, lmask,
             f"{lo} = arith.trunci {gt} : i64 to i32", f"{sh} = arith.shrui {gt}, {c32} : i64",
             f"{hi} = arith.trunci {sh} : i64 to i32", f"{hs} = arith.shli {hi}, {c8} : i32",
             f"{sm8} = arith.andi {sm}, {mask} : i32", f"{w0} = arith.ori {sm8}, {hs} : i32"]
     words = {0: w0, 1: lo}
-    for k, (clk, _) in enumerate(sites):
-        words[DIRECT_HEADER_WORDS + k] = clk
-    late += [f"{base} = proton_gpu.global_scratch_alloc {{alignment = 128 : i32, "
-             f"nbytes = {nbytes} : i32, offset = 0 : i32}} : !tt.ptr<i32>"]
-    late += _packed_stores(base, words, names, 4 if nbytes % 16 == 0 else 2)
-
+    for k, loop in enumerate(plan.loops):
+        count, lines = _trip_count(loop, const, names)
+        late += lines
+        words[DIRECT_HEADER_WORDS + k] = count
+        # this iteration's records, stored at its end (thread 0, the first ``cap`` iterations)
+        blk = loop.op.regions[0].blocks[0]
+        iteration, lines = _iteration(loop, const, names)
+        it_addr, stride_bytes = names.new("a"), names.new("a")
+        off32, off64 = names.new("a"), names.new("a")
+        lines += [f"{stride_bytes} = arith.constant {4 * loop.stride} : i32",
+                  f"{off32} = arith.muli {iteration}, {stride_bytes} : i32",
+                  f"{off64} = arith.extui {off32} : i32 to i64",
+                  f"{it_addr} = arith.addi {addr}, {off64} : i64"]
+        mine = {word_of[i] - sections[k]: sites[i][0] for i in loop.records}
+        guard = (iteration, loop.cap) if loop.trips is None or loop.trips > loop.cap else None
+        lines += _packed_stores(it_addr, mine, names, {1: 1, 2: 2}.get(loop.stride, 4),
+                                offset=4 * sections[k], guard=guard)
+        last = blk.ops[-1]  # scf.yield, unless the loop yields nothing (then not printed)
+        pad = "\n" + " " * (last.column - 1)
+        if last.name == "scf.yield":
+            edits.append((last.start, last.start, pad.join(lines) + pad))
+        else:
+            edits.append((last.end, last.end, pad + pad.join(lines)))
+    for i, loop in enumerate(plan.loop_of):
+        if loop < 0:
+            words[word_of[i]] = sites[i][0]
     ret = body.ops[-1]
     if ret.name != "tt.return":
         raise ValueError("the kernel's function does not end with tt.return")
-    edits = [(op.start, op.end, [line], False) for op, (_, line) in zip(records, sites, strict=True)]
-    edits.append((ret.start, ret.start, late, True))
+    pad = "\n" + indent
+    if plan.loops:  # the address must be known inside the first recording loop
+        first = min(lp.op.start for lp in plan.loops)
+        edits.append((first, first, pad.join(alloc) + pad))
+    else:
+        late += alloc
+    late += _packed_stores(addr, words, names, 4 if nbytes % 16 == 0 else 2)
+    edits.append((ret.start, ret.start, pad.join(late) + pad))
     out, pos = [], 0
-    for start, end, lines, before in sorted(edits, key=lambda e: (e[0], not e[3])):
+    for start, end, new in sorted(edits, key=lambda e: (e[0], e[1])):
         out.append(module.text[pos:start])
-        out.append(("\n" + indent).join(lines) + ("\n" + indent if before else ""))
+        out.append(new)
         pos = end
     out.append(module.text[pos:])
     return "".join(out)
+
+
+def _iteration(loop: _Loop, const, names: _Names) -> tuple[str, list[str]]:
+    """The iteration number (i32, from 0) inside ``loop``'s body: (iv - lb) / step."""
+    d = names.new("i")
+    lines = [f"{d} = arith.subi {loop.iv}, {loop.lb} : {loop.ty}"]
+    if loop.step_value != 1:
+        q = names.new("i")
+        lines.append(f"{q} = arith.divsi {d}, {loop.step} : {loop.ty}")
+        d = q
+    if loop.ty == "i64":
+        t = names.new("i")
+        lines.append(f"{t} = arith.trunci {d} : i64 to i32")
+        d = t
+    return d, lines
+
+
+def _trip_count(loop: _Loop, const, names: _Names) -> tuple[str, list[str]]:
+    """The iterations ``loop`` ran (i32), computed after it from its bounds:
+    max(0, ceil((ub - lb) / step))."""
+    (one, l1), (zero, l0) = const(1, loop.ty), const(0, loop.ty)
+    d, s1, e, n, n0 = (names.new("n") for _ in range(5))
+    lines = [l1, l0, f"{d} = arith.subi {loop.ub}, {loop.lb} : {loop.ty}",
+             f"{s1} = arith.subi {loop.step}, {one} : {loop.ty}",
+             f"{e} = arith.addi {d}, {s1} : {loop.ty}",
+             f"{n} = arith.divsi {e}, {loop.step} : {loop.ty}",
+             f"{n0} = arith.maxsi {n}, {zero} : {loop.ty}"]
+    if loop.ty == "i64":
+        t = names.new("n")
+        lines.append(f"{t} = arith.trunci {n0} : i64 to i32")
+        n0 = t
+    return n0, lines
 
 
 def _runs(words: dict[int, str], widest: int) -> list[tuple[int, list[str]]]:
@@ -190,22 +385,28 @@ def _runs(words: dict[int, str], widest: int) -> list[tuple[int, list[str]]]:
     return out
 
 
-def _packed_stores(base: str, words: dict[int, str], names: _Names, widest: int) -> list[str]:
-    """One inline-asm block in which thread 0 of the CTA stores ``words`` with vector stores."""
-    addr, dummy = names.new("a"), names.new("a")
-    values = sorted(set(words.values()))
+def _packed_stores(addr: str, words: dict[int, str], names: _Names, widest: int,
+                   offset: int = 0, guard: tuple[str, int] | None = None) -> list[str]:
+    """One inline-asm block in which thread 0 of the CTA stores ``words`` (word k at byte
+    ``offset + 4 k`` from the i64 address ``addr``) with vector stores; with ``guard`` (an i32
+    value, a bound) only while the value is below the bound."""
+    dummy = names.new("a")
+    values = sorted(set(words.values()) | ({guard[0]} if guard else set()))
     slot = {v: i + 2 for i, v in enumerate(values)}  # $0 dummy result, $1 address
     body = ["{ .reg .pred %p; .reg .b32 %t; mov.u32 %t, %tid.x; setp.eq.u32 %p, %t, 0;"]
+    if guard:
+        body.append(f".reg .pred %q; setp.lt.u32 %q, ${slot[guard[0]]}, {guard[1]}; "
+                    "and.pred %p, %p, %q;")
     for w, vals in _runs(words, widest):
         regs = ", ".join(f"${slot[v]}" for v in vals)
         vec = {4: ".v4", 2: ".v2", 1: ""}[len(vals)]
-        body.append(f"@%p st.global{vec}.b32 [$1+{4 * w}], " + (f"{{{regs}}};" if vec else f"{regs};"))
+        body.append(f"@%p st.global{vec}.b32 [$1+{offset + 4 * w}], "
+                    + (f"{{{regs}}};" if vec else f"{regs};"))
     body.append("mov.u32 $0, 0; }")
     cons = ",".join(["=r", "l"] + ["r"] * len(values))
     args = ", ".join(values)
     types = ", ".join(["i64"] + ["i32"] * len(values))
-    return [f"{addr} = tt.ptr_to_int {base} : !tt.ptr<i32> -> i64",
-            f'{dummy} = tt.elementwise_inline_asm "{" ".join(body)}" {{constraints = "{cons}", '
+    return [f'{dummy} = tt.elementwise_inline_asm "{" ".join(body)}" {{constraints = "{cons}", '
             f"packed_element = 1 : i32, pure = false}} {addr}, {args} : {types} -> i32"]
 
 

@@ -78,9 +78,10 @@ class LoweringOptions:
     shared memory (0: Proton's default, at most 4% of the device's shared memory and never
     more than the kernel leaves free); with "global" records go straight to the profile
     scratch in global memory (0: 16 KiB per warp); "direct" is our own lowering of records
-    that each run once per CTA, by warp 0 (``direct.py``; others fall back to "global");
-    "auto" is direct where it applies, else global for a kernel whose records all sit outside
-    loops, shared for the others. ``warps``: warp ids that record, "first"
+    at the top level of the kernel or of a top-level ``scf.for``, by warp 0 (``direct.py``;
+    ``buffer_size`` is then the bytes per CTA for records inside loops, 0: ``direct.LOOP_BYTES``;
+    others fall back to "global"); "auto" is direct where it applies, else global for a kernel
+    whose records all sit outside loops, shared for the others. ``warps``: warp ids that record, "first"
     (the first warp of each partition; every warp of a persistent kernel; chosen per kernel by
     ``for_kernel``) or "all" (None means "all" too). ``auto_size`` (``--buffer-size auto``)
     with ``buffer_size`` 0: a kernel whose records all sit outside loops gets a buffer of just
@@ -135,7 +136,7 @@ class LoweringOptions:
                 )
             object.__setattr__(self, "warps", warps)
         # "first" as for all warps; for_kernel fits it to the partitions. A direct buffer has
-        # one slot per record op, no power-of-two segments.
+        # a slot per record op (per kept iteration in a loop), no power-of-two segments.
         if self.buffer_size and self.buffer_type != "direct":
             explicit = not isinstance(self.warps, str)
             _check_buffer_size(self.buffer_size, len(self.warps) if explicit else None)
@@ -175,10 +176,11 @@ class LoweringOptions:
 
             # Proton's per-CTA set-up and header are the floor of short CTAs (H100, Inductor
             # gelu 2^26, 65,536 CTAs: 1.040 in Proton's global buffer, 1.008 direct).
+            # buffer_size stays what was asked: direct.py's bytes for records inside loops
+            # (``direct.data_bytes`` tells the block it gives), so resolving twice is harmless.
             if (not hip and warps not in ("all", None) and tuple(warps) == (0,)
-                    and direct.eligible(text) is None):
-                return replace(self, warps=(0,), buffer_type="direct",
-                               buffer_size=direct.data_bytes(text), auto_size=False)
+                    and direct.eligible(text, self.buffer_size or None) is None):
+                return replace(self, warps=(0,), buffer_type="direct", auto_size=False)
             # Records that each run once per warp cost less written straight to global memory
             # than copied out of a shared buffer at the end (H100: layer norm 1.051 -> 1.018,
             # attention 1.021 -> 1.004); records inside loops cost less in shared memory
@@ -494,7 +496,7 @@ class ProtonLowering:
 
             from . import direct
 
-            lowered = direct.lower(text)  # 32-bit clocks either way
+            lowered = direct.lower(text, self.options.buffer_size or None)  # 32-bit clocks
             with tempfile.TemporaryDirectory(prefix="proton-inject-") as tmp:
                 path = os.path.join(tmp, "direct.ttgir")
                 with open(path, "w", encoding="latin-1") as f:

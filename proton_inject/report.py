@@ -625,6 +625,12 @@ def drop_warning(k: dict[str, Any]) -> str | None:
         return None
     pct = 100.0 * d["records_dropped"] / max(1, d["records_written"])
     need = d["needed_buffer_size"]
+    if d.get("buffer_type") == "direct":
+        return (f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) "
+                f"were not kept: in {d['ctas_with_drops']:,} CTAs a loop ran more iterations than "
+                "its part of the block holds, so only its first iterations have regions. "
+                f"--buffer-size {need} (bytes per CTA for records inside loops) would have held "
+                "them all.")
     per_warp = need // max(1, k["num_warps"]) if need else None
     head = (
         f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) were "
@@ -632,7 +638,7 @@ def drop_warning(k: dict[str, Any]) -> str | None:
         f"{d['ctas_with_drops']:,} CTAs, so the oldest regions are missing. --buffer-size {need} "
         f"({per_warp} bytes per warp)"
     )
-    if d.get("buffer_type") in ("global", "direct"):
+    if d.get("buffer_type") == "global":
         return f"{head} with --buffer-type global would have held them all."
     return (
         f"{head} would have held them all, if the kernel leaves that much shared memory free "

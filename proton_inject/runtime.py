@@ -1337,6 +1337,7 @@ class Session:
             record_cost_cycles=self._record_cost(rec),
             clock_bracket=rec.clock_bracket,
             direct_records=self._direct_records(rec),
+            direct_loops=self._kernel_ir(rec)[3],
             timer_ref_ns=self._timer_ref(rec),
         )
 
@@ -1358,9 +1359,10 @@ class Session:
         (``LoweringOptions.for_kernel`` on the IR it was compiled from)."""
         return self._kernel_ir(rec)[0]
 
-    def _kernel_ir(self, rec: LaunchRecord) -> tuple[LoweringOptions, int, list[list[int]] | None]:
+    def _kernel_ir(self, rec: LaunchRecord) -> tuple[LoweringOptions, int, list[list[int]] | None,
+                                                     list[list[int]] | None]:
         """What the launch's instrumented IR says, read once per kernel: the resolved options,
-        N of ``--sample-ctas``, and the record slots if ``direct.py`` lowered it."""
+        N of ``--sample-ctas``, and the record and loop tables if ``direct.py`` lowered it."""
         from . import direct
         from .instrument import sampled_ctas
 
@@ -1370,8 +1372,13 @@ class Session:
             path = self._ir_path(rec)
             text = path.read_text(encoding="latin-1") if path else ""
             opts = self.options.for_kernel(text, self._max_shared)
-            table = direct.record_table(text) if opts.buffer_type == "direct" else None
-            cache[key] = (opts, sampled_ctas(text), table)
+            budget = self.options.buffer_size or None
+            if opts.buffer_type == "direct":
+                table = direct.record_table(text, budget)
+                loops = direct.loop_table(text, budget) or None
+            else:
+                table = loops = None
+            cache[key] = (opts, sampled_ctas(text), table, loops)
         return cache[key]
 
     def _direct_records(self, rec: LaunchRecord) -> list[list[int]] | None:
@@ -1381,7 +1388,7 @@ class Session:
     def _sampling(self, rec: LaunchRecord) -> tuple[list[int] | None, int]:
         """What this launch's kernel sampled: the warps that recorded, as the lowering chose
         them (None: every warp), and N of ``--sample-ctas``."""
-        opts, every_nth, _ = self._kernel_ir(rec)
+        opts, every_nth, _, _ = self._kernel_ir(rec)
         return (list(opts.selected) if opts.selected else None, every_nth)
 
     def _record_cost(self, rec: LaunchRecord) -> float | None:

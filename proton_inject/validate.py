@@ -280,14 +280,20 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
     if bracket is not None and not _clock_bracket_ok(bracket):
         raise bad("clock_bracket", 'null, {"missing": "why"} or {"before": side, "after": side} '
                                    "as proton-inject run writes it")
-    table = d.get("direct_records")
+    table, loops = d.get("direct_records"), d.get("direct_loops")
     if buffer_type == "direct" or table is not None:
         need("direct_records")
+        if not (isinstance(loops, list | None) and all(
+                isinstance(x, list) and len(x) == 2 and all(is_int(v) for v in x)
+                and 1 <= x[0] <= 1 << 20 and 1 <= x[1] <= 1024 for x in loops or [])):
+            raise bad("direct_loops", "absent, or a list of [iterations kept, words per "
+                                      "iteration], one per recording loop")
         if not (isinstance(table, list) and table and len(table) <= 512 and all(
-                isinstance(r, list) and len(r) == 2 and all(is_int(x) for x in r)
-                and 0 <= r[0] < 256 and r[1] in (0, 1) for r in table)):
-            raise bad("direct_records", "a list of [scope id, 0 start | 1 end], one per record "
-                                        "slot, with buffer_type 'direct'")
+                isinstance(r, list) and len(r) in (2, 3) and all(is_int(x) for x in r)
+                and 0 <= r[0] < 256 and r[1] in (0, 1)
+                and (len(r) == 2 or 0 <= r[2] < len(loops or [])) for r in table)):
+            raise bad("direct_records", "a list of [scope id, 0 start | 1 end(, loop index)], "
+                                        "one per record op, with buffer_type 'direct'")
     binary = d.get("bin")
     if binary is not None and not (isinstance(binary, str) and _SAFE_NAME.fullmatch(binary) and
                                    binary.endswith((".bin", ".bin.gz"))):
@@ -307,6 +313,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
         record_cost_cycles=None if cost is None else float(cost), clock_bracket=bracket,
         direct_records=None if table is None else [list(r) for r in table],
+        direct_loops=None if not loops else [list(x) for x in loops],
         timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
     )  # fmt: skip
 

@@ -61,9 +61,16 @@ def test_fixtures_compile_with_measured_sizes():
     # which is why the H100 run (130 records per warp) wrapped.
     assert mm.shared_bytes == 106496 and mm.buffer_bytes == 8192 and mm.records_per_warp == 128
     assert mm.binary_bytes > 1000
-    # The defaults: warp 0 records. Records in loops: warp 0 keeps the 128 slots each warp had
-    # when every warp recorded, and the buffer (copied out whole) is an eighth of Proton's.
+    # The defaults: warp 0 records, lowered directly: the K loop's iteration records go to a
+    # section of 256 iterations x 2 clocks (2 KiB per CTA), beside the header and loop count;
+    # no shared memory for records.
     one = check_file(DATA / "mm_kernel.ttgir")
+    assert one.recording_warps == [0] and one.buffer_type == "direct"
+    assert one.buffer_bytes == 2072 and one.profile_scratch_bytes == 2080
+    assert one.shared_bytes == 98304
+    # In Proton's shared buffer warp 0 keeps the 128 slots each warp had when every warp
+    # recorded, and the buffer (copied out whole) is an eighth of Proton's.
+    one = check_file(DATA / "mm_kernel.ttgir", options=LoweringOptions(buffer_type="shared"))
     assert one.recording_warps == [0] and one.buffer_bytes == 1024 and one.records_per_warp == 128
     assert one.shared_bytes == 98304 + 1024
 
@@ -169,9 +176,11 @@ def test_cli_check_exit_codes(tmp_path):
     ok = runner.invoke(main, ["check", str(DATA), "--target", "cuda:90", "--clock", "32"])
     assert ok.exit_code == 0, ok.output
     assert "2 regions: 0 'kernel', 1 'iter' (in 'kernel')" in ok.output
-    # The defaults: warp 0 of add_kernel's 4 keeps 256 slots in a 2 KiB buffer (Proton's
-    # default, 8 KiB for all 4 warps, was 8320 B/CTA).
-    assert "profile scratch 2176 B/CTA" in ok.output and "2 ok, 0 failed" in ok.output
+    # The defaults: warp 0 of add_kernel's 4, lowered directly: header, loop count, kernel
+    # clocks and 4 iterations x 2 clocks (its loop runs 4 times) in 96 B (Proton's default,
+    # 8 KiB for all 4 warps, was 8320 B/CTA; one warp in Proton's shared buffer 2176).
+    assert ("profile scratch 96 B/CTA (88 B of records, 22 clock slots); stored by warp 0's "
+            "first thread") in ok.output and "2 ok, 0 failed" in ok.output
     bad = tmp_path / "bad.ttgir"
     bad.write_text((DATA / "add_kernel.ttgir").read_text().replace('proton.record end "iter"', ""))
     failed = runner.invoke(main, ["check", str(bad)])

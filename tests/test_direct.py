@@ -47,8 +47,11 @@ def _compile(text: str, tmp: Path, options: LoweringOptions):
 def test_which_kernels_it_applies_to():
     text = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
     assert direct.eligible(insert_text(text, Rules().with_defaults()).text) is None
-    # a record inside a loop runs many times; under a CTA sampler's branch maybe not at all
-    assert "loops" in direct.eligible(insert_text(text, Rules(kernel_scope=True, loops="both")).text)
+    # records inside a top-level loop: each iteration stores its own; under a CTA sampler's
+    # branch a record may not run at all; in a nested loop the iteration is not one number
+    assert direct.eligible(insert_text(text, Rules(kernel_scope=True, loops="both")).text) is None
+    segment = (SAMPLES / "cuda-90/segment_mean_kernel.ttgir").read_text(encoding="latin-1")
+    assert "nested loops" in direct.eligible(insert_text(segment, Rules().with_defaults()).text)
     sampled = insert_text(text, Rules(sample_ctas=4, marks=False).with_defaults()).text
     assert direct.eligible(sampled) is not None
     assert direct.eligible(text) == "no records"
@@ -57,7 +60,7 @@ def test_which_kernels_it_applies_to():
     hip = (SAMPLES / "hip-gfx942/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
     assert direct.eligible(insert_text(hip, Rules().with_defaults()).text) == "not an NVIDIA kernel"
     # explicit --buffer-type direct where it does not apply: Proton's lowering, as auto would
-    inner = insert_text(text, Rules(kernel_scope=True, loops="both")).text
+    inner = insert_text(segment, Rules(kernel_scope=True, loops="both")).text
     assert LoweringOptions(buffer_type="direct").for_kernel(inner).buffer_type == "shared"
     assert LoweringOptions(buffer_type="direct").for_kernel(sampled).buffer_type == "global"
     # every warp records (asked, or a persistent kernel): Proton's lowering
@@ -75,16 +78,20 @@ def test_eligible_samples_compile_with_protons_scope_ids(path, tmp_path):
     text = path.read_text(encoding="latin-1")
     if direct.eligible(text) is not None:
         pytest.skip(direct.eligible(text))
-    _, _, records = direct._records(text)
+    records = direct._plan(text, None).records
     ids = direct.scope_ids(records)
     names = {i: direct._RECORD.match(op.head).group(2) for i, op in zip(ids, records, strict=True)}
     assert sorted(names.items()) == sorted(scope_names_of(str(path))[0])
     ck = _compile(text, tmp_path, LoweringOptions(buffer_type="direct", warps=(0,)))
     ptx = ck.asm["ptx"]
-    # 2 header words and a clock word per record, in 8-byte steps
-    assert ck.metadata.profile_scratch_size == direct.block_bytes(len(records))
-    assert direct.block_bytes(len(records)) == -(-(8 + 4 * len(records)) // 8) * 8
-    assert ptx.count("%globaltimer") == 1 and ptx.count("%clock64") == len(records)
+    # 2 header words, a word per loop, a clock word per record (per kept iteration in a loop)
+    table, loops = direct.record_table(text), direct.loop_table(text)
+    assert ck.metadata.profile_scratch_size == direct.block_bytes(table, loops)
+    if not loops:
+        assert direct.block_bytes(table) == -(-(8 + 4 * len(records)) // 8) * 8
+    assert ptx.count("%globaltimer") == 1
+    # (a loop of a few constant iterations may be unrolled: its reads then repeat)
+    assert ptx.count("%clock64") == len(records) if not loops else ptx.count("%clock64") >= len(records)
     assert "%clock;" not in ptx
     plain = _compile(re.sub(r'^\s*proton\.record .*\n', "", text, flags=re.M), tmp_path / "p",
                      LoweringOptions())
@@ -105,14 +112,47 @@ def test_lowered_text_layout_and_fresh_names():
     assert low.count("%globaltimer;") == 1 and low.index("%globaltimer;") > low.rindex("%clock64;")
     # word 0 the SM id and timer bits 32-55, word 1 timer bits 0-31, 2-3 the clocks: a 16-byte
     # block stored by thread 0 in one vector store after the kernel's own stores
-    assert direct.block_bytes(2) == 16 and direct.block_bytes(8) == 40 and direct.data_bytes(inst) == 8
+    assert direct.block_bytes([[0, 0]] * 2) == 16 and direct.block_bytes([[0, 0]] * 8) == 40
+    assert direct.data_bytes(inst) == 8
     stores = re.findall(r"st\.global(\.v\d)?\.b32 \[\$1\+(\d+)\]", low)
     assert stores == [(".v4", "0")]
     assert low.index("st.global") > low.rindex("tt.store")
     assert "setp.eq.u32 %p, %t, 0" in low and "mov.u32 %t, %tid.x" in low
     assert direct.record_table(inst) == [[0, 0], [0, 1]]
-    with pytest.raises(ValueError, match="loops"):
-        direct.lower(insert_text(text, Rules(kernel_scope=True, loops="both")).text)
+    segment = (SAMPLES / "cuda-90/segment_mean_kernel.ttgir").read_text(encoding="latin-1")
+    with pytest.raises(ValueError, match="nested loops"):
+        direct.lower(insert_text(segment, Rules().with_defaults()).text)
+
+
+def test_records_inside_a_loop_are_stored_each_iteration():
+    """A loop's records are stored at the end of each iteration, into the loop's section
+    (its first ``cap`` iterations), and the iterations it ran after the loop."""
+    add = (SAMPLES / "cuda-90/add_kernel.ttgir").read_text(encoding="latin-1")
+    inst = insert_text(add, Rules(kernel_scope=True, loops="both")).text  # + its store mark
+    assert direct.eligible(inst) is None
+    # kernel, loop, then iteration and mark regions inside the loop (its index third)
+    assert direct.record_table(inst) == [[0, 0], [1, 0], [2, 0, 0], [3, 0, 0], [3, 1, 0],
+                                         [2, 1, 0], [1, 1], [0, 1]]
+    assert direct.loop_table(inst) == [[4, 4]]  # 4 iterations (constant), 4 words each
+    words, sections, total = direct.layout(direct.record_table(inst), direct.loop_table(inst))
+    # header, the loop's count, 4 top-level clocks; the section from word 8, 16 words
+    assert words == [3, 4, 8, 9, 10, 11, 5, 6] and sections == [8] and total == 24
+    assert direct.block_bytes(direct.record_table(inst), direct.loop_table(inst)) == 96
+    low = direct.lower(inst)
+    body = low[low.index("scf.for"):low.index("} loc", low.index("scf.for"))]
+    assert body.count("%clock64;") == 4
+    stores = re.findall(r"st\.global(\.v\d)?\.b32 \[\$1\+(\d+)\]", body)
+    assert stores == [(".v4", "32")]  # one 16-byte store per iteration, after its last record
+    assert body.index("st.global") > body.rindex("%clock64;") and "%q" not in body
+    # layer norm: three loops with bounds known only at run time share the loop bytes, and
+    # stores stop after the iterations that fit
+    ln = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
+    inst = insert_text(ln, Rules(kernel_scope=True, loops="both")).text
+    assert direct.loop_table(inst) == [[85, 2]] * 3
+    assert direct.loop_table(inst, budget=4096) == [[170, 2]] * 3
+    low = direct.lower(inst)
+    assert low.count("setp.lt.u32 %q") == 3 and ", 85; and.pred %p, %p, %q;" in low
+    assert low.count("arith.divsi") == 3 + 3  # each loop's iteration, and its trip count
 
 
 def test_a_failed_direct_lowering_falls_back_to_protons(tmp_path):
@@ -196,6 +236,79 @@ def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
     assert medians[("direct", "kernel")] <= 1.02 * medians[("global", "kernel")], medians
 
 
+@pytest.mark.gpu
+@requires_gpu
+def test_records_inside_loops_lowered_directly_on_the_gpu(tmp_path):
+    """The layer norm example with every iteration of its three loops (8,232 columns, 9
+    iterations each): lowered directly by default, the outputs unchanged, every CTA has all 9
+    iterations of each loop, each inside the loop's region; with --buffer-size 128 (5
+    iterations per loop) the first 5 are kept and the drops are counted. Set
+    PI_FIXTURE_OUT to keep that run's raw files (``tests/data/h100-direct-loops``)."""
+    import os
+    import shutil
+
+    import torch
+
+    from proton_inject.decode import decode, find_raw, load_raw
+    from proton_inject.instrument import instrument_tree, write_tree
+    from proton_inject.override import dump_program
+    from proton_inject.runtime import profile
+
+    ex = ROOT / "examples" / "layernorm.py"
+    assert dump_program(["python", str(ex)], tmp_path / "dump").exit_code == 0
+    outputs, manifest, _ = instrument_tree(tmp_path / "dump", Rules(kernel_scope=True, loops="both"))
+    inst = write_tree(outputs, manifest, tmp_path / "inst")
+    ln = _load(ex, "pi_layernorm_loops")
+    torch.manual_seed(0)
+    x = torch.randn(1151, 8232, device="cuda", dtype=torch.float16)
+    w = torch.rand(8232, device="cuda", dtype=torch.float16)
+    b = torch.randn(8232, device="cuda", dtype=torch.float16)
+    plain = ln.layernorm(x, w, b)
+    medians = {}
+    for name, opts in (("direct", LoweringOptions()), ("shared", LoweringOptions(buffer_type="shared")),
+                       ("direct 128", LoweringOptions(buffer_size=128))):
+        out = tmp_path / name.replace(" ", "_")
+        with profile(inst, out=out, options=opts) as result:
+            got = ln.layernorm(x, w, b)
+        assert all(torch.equal(p, q) for p, q in zip(plain, got, strict=True)), name
+        [path] = find_raw(out / "raw")
+        data, meta = load_raw(path)
+        assert meta.buffer_type == name.split()[0], result.messages
+        d = decode(data, meta)
+        ev = d.events
+        iters = {sid: n for sid, n in meta.scopes.items() if n.startswith("iter")}
+        loops = {sid: n for sid, n in meta.scopes.items() if n.startswith("loop")}
+        assert len(iters) == len(loops) == 3
+        kept = 5 if name == "direct 128" else 9
+        for sid in iters:
+            m = ev.scope == sid
+            per_cta = np.bincount(ev.cta[m], minlength=1151)
+            assert (per_cta == kept).all(), (name, np.unique(per_cta))
+            medians[(name, iters[sid])] = float(np.median(ev.cycles[m]))
+        # each iteration inside its loop's region, iterations in order
+        for it_sid, lp_sid in zip(sorted(iters), sorted(loops), strict=True):
+            li, ll = ev.scope == it_sid, ev.scope == lp_sid
+            lo, hi = np.empty(1151, np.int64), np.empty(1151, np.int64)
+            lo[ev.cta[ll]], hi[ev.cta[ll]] = ev.start[ll], ev.end[ll]
+            assert (ev.start[li] >= lo[ev.cta[li]]).all() and (ev.end[li] <= hi[ev.cta[li]]).all()
+        if name == "direct 128":
+            assert d.drops.dropped == 1151 * 3 * 4 * 2 and d.drops.ctas_with_drops == 1151
+            assert d.drops.needed_buffer_size == 3 * 9 * 2 * 4  # 216 bytes keep all 9
+            if os.environ.get("PI_FIXTURE_OUT"):
+                keep = Path(os.environ["PI_FIXTURE_OUT"])
+                keep.mkdir(parents=True, exist_ok=True)
+                for f in path.parent.glob(path.name.replace(".json", "") + ".*"):
+                    shutil.copy(f, keep / f.name)
+                shutil.copy(next(inst.rglob("layernorm_fwd_kernel.ttgir")), keep)
+        else:
+            assert d.drops.dropped == 0 and not [i for i in d.issues if "clock" not in i.cause
+                                                 and "timer" not in i.cause], d.warnings
+    print("\niteration medians (cycles):", medians)
+    for (name, it), v in medians.items():  # direct iterations read no more than Proton's shared
+        if name == "direct":
+            assert v <= 1.1 * medians[("shared", it)], medians
+
+
 H100_DIRECT = ROOT / "tests" / "data" / "h100-direct"
 
 
@@ -208,7 +321,7 @@ def test_real_direct_buffer_decodes_like_protons_layout():
     data, meta = load_raw(H100_DIRECT / "00000-layernorm_fwd_kernel.json")
     ttgir = (H100_DIRECT / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
     assert meta.buffer_type == "direct" and meta.direct_records == direct.record_table(ttgir)
-    assert meta.bytes_per_cta == direct.block_bytes(8) == 40 and data.size == 1151 * 40
+    assert meta.bytes_per_cta == direct.block_bytes(meta.direct_records) == 40 and data.size == 1151 * 40
     d = decode(data, meta)
     assert d.meta.buffer_type == "direct" and d.meta.clock_bits == 32  # clocks are 32-bit words
     assert not d.issues and d.drops.dropped == 0 and d.clock.source == "clock-bracket"

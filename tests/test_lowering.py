@@ -286,7 +286,7 @@ def test_default_options_record_one_warp_with_a_buffer_of_its_records(tmp_path):
     path = tmp_path / "ln.ttgir"
     path.write_text(text)
     o = LoweringOptions().for_kernel(text)
-    assert o.selected == (0,) and o.buffer_size == 32  # 8 clock words, warp 0
+    assert o.selected == (0,) and o.buffer_size == 0  # warp 0; no loop bytes asked
     assert o.buffer_type == "direct"  # each record runs once, by warp 0: our own lowering
     k = _compile(path, LoweringOptions(), 232448, tmp_path / "a").metadata
     assert k.profile_scratch_size == 40  # 2 header words + 8 clock words, in 8-byte steps
@@ -321,7 +321,9 @@ def test_buffer_type_and_warps_follow_the_kernel(tmp_path):
     whole, every_iter = Rules().with_defaults(), Rules(kernel_scope=True, loops="both")
     o = resolved("layernorm_fwd_kernel", whole)
     assert (o.buffer_type, o.selected) == ("direct", (0,))
-    o = resolved("layernorm_fwd_kernel", every_iter)
+    o = resolved("layernorm_fwd_kernel", every_iter)  # records in top-level loops: direct too
+    assert (o.buffer_type, o.selected) == ("direct", (0,))
+    o = resolved("segment_mean_kernel", every_iter)  # records in nested loops: shared
     assert (o.buffer_type, o.selected) == ("shared", (0,))
     o = resolved("layernorm_fwd_kernel", whole, "hip-gfx942")
     assert (o.buffer_type, o.selected) == ("shared", (0,))
