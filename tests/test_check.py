@@ -61,18 +61,12 @@ def test_fixtures_compile_with_measured_sizes():
     # which is why the H100 run (130 records per warp) wrapped.
     assert mm.shared_bytes == 106496 and mm.buffer_bytes == 8192 and mm.records_per_warp == 128
     assert mm.binary_bytes > 1000
-    # The defaults: warp 0 records, lowered directly: the K loop's iteration records go to a
-    # section of 256 iterations x 2 clocks (2 KiB per CTA), beside the header and loop count;
-    # no shared memory for records.
+    # The defaults: warp 0 records. Records in a loop of dots (not lowered directly: a store
+    # per iteration would cost more there): warp 0 keeps the 128 slots each warp had when
+    # every warp recorded, and the buffer (copied out whole) is an eighth of Proton's.
     one = check_file(DATA / "mm_kernel.ttgir")
-    assert one.recording_warps == [0] and one.buffer_type == "direct"
-    assert one.buffer_bytes == 2072 and one.profile_scratch_bytes == 2080
-    assert one.shared_bytes == 98304
-    # In Proton's shared buffer warp 0 keeps the 128 slots each warp had when every warp
-    # recorded, and the buffer (copied out whole) is an eighth of Proton's.
-    one = check_file(DATA / "mm_kernel.ttgir", options=LoweringOptions(buffer_type="shared"))
     assert one.recording_warps == [0] and one.buffer_bytes == 1024 and one.records_per_warp == 128
-    assert one.shared_bytes == 98304 + 1024
+    assert one.shared_bytes == 98304 + 1024 and one.buffer_type == "shared"
 
 
 def test_aot_kernel_with_inserted_record_compiles_for_cuda_and_hip(aot_files):
