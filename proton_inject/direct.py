@@ -1,4 +1,5 @@
-"""Our own lowering of loop-free records: clock reads, stored once per CTA by thread 0.
+"""Our own lowering of records at the top level of a kernel or of its top-level loops: clock
+reads, stored by thread 0.
 
 Proton's lowering costs every CTA a set-up and a finalize whatever it records (header stores,
 per-warp index upkeep, three globaltimer reads, a barrier), and writes a 40-byte header plus a
@@ -24,7 +25,11 @@ slowed a 100-iteration loop region by 60 cycles; with ``%clock64`` a region read
 uninstrumented code takes to within 3 cycles (``benchmarks/accuracy.py``). ``eligible`` says
 when this applies: an NVIDIA kernel, not warp-specialized, every record at the top level of
 a function whose body is one block (so each runs once, in text order, before its one
-``tt.return``).
+``tt.return``) or at the top level of the body of an ``scf.for`` at that level (so each runs
+once per iteration, in text order) whose body holds no dot or async copy (``_PIPELINED``).
+A loop's records are stored at the end of each iteration (its first ``cap`` iterations) and
+its trip count with the header: layer norm 8192^2, every iteration, 1.12 against 1.17 in
+Proton's shared buffer, of which the clock reads alone are 1.03 and the stores the rest.
 """
 
 from __future__ import annotations
