@@ -771,7 +771,7 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str
     the order they ran, tagged from ``meta.direct_records``. A CTA whose header is zero did not
     write its block. Also returns, when loops ran more iterations than their sections keep,
     the records each CTA did not keep and the ``--buffer-size`` that would have kept them."""
-    from .direct import DIRECT_HEADER_WORDS, SM_ID_BITS, block_bytes, layout
+    from .direct import DIRECT_HEADER_WORDS, SM_ID_BITS, block_bytes, layout, loop_bytes_needed
 
     rows = [list(r) for r in meta.direct_records or []]
     loops = [list(x) for x in meta.direct_loops or []]
@@ -790,23 +790,21 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str
     blocks = np.frombuffer(raw[: raw.size // stride * stride], dtype="<u4").reshape(-1, stride // 4)
     # Each record slot in the order the records ran: a loop's records, iteration by iteration,
     # where its first record stands in the text.
-    first_word, sections, _ = layout(rows, loops)
-    word, tag, loop_of, it_of, done = [], [], [], [], set()
+    first_word, _, _ = layout(rows, loops)
+    tags = [(row[1] << 31) | (row[0] << 23) for row in rows]
+    members = [[q for q, row in enumerate(rows) if len(row) > 2 and row[2] == lp]
+               for lp in range(len(loops))]
+    word, tag, loop_of, it_of = [], [], [], []
     for r, row in enumerate(rows):
-        t = (row[1] << 31) | (row[0] << 23)
         if len(row) < 3:
-            word.append(first_word[r]), tag.append(t), loop_of.append(-1), it_of.append(0)
-            continue
-        lp = row[2]
-        if lp in done:
-            continue
-        done.add(lp)
-        mine = [(first_word[q], (rows[q][1] << 31) | (rows[q][0] << 23))
-                for q in range(len(rows)) if len(rows[q]) > 2 and rows[q][2] == lp]
-        cap, step = loops[lp]
-        for it in range(cap):
-            for w, tg in mine:
-                word.append(w + it * step), tag.append(tg), loop_of.append(lp), it_of.append(it)
+            word.append(first_word[r]), tag.append(tags[r]), loop_of.append(-1), it_of.append(0)
+        elif r == members[row[2]][0]:
+            lp = row[2]
+            cap, step = loops[lp]
+            for it in range(cap):
+                for q in members[lp]:
+                    word.append(first_word[q] + it * step), tag.append(tags[q])
+                    loop_of.append(lp), it_of.append(it)
     word, tag = np.asarray(word, np.int64), np.asarray(tag, np.uint32)
     loop_of, it_of = np.asarray(loop_of, np.int64), np.asarray(it_of, np.int64)
     n = len(word)
@@ -834,18 +832,15 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str
     out[:, 4:6] = out[:, 6:8] = out[:, 8:10] = t_words
     out[:, HEADER_WORDS] = 2 * kept
     out[:, head::2] = np.where(filled, tag[order], 0)
-    out[:, head + 1::2] = np.where(filled, np.take_along_axis(blocks[:, word] if n else
-                                                              blocks[:, :0], order, axis=1), 0)
+    out[:, head + 1::2] = np.where(filled, np.take_along_axis(blocks[:, word], order, axis=1), 0)
     meta = replace(meta, bytes_per_cta=4 * out.shape[1], buffer_size=8 * n, clock_bits=32,
                    sampled_warps=[0], buffer_type="direct")
     lost = None
     if loops:
-        per_loop = [sum(1 for r in rows if len(r) > 2 and r[2] == lp) for lp in range(len(loops))]
-        over = np.maximum(counts - caps, 0) * np.asarray(per_loop, np.int64)
+        over = np.maximum(counts - caps, 0) * np.asarray([len(m) for m in members], np.int64)
         missed = np.where(ran, over.sum(axis=1), 0)
         if missed.any():
-            most = counts[ran].max(axis=0)
-            need = len(loops) * max(4 * s * int(c) for (_, s), c in zip(loops, most, strict=True))
+            need = loop_bytes_needed([s for _, s in loops], counts[ran].max(axis=0).tolist())
             lost = (missed, need)
     return out.reshape(-1).view(np.uint8), meta, lost
 

@@ -104,8 +104,9 @@ def _constant(text: str, name: str) -> int | None:
 
 
 @functools.lru_cache(maxsize=8)  # eligible, data_bytes, record_table and lower ask in turn
-def _plan(text: str, budget: int | None) -> _Plan:
-    """Which records sit where, and what each recording loop keeps under ``budget`` bytes."""
+def _plan(text: str, budget: int) -> _Plan:
+    """Which records sit where, and what each recording loop keeps under ``budget`` bytes
+    (0: ``LOOP_BYTES``)."""
     from .ttgir import parse
 
     module = parse(text)
@@ -169,7 +170,7 @@ def _plan(text: str, budget: int | None) -> _Plan:
     return plan
 
 
-def eligible(text: str, budget: int | None = None) -> str | None:
+def eligible(text: str, budget: int = 0) -> str | None:
     """None if ``lower`` can lower this TTGIR's records; else why not, in a few words."""
     if not re.search(r'"?ttg\.target"?\s*=\s*"cuda:', text):
         return "not an NVIDIA kernel"
@@ -201,7 +202,7 @@ def scope_ids(records) -> list[int]:
     return ids
 
 
-def record_table(text: str, budget: int | None = None) -> list[list[int]]:
+def record_table(text: str, budget: int = 0) -> list[list[int]]:
     """``[scope id, 1 if end else 0]`` of each record op in text order, with a third entry,
     its loop's index in ``loop_table``, for a record inside a loop: what ``decode`` needs
     besides the buffer (the slots hold clocks only)."""
@@ -213,7 +214,7 @@ def record_table(text: str, budget: int | None = None) -> list[list[int]]:
     return out
 
 
-def loop_table(text: str, budget: int | None = None) -> list[list[int]]:
+def loop_table(text: str, budget: int = 0) -> list[list[int]]:
     """``[cap, stride]`` of each recording loop: the iterations its section keeps (its first
     ones) and the words each takes."""
     return [[lp.cap, lp.stride] for lp in _plan(text, budget).loops]
@@ -223,25 +224,28 @@ def layout(table: list[list[int]], loops: list[list[int]]) -> tuple[list[int], l
     """Where a CTA's block keeps each record: (each record's word in the first iteration,
     each loop's section start, words in all) for ``record_table`` and ``loop_table``."""
     top = DIRECT_HEADER_WORDS + len(loops)
-    words, pos = [], [0] * len(loops)
-    for row in table:
-        if len(row) < 3:
-            words.append(top)
-            top += 1
-    start = -(-top // 4) * 4 if loops else top
+    start = top + sum(len(row) < 3 for row in table)
+    if loops:
+        start = -(-start // 4) * 4
     sections = []
     for cap, stride in loops:
         sections.append(start)
         start += -(-cap * stride // 4) * 4
-    out, t = [], 0
+    out, pos = [], [0] * len(loops)
     for row in table:
         if len(row) < 3:
-            out.append(words[t])
-            t += 1
+            out.append(top)
+            top += 1
         else:
             out.append(sections[row[2]] + pos[row[2]])
             pos[row[2]] += 1
     return out, sections, start
+
+
+def loop_bytes_needed(strides: list[int], iterations: list[int]) -> int:
+    """The ``budget`` whose even share gives each loop (``stride`` words per iteration) a cap
+    of at least its ``iterations``: the inverse of ``_plan``'s rule."""
+    return len(strides) * max(4 * s * int(n) for s, n in zip(strides, iterations, strict=True))
 
 
 def block_bytes(table: list[list[int]], loops: list[list[int]] = ()) -> int:
@@ -251,13 +255,13 @@ def block_bytes(table: list[list[int]], loops: list[list[int]] = ()) -> int:
     return -(-4 * layout(table, list(loops))[2] // step) * step
 
 
-def data_bytes(text: str, budget: int | None = None) -> int:
+def data_bytes(text: str, budget: int = 0) -> int:
     """Record bytes per CTA (the block less its two header words), the ``buffer_size``
     ``check`` shows."""
     return block_bytes(record_table(text, budget), loop_table(text, budget)) - 4 * DIRECT_HEADER_WORDS
 
 
-def lower(text: str, budget: int | None = None) -> str:
+def lower(text: str, budget: int = 0) -> str:
     """``text`` with its records lowered as described above (``eligible`` must be None).
 
     Record sites keep only their clock read. Records inside a loop are stored at the end of
@@ -312,7 +316,7 @@ def lower(text: str, budget: int | None = None) -> str:
         words[DIRECT_HEADER_WORDS + k] = count
         # this iteration's records, stored at its end (thread 0, the first ``cap`` iterations)
         blk = loop.op.regions[0].blocks[0]
-        iteration, lines = _iteration(loop, const, names)
+        iteration, lines = _iteration(loop, names)
         it_addr, stride_bytes = names.new("a"), names.new("a")
         off32, off64 = names.new("a"), names.new("a")
         lines += [f"{stride_bytes} = arith.constant {4 * loop.stride} : i32",
@@ -352,7 +356,7 @@ def lower(text: str, budget: int | None = None) -> str:
     return "".join(out)
 
 
-def _iteration(loop: _Loop, const, names: _Names) -> tuple[str, list[str]]:
+def _iteration(loop: _Loop, names: _Names) -> tuple[str, list[str]]:
     """The iteration number (i32, from 0) inside ``loop``'s body: (iv - lb) / step."""
     d = names.new("i")
     lines = [f"{d} = arith.subi {loop.iv}, {loop.lb} : {loop.ty}"]

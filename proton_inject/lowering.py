@@ -179,7 +179,7 @@ class LoweringOptions:
             # buffer_size stays what was asked: direct.py's bytes for records inside loops
             # (``direct.data_bytes`` tells the block it gives), so resolving twice is harmless.
             if (not hip and warps not in ("all", None) and tuple(warps) == (0,)
-                    and direct.eligible(text, self.buffer_size or None) is None):
+                    and direct.eligible(text, self.buffer_size) is None):
                 return replace(self, warps=(0,), buffer_type="direct", auto_size=False)
             # Records that each run once per warp cost less written straight to global memory
             # than copied out of a shared buffer at the end (H100: layer norm 1.051 -> 1.018,
@@ -496,7 +496,7 @@ class ProtonLowering:
 
             from . import direct
 
-            lowered = direct.lower(text, self.options.buffer_size or None)  # 32-bit clocks
+            lowered = direct.lower(text, self.options.buffer_size)  # 32-bit clocks
             with tempfile.TemporaryDirectory(prefix="proton-inject-") as tmp:
                 path = os.path.join(tmp, "direct.ttgir")
                 with open(path, "w", encoding="latin-1") as f:

@@ -1372,10 +1372,9 @@ class Session:
             path = self._ir_path(rec)
             text = path.read_text(encoding="latin-1") if path else ""
             opts = self.options.for_kernel(text, self._max_shared)
-            budget = self.options.buffer_size or None
             if opts.buffer_type == "direct":
-                table = direct.record_table(text, budget)
-                loops = direct.loop_table(text, budget) or None
+                table = direct.record_table(text, self.options.buffer_size)
+                loops = direct.loop_table(text, self.options.buffer_size) or None
             else:
                 table = loops = None
             cache[key] = (opts, sampled_ctas(text), table, loops)

@@ -82,7 +82,7 @@ def test_eligible_samples_compile_with_protons_scope_ids(path, tmp_path):
     text = path.read_text(encoding="latin-1")
     if direct.eligible(text) is not None:
         pytest.skip(direct.eligible(text))
-    records = direct._plan(text, None).records
+    records = direct._plan(text, 0).records
     ids = direct.scope_ids(records)
     names = {i: direct._RECORD.match(op.head).group(2) for i, op in zip(ids, records, strict=True)}
     assert sorted(names.items()) == sorted(scope_names_of(str(path))[0])
