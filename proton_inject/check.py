@@ -256,7 +256,8 @@ def check_file(
         if report.profile_scratch_bytes and options.buffer_type == "direct":
             from . import direct  # a 4-byte clock word per record op (and kept iteration)
 
-            report.buffer_bytes = direct.data_bytes(text, options.buffer_size)
+            report.buffer_bytes = direct.data_bytes(text, options.buffer_size,
+                                                    options.sample_iterations)
             report.records_per_warp = report.buffer_bytes // 4
         elif report.profile_scratch_bytes:
             if options.buffer_type == "global":

@@ -237,6 +237,10 @@ def _lowering_options(f):
                           "direct: our own lowering for records that each run once, by warp 0 "
                           "(no per-CTA set-up; NVIDIA); auto: direct where it applies, else "
                           "global for kernels with no record inside a loop, shared for the others."),
+        click.option("--sample-iterations", type=click.IntRange(min=1), default=1, metavar="N",
+                     help="Keep records inside loops for iterations 0, N, 2N, ... only (loops "
+                          "lowered directly; loops of dots or async copies, which Proton lowers, "
+                          "record every iteration)."),
         click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
                      show_default=True, help="Who records: each warp or each warp group."),
         click.option("--warps", default=None, metavar="0,4|all",
@@ -256,6 +260,7 @@ def _options_from(kw: dict):
         clock=int(kw.pop("clock")), sched_stores=kw.pop("sched_stores"),
         buffer_size=kw.pop("buffer_size"), granularity=kw.pop("granularity"),
         warps=kw.pop("warps"), buffer_type=kw.pop("buffer_type"),
+        sample_iterations=kw.pop("sample_iterations"),
     )  # fmt: skip
 
 

@@ -149,11 +149,17 @@ class LaunchMeta:
     clock_bracket: dict[str, Any] | None = None
     # buffer_type "direct": [scope id, 1 if end(, loop)] of each record op (``direct.record_table``)
     direct_records: list[list[int]] | None = None
-    # buffer_type "direct": [iterations kept, words per iteration] of each recording loop
+    # buffer_type "direct": [iterations kept, words per iteration(, every Nth iteration)] of
+    # each recording loop
     direct_loops: list[list[int]] | None = None
     # buffer_type "direct": a full globaltimer value (ns) read near the launch; its blocks keep
     # bits 0-55 of their timer read and take bits 56-63 (2.3 years) from it
     timer_ref_ns: int | None = None
+
+    @property
+    def sample_iterations(self) -> int:
+        """N when loops lowered directly kept every Nth iteration only (--sample-iterations)."""
+        return max([row[2] for row in self.direct_loops or [] if len(row) > 2] or [1])
 
     @property
     def num_ctas(self) -> int:
@@ -800,7 +806,7 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str
             word.append(first_word[r]), tag.append(tags[r]), loop_of.append(-1), it_of.append(0)
         elif r == members[row[2]][0]:
             lp = row[2]
-            cap, step = loops[lp]
+            cap, step = loops[lp][:2]
             for it in range(cap):
                 for q in members[lp]:
                     word.append(first_word[q] + it * step), tag.append(tags[q])
@@ -810,7 +816,9 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str
     n = len(word)
     ran = blocks[:, :DIRECT_HEADER_WORDS].any(axis=1)
     counts = blocks[:, DIRECT_HEADER_WORDS:DIRECT_HEADER_WORDS + len(loops)].astype(np.int64)
-    caps = np.asarray([c for c, _ in loops], np.int64)
+    every = np.asarray([row[2] if len(row) > 2 else 1 for row in loops], np.int64)
+    counts = -(-counts // every)  # the iterations each loop would keep with room for all
+    caps = np.asarray([row[0] for row in loops], np.int64)
     keep = np.ones((len(blocks), n), bool)
     if loops:
         in_loop = loop_of >= 0
@@ -840,7 +848,7 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str
         over = np.maximum(counts - caps, 0) * np.asarray([len(m) for m in members], np.int64)
         missed = np.where(ran, over.sum(axis=1), 0)
         if missed.any():
-            need = loop_bytes_needed([s for _, s in loops], counts[ran].max(axis=0).tolist())
+            need = loop_bytes_needed([row[1] for row in loops], counts[ran].max(axis=0).tolist())
             lost = (missed, need)
     return out.reshape(-1).view(np.uint8), meta, lost
 

@@ -27,9 +27,12 @@ when this applies: an NVIDIA kernel, not warp-specialized, every record at the t
 a function whose body is one block (so each runs once, in text order, before its one
 ``tt.return``) or at the top level of the body of an ``scf.for`` at that level (so each runs
 once per iteration, in text order) whose body holds no dot or async copy (``_PIPELINED``).
-A loop's records are stored at the end of each iteration (its first ``cap`` iterations) and
-its trip count with the header: layer norm 8192^2, every iteration, 1.12 against 1.17 in
-Proton's shared buffer, of which the clock reads alone are 1.03 and the stores the rest.
+A loop keeps its first ``cap`` iterations (or iterations 0, N, 2N, ... with
+``--sample-iterations N``) and its trip count goes with the header. By default their clocks
+ride the loop in registers and are stored once after it; a --buffer-size that holds more
+than ``LOOP_REGISTERS`` clocks stores each kept iteration as it ends instead, which costs
+more on memory-bound loops (layer norm 8192^2, every iteration: 1.12 against 1.17 in
+Proton's shared buffer, of which the clock reads alone are 1.03 and the stores the rest).
 """
 
 from __future__ import annotations
@@ -50,9 +53,13 @@ from .lowering import num_warps_of
 # iterations.
 DIRECT_HEADER_WORDS = 2
 SM_ID_BITS = 8
-# Bytes per CTA that records inside loops may take unless --buffer-size says otherwise,
-# shared evenly by the recording loops (a loop keeps its first iterations that fit).
-LOOP_BYTES = 2048
+# Clocks a recording loop keeps in registers (its first iterations' records) unless
+# --buffer-size asks for more: they ride the loop as iteration arguments, each updated by a
+# select, and thread 0 stores them once, after the loop. A larger --buffer-size (bytes per
+# CTA, shared evenly by the recording loops) keeps more iterations, each stored at its end:
+# a store inside the loop keeps the compiler from moving the next iteration's loads above it
+# (H100, layer norm 8192^2, every iteration: 1.117 with a store per iteration).
+LOOP_REGISTERS = 16
 # One record: the clock's low word (inline asm, so the read stays where the record was).
 CLOCK_READ = "{ .reg .b64 %pi_clk; mov.u64 %pi_clk, %clock64; cvt.u32.u64 $0, %pi_clk; }"
 _RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]|\\.)*)"')
@@ -81,6 +88,8 @@ class _Loop:
     records: list = field(default_factory=list)  # indices into the record list
     cap: int = 0  # iterations kept
     stride: int = 0  # words per iteration
+    every: int = 1  # keeps iterations 0, every, 2 * every, ...
+    in_registers: bool = True  # kept in registers and stored after the loop (else each iteration)
 
 
 @dataclass
@@ -104,9 +113,9 @@ def _constant(text: str, name: str) -> int | None:
 
 
 @functools.lru_cache(maxsize=8)  # eligible, data_bytes, record_table and lower ask in turn
-def _plan(text: str, budget: int) -> _Plan:
-    """Which records sit where, and what each recording loop keeps under ``budget`` bytes
-    (0: ``LOOP_BYTES``)."""
+def _plan(text: str, budget: int, every: int = 1) -> _Plan:
+    """Which records sit where, and which iterations each recording loop keeps: every
+    ``every``-th, as many as ``budget`` bytes hold (0: ``LOOP_REGISTERS`` clocks)."""
     from .ttgir import parse
 
     module = parse(text)
@@ -161,16 +170,18 @@ def _plan(text: str, budget: int) -> _Plan:
     if len(records) // 2 > _MAX_SCOPES:
         plan.why = f"more than {_MAX_SCOPES} regions"
         return plan
-    share = (budget or LOOP_BYTES) // max(1, len(plan.loops))
+    share = budget // max(1, len(plan.loops))
     for loop in plan.loops:
-        loop.stride = _stride(len(loop.records))
-        loop.cap = max(1, share // (4 * loop.stride))
+        k = len(loop.records)
+        loop.stride, loop.every = _stride(k), every
+        loop.cap = max(1, share // (4 * loop.stride) if budget else LOOP_REGISTERS // k)
         if loop.trips is not None:
-            loop.cap = max(1, min(loop.cap, loop.trips))
+            loop.cap = max(1, min(loop.cap, -(-loop.trips // every)))
+        loop.in_registers = loop.cap * k <= LOOP_REGISTERS
     return plan
 
 
-def eligible(text: str, budget: int = 0) -> str | None:
+def eligible(text: str, budget: int = 0, every: int = 1) -> str | None:
     """None if ``lower`` can lower this TTGIR's records; else why not, in a few words."""
     if not re.search(r'"?ttg\.target"?\s*=\s*"cuda:', text):
         return "not an NVIDIA kernel"
@@ -180,7 +191,7 @@ def eligible(text: str, budget: int = 0) -> str | None:
         return "no ttg.num-warps"
     if "proton.record" not in text:  # e.g. a module this lowering already rewrote
         return "no records"
-    return _plan(text, budget).why
+    return _plan(text, budget, every).why
 
 
 def scope_ids(records) -> list[int]:
@@ -202,11 +213,11 @@ def scope_ids(records) -> list[int]:
     return ids
 
 
-def record_table(text: str, budget: int = 0) -> list[list[int]]:
+def record_table(text: str, budget: int = 0, every: int = 1) -> list[list[int]]:
     """``[scope id, 1 if end else 0]`` of each record op in text order, with a third entry,
     its loop's index in ``loop_table``, for a record inside a loop: what ``decode`` needs
     besides the buffer (the slots hold clocks only)."""
-    plan = _plan(text, budget)
+    plan = _plan(text, budget, every)
     out = []
     for i, op, loop in zip(scope_ids(plan.records), plan.records, plan.loop_of, strict=True):
         row = [i, int(_RECORD.match(op.head).group(1) == "end")]
@@ -214,10 +225,12 @@ def record_table(text: str, budget: int = 0) -> list[list[int]]:
     return out
 
 
-def loop_table(text: str, budget: int = 0) -> list[list[int]]:
-    """``[cap, stride]`` of each recording loop: the iterations its section keeps (its first
-    ones) and the words each takes."""
-    return [[lp.cap, lp.stride] for lp in _plan(text, budget).loops]
+def loop_table(text: str, budget: int = 0, every: int = 1) -> list[list[int]]:
+    """``[cap, stride]`` of each recording loop, ``[cap, stride, every]`` when it samples: the
+    iterations its section keeps (its first ones, or iterations 0, every, 2 every, ...) and
+    the words each takes."""
+    return [[lp.cap, lp.stride] + ([lp.every] if lp.every > 1 else [])
+            for lp in _plan(text, budget, every).loops]
 
 
 def layout(table: list[list[int]], loops: list[list[int]]) -> tuple[list[int], list[int], int]:
@@ -228,7 +241,7 @@ def layout(table: list[list[int]], loops: list[list[int]]) -> tuple[list[int], l
     if loops:
         start = -(-start // 4) * 4
     sections = []
-    for cap, stride in loops:
+    for cap, stride, *_ in loops:
         sections.append(start)
         start += -(-cap * stride // 4) * 4
     out, pos = [], [0] * len(loops)
@@ -255,13 +268,14 @@ def block_bytes(table: list[list[int]], loops: list[list[int]] = ()) -> int:
     return -(-4 * layout(table, list(loops))[2] // step) * step
 
 
-def data_bytes(text: str, budget: int = 0) -> int:
+def data_bytes(text: str, budget: int = 0, every: int = 1) -> int:
     """Record bytes per CTA (the block less its two header words), the ``buffer_size``
     ``check`` shows."""
-    return block_bytes(record_table(text, budget), loop_table(text, budget)) - 4 * DIRECT_HEADER_WORDS
+    return (block_bytes(record_table(text, budget, every), loop_table(text, budget, every))
+            - 4 * DIRECT_HEADER_WORDS)
 
 
-def lower(text: str, budget: int = 0) -> str:
+def lower(text: str, budget: int = 0, every: int = 1) -> str:
     """``text`` with its records lowered as described above (``eligible`` must be None).
 
     Record sites keep only their clock read. Records inside a loop are stored at the end of
@@ -269,12 +283,12 @@ def lower(text: str, budget: int = 0) -> str:
     timer and SM id reads and every other store wait until just before ``tt.return`` (H100,
     65,536-CTA gelu: 1.034 with each store where its value is read, 1.023 at the end), in
     one inline-asm block of aligned vector stores by thread 0."""
-    why = eligible(text, budget)
+    why = eligible(text, budget, every)
     if why:
         raise ValueError(f"records cannot be lowered directly: {why}")
-    plan = _plan(text, budget)
+    plan = _plan(text, budget, every)
     module, records = plan.module, plan.records
-    table, loops = record_table(text, budget), loop_table(text, budget)
+    table, loops = record_table(text, budget, every), loop_table(text, budget, every)
     word_of, sections, _ = layout(table, loops)
     func = plan.func
     nbytes = block_bytes(table, loops)
@@ -314,25 +328,32 @@ def lower(text: str, budget: int = 0) -> str:
         count, lines = _trip_count(loop, const, names)
         late += lines
         words[DIRECT_HEADER_WORDS + k] = count
-        # this iteration's records, stored at its end (thread 0, the first ``cap`` iterations)
         blk = loop.op.regions[0].blocks[0]
         iteration, lines = _iteration(loop, names)
+        mine = {word_of[i] - sections[k]: sites[i][0] for i in loop.records}
+        if loop.in_registers:
+            edits += _register_slots(module.text, loop, iteration, lines, mine, addr,
+                                     4 * sections[k], names)
+            continue
+        # each kept iteration's records, stored at its end by thread 0
+        slot, guards = iteration, []
+        if loop.every > 1:
+            slot, rest = names.new("i"), names.new("i")
+            (ce, le) = const(loop.every, "i32")
+            lines += [le, f"{slot} = arith.divui {iteration}, {ce} : i32",
+                      f"{rest} = arith.remui {iteration}, {ce} : i32"]
+            guards.append((rest, 1))
+        if loop.trips is None or -(-loop.trips // loop.every) > loop.cap:
+            guards.append((slot, loop.cap))
         it_addr, stride_bytes = names.new("a"), names.new("a")
         off32, off64 = names.new("a"), names.new("a")
         lines += [f"{stride_bytes} = arith.constant {4 * loop.stride} : i32",
-                  f"{off32} = arith.muli {iteration}, {stride_bytes} : i32",
+                  f"{off32} = arith.muli {slot}, {stride_bytes} : i32",
                   f"{off64} = arith.extui {off32} : i32 to i64",
                   f"{it_addr} = arith.addi {addr}, {off64} : i64"]
-        mine = {word_of[i] - sections[k]: sites[i][0] for i in loop.records}
-        guard = (iteration, loop.cap) if loop.trips is None or loop.trips > loop.cap else None
         lines += _packed_stores(it_addr, mine, names, {1: 1, 2: 2}.get(loop.stride, 4),
-                                offset=4 * sections[k], guard=guard)
-        last = blk.ops[-1]  # scf.yield, unless the loop yields nothing (then not printed)
-        pad = "\n" + " " * (last.column - 1)
-        if last.name == "scf.yield":
-            edits.append((last.start, last.start, pad.join(lines) + pad))
-        else:
-            edits.append((last.end, last.end, pad + pad.join(lines)))
+                                offset=4 * sections[k], guards=guards)
+        edits.append(_before_yield(blk, lines))
     for i, loop in enumerate(plan.loop_of):
         if loop < 0:
             words[word_of[i]] = sites[i][0]
@@ -340,9 +361,9 @@ def lower(text: str, budget: int = 0) -> str:
     if ret.name != "tt.return":
         raise ValueError("the kernel's function does not end with tt.return")
     pad = "\n" + indent
-    if plan.loops:  # the address must be known inside the first recording loop
-        first = min(lp.op.start for lp in plan.loops)
-        edits.append((first, first, pad.join(alloc) + pad))
+    if plan.loops:  # the address must be known in the first recording loop, before its line
+        first = module.text.rindex("\n", 0, min(lp.op.start for lp in plan.loops)) + 1
+        edits.append((first, first, "".join(f"{indent}{line}\n" for line in alloc)))
     else:
         late += alloc
     late += _packed_stores(addr, words, names, 4 if nbytes % 16 == 0 else 2)
@@ -354,6 +375,101 @@ def lower(text: str, budget: int = 0) -> str:
         pos = end
     out.append(module.text[pos:])
     return "".join(out)
+
+
+def _before_yield(blk, lines: list[str]) -> tuple[int, int, str]:
+    """An edit that puts ``lines`` at the end of the loop body ``blk``: before its
+    ``scf.yield``, or after its last op when the loop yields nothing (no yield printed)."""
+    last = blk.ops[-1]
+    pad = "\n" + " " * (last.column - 1)
+    if last.name == "scf.yield":
+        return (last.start, last.start, pad.join(lines) + pad)
+    return (last.end, last.end, pad + pad.join(lines))
+
+
+def _register_slots(text: str, loop: _Loop, iteration: str, lines: list[str],
+                    mine: dict[int, str], addr: str, offset: int, names: _Names) -> list:
+    """Edits that keep ``loop``'s kept iterations' clocks in registers: one i32 iteration
+    argument per slot (zero before the loop), set by a select in the iteration it keeps, the
+    loop's extra results stored by thread 0 right after it (section at byte ``offset``).
+    ``mine``: word within an iteration -> that record's clock value."""
+    op, blk = loop.op, loop.op.regions[0].blocks[0]
+    words = sorted(mine)
+    n = loop.cap * len(words)
+    zero, res = names.new("z"), names.new("s")
+    args = [names.new("s") for _ in range(n)]
+    new = []
+    # The iteration through an opaque move: compared with constants as it is, LLVM peels the
+    # loop's first iterations to fold the compares, a copy of the body each (fla's solve_tril:
+    # 6 more barriers in the code).
+    hidden = names.new("i")
+    lines.append(f'{hidden} = tt.elementwise_inline_asm "mov.b32 $0, $1;" {{constraints = "=r,r", '
+                 f"packed_element = 1 : i32, pure = true}} {iteration} : i32 -> i32")
+    iteration = hidden
+    for j in range(loop.cap):
+        hit, c = names.new("e"), names.new("c")
+        lines += [f"{c} = arith.constant {j * loop.every} : i32",
+                  f"{hit} = arith.cmpi eq, {iteration}, {c} : i32"]
+        for q, w in enumerate(words):
+            v = names.new("s")
+            lines.append(f"{v} = arith.select {hit}, {mine[w]}, {args[j * len(words) + q]} : i32")
+            new.append(v)
+    edits = []
+    # the loop's first line: extra results, iteration arguments and result types
+    line_end = text.index("\n", op.start)
+    head = text[op.start:line_end]
+    ints = ", ".join(["i32"] * n)
+    inits = ", ".join(f"{a} = {zero}" for a in args)
+    eq = head.index("scf.for")
+    if op.results:
+        edits.append((op.start + head.rindex(" =", 0, eq), op.start + head.rindex(" =", 0, eq),
+                      f", {res}:{n}"))
+    else:
+        edits.append((op.start, op.start, f"{res}:{n} = "))
+    at = head.find("iter_args(")
+    if at >= 0:
+        close = _closing(head, at + len("iter_args"))
+        edits.append((op.start + close, op.start + close, ", " + inits))
+        arrow = head.find("->", close)
+        tclose = _closing(head, head.index("(", arrow))
+        edits.append((op.start + tclose, op.start + tclose, ", " + ints))
+    else:
+        m = re.compile(r"\bstep\s+%[\w$.-]+").search(head, eq)
+        edits.append((op.start + m.end(), op.start + m.end(), f" iter_args({inits}) -> ({ints})"))
+    indent = " " * (op.column - 1)
+    at_line = text.rindex("\n", 0, op.start) + 1  # before the line, so before the results
+    edits.append((at_line, at_line, f"{indent}{zero} = arith.constant 0 : i32\n"))
+    # the body: the selects, then the yield carries them
+    last = blk.ops[-1]
+    if last.name == "scf.yield":
+        y = text[last.start:last.end]
+        colon = y.find(" : ")
+        if colon < 0:  # ``scf.yield`` with no values is not printed; one with values has types
+            raise ValueError("an scf.yield without types")
+        tail = y[colon + 3:]
+        loc = tail.find(" loc(")
+        tend = colon + 3 + (loc if loc >= 0 else len(tail))
+        edits.append(_before_yield(blk, lines))
+        edits.append((last.start + colon, last.start + colon, ", " + ", ".join(new)))
+        edits.append((last.start + tend, last.start + tend, ", " + ints))
+    else:
+        edits.append(_before_yield(blk, lines + [f"scf.yield {', '.join(new)} : {ints}"]))
+    # after the loop: thread 0 stores the slots
+    slots = {j * loop.stride + w: f"{res}#{j * len(words) + q}"
+             for j in range(loop.cap) for q, w in enumerate(words)}
+    stores = _packed_stores(addr, slots, names, 4, offset=offset)  # the section is 16 B aligned
+    edits.append((op.end, op.end, "\n" + indent + ("\n" + indent).join(stores)))
+    return edits
+
+
+def _closing(text: str, at: int) -> int:
+    """The index of the ``)`` that closes the ``(`` at ``text[at]``."""
+    depth = 0
+    for i in range(at, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    raise ValueError(f"no closing parenthesis in {text!r}")
 
 
 def _iteration(loop: _Loop, names: _Names) -> tuple[str, list[str]]:
@@ -404,17 +520,18 @@ def _runs(words: dict[int, str], widest: int) -> list[tuple[int, list[str]]]:
 
 
 def _packed_stores(addr: str, words: dict[int, str], names: _Names, widest: int,
-                   offset: int = 0, guard: tuple[str, int] | None = None) -> list[str]:
+                   offset: int = 0, guards: list[tuple[str, int]] = ()) -> list[str]:
     """One inline-asm block in which thread 0 of the CTA stores ``words`` (word k at byte
-    ``offset + 4 k`` from the i64 address ``addr``) with vector stores; with ``guard`` (an i32
-    value, a bound) only while the value is below the bound."""
+    ``offset + 4 k`` from the i64 address ``addr``) with vector stores; with ``guards`` (i32
+    values and bounds) only while each value is below its bound."""
     dummy = names.new("a")
-    values = sorted(set(words.values()) | ({guard[0]} if guard else set()))
+    values = sorted(set(words.values()) | {v for v, _ in guards})
     slot = {v: i + 2 for i, v in enumerate(values)}  # $0 dummy result, $1 address
     body = ["{ .reg .pred %p; .reg .b32 %t; mov.u32 %t, %tid.x; setp.eq.u32 %p, %t, 0;"]
-    if guard:
-        body.append(f".reg .pred %q; setp.lt.u32 %q, ${slot[guard[0]]}, {guard[1]}; "
-                    "and.pred %p, %p, %q;")
+    if guards:
+        body.append(".reg .pred %q;")
+    for value, bound in guards:
+        body.append(f"setp.lt.u32 %q, ${slot[value]}, {bound}; and.pred %p, %p, %q;")
     for w, vals in _runs(words, widest):
         regs = ", ".join(f"${slot[v]}" for v in vals)
         vec = {4: ".v4", 2: ".v2", 1: ""}[len(vals)]

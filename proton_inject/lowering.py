@@ -79,8 +79,9 @@ class LoweringOptions:
     more than the kernel leaves free); with "global" records go straight to the profile
     scratch in global memory (0: 16 KiB per warp); "direct" is our own lowering of records
     at the top level of the kernel or of a top-level ``scf.for``, by warp 0 (``direct.py``;
-    ``buffer_size`` is then the bytes per CTA for records inside loops, 0: ``direct.LOOP_BYTES``;
-    others fall back to "global"); "auto" is direct where it applies, else global for a kernel
+    ``buffer_size`` is then the bytes per CTA for records inside loops, 0: the first iterations
+    whose clocks ``direct.LOOP_REGISTERS`` registers keep; ``sample_iterations`` N keeps
+    iterations 0, N, 2N, ...; others fall back to "global"); "auto" is direct where it applies, else global for a kernel
     whose records all sit outside loops, shared for the others. ``warps``: warp ids that record, "first"
     (the first warp of each partition; every warp of a persistent kernel; chosen per kernel by
     ``for_kernel``) or "all" (None means "all" too). ``auto_size`` (``--buffer-size auto``)
@@ -99,6 +100,8 @@ class LoweringOptions:
     metric: str = "cycle"
     buffer_type: str = "auto"
     auto_size: bool = True
+    # Records inside loops lowered directly are kept for iterations 0, N, 2N, ... only.
+    sample_iterations: int = 1
 
     def __post_init__(self) -> None:
         if self.clock not in (32, 64):
@@ -115,6 +118,10 @@ class LoweringOptions:
             )
         if not isinstance(self.buffer_size, int) or self.buffer_size < 0:
             raise UserError(f"--buffer-size must be a byte count >= 0, got {self.buffer_size!r}")
+        n = self.sample_iterations
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n < 2**31:
+            raise UserError(f"--sample-iterations {n!r}: must be a whole number of 1 or more "
+                            "(1 = every iteration; N = iterations 0, N, 2N, ...)")
         if self.warps is None:
             object.__setattr__(self, "warps", "all")
         if isinstance(self.warps, str):
@@ -179,7 +186,7 @@ class LoweringOptions:
             # buffer_size stays what was asked: direct.py's bytes for records inside loops
             # (``direct.data_bytes`` tells the block it gives), so resolving twice is harmless.
             if (not hip and warps not in ("all", None) and tuple(warps) == (0,)
-                    and direct.eligible(text, self.buffer_size) is None):
+                    and direct.eligible(text, self.buffer_size, self.sample_iterations) is None):
                 return replace(self, warps=(0,), buffer_type="direct", auto_size=False)
             # Records that each run once per warp cost less written straight to global memory
             # than copied out of a shared buffer at the end (H100: layer norm 1.051 -> 1.018,
@@ -207,7 +214,7 @@ class LoweringOptions:
         return (
             f"proton-inject:clock{self.clock}:{self.granularity}:warps={warps}"
             f":buffer={self.buffer_type}:{'auto' if self.auto_size else ''}{self.buffer_size}"
-            f":sched_stores={int(self.sched_stores)}"
+            f":sched_stores={int(self.sched_stores)}:iterations={self.sample_iterations}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -496,7 +503,7 @@ class ProtonLowering:
 
             from . import direct
 
-            lowered = direct.lower(text, self.options.buffer_size)  # 32-bit clocks
+            lowered = direct.lower(text, o.buffer_size, o.sample_iterations)  # 32-bit clocks
             with tempfile.TemporaryDirectory(prefix="proton-inject-") as tmp:
                 path = os.path.join(tmp, "direct.ttgir")
                 with open(path, "w", encoding="latin-1") as f:
@@ -688,6 +695,7 @@ def options_from_cli(
     granularity: str = "warp",
     warps: str | Iterable[int] | None = None,
     buffer_type: str = "auto",
+    sample_iterations: int = 1,
 ) -> LoweringOptions:
     """Build options from command-line values (``warps`` as ``"0,4"``, ``"all"``, or None for
     the default; ``buffer_size`` a byte count or ``"auto"``, the default)."""
@@ -703,4 +711,5 @@ def options_from_cli(
     return LoweringOptions(
         clock=clock, sched_stores=sched_stores, buffer_size=buffer_size,
         granularity=granularity, warps=w, buffer_type=buffer_type, auto_size=auto,
+        sample_iterations=sample_iterations,
     )  # fmt: skip

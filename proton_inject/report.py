@@ -25,6 +25,7 @@ from . import calibrate, diagnostics, validate
 from . import trace as trace_mod
 from .decode import CLOCK_MEANING, Decoded, DecodeWarning, decode, find_raw, is_raw_json, load_raw
 from .diagnostics import Issue
+from .direct import LOOP_REGISTERS
 from .errors import UserError
 from .fsutil import check_outputs, write_atomic
 from .validate import read_json
@@ -132,6 +133,7 @@ class LaunchData:
     record_cost: float | None = None  # cycles subtracted per record (0: --raw; None: unknown)
     sampled_warps: list[int] | None = None  # the warps that recorded (None: every warp)
     sample_ctas: int = 1  # records in every Nth CTA only
+    sample_iterations: int = 1  # records inside loops lowered directly: every Nth iteration only
     cta_time: tuple[float, int, int, float, int, int] | None = None  # _cta_time, once slimmed
 
     @classmethod
@@ -148,6 +150,7 @@ class LaunchData:
             cta_prefinal_ns=d.ctas.prefinal_ns.astype(np.float64),
             drops=_drops_dict(d), issues=list(d.issues), device=m.device, rank=m.rank,
             record_cost=d.record_cost, sampled_warps=m.sampled_warps, sample_ctas=m.sample_ctas,
+            sample_iterations=m.sample_iterations,
         )
 
 
@@ -389,6 +392,8 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
             cta_prefinal_ns=farr["pre"][fm].astype(np.float64) if fm.any() else np.zeros(0),
             sampled_warps=s.get("sampled_warps") if isinstance(s.get("sampled_warps"), list) else None,
             sample_ctas=s["sample_ctas"] if validate.is_int(s.get("sample_ctas")) else 1,
+            sample_iterations=(s["sample_iterations"] if validate.is_int(s.get("sample_iterations"))
+                               else 1),
             drops={
                 "records_written": s.get("records_written", 0),
                 "records_dropped": s.get("records_dropped", 0),
@@ -523,6 +528,7 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
         "sampled": {
             "warps": first.sampled_warps,
             "every_nth_cta": first.sample_ctas,
+            "every_nth_iteration": first.sample_iterations,
             "ctas_with_records": int(sum(_cta_time(x)[4] for x in launches)),
         },
         "regions": regions,
@@ -632,9 +638,11 @@ def drop_warning(k: dict[str, Any]) -> str | None:
     if d.get("buffer_type") == "direct":
         return (f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) "
                 f"were not kept: in {d['ctas_with_drops']:,} CTAs a loop ran more iterations than "
-                "its part of the block holds, so only its first iterations have regions. "
+                "it keeps, so only its first iterations have regions. "
                 f"--buffer-size {need} (bytes per CTA for records inside loops) would have held "
-                "them all.")
+                "them all, each stored as its iteration ends (by default a loop keeps the clocks "
+                f"of {LOOP_REGISTERS} records in registers, stored after it, which costs less); "
+                "--sample-iterations N keeps every Nth iteration instead.")
     per_warp = need // max(1, k["num_warps"]) if need else None
     head = (
         f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) were "
@@ -664,6 +672,10 @@ def sampled_line(k: dict[str, Any]) -> str | None:
     if n > 1:
         parts.append(f"1 CTA in {n} recorded (--sample-ctas {n}): "
                      f"{smp.get('ctas_with_records', 0):,} of {k['ctas']:,} CTAs have regions")
+    n = smp.get("every_nth_iteration") or 1
+    if n > 1:
+        parts.append(f"iterations 0, {n}, {2 * n}, ... of each loop lowered directly recorded "
+                     f"(--sample-iterations {n})")
     if not parts:
         return None
     return "sampled: " + "; ".join(parts) + "; counts and totals are of these only, not scaled"
@@ -698,6 +710,10 @@ def overhead_class(k: dict[str, Any]) -> str:
         what += f", 1 CTA in {smp}"
         got = (SAMPLED_CTAS_CLASS if rules == WHOLE and buf == GLOBAL
                else SAMPLED_ITER_CLASS if rules == ITER else None)
+    nth = (k.get("sampled") or {}).get("every_nth_iteration") or 1
+    if nth > 1:
+        what += f", iterations 0, {nth}, {2 * nth}, ..."
+        got = None
     if got is None:
         return (f"overhead: {what}: not measured yet ({OVERHEAD_MEASURED_ON}: "
                 "benchmarks/overhead.py measures it)")

@@ -1373,8 +1373,9 @@ class Session:
             text = path.read_text(encoding="latin-1") if path else ""
             opts = self.options.for_kernel(text, self._max_shared)
             if opts.buffer_type == "direct":
-                table = direct.record_table(text, self.options.buffer_size)
-                loops = direct.loop_table(text, self.options.buffer_size) or None
+                o = self.options
+                table = direct.record_table(text, o.buffer_size, o.sample_iterations)
+                loops = direct.loop_table(text, o.buffer_size, o.sample_iterations) or None
             else:
                 table = loops = None
             cache[key] = (opts, sampled_ctas(text), table, loops)

@@ -290,6 +290,7 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
         "buffer_size": d.drops.slots_per_warp * 8 * d.drops.segments,
         "sampled_warps": d.meta.sampled_warps,
         "sample_ctas": d.meta.sample_ctas,
+        "sample_iterations": d.meta.sample_iterations,
     }
     if meta.rank is not None:
         summary["rank"] = meta.rank

@@ -284,10 +284,11 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
     if buffer_type == "direct" or table is not None:
         need("direct_records")
         if not (isinstance(loops, list | None) and all(
-                isinstance(x, list) and len(x) == 2 and all(is_int(v) for v in x)
-                and 1 <= x[0] <= 1 << 20 and 1 <= x[1] <= 1024 for x in loops or [])):
+                isinstance(x, list) and len(x) in (2, 3) and all(is_int(v) for v in x)
+                and 1 <= x[0] <= 1 << 20 and 1 <= x[1] <= 1024
+                and (len(x) == 2 or 1 <= x[2] < 2**31) for x in loops or [])):
             raise bad("direct_loops", "absent, or a list of [iterations kept, words per "
-                                      "iteration], one per recording loop")
+                                      "iteration(, every Nth iteration)], one per recording loop")
         if not (isinstance(table, list) and table and len(table) <= 512 and all(
                 isinstance(r, list) and len(r) in (2, 3) and all(is_int(x) for x in r)
                 and 0 <= r[0] < 256 and r[1] in (0, 1)

@@ -274,7 +274,8 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
     buf, meta = profbuf.write(ctas, num_warps=4, slots=2, sampled=[0], scopes={0: "kernel"})
     d = decode(buf, replace(meta, sample_ctas=2, buffer_type="global"), clock_mhz=1000)
     k = summarize([LaunchData.from_decoded(d)])["kernels"][0]
-    assert k["sampled"] == {"warps": [0], "every_nth_cta": 2, "ctas_with_records": 2}
+    assert k["sampled"] == {"warps": [0], "every_nth_cta": 2, "every_nth_iteration": 1,
+                            "ctas_with_records": 2}
     assert k["regions"][0]["count"] == 2  # not scaled to 4
     text = format_text({"kernels": [k]})
     assert ("sampled: warps 0 of 4 recorded (the first of each partition unless --warps named "
