@@ -73,9 +73,7 @@ OPTIONS = {
     # recording what "all" records (tells the warp-id test's cost from one warp's)
     "list 0-3": LoweringOptions(warps=(0, 1, 2, 3)),
     "list 0-7": LoweringOptions(warps=tuple(range(8))),
-    # records inside loops lowered directly: stored as each iteration ends (a bigger buffer
-    # than the registers keep), and every 4th iteration kept
-    "direct 4096": LoweringOptions(buffer_size=4096),
+    # records inside loops lowered directly, iterations 0, 4, 8, ... kept
     "iter/4": LoweringOptions(sample_iterations=4),
 }
 # --quick: the new defaults against Proton's choices, CTA sampling, every loop iteration.

@@ -28,11 +28,9 @@ a function whose body is one block (so each runs once, in text order, before its
 ``tt.return``) or at the top level of the body of an ``scf.for`` at that level (so each runs
 once per iteration, in text order) whose body holds no dot or async copy (``_PIPELINED``).
 A loop keeps its first ``cap`` iterations (or iterations 0, N, 2N, ... with
-``--sample-iterations N``) and its trip count goes with the header. By default their clocks
-ride the loop in registers and are stored once after it; a --buffer-size that holds more
-than ``LOOP_REGISTERS`` clocks stores each kept iteration as it ends instead, which costs
-more on memory-bound loops (layer norm 8192^2, every iteration: 1.12 against 1.17 in
-Proton's shared buffer, of which the clock reads alone are 1.03 and the stores the rest).
+``--sample-iterations N``), each stored as it ends, and its trip count goes with the header:
+layer norm 8192^2, every iteration, 1.12 against 1.17 in Proton's shared buffer, of which
+the clock reads alone are 1.03 and the stores the rest.
 """
 
 from __future__ import annotations
@@ -53,13 +51,13 @@ from .lowering import num_warps_of
 # iterations.
 DIRECT_HEADER_WORDS = 2
 SM_ID_BITS = 8
-# Clocks a recording loop keeps in registers (its first iterations' records) unless
-# --buffer-size asks for more: they ride the loop as iteration arguments, each updated by a
-# select, and thread 0 stores them once, after the loop. A larger --buffer-size (bytes per
-# CTA, shared evenly by the recording loops) keeps more iterations, each stored at its end:
-# a store inside the loop keeps the compiler from moving the next iteration's loads above it
-# (H100, layer norm 8192^2, every iteration: 1.117 with a store per iteration).
-LOOP_REGISTERS = 16
+# Bytes per CTA that records inside loops may take unless --buffer-size says otherwise,
+# shared evenly by the recording loops (a loop keeps the first iterations that fit). Each
+# kept iteration is stored as it ends. Keeping the clocks in registers instead (iteration
+# arguments set by selects, stored after the loop) cost more: 16 more registers per thread
+# took the layer norm's occupancy from 8 CTAs per SM to 5 (H100, 8192^2, every iteration:
+# 1.51 against 1.13).
+LOOP_BYTES = 2048
 # One record: the clock's low word (inline asm, so the read stays where the record was).
 CLOCK_READ = "{ .reg .b64 %pi_clk; mov.u64 %pi_clk, %clock64; cvt.u32.u64 $0, %pi_clk; }"
 _RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]|\\.)*)"')
@@ -89,7 +87,6 @@ class _Loop:
     cap: int = 0  # iterations kept
     stride: int = 0  # words per iteration
     every: int = 1  # keeps iterations 0, every, 2 * every, ...
-    in_registers: bool = True  # kept in registers and stored after the loop (else each iteration)
 
 
 @dataclass
@@ -115,7 +112,7 @@ def _constant(text: str, name: str) -> int | None:
 @functools.lru_cache(maxsize=8)  # eligible, data_bytes, record_table and lower ask in turn
 def _plan(text: str, budget: int, every: int = 1) -> _Plan:
     """Which records sit where, and which iterations each recording loop keeps: every
-    ``every``-th, as many as ``budget`` bytes hold (0: ``LOOP_REGISTERS`` clocks)."""
+    ``every``-th, as many as ``budget`` bytes hold (0: ``LOOP_BYTES``)."""
     from .ttgir import parse
 
     module = parse(text)
@@ -170,14 +167,12 @@ def _plan(text: str, budget: int, every: int = 1) -> _Plan:
     if len(records) // 2 > _MAX_SCOPES:
         plan.why = f"more than {_MAX_SCOPES} regions"
         return plan
-    share = budget // max(1, len(plan.loops))
+    share = (budget or LOOP_BYTES) // max(1, len(plan.loops))
     for loop in plan.loops:
-        k = len(loop.records)
-        loop.stride, loop.every = _stride(k), every
-        loop.cap = max(1, share // (4 * loop.stride) if budget else LOOP_REGISTERS // k)
+        loop.stride, loop.every = _stride(len(loop.records)), every
+        loop.cap = max(1, share // (4 * loop.stride))
         if loop.trips is not None:
             loop.cap = max(1, min(loop.cap, -(-loop.trips // every)))
-        loop.in_registers = loop.cap * k <= LOOP_REGISTERS
     return plan
 
 
@@ -331,10 +326,6 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
         blk = loop.op.regions[0].blocks[0]
         iteration, lines = _iteration(loop, names)
         mine = {word_of[i] - sections[k]: sites[i][0] for i in loop.records}
-        if loop.in_registers:
-            edits += _register_slots(module.text, loop, iteration, lines, mine, addr,
-                                     4 * sections[k], names)
-            continue
         # each kept iteration's records, stored at its end by thread 0
         slot, guards = iteration, []
         if loop.every > 1:
@@ -385,91 +376,6 @@ def _before_yield(blk, lines: list[str]) -> tuple[int, int, str]:
     if last.name == "scf.yield":
         return (last.start, last.start, pad.join(lines) + pad)
     return (last.end, last.end, pad + pad.join(lines))
-
-
-def _register_slots(text: str, loop: _Loop, iteration: str, lines: list[str],
-                    mine: dict[int, str], addr: str, offset: int, names: _Names) -> list:
-    """Edits that keep ``loop``'s kept iterations' clocks in registers: one i32 iteration
-    argument per slot (zero before the loop), set by a select in the iteration it keeps, the
-    loop's extra results stored by thread 0 right after it (section at byte ``offset``).
-    ``mine``: word within an iteration -> that record's clock value."""
-    op, blk = loop.op, loop.op.regions[0].blocks[0]
-    words = sorted(mine)
-    n = loop.cap * len(words)
-    zero, res = names.new("z"), names.new("s")
-    args = [names.new("s") for _ in range(n)]
-    new = []
-    # The iteration through an opaque move: compared with constants as it is, LLVM peels the
-    # loop's first iterations to fold the compares, a copy of the body each (fla's solve_tril:
-    # 6 more barriers in the code).
-    hidden = names.new("i")
-    lines.append(f'{hidden} = tt.elementwise_inline_asm "mov.b32 $0, $1;" {{constraints = "=r,r", '
-                 f"packed_element = 1 : i32, pure = true}} {iteration} : i32 -> i32")
-    iteration = hidden
-    for j in range(loop.cap):
-        hit, c = names.new("e"), names.new("c")
-        lines += [f"{c} = arith.constant {j * loop.every} : i32",
-                  f"{hit} = arith.cmpi eq, {iteration}, {c} : i32"]
-        for q, w in enumerate(words):
-            v = names.new("s")
-            lines.append(f"{v} = arith.select {hit}, {mine[w]}, {args[j * len(words) + q]} : i32")
-            new.append(v)
-    edits = []
-    # the loop's first line: extra results, iteration arguments and result types
-    line_end = text.index("\n", op.start)
-    head = text[op.start:line_end]
-    ints = ", ".join(["i32"] * n)
-    inits = ", ".join(f"{a} = {zero}" for a in args)
-    eq = head.index("scf.for")
-    if op.results:
-        edits.append((op.start + head.rindex(" =", 0, eq), op.start + head.rindex(" =", 0, eq),
-                      f", {res}:{n}"))
-    else:
-        edits.append((op.start, op.start, f"{res}:{n} = "))
-    at = head.find("iter_args(")
-    if at >= 0:
-        close = _closing(head, at + len("iter_args"))
-        edits.append((op.start + close, op.start + close, ", " + inits))
-        arrow = head.find("->", close)
-        tclose = _closing(head, head.index("(", arrow))
-        edits.append((op.start + tclose, op.start + tclose, ", " + ints))
-    else:
-        m = re.compile(r"\bstep\s+%[\w$.-]+").search(head, eq)
-        edits.append((op.start + m.end(), op.start + m.end(), f" iter_args({inits}) -> ({ints})"))
-    indent = " " * (op.column - 1)
-    at_line = text.rindex("\n", 0, op.start) + 1  # before the line, so before the results
-    edits.append((at_line, at_line, f"{indent}{zero} = arith.constant 0 : i32\n"))
-    # the body: the selects, then the yield carries them
-    last = blk.ops[-1]
-    if last.name == "scf.yield":
-        y = text[last.start:last.end]
-        colon = y.find(" : ")
-        if colon < 0:  # ``scf.yield`` with no values is not printed; one with values has types
-            raise ValueError("an scf.yield without types")
-        tail = y[colon + 3:]
-        loc = tail.find(" loc(")
-        tend = colon + 3 + (loc if loc >= 0 else len(tail))
-        edits.append(_before_yield(blk, lines))
-        edits.append((last.start + colon, last.start + colon, ", " + ", ".join(new)))
-        edits.append((last.start + tend, last.start + tend, ", " + ints))
-    else:
-        edits.append(_before_yield(blk, lines + [f"scf.yield {', '.join(new)} : {ints}"]))
-    # after the loop: thread 0 stores the slots
-    slots = {j * loop.stride + w: f"{res}#{j * len(words) + q}"
-             for j in range(loop.cap) for q, w in enumerate(words)}
-    stores = _packed_stores(addr, slots, names, 4, offset=offset)  # the section is 16 B aligned
-    edits.append((op.end, op.end, "\n" + indent + ("\n" + indent).join(stores)))
-    return edits
-
-
-def _closing(text: str, at: int) -> int:
-    """The index of the ``)`` that closes the ``(`` at ``text[at]``."""
-    depth = 0
-    for i in range(at, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            return i
-    raise ValueError(f"no closing parenthesis in {text!r}")
 
 
 def _iteration(loop: _Loop, names: _Names) -> tuple[str, list[str]]:

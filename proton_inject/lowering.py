@@ -79,10 +79,10 @@ class LoweringOptions:
     more than the kernel leaves free); with "global" records go straight to the profile
     scratch in global memory (0: 16 KiB per warp); "direct" is our own lowering of records
     at the top level of the kernel or of a top-level ``scf.for``, by warp 0 (``direct.py``;
-    ``buffer_size`` is then the bytes per CTA for records inside loops, 0: the first iterations
-    whose clocks ``direct.LOOP_REGISTERS`` registers keep; ``sample_iterations`` N keeps
-    iterations 0, N, 2N, ...; others fall back to "global"); "auto" is direct where it applies, else global for a kernel
-    whose records all sit outside loops, shared for the others. ``warps``: warp ids that record, "first"
+    ``buffer_size`` is then the bytes per CTA for records inside loops, 0: ``direct.LOOP_BYTES``;
+    ``sample_iterations`` N keeps iterations 0, N, 2N, ...; others fall back to "global");
+    "auto" is direct where it applies, else global for a kernel whose records all sit outside
+    loops, shared for the others. ``warps``: warp ids that record, "first"
     (the first warp of each partition; every warp of a persistent kernel; chosen per kernel by
     ``for_kernel``) or "all" (None means "all" too). ``auto_size`` (``--buffer-size auto``)
     with ``buffer_size`` 0: a kernel whose records all sit outside loops gets a buffer of just

@@ -25,7 +25,6 @@ from . import calibrate, diagnostics, validate
 from . import trace as trace_mod
 from .decode import CLOCK_MEANING, Decoded, DecodeWarning, decode, find_raw, is_raw_json, load_raw
 from .diagnostics import Issue
-from .direct import LOOP_REGISTERS
 from .errors import UserError
 from .fsutil import check_outputs, write_atomic
 from .validate import read_json
@@ -640,9 +639,7 @@ def drop_warning(k: dict[str, Any]) -> str | None:
                 f"were not kept: in {d['ctas_with_drops']:,} CTAs a loop ran more iterations than "
                 "it keeps, so only its first iterations have regions. "
                 f"--buffer-size {need} (bytes per CTA for records inside loops) would have held "
-                "them all, each stored as its iteration ends (by default a loop keeps the clocks "
-                f"of {LOOP_REGISTERS} records in registers, stored after it, which costs less); "
-                "--sample-iterations N keeps every Nth iteration instead.")
+                "them all; --sample-iterations N keeps iterations 0, N, 2N, ... instead.")
     per_warp = need // max(1, k["num_warps"]) if need else None
     head = (
         f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) were "

@@ -128,9 +128,9 @@ def test_lowered_text_layout_and_fresh_names():
         direct.lower(insert_text(segment, Rules().with_defaults()).text)
 
 
-def test_records_inside_a_loop_are_kept_in_registers_and_stored_after_it():
-    """By default a loop's first iterations' clocks ride the loop as iteration arguments (a
-    select each) and thread 0 stores them after it; no store inside the loop."""
+def test_records_inside_a_loop_are_stored_each_iteration():
+    """A loop's records are stored at the end of each iteration, into the loop's section
+    (its first ``cap`` iterations), and the iterations it ran after the loop."""
     add = (SAMPLES / "cuda-90/add_kernel.ttgir").read_text(encoding="latin-1")
     inst = insert_text(add, Rules(kernel_scope=True, loops="both")).text  # + its store mark
     assert direct.eligible(inst) is None
@@ -138,45 +138,31 @@ def test_records_inside_a_loop_are_kept_in_registers_and_stored_after_it():
     assert direct.record_table(inst) == [[0, 0], [1, 0], [2, 0, 0], [3, 0, 0], [3, 1, 0],
                                          [2, 1, 0], [1, 1], [0, 1]]
     assert direct.loop_table(inst) == [[4, 4]]  # 4 iterations (constant), 4 words each
+    assert direct.loop_table(inst, 0, 3) == [[2, 4, 3]]  # iterations 0 and 3
     words, sections, total = direct.layout(direct.record_table(inst), direct.loop_table(inst))
     # header, the loop's count, 4 top-level clocks; the section from word 8, 16 words
     assert words == [3, 4, 8, 9, 10, 11, 5, 6] and sections == [8] and total == 24
     assert direct.block_bytes(direct.record_table(inst), direct.loop_table(inst)) == 96
     low = direct.lower(inst)
-    head = low.index("scf.for")
-    body = low[head:low.index("} loc", head)]
-    assert body.count("%clock64;") == 4 and "st.global" not in body
-    assert body.count("arith.select") == 16 and body.count("arith.cmpi eq") == 4
-    # 16 clocks: 16 more results and iteration arguments, each yielded
-    first_line = low[low.rindex("\n", 0, head):low.index("\n", head)]
-    assert re.search(r"%pi_ds\d+:16 = scf\.for", first_line) and first_line.count("i32") >= 16
-    after = low[low.index("} loc", head):low.index("tt.return")]
-    stores = re.findall(r"st\.global(\.v\d)?\.b32 \[\$1\+(\d+)\]", after)
-    assert stores[:4] == [(".v4", "32"), (".v4", "48"), (".v4", "64"), (".v4", "80")]
-
-
-def test_more_iterations_than_registers_are_stored_as_each_ends():
-    """A --buffer-size larger than the registers keep stores each kept iteration at its end
-    (thread 0, while it is below the cap); --sample-iterations keeps 0, N, 2N, ..."""
-    # layer norm: three loops with bounds known only at run time
+    body = low[low.index("scf.for"):low.index("} loc", low.index("scf.for"))]
+    assert body.count("%clock64;") == 4
+    stores = re.findall(r"st\.global(\.v\d)?\.b32 \[\$1\+(\d+)\]", body)
+    assert stores == [(".v4", "32")]  # one 16-byte store per iteration, after its last record
+    assert body.index("st.global") > body.rindex("%clock64;") and "%q" not in body
+    # layer norm: three loops with bounds known only at run time share the loop bytes, and
+    # stores stop after the iterations that fit
     ln = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
     inst = insert_text(ln, Rules(kernel_scope=True, loops="both")).text
-    assert direct.loop_table(inst) == [[direct.LOOP_REGISTERS // 2, 2]] * 3
+    assert direct.loop_table(inst) == [[85, 2]] * 3
     assert direct.loop_table(inst, budget=4096) == [[170, 2]] * 3
-    assert direct.loop_table(inst, 0, 3) == [[direct.LOOP_REGISTERS // 2, 2, 3]] * 3
-    low = direct.lower(inst, 4096)
-    assert not re.search(r"= arith\.select %pi_d", low)  # no register slots
-    assert low.count("setp.lt.u32 %q") == 3 and ", 170; and.pred %p, %p, %q;" in low
+    low = direct.lower(inst)
+    assert low.count("setp.lt.u32 %q") == 3 and ", 85; and.pred %p, %p, %q;" in low
     assert low.count("arith.divsi") == 3 + 3  # each loop's iteration, and its trip count
-    head = low.index("scf.for")
-    body = low[head:low.index("} loc", head)]
-    assert body.index("st.global.v2.b32") > body.rindex("%clock64;")
-    # every 3rd iteration: stored only where iteration % 3 == 0, at slot iteration / 3
-    low = direct.lower(inst, 4096, every=3)
-    assert low.count("arith.remui") == 3 and low.count("setp.lt.u32 %q, $") == 6
-    regs = direct.lower(inst, 0, every=3)
-    assert [int(c) for c in re.findall(r"arith\.constant (\d+) : i32\n\s*%pi_d\w+ = arith\.cmpi eq",
-                                       regs)][:8] == [0, 3, 6, 9, 12, 15, 18, 21]
+    # every 3rd iteration: stored where iteration % 3 == 0, at slot iteration / 3
+    assert direct.loop_table(inst, 0, 3) == [[85, 2, 3]] * 3
+    low = direct.lower(inst, 0, every=3)
+    assert low.count("arith.remui") == low.count("arith.divui") == 3
+    assert re.findall(r"setp\.lt\.u32 %q, \$\d+, (\d+);", low) == ["1", "85"] * 3
 
 
 def test_a_failed_direct_lowering_falls_back_to_protons(tmp_path):
@@ -264,12 +250,11 @@ def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
 @requires_gpu
 def test_records_inside_loops_lowered_directly_on_the_gpu(tmp_path):
     """The layer norm example with every iteration of its three loops (8,232 columns, 9
-    iterations each), outputs unchanged in every run: lowered directly by default, every CTA
-    has the first 8 iterations of each loop (the clocks registers keep) and counts the 9th as
-    not kept; with --buffer-size 4096 (stored as each iteration ends) or in Proton's shared
-    buffer all 9, with --buffer-size 128 the first 5, with --sample-iterations 2 iterations 0,
-    2, ..., 8; each iteration inside its loop's region. Set PI_FIXTURE_OUT to keep the
-    --buffer-size 128 run's raw files (``tests/data/h100-direct-loops``)."""
+    iterations each), outputs unchanged in every run: lowered directly by default and in
+    Proton's shared buffer every CTA has all 9 iterations of each loop, with --buffer-size 128
+    the first 5 (the drops counted), with --sample-iterations 2 iterations 0, 2, ..., 8; each
+    iteration inside its loop's region. Set PI_FIXTURE_OUT to keep the --buffer-size 128
+    run's raw files (``tests/data/h100-direct-loops``)."""
     import os
     import shutil
 
@@ -291,8 +276,7 @@ def test_records_inside_loops_lowered_directly_on_the_gpu(tmp_path):
     b = torch.randn(8232, device="cuda", dtype=torch.float16)
     plain = ln.layernorm(x, w, b)
     medians = {}
-    runs = {"direct": (LoweringOptions(), 8), "shared": (LoweringOptions(buffer_type="shared"), 9),
-            "direct 4096": (LoweringOptions(buffer_size=4096), 9),
+    runs = {"direct": (LoweringOptions(), 9), "shared": (LoweringOptions(buffer_type="shared"), 9),
             "direct 128": (LoweringOptions(buffer_size=128), 5),
             "direct every 2": (LoweringOptions(sample_iterations=2), 5)}
     for name, (opts, kept) in runs.items():
@@ -320,10 +304,10 @@ def test_records_inside_loops_lowered_directly_on_the_gpu(tmp_path):
             lo, hi = np.empty(1151, np.int64), np.empty(1151, np.int64)
             lo[ev.cta[ll]], hi[ev.cta[ll]] = ev.start[ll], ev.end[ll]
             assert (ev.start[li] >= lo[ev.cta[li]]).all() and (ev.end[li] <= hi[ev.cta[li]]).all()
-        if name in ("direct", "direct 128"):
+        if name == "direct 128":
             assert d.drops.dropped == 1151 * 3 * (9 - kept) * 2 and d.drops.ctas_with_drops == 1151
             assert d.drops.needed_buffer_size == 3 * 9 * 2 * 4  # 216 bytes keep all 9
-            if name == "direct 128" and os.environ.get("PI_FIXTURE_OUT"):
+            if os.environ.get("PI_FIXTURE_OUT"):
                 keep = Path(os.environ["PI_FIXTURE_OUT"])
                 keep.mkdir(parents=True, exist_ok=True)
                 for f in path.parent.glob(path.name.replace(".json", "") + ".*"):
