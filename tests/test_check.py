@@ -175,6 +175,11 @@ def test_cli_check_exit_codes(tmp_path):
     # 8 KiB for all 4 warps, was 8320 B/CTA; one warp in Proton's shared buffer 2176).
     assert ("profile scratch 96 B/CTA (88 B of records, 22 clock slots); stored by warp 0's "
             "first thread") in ok.output and "2 ok, 0 failed" in ok.output
+    # iterations 0 and 3 of the 4: 2 x 2 clocks fewer
+    nth = runner.invoke(main, ["check", str(DATA / "add_kernel.ttgir"), "--sample-iterations", "3"])
+    assert nth.exit_code == 0 and "(56 B of records, 14 clock slots)" in nth.output, nth.output
+    zero = runner.invoke(main, ["check", str(DATA), "--sample-iterations", "0"])
+    assert zero.exit_code == 2 and "--sample-iterations" in zero.output
     bad = tmp_path / "bad.ttgir"
     bad.write_text((DATA / "add_kernel.ttgir").read_text().replace('proton.record end "iter"', ""))
     failed = runner.invoke(main, ["check", str(bad)])

@@ -49,6 +49,7 @@ H100 = GPUTarget("cuda", 90, 32)
         ({"metric": "time"}, "Proton records 'cycle' only"),
         ({"buffer_type": "texture"}, "--buffer-type must be one of auto, shared, global"),
         ({"buffer_type": "global", "buffer_size": 3000}, "not a power of two"),
+        ({"sample_iterations": 0}, "--sample-iterations 0: must be a whole number of 1 or more"),
     ],
 )
 def test_bad_options_are_user_errors(kwargs, message):
@@ -68,8 +69,9 @@ def test_options_normalise_and_key_the_mode():
         LoweringOptions(**PROTON, sched_stores=True).mode(),
         LoweringOptions(auto_size=False, warps=(0,)).mode(),
         LoweringOptions(**{**PROTON, "buffer_type": "global"}).mode(),
+        LoweringOptions(sample_iterations=2).mode(),
     }
-    assert len(modes) == 6 and not any(m == "consan" for m in modes)
+    assert len(modes) == 7 and not any(m == "consan" for m in modes)
     assert parse_warps(None) == parse_warps("") == "first" and parse_warps("all") == "all"
     with pytest.raises(UserError, match="comma-separated warp ids"):
         parse_warps("0;4")

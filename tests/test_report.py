@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from proton_inject.cli import main
 from proton_inject.decode import decode, load_raw, raw_prefix, save_raw
 from proton_inject.errors import UserError
-from proton_inject.report import LaunchData, overhead_class, run_report, summarize
+from proton_inject.report import LaunchData, overhead_class, run_report, sampled_line, summarize
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 SHORT = Path(__file__).parent / "data" / "h100-shortlaunch"
@@ -291,5 +291,12 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
     k["sampled"] = {"warps": [0], "every_nth_cta": 2}
     assert "not measured yet" in overhead_class(k)
     k["regions"] = [{"name": "kernel"}, {"name": "iter x @f.py:3"}]  # iterations, sampled
-    assert "every iteration, one warp, shared buffer <= 1 KiB, 1 CTA in 2: kernel time x 0.99-1.05" \
+    assert "every iteration, one warp, shared buffer <= 1 KiB, 1 CTA in 2: kernel time x 0.99-1.06" \
         in overhead_class(k)
+    # --sample-iterations on loops lowered directly: said, and its measured class named
+    k["sampled"] = {"warps": [0], "every_nth_iteration": 4}
+    k["drops"]["buffer_type"] = "direct"
+    assert ("every iteration, one warp, direct stores, iterations 0, 4, 8, ...: kernel time x "
+            "1.00-1.13 (layer norm 8192^2 1.125") in overhead_class(k)
+    assert ("iterations 0, 4, 8, ... of each loop lowered directly recorded (--sample-iterations 4)"
+            in sampled_line(k))
