@@ -336,14 +336,6 @@ def lower(text: str, budget: int = 0, every: int = 1, in_shared: bool = False) -
             f"{sm8} = arith.andi {sm}, {mask} : i32", f"{w0} = arith.ori {sm8}, {hs} : i32"]
     words = {0: w0, 1: lo}
     copies = []  # in_shared: each loop section's copy out of shared memory
-    # in_shared: the region's address in thread 0, 0 in the others, read once before the loops
-    # (special-register reads in every iteration cost more than the store)
-    lead = names.new("a")
-    if in_shared and plan.loops:
-        alloc.append(f'{lead} = tt.elementwise_inline_asm "{{ .reg .pred %p; .reg .b32 %t, %b, %d; '
-                     f"mov.u32 %t, %tid.x; setp.eq.u32 %p, %t, 0; {_SHARED_BASE.format(region=region)} "
-                     f'selp.b32 $0, %b, 0, %p; }}" {{constraints = "=r", packed_element = 1 : i32, '
-                     f"pure = false}} -> i32")
     for k, loop in enumerate(plan.loops):
         count, lines = _trip_count(loop, const, names)
         late += lines
@@ -363,7 +355,7 @@ def lower(text: str, budget: int = 0, every: int = 1, in_shared: bool = False) -
             guards.append((slot, loop.cap))
         if in_shared:
             at = 4 * (sections[k] - sections[0])
-            lines += _shared_stores(slot, mine, names, 4 * loop.stride, at, lead, guards)
+            lines += _shared_stores(slot, mine, names, 4 * loop.stride, at, region, guards)
             edits.append(_before_yield(blk, lines))
             kept, more = _kept(loop, count, const, names)
             late += more
@@ -410,17 +402,17 @@ _SHARED_BASE = ("mov.u32 %b, global_smem; mov.u32 %d, %dynamic_smem_size; add.u3
 
 
 def _shared_stores(slot: str, words: dict[int, str], names: _Names, stride: int, at: int,
-                   lead: str, guards: list[tuple[str, int]]) -> list[str]:
+                   region: int, guards: list[tuple[str, int]]) -> list[str]:
     """Thread 0 stores ``words`` (word k of this iteration's record clocks) into slot ``slot``
-    (i32) of a loop section ``at`` bytes into the shared region, ``stride`` bytes a slot;
-    ``lead``: the region's address in thread 0, 0 in the other threads."""
+    (i32) of a loop section ``at`` bytes into the shared region, ``stride`` bytes a slot."""
     dummy = names.new("a")
-    values = sorted(set(words.values()) | {v for v, _ in guards} | {slot, lead})
+    values = sorted(set(words.values()) | {v for v, _ in guards} | {slot})
     reg = {v: f"${i + 1}" for i, v in enumerate(values)}  # $0 the dummy result
-    body = [f"{{ .reg .pred %p, %q; .reg .b32 %b; setp.ne.u32 %p, {reg[lead]}, 0;"]
+    body = ["{ .reg .pred %p, %q; .reg .b32 %t, %b, %d; mov.u32 %t, %tid.x; setp.eq.u32 %p, %t, 0;"]
     for value, bound in guards:
         body.append(f"setp.lt.u32 %q, {reg[value]}, {bound}; and.pred %p, %p, %q;")
-    body.append(f"mad.lo.u32 %b, {reg[slot]}, {stride}, {reg[lead]};")
+    body.append(_SHARED_BASE.format(region=region))
+    body.append(f"mad.lo.u32 %b, {reg[slot]}, {stride}, %b;")
     for w, vals in _runs(words, {4: 1, 8: 2}.get(stride, 4)):
         regs = ", ".join(reg[v] for v in vals)
         vec = {4: ".v4", 2: ".v2", 1: ""}[len(vals)]
