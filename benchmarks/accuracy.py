@@ -79,11 +79,9 @@ def spin_kernel(out_ptr, n, TIMER: tl.constexpr):
 
 
 @triton.jit
-def nested_kernel(out_ptr, n, reps, REDUCE: tl.constexpr):
+def nested_kernel(out_ptr, n, reps):
     """Regions: the outer loop (scope 0) around ``reps`` spin loops (scope 1). Stored: the
-    outer loop's cycles, then the last inner spin's. ``REDUCE``: a sum over 512 values after
-    the loop, so the kernel declares shared memory (the direct lowering then keeps the
-    loop's iterations there instead of storing each to global memory)."""
+    outer loop's cycles, then the last inner spin's."""
     last = tl.full([], 0, tl.int64)
     o0 = _now(False)
     for _ in range(reps):
@@ -93,10 +91,8 @@ def nested_kernel(out_ptr, n, reps, REDUCE: tl.constexpr):
             s = _now(False)
         last = _now(False) - s0
     o1 = _now(False)
-    tl.store(out_ptr + 3 * tl.program_id(0), o1 - o0)
-    tl.store(out_ptr + 3 * tl.program_id(0) + 1, last)
-    if REDUCE:
-        tl.store(out_ptr + 3 * tl.program_id(0) + 2, tl.sum(tl.load(out_ptr + tl.arange(0, 512))))
+    tl.store(out_ptr + 2 * tl.program_id(0), o1 - o0)
+    tl.store(out_ptr + 2 * tl.program_id(0) + 1, last)
 
 
 @dataclass
@@ -214,9 +210,8 @@ def measure(quick: bool = True) -> tuple[dict, list[Case]]:
     for n in (100, 1_000):
         cases += run_case(f"work {n:,} iterations", work_kernel, (n,), [(0, 0)], "cycles", d,
                           DEFAULTS, 2)
-    for reduce, label in ((False, ""), (True, ", shared memory")):
-        cases += run_case(f"4 x spin 2,000 cycles{label}", nested_kernel, (2_000, 4, reduce),
-                          [(0, 0), (1, 1)], "cycles", d, DEFAULTS, 3)
+    cases += run_case("4 x spin 2,000 cycles", nested_kernel, (2_000, 4), [(0, 0), (1, 1)], "cycles",
+                      d, DEFAULTS, 2)
     for label, opts, c in (("Proton's global buffer, warp 0", GLOBAL0, g),
                            ("Proton's lowering, every warp", PROTON, p)):
         cases += run_case(f"spin 2,000 cycles, {label}", spin_kernel, (2_000, False), [(0, 1)],

@@ -170,34 +170,6 @@ def test_records_inside_a_loop_are_stored_each_iteration():
     assert re.findall(r"setp\.lt\.u32 %q, \$\d+, (\d+);", low) == ["1", "85"] * 3
 
 
-def test_loop_iterations_in_shared_memory_past_the_kernels_own(tmp_path):
-    """With ``in_shared`` a loop's kept iterations go to the last ``shared_bytes`` of the
-    launch's dynamic shared memory (thread 0, each iteration) and the CTA copies the kept ones
-    out after one barrier; the compile adds those bytes to the kernel's shared memory."""
-    ln = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
-    inst = insert_text(ln, Rules(kernel_scope=True, loops="both")).text
-    table, loops = direct.record_table(inst), direct.loop_table(inst)
-    extra = direct.shared_bytes(table, loops)
-    assert extra == 3 * 688 + 16  # three sections of 85 x 2 words (padded to 16 B), + 16
-    low = direct.lower(inst, in_shared=True)
-    for_at = [m.start() for m in re.finditer(r"= scf\.for |^\s*scf\.for ", low, re.M)]
-    bodies = [low[i:low.index("} loc", i)] for i in for_at]
-    assert len(bodies) == 3 and all("st.shared.v2.b32" in b and "st.global" not in b for b in bodies)
-    assert all(f"sub.u32 %b, %b, {extra - 16};" in b and "%dynamic_smem_size" in b for b in bodies)
-    tail = low[low.index("bar.sync 0;") - 2000:low.index("tt.return")]
-    assert tail.count("bar.sync 0;") == 1 and tail.count("ld.shared.v4.b32") == 3 * 1  # 256 threads
-    ck = _compile(inst, tmp_path / "s", LoweringOptions())
-    plain = _compile(re.sub(r'^\s*proton\.record .*\n', "", inst, flags=re.M), tmp_path / "p",
-                     LoweringOptions())
-    assert ck.metadata.shared == plain.metadata.shared + extra
-    assert "st.shared.v2.b32" in ck.asm["ptx"]
-    # a kernel that declares no shared memory keeps the global stores at each iteration's end
-    add = (SAMPLES / "cuda-90/add_kernel.ttgir").read_text(encoding="latin-1")
-    ck = _compile(insert_text(add, Rules(kernel_scope=True, loops="both")).text, tmp_path / "a",
-                  LoweringOptions())
-    assert ck.metadata.shared == 0 and "st.shared" not in ck.asm["ptx"]
-
-
 def test_a_failed_direct_lowering_falls_back_to_protons(tmp_path):
     """A module ``direct.py`` cannot lower is left to Proton's passes (same buffer layout)."""
     from proton_inject.lowering import ProtonLowering

@@ -86,8 +86,7 @@ def test_nested_loops_run_in_two_copies_once(tmp_path):
     acc = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = acc
     spec.loader.exec_module(acc)
-    src = ASTSource(acc.nested_kernel, signature={"out_ptr": "*i64", "n": "i64", "reps": "i32",
-                                                  "REDUCE": "constexpr"}, constexprs={"REDUCE": False})
+    src = ASTSource(acc.nested_kernel, signature={"out_ptr": "*i64", "n": "i64", "reps": "i32"})
     with triton.knobs.cache.scope():
         triton.knobs.cache.dir = str(tmp_path / "cache")
         text = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ttgir"]
