@@ -270,29 +270,14 @@ def data_bytes(text: str, budget: int = 0, every: int = 1) -> int:
             - 4 * DIRECT_HEADER_WORDS)
 
 
-def shared_bytes(table: list[list[int]], loops: list[list[int]]) -> int:
-    """Bytes of shared memory that ``lower(..., in_shared=True)`` keeps the loops' sections in:
-    what the kernel's launch must add to its own (the sections, and 16 to align them)."""
-    if not loops:
-        return 0
-    _, sections, total = layout(table, loops)
-    return 4 * (total - sections[0]) + 16
-
-
-def lower(text: str, budget: int = 0, every: int = 1, in_shared: bool = False) -> str:
+def lower(text: str, budget: int = 0, every: int = 1) -> str:
     """``text`` with its records lowered as described above (``eligible`` must be None).
 
     Record sites keep only their clock read. Records inside a loop are stored at the end of
     each iteration, before ``scf.yield``, by thread 0 for the first ``cap`` iterations; the
     timer and SM id reads and every other store wait until just before ``tt.return`` (H100,
     65,536-CTA gelu: 1.034 with each store where its value is read, 1.023 at the end), in
-    one inline-asm block of aligned vector stores by thread 0.
-
-    ``in_shared``: the loops' iterations are stored into shared memory past the kernel's own,
-    the last ``shared_bytes`` of the launch's dynamic shared memory (the caller adds them to
-    the kernel's ``shared``), and thread 0 copies the kept ones out before ``tt.return``: a
-    shared store does not keep the next iteration's global loads below it. Needs the
-    ``global_smem`` symbol, which Triton declares only for kernels that use shared memory."""
+    one inline-asm block of aligned vector stores by thread 0."""
     why = eligible(text, budget, every)
     if why:
         raise ValueError(f"records cannot be lowered directly: {why}")
@@ -300,7 +285,6 @@ def lower(text: str, budget: int = 0, every: int = 1, in_shared: bool = False) -
     module, records = plan.module, plan.records
     table, loops = record_table(text, budget, every), loop_table(text, budget, every)
     word_of, sections, _ = layout(table, loops)
-    region = shared_bytes(table, loops) - 16
     func = plan.func
     nbytes = block_bytes(table, loops)
     body = func.regions[0].blocks[0]
@@ -335,7 +319,6 @@ def lower(text: str, budget: int = 0, every: int = 1, in_shared: bool = False) -
             f"{hi} = arith.trunci {sh} : i64 to i32", f"{hs} = arith.shli {hi}, {c8} : i32",
             f"{sm8} = arith.andi {sm}, {mask} : i32", f"{w0} = arith.ori {sm8}, {hs} : i32"]
     words = {0: w0, 1: lo}
-    copies = []  # in_shared: each loop section's copy out of shared memory
     for k, loop in enumerate(plan.loops):
         count, lines = _trip_count(loop, const, names)
         late += lines
@@ -353,14 +336,6 @@ def lower(text: str, budget: int = 0, every: int = 1, in_shared: bool = False) -
             guards.append((rest, 1))
         if loop.trips is None or -(-loop.trips // loop.every) > loop.cap:
             guards.append((slot, loop.cap))
-        if in_shared:
-            at = 4 * (sections[k] - sections[0])
-            lines += _shared_stores(slot, mine, names, 4 * loop.stride, at, region, guards)
-            edits.append(_before_yield(blk, lines))
-            kept, more = _kept(loop, count, const, names)
-            late += more
-            copies.append((kept, at, 4 * sections[k], 16 * -(-loop.cap * loop.stride // 4)))
-            continue
         it_addr, stride_bytes = names.new("a"), names.new("a")
         off32, off64 = names.new("a"), names.new("a")
         lines += [f"{stride_bytes} = arith.constant {4 * loop.stride} : i32",
@@ -382,8 +357,6 @@ def lower(text: str, budget: int = 0, every: int = 1, in_shared: bool = False) -
         edits.append((first, first, "".join(f"{indent}{line}\n" for line in alloc)))
     else:
         late += alloc
-    if copies:
-        late += _copy_out(addr, copies, names, 32 * num_warps_of(text), region)
     late += _packed_stores(addr, words, names, 4 if nbytes % 16 == 0 else 2)
     edits.append((ret.start, ret.start, pad.join(late) + pad))
     out, pos = [], 0
@@ -393,72 +366,6 @@ def lower(text: str, budget: int = 0, every: int = 1, in_shared: bool = False) -
         pos = end
     out.append(module.text[pos:])
     return "".join(out)
-
-
-# The start of the loop sections in shared memory: the last ``region`` bytes of the launch's
-# dynamic shared memory (``global_smem``, Triton's), rounded down to 16 bytes.
-_SHARED_BASE = ("mov.u32 %b, global_smem; mov.u32 %d, %dynamic_smem_size; add.u32 %b, %b, %d; "
-                "sub.u32 %b, %b, {region}; and.b32 %b, %b, -16;")
-
-
-def _shared_stores(slot: str, words: dict[int, str], names: _Names, stride: int, at: int,
-                   region: int, guards: list[tuple[str, int]]) -> list[str]:
-    """Thread 0 stores ``words`` (word k of this iteration's record clocks) into slot ``slot``
-    (i32) of a loop section ``at`` bytes into the shared region, ``stride`` bytes a slot."""
-    dummy = names.new("a")
-    values = sorted(set(words.values()) | {v for v, _ in guards} | {slot})
-    reg = {v: f"${i + 1}" for i, v in enumerate(values)}  # $0 the dummy result
-    body = ["{ .reg .pred %p, %q; .reg .b32 %t, %b, %d; mov.u32 %t, %tid.x; setp.eq.u32 %p, %t, 0;"]
-    for value, bound in guards:
-        body.append(f"setp.lt.u32 %q, {reg[value]}, {bound}; and.pred %p, %p, %q;")
-    body.append(_SHARED_BASE.format(region=region))
-    body.append(f"mad.lo.u32 %b, {reg[slot]}, {stride}, %b;")
-    for w, vals in _runs(words, {4: 1, 8: 2}.get(stride, 4)):
-        regs = ", ".join(reg[v] for v in vals)
-        vec = {4: ".v4", 2: ".v2", 1: ""}[len(vals)]
-        body.append(f"@%p st.shared{vec}.b32 [%b+{at + 4 * w}], " + (f"{{{regs}}};" if vec else f"{regs};"))
-    body.append("mov.u32 $0, 0; }")
-    cons = ",".join(["=r"] + ["r"] * len(values))
-    return [f'{dummy} = tt.elementwise_inline_asm "{" ".join(body)}" {{constraints = "{cons}", '
-            f"packed_element = 1 : i32, pure = false}} {', '.join(values)} : "
-            f"{', '.join(['i32'] * len(values))} -> i32"]
-
-
-def _kept(loop: _Loop, count: str, const, names: _Names) -> tuple[str, list[str]]:
-    """The bytes of ``loop``'s section that hold kept iterations (i32): min(iterations kept,
-    cap) x stride x 4, from its trip count ``count``."""
-    lines = []
-    if loop.every > 1:
-        (ce, le), q = const(loop.every - 1, "i32"), names.new("k")
-        (cd, ld), r = const(loop.every, "i32"), names.new("k")
-        lines += [le, ld, f"{q} = arith.addi {count}, {ce} : i32", f"{r} = arith.divui {q}, {cd} : i32"]
-        count = r
-    (cc, lc), (cs, ls) = const(loop.cap, "i32"), const(4 * loop.stride, "i32")
-    m, w = names.new("k"), names.new("k")
-    return w, lines + [lc, ls, f"{m} = arith.minui {count}, {cc} : i32",
-                       f"{w} = arith.muli {m}, {cs} : i32"]
-
-
-def _copy_out(addr: str, sections: list[tuple[str, int, int, int]], names: _Names,
-              threads: int, region: int) -> list[str]:
-    """After a barrier, the CTA's threads copy the loop sections out of the shared region, 16
-    bytes each in turn; ``sections``: (kept bytes, an i32 value; its offset in the region;
-    its offset past the i64 address ``addr``; its bytes)."""
-    dummy = names.new("a")
-    body = ["{ .reg .pred %q; .reg .b32 %t, %b, %d, %o, %s, %v0, %v1, %v2, %v3; .reg .b64 %g;",
-            "bar.sync 0; mov.u32 %t, %tid.x; shl.b32 %t, %t, 4;", _SHARED_BASE.format(region=region)]
-    for k, (_, at, to, size) in enumerate(sections):
-        for start in range(0, size, 16 * threads):
-            body.append(f"add.u32 %o, %t, {start}; setp.lt.u32 %q, %o, ${k + 2}; add.u32 %s, %b, %o; "
-                        f"cvt.u64.u32 %g, %o; add.u64 %g, %g, $1; "
-                        f"@%q ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, [%s+{at}]; "
-                        f"@%q st.global.v4.b32 [%g+{to}], {{%v0, %v1, %v2, %v3}};")
-    body.append("mov.u32 $0, 0; }")
-    cons = ",".join(["=r", "l"] + ["r"] * len(sections))
-    values = ", ".join([addr] + [v for v, *_ in sections])
-    types = ", ".join(["i64"] + ["i32"] * len(sections))
-    return [f'{dummy} = tt.elementwise_inline_asm "{" ".join(body)}" {{constraints = "{cons}", '
-            f"packed_element = 1 : i32, pure = false}} {values} : {types} -> i32"]
 
 
 def _before_yield(blk, lines: list[str]) -> tuple[int, int, str]:

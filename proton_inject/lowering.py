@@ -484,38 +484,35 @@ class ProtonLowering:
 
         proton.load_dialects(ctx)
 
-    def direct_module(self, mod: Any, in_shared: bool = False) -> tuple[Any, int]:
+    def direct_module(self, mod: Any) -> Any:
         """``mod`` with its records lowered by ``direct.py`` where the options resolve to
-        "direct" for it, with the shared memory bytes the launch must add (``in_shared``: loop
-        iterations kept in shared memory; 0 without loops); ``mod`` itself otherwise, and if
-        that fails (Proton's passes then lower the records into its global buffer, which
-        ``decode`` reads under the same metadata)."""
+        "direct" for it; ``mod`` itself otherwise, and if that fails (Proton's passes then
+        lower the records into its global buffer, which ``decode`` reads under the same
+        metadata)."""
         if skipping() or self.backend != "nvidia" or self.options.buffer_type not in (
                 "auto", "direct"):
-            return mod, 0
+            return mod
         try:
             text = str(mod)
             if "proton.record" not in text:
-                return mod, 0
+                return mod
             o = self.options.for_kernel(text, self.max_shared, hip=False)
             if o.buffer_type != "direct":
-                return mod, 0
+                return mod
             from triton._C.libtriton import ir
 
             from . import direct
 
-            args = (text, o.buffer_size, o.sample_iterations)
-            extra = direct.shared_bytes(direct.record_table(*args), direct.loop_table(*args))
-            lowered = direct.lower(*args, in_shared=in_shared and extra > 0)  # 32-bit clocks
+            lowered = direct.lower(text, o.buffer_size, o.sample_iterations)  # 32-bit clocks
             with tempfile.TemporaryDirectory(prefix="proton-inject-") as tmp:
                 path = os.path.join(tmp, "direct.ttgir")
                 with open(path, "w", encoding="latin-1") as f:
                     f.write(lowered)
                 out = ir.parse_mlir_module(path, mod.context)
             out.context = mod.context
-            return out, extra if in_shared else 0
+            return out
         except Exception:  # noqa: BLE001 - Proton's lowering is the fallback
-            return mod, 0
+            return mod
 
     def patch(self, stage: str, pm: Any, ctx: Any) -> None:
         from triton._C.libtriton import passes, proton
@@ -658,24 +655,11 @@ def installed(
 
 def _direct_first(make_llir: Callable, hook: ProtonLowering) -> Callable:
     """The backend's ``make_llir`` run on ``hook.direct_module(src)``: records that ``direct.py``
-    can lower are lowered before Proton's passes see the module. Loop iterations go to shared
-    memory past the kernel's own (its ``shared`` grows by what they take) where the kernel
-    declares shared memory and the device has room; else to global memory as each ends."""
+    can lower are lowered before Proton's passes see the module."""
 
     @functools.wraps(make_llir)
-    def wrapped(self: Any, src: Any, metadata: dict, *args: Any, **kwargs: Any) -> Any:
-        mod, extra = hook.direct_module(src, in_shared=True)
-        if extra:
-            try:
-                llir = make_llir(self, mod, metadata, *args, **kwargs)
-            except Exception:  # noqa: BLE001 - the global-memory stores below are the fallback
-                llir = ""
-            if ("@global_smem" in str(llir) and isinstance(metadata.get("shared"), int)
-                    and metadata["shared"] + extra <= (hook.max_shared or 0)):
-                metadata["shared"] += extra
-                return llir
-            mod, _ = hook.direct_module(src)
-        return make_llir(self, mod, metadata, *args, **kwargs)
+    def wrapped(self: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
+        return make_llir(self, hook.direct_module(src), *args, **kwargs)
 
     return wrapped
 
