@@ -290,10 +290,17 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
     body = func.regions[0].blocks[0]
     indent = " " * (body.ops[0].column - 1)
     names = _Names(text)
-    base, addr = names.new("base"), names.new("a")
+    base, ptr, addr = names.new("base"), names.new("a"), names.new("a")
+    # ``addr``: the block's address in thread 0, 0 in the other threads; the stores test it
+    # instead of reading %tid.x each time (H100, a loop of 4 spins with a region around each:
+    # the region around the loop read 35 cycles more per iteration with a special-register
+    # read in each iteration's store)
     alloc = [f"{base} = proton_gpu.global_scratch_alloc {{alignment = 128 : i32, "
              f"nbytes = {nbytes} : i32, offset = 0 : i32}} : !tt.ptr<i32>",
-             f"{addr} = tt.ptr_to_int {base} : !tt.ptr<i32> -> i64"]
+             f"{ptr} = tt.ptr_to_int {base} : !tt.ptr<i32> -> i64",
+             f'{addr} = tt.elementwise_inline_asm "{{ .reg .pred %p; .reg .b32 %t; mov.u32 %t, '
+             f'%tid.x; setp.eq.u32 %p, %t, 0; selp.b64 $0, $1, 0, %p; }}" {{constraints = '
+             f'"=l,l", packed_element = 1 : i32, pure = false}} {ptr} : i64 -> i64']
 
     def read(reg: str | None, ty: str) -> tuple[str, str]:
         """A special register read (``reg`` None: a record's clock) as a fresh value."""
@@ -336,14 +343,11 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
             guards.append((rest, 1))
         if loop.trips is None or -(-loop.trips // loop.every) > loop.cap:
             guards.append((slot, loop.cap))
-        it_addr, stride_bytes = names.new("a"), names.new("a")
-        off32, off64 = names.new("a"), names.new("a")
+        stride_bytes, off = names.new("a"), names.new("a")
         lines += [f"{stride_bytes} = arith.constant {4 * loop.stride} : i32",
-                  f"{off32} = arith.muli {slot}, {stride_bytes} : i32",
-                  f"{off64} = arith.extui {off32} : i32 to i64",
-                  f"{it_addr} = arith.addi {addr}, {off64} : i64"]
-        lines += _packed_stores(it_addr, mine, names, {1: 1, 2: 2}.get(loop.stride, 4),
-                                offset=4 * sections[k], guards=guards)
+                  f"{off} = arith.muli {slot}, {stride_bytes} : i32"]
+        lines += _packed_stores(addr, mine, names, {1: 1, 2: 2}.get(loop.stride, 4),
+                                offset=4 * sections[k], guards=guards, index=off)
         edits.append(_before_yield(blk, lines))
     for i, loop in enumerate(plan.loop_of):
         if loop < 0:
@@ -426,22 +430,26 @@ def _runs(words: dict[int, str], widest: int) -> list[tuple[int, list[str]]]:
 
 
 def _packed_stores(addr: str, words: dict[int, str], names: _Names, widest: int,
-                   offset: int = 0, guards: list[tuple[str, int]] = ()) -> list[str]:
+                   offset: int = 0, guards: list[tuple[str, int]] = (),
+                   index: str | None = None) -> list[str]:
     """One inline-asm block in which thread 0 of the CTA stores ``words`` (word k at byte
-    ``offset + 4 k`` from the i64 address ``addr``) with vector stores; with ``guards`` (i32
-    values and bounds) only while each value is below its bound."""
+    ``offset + 4 k`` past the i64 address ``addr``, plus ``index`` bytes, an i32 value, if
+    given) with vector stores; ``addr`` is 0 in the other threads, which store nothing. With
+    ``guards`` (i32 values and bounds) only while each value is below its bound."""
     dummy = names.new("a")
-    values = sorted(set(words.values()) | {v for v, _ in guards})
+    values = sorted(set(words.values()) | {v for v, _ in guards} | ({index} if index else set()))
     slot = {v: i + 2 for i, v in enumerate(values)}  # $0 dummy result, $1 address
-    body = ["{ .reg .pred %p; .reg .b32 %t; mov.u32 %t, %tid.x; setp.eq.u32 %p, %t, 0;"]
-    if guards:
-        body.append(".reg .pred %q;")
+    body = ["{ .reg .pred %p, %q; .reg .b64 %a; setp.ne.u64 %p, $1, 0;"]
+    if index:
+        body.append(f"cvt.u64.u32 %a, ${slot[index]}; add.u64 %a, %a, $1;")
+    else:
+        body.append("mov.b64 %a, $1;")
     for value, bound in guards:
         body.append(f"setp.lt.u32 %q, ${slot[value]}, {bound}; and.pred %p, %p, %q;")
     for w, vals in _runs(words, widest):
         regs = ", ".join(f"${slot[v]}" for v in vals)
         vec = {4: ".v4", 2: ".v2", 1: ""}[len(vals)]
-        body.append(f"@%p st.global{vec}.b32 [$1+{offset + 4 * w}], "
+        body.append(f"@%p st.global{vec}.b32 [%a+{offset + 4 * w}], "
                     + (f"{{{regs}}};" if vec else f"{regs};"))
     body.append("mov.u32 $0, 0; }")
     cons = ",".join(["=r", "l"] + ["r"] * len(values))

@@ -118,7 +118,7 @@ def test_lowered_text_layout_and_fresh_names():
     # block stored by thread 0 in one vector store after the kernel's own stores
     assert direct.block_bytes([[0, 0]] * 2) == 16 and direct.block_bytes([[0, 0]] * 8) == 40
     assert direct.data_bytes(inst) == 8
-    stores = re.findall(r"st\.global(\.v\d)?\.b32 \[\$1\+(\d+)\]", low)
+    stores = re.findall(r"st\.global(\.v\d)?\.b32 \[%a\+(\d+)\]", low)
     assert stores == [(".v4", "0")]
     assert low.index("st.global") > low.rindex("tt.store")
     assert "setp.eq.u32 %p, %t, 0" in low and "mov.u32 %t, %tid.x" in low
@@ -146,9 +146,9 @@ def test_records_inside_a_loop_are_stored_each_iteration():
     low = direct.lower(inst)
     body = low[low.index("scf.for"):low.index("} loc", low.index("scf.for"))]
     assert body.count("%clock64;") == 4
-    stores = re.findall(r"st\.global(\.v\d)?\.b32 \[\$1\+(\d+)\]", body)
+    stores = re.findall(r"st\.global(\.v\d)?\.b32 \[%a\+(\d+)\]", body)
     assert stores == [(".v4", "32")]  # one 16-byte store per iteration, after its last record
-    assert body.index("st.global") > body.rindex("%clock64;") and "%q" not in body
+    assert body.index("st.global") > body.rindex("%clock64;") and "setp.lt.u32 %q" not in body
     # layer norm: three loops with bounds known only at run time share the loop bytes, and
     # stores stop after the iterations that fit
     ln = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
