@@ -124,8 +124,8 @@ def test_direct_cycle_regions_within_5_cycles_after_compensation(acc, measured):
     "global buffer read 60 cycles less than the plain loop (the compiler moves work out of "
     "the region; no per-record cost puts it back), every warp's in its shared buffer +371 "
     "after compensation; and a loop of 4 spins with a region around each spin (records "
-    "inside a loop, lowered directly: each iteration's store adds ~94 cycles to the outer "
-    "region) +374 around the loop, +12 around each spin"))
+    "inside a loop, lowered directly: each iteration's store adds ~27 cycles to the outer "
+    "region, 2026-11-24) +108 around the loop, -11 around each spin"))
 def test_every_cycle_region_within_5_cycles_after_compensation(acc, measured):
     cal, cases = measured
     for c in _errors(cases):
