@@ -346,15 +346,9 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
         stride_bytes, off = names.new("a"), names.new("a")
         lines += [f"{stride_bytes} = arith.constant {4 * loop.stride} : i32",
                   f"{off} = arith.muli {slot}, {stride_bytes} : i32"]
-        # The slot's offset at the top of the body, so its latency has passed by the store at
-        # the end (the clock reads are scheduling barriers; H100, a loop of 4 spins: the
-        # region around the loop read ~27 cycles more per iteration with it next to the store)
-        top = blk.ops[0]
-        pad = "\n" + " " * (top.column - 1)
-        edits.append((top.start, top.start, pad.join(lines) + pad))
-        edits.append(_before_yield(blk, _packed_stores(
-            addr, mine, names, {1: 1, 2: 2}.get(loop.stride, 4), offset=4 * sections[k],
-            guards=guards, index=off)))
+        lines += _packed_stores(addr, mine, names, {1: 1, 2: 2}.get(loop.stride, 4),
+                                offset=4 * sections[k], guards=guards, index=off)
+        edits.append(_before_yield(blk, lines))
     for i, loop in enumerate(plan.loop_of):
         if loop < 0:
             words[word_of[i]] = sites[i][0]
