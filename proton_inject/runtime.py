@@ -38,7 +38,14 @@ from typing import Any
 from . import autotune, bracket, calibrate
 from .errors import UserError
 from .fsutil import write_atomic
-from .lowering import LoweringOptions, installed, lowering_skipped, scope_names_of, suggest_buffer_size
+from .lowering import (
+    LoweringOptions,
+    installed,
+    lowering_skipped,
+    records_per_warp_bound,
+    scope_names_of,
+    suggest_buffer_size,
+)
 from .override import jsonable as _jsonable
 from .override import split_program_argv
 
@@ -1378,6 +1385,12 @@ class Session:
                 loops = direct.loop_table(text, o.buffer_size, o.sample_iterations) or None
             else:
                 table = loops = None
+                n = self.options.sample_iterations
+                if n > 1 and records_per_warp_bound(text) is None:  # records inside loops
+                    why = direct.eligible(text, self.options.buffer_size, n) or opts.buffer_type
+                    self._note_once(f"kernel {rec.kernel}: --sample-iterations {n} does not apply "
+                                    f"(its records are lowered by Proton: {why}); every iteration "
+                                    "is recorded")
             cache[key] = (opts, sampled_ctas(text), table, loops)
         return cache[key]
 

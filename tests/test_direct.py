@@ -439,6 +439,35 @@ def test_runtime_metadata_of_a_direct_kernel_matches_the_h100_run(tmp_path):
     assert meta.sampled_warps == want["sampled_warps"] == [0] and meta.sample_ctas == 1
 
 
+def test_sample_iterations_in_the_metadata_and_a_note_where_it_does_not_apply(tmp_path):
+    """--sample-iterations: a kernel whose loop records are lowered directly says so in its
+    launch metadata (the loops' third entry); a kernel whose loop records Proton lowers (a loop
+    of dots) records every iteration, and the run says that once."""
+    from proton_inject.runtime import LaunchRecord, Session
+
+    session = Session(tmp_path / "inst", tmp_path / "out", LoweringOptions(sample_iterations=4))
+    session._tmp = str(tmp_path)
+    for name, warps, rules in (("layernorm_fwd_kernel", 8, Rules(kernel_scope=True, loops="both")),
+                               ("matmul_kernel", 8, Rules(kernel_scope=True, loops="both"))):
+        text = insert_text((SAMPLES / f"cuda-90/{name}.ttgir").read_text(encoding="latin-1"), rules).text
+        ir = tmp_path / "override" / name / f"{name}.ttgir"
+        ir.parent.mkdir(parents=True)
+        ir.write_text(text, encoding="latin-1")
+        rec = LaunchRecord(seq=0, kernel=name, hash=name, compile_hash="", grid=(4, 1, 1),
+                           num_warps=warps, num_ctas=1, stream=0, device=0, scratch_bytes_per_cta=0)
+        meta = session.launch_meta(rec)
+        if name == "layernorm_fwd_kernel":
+            assert meta.buffer_type == "direct" and meta.sample_iterations == 4
+            assert meta.direct_loops == [[85, 2, 4]] * 3
+            assert not session.result.messages
+        else:
+            assert meta.buffer_type == "shared" and meta.sample_iterations == 1
+            assert session.result.messages == [
+                "kernel matmul_kernel: --sample-iterations 4 does not apply (its records are "
+                "lowered by Proton: records inside a loop with tensor-core or async-copy work); "
+                "every iteration is recorded"]
+
+
 def test_timer_bits_56_to_63_come_from_the_reference():
     from proton_inject.decode import _timer_from
 
