@@ -106,15 +106,14 @@ class Case:
     lowering: str = ""  # how the region's records were lowered (the launch's buffer type)
 
 
-def _decode_all(out: str, cost: float, iteration_cost: float = 0.0) -> list[tuple]:
+def _decode_all(out: str, cost: float) -> list[tuple]:
     raws, _ = expand_inputs([out])
     got = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DecodeWarning)
         for p in raws:
             buf, meta = load_raw(p)
-            got.append((decode(buf, meta, record_cost=0.0),
-                        decode(buf, meta, record_cost=cost, iteration_cost=iteration_cost)))
+            got.append((decode(buf, meta, record_cost=0.0), decode(buf, meta, record_cost=cost)))
     got.sort(key=lambda x: x[0].meta.launch)
     return got
 
@@ -130,8 +129,7 @@ def region_per_cta(d, scope: int, unit: str, ctas: int) -> np.ndarray:
     return out
 
 
-def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, before=None,
-             iteration_cost=0.0):
+def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, before=None):
     """Launch ``kernel`` twice plain and twice profiled (the first of each warms up) and compare
     its regions with the truths it stored (``cols`` int64 per CTA). ``truths``: [(scope,
     column)] per region.
@@ -152,7 +150,7 @@ def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, be
                 kernel[(ctas,)](out, *args, num_warps=4)
                 seen.append(out.clone())
             torch.cuda.synchronize()
-        decoded = _decode_all(res.out, cost, iteration_cost)
+        decoded = _decode_all(res.out, cost)
     # cycles: the second launch; ns: every launch (the clock is what differs between them)
     runs = list(zip(decoded, seen, strict=True))[-1 if unit == "cycles" else 0:]
     cases = []
@@ -212,11 +210,8 @@ def measure(quick: bool = True) -> tuple[dict, list[Case]]:
     for n in (100, 1_000):
         cases += run_case(f"work {n:,} iterations", work_kernel, (n,), [(0, 0)], "cycles", d,
                           DEFAULTS, 2)
-    # records inside a loop: compensated with the calibrated cost of a recorded iteration too
-    cals["direct, one recorded loop iteration"] = it = calibrate.measure(direct, save=False,
-                                                                         iterations=True)
     cases += run_case("4 x spin 2,000 cycles", nested_kernel, (2_000, 4), [(0, 0), (1, 1)], "cycles",
-                      d, DEFAULTS, 2, iteration_cost=it["cycles"])
+                      d, DEFAULTS, 2)
     for label, opts, c in (("Proton's global buffer, warp 0", GLOBAL0, g),
                            ("Proton's lowering, every warp", PROTON, p)):
         cases += run_case(f"spin 2,000 cycles, {label}", spin_kernel, (2_000, False), [(0, 1)],
@@ -246,8 +241,7 @@ def table(cal: dict[str, dict], cases: list[Case]) -> str:
         rows.append((c.name, c.lowering, f"{c.truth:,.0f} {c.unit}", _err(c.raw, c.unit, c.truth),
                      _err(c.comp, c.unit, c.truth), str(len(c.comp)), c.clock))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [f"record cost, {name}: {c['cycles']:g} cycles per {c.get('per', 'record')} "
-             f"(calibration loop: region "
+    lines = [f"record cost, {name}: {c['cycles']:g} cycles per record (calibration loop: region "
              f"{c.get('region', float('nan')):g}, plain {c.get('plain', float('nan')):g}, "
              f"{c['instances']:,} regions) on {c['device']}" for name, c in cal.items()]
     lines += ["error = region - truth per CTA (warp 0): median (p5..p95); cycle truths: the "

@@ -29,9 +29,6 @@ from .fsutil import user_cache_dir, write_atomic
 
 CACHE_VERSION = 2  # 1: a region around one clock read, no plain reference
 LOOP_ITERATIONS = 256  # of the calibration loop
-# The cache's buffer type for what one recorded iteration of a loop adds with the direct
-# lowering (its store), measured with every iteration of the calibration loop recorded.
-ITERATION = "direct-iteration"
 
 
 def cache_file() -> Path:
@@ -131,22 +128,14 @@ def measure_all(options: Any = None, device: int = 0, launches: int = 5,
 
     options = options or LoweringOptions()
     hip = bool(getattr(torch.version, "hip", None))
-    out = []
-    for v in variants(options, hip):
-        out.append((v, measure(v, device, launches, save)))
-        if v.buffer_type == "direct":
-            out.append((v, measure(v, device, launches, save, iterations=True)))
-    return out
+    return [(v, measure(v, device, launches, save)) for v in variants(options, hip)]
 
 
-def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool = True,
-            iterations: bool = False) -> dict[str, Any]:
+def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool = True) -> dict[str, Any]:
     """Run the calibration kernel (needs a GPU) and return (and cache) the record cost.
 
     The first launch of each kind is left out (cold instruction cache). ``options`` are the concrete
     ``LoweringOptions`` to calibrate (``variants`` gives those of a profile's options).
-    ``iterations`` (direct lowering): every iteration of the loop recorded too; the result is
-    what one recorded iteration adds to the region around the loop (cached as ``ITERATION``).
     """
     import warnings
 
@@ -173,8 +162,7 @@ def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool 
             for _ in range(launches):  # plain first: the JIT keeps this build beside the other
                 kernel[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
                 plain.append(out.view(-1, 2)[:, 0].cpu().numpy().copy())
-            rules = Rules(loops="both" if iterations else "outer", marks=False,
-                          kernel="record_cost_calibration")
+            rules = Rules(loops="outer", marks=False, kernel="record_cost_calibration")
             with profile(rules, tmp, options, quiet=True) as res:
                 for _ in range(launches):
                     kernel[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
@@ -188,13 +176,10 @@ def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool 
                 decoded.append(decode(buf, meta, record_cost=0.0))  # raw: what is measured
     decoded.sort(key=lambda d: d.meta.launch)
     got = cost_from(decoded[1:] or decoded, np.concatenate(plain[1:] or plain))
-    if iterations:
-        got["cycles"] = round(got["cycles"] / LOOP_ITERATIONS, 2)
-    got["device"], got["per"] = name, "iteration" if iterations else "record"
+    got["device"] = name
     if save:
         if options.buffer_type == "auto" or options.warps == "first":
             raise ValueError("calibrate.measure: resolve the options first (calibrate.variants)")
-        store(name, got["cycles"], options.clock, ITERATION if iterations else options.buffer_type,
-              options.sched_stores, {k: v for k, v in got.items() if k != "cycles"},
-              selective=options.selected is not None)
+        store(name, got["cycles"], options.clock, options.buffer_type, options.sched_stores,
+              {k: v for k, v in got.items() if k != "cycles"}, selective=options.selected is not None)
     return got

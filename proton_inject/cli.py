@@ -561,9 +561,8 @@ def calibrate(device, **kw) -> None:
 
     results = cal.measure_all(_options_from(kw), device=device)
     for opts, got in results:
-        click.echo(f"{got['device']}, {cal.describe(opts)}: {got['cycles']:g} cycles per "
-                   f"{got['per']} (p5 {got['p5']:g}, p95 {got['p95']:g} of the loop region, "
-                   f"{got['instances']:,} regions)")
+        click.echo(f"{got['device']}, {cal.describe(opts)}: {got['cycles']:g} cycles per record "
+                   f"(p5 {got['p5']:g}, p95 {got['p95']:g}, {got['instances']:,} regions)")
     click.echo(f"cached in {cal.cache_file()}", err=True)
 
 

@@ -144,9 +144,6 @@ class LaunchMeta:
     rank: int | None = None  # torchrun's RANK of the process that launched it
     # Cycles one record costs on this device and options (``calibrate``), when known.
     record_cost_cycles: float | None = None
-    # buffer_type "direct": cycles each run iteration of a recording loop adds (its store),
-    # when calibrated
-    iteration_cost_cycles: float | None = None
     # The clock measured right before and after the launch (``bracket.py``): {"before":
     # summary | null, "after": summary | null}, or {"missing": why}; None in older files.
     clock_bracket: dict[str, Any] | None = None
@@ -208,8 +205,6 @@ class LaunchMeta:
             "sm_clock_mhz": self.sm_clock_mhz,
             "rank": self.rank,
             "record_cost_cycles": self.record_cost_cycles,
-            **({"iteration_cost_cycles": self.iteration_cost_cycles}
-               if self.iteration_cost_cycles is not None else {}),
             "clock_bracket": self.clock_bracket,
             **({"direct_records": self.direct_records} if self.direct_records else {}),
             **({"direct_loops": self.direct_loops} if self.direct_loops else {}),
@@ -535,7 +530,7 @@ def _group_starts(lengths: np.ndarray) -> np.ndarray:
 
 
 def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
-           record_cost: float | None = None, iteration_cost: float | None = None) -> Decoded:
+           record_cost: float | None = None) -> Decoded:
     """Decode one launch's raw profile buffer into events on one ns time axis.
 
     Damaged CTAs are skipped with a ``DecodeWarning`` (also kept in ``.warnings``); an
@@ -545,18 +540,12 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     the clock reads around it: each warp's k-th record is moved k costs earlier, so a region
     loses one cost per record from its start to its end (its own and those of regions nested
     in it), and back-to-back regions keep their gap. 0 or None keeps the raw clock reads.
-    ``iteration_cost`` (a ``direct.py`` buffer with loops): what each run iteration of a
-    recording loop adds (the store at its end); every record is moved that many cycles
-    earlier per iteration run before it, so a region around a loop loses one cost per
-    iteration.
     """
     warn: list[Issue] = []
     where = f"launch {meta.label}"
     lost = None  # direct: records of loop iterations past what the block keeps
     if meta.buffer_type == "direct":
-        buffer, meta, lost = _expand_direct(buffer, meta, where, iteration_cost or 0.0)
-        if meta.direct_loops:  # what was subtracted (0: raw or not calibrated)
-            meta = replace(meta, iteration_cost_cycles=float(iteration_cost or 0.0))
+        buffer, meta, lost = _expand_direct(buffer, meta, where)
     if meta.granularity != "warp":
         raise UserError(
             f"{where}: granularity {meta.granularity!r} is not supported; Triton 3.6 lowers "
@@ -778,7 +767,7 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
                    record_cost=None if record_cost is None else float(record_cost))
 
 
-def _expand_direct(buffer: Any, meta: LaunchMeta, where: str, iteration_cost: float = 0.0
+def _expand_direct(buffer: Any, meta: LaunchMeta, where: str
                    ) -> tuple[np.ndarray, LaunchMeta, tuple[np.ndarray, int] | None]:
     """A ``direct.py`` buffer rewritten as the Proton layout above, with its metadata, so one
     decoder reads both: each CTA's block (``direct.layout``: word 0 SM id and timer bits 32-55,
@@ -787,8 +776,7 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str, iteration_cost: fl
     three times (bits 56-63 from ``meta.timer_ref_ns``), warp 0's count, and its records in
     the order they ran, tagged from ``meta.direct_records``. A CTA whose header is zero did not
     write its block. Also returns, when loops ran more iterations than their sections keep,
-    the records each CTA did not keep and the ``--buffer-size`` that would have kept them.
-    ``iteration_cost``: cycles taken off each record per loop iteration run before it."""
+    the records each CTA did not keep and the ``--buffer-size`` that would have kept them."""
     from .direct import DIRECT_HEADER_WORDS, SM_ID_BITS, block_bytes, layout, loop_bytes_needed
 
     rows = [list(r) for r in meta.direct_records or []]
@@ -829,24 +817,6 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str, iteration_cost: fl
     ran = blocks[:, :DIRECT_HEADER_WORDS].any(axis=1)
     counts = blocks[:, DIRECT_HEADER_WORDS:DIRECT_HEADER_WORDS + len(loops)].astype(np.int64)
     every = np.asarray([row[2] if len(row) > 2 else 1 for row in loops], np.int64)
-    clocks = blocks[:, word]
-    if iteration_cost and loops:
-        # iterations run before each slot: every iteration of the loops whose records come
-        # earlier in the text, and the earlier iterations of its own loop
-        row_of = []  # each slot's row in the record table
-        for r, row in enumerate(rows):
-            if len(row) < 3:
-                row_of.append(r)
-            elif r == members[row[2]][0]:
-                row_of += [q for _ in range(loops[row[2]][0]) for q in members[row[2]]]
-        row_of = np.asarray(row_of, np.int64)
-        done = np.zeros((len(blocks), n), np.int64)
-        for lp, m in enumerate(members):
-            done[:, (row_of > m[-1]) & (loop_of != lp)] += counts[:, lp:lp + 1]
-        mine = loop_of >= 0
-        done[:, mine] += it_of[mine] * every[loop_of[mine]]
-        shift = np.round(done * float(iteration_cost)).astype(np.int64)
-        clocks = ((clocks.astype(np.int64) - shift) & 0xFFFFFFFF).astype(np.uint32)
     counts = -(-counts // every)  # the iterations each loop would keep with room for all
     caps = np.asarray([row[0] for row in loops], np.int64)
     keep = np.ones((len(blocks), n), bool)
@@ -870,7 +840,7 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str, iteration_cost: fl
     out[:, 4:6] = out[:, 6:8] = out[:, 8:10] = t_words
     out[:, HEADER_WORDS] = 2 * kept
     out[:, head::2] = np.where(filled, tag[order], 0)
-    out[:, head + 1::2] = np.where(filled, np.take_along_axis(clocks, order, axis=1), 0)
+    out[:, head + 1::2] = np.where(filled, np.take_along_axis(blocks[:, word], order, axis=1), 0)
     meta = replace(meta, bytes_per_cta=4 * out.shape[1], buffer_size=8 * n, clock_bits=32,
                    sampled_warps=[0], buffer_type="direct")
     lost = None

@@ -136,7 +136,6 @@ class LaunchData:
     device: str | None = None
     rank: int | None = None
     record_cost: float | None = None  # cycles subtracted per record (0: --raw; None: unknown)
-    iteration_cost: float | None = None  # direct loops: cycles subtracted per iteration run
     sampled_warps: list[int] | None = None  # the warps that recorded (None: every warp)
     sample_ctas: int = 1  # records in every Nth CTA only
     sample_iterations: int = 1  # records inside loops lowered directly: every Nth iteration only
@@ -156,7 +155,6 @@ class LaunchData:
             cta_prefinal_ns=d.ctas.prefinal_ns.astype(np.float64),
             drops=_drops_dict(d), issues=list(d.issues), device=m.device, rank=m.rank,
             record_cost=d.record_cost, sampled_warps=m.sampled_warps, sample_ctas=m.sample_ctas,
-            iteration_cost=m.iteration_cost_cycles,
             sample_iterations=m.sample_iterations,
         )
 
@@ -273,11 +271,7 @@ def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
         if cost is None:
             cost = calibrate.lookup(meta.device, meta.clock_bits, meta.buffer_type,
                                     selective=bool(meta.sampled_warps))
-        it_cost = 0.0 if raw or not meta.direct_loops else meta.iteration_cost_cycles
-        if it_cost is None:
-            it_cost = calibrate.lookup(meta.device, meta.clock_bits, calibrate.ITERATION,
-                                       selective=True)
-        yield decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost, iteration_cost=it_cost)
+        yield decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost)
         del buf
 
 
@@ -418,7 +412,6 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
             issues=[Issue.from_json(v) for v in s.get("issues", s.get("warnings", []))],
             device=s.get("device"), rank=s.get("rank"),
             record_cost=s.get("record_cost_cycles"),
-            iteration_cost=s.get("iteration_cost_cycles"),
         ))
     return out
 
@@ -546,7 +539,6 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
         "regions": regions,
         "drops": drops,
         "record_cost_cycles": sorted({x.record_cost for x in launches}, key=lambda c: -1 if c is None else c),
-        "iteration_cost_cycles": sorted({x.iteration_cost for x in launches if x.iteration_cost}),
         "warnings": diagnostics.summarize({first.kernel: len(launches)},
                                           [(first.kernel, i) for x in launches for i in x.issues]),
         "issues": [{"launch": x.launch, **i.to_dict()} for x in launches for i in x.issues],
@@ -800,11 +792,6 @@ def clock_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None 
     if cost:
         out.append(f"record cost: {', '.join(f'{c:g}' for c in cost)} cycles per record subtracted "
                    "(calibrated; nested regions shifted with it; --raw shows raw durations)")
-    it = k.get("iteration_cost_cycles") or []
-    if it:
-        out.append(f"loop iterations: {', '.join(f'{c:g}' for c in it)} cycles per recorded "
-                   "iteration subtracted from the regions around them (calibrated store cost of "
-                   "the direct lowering; --raw shows raw durations)")
     if None in costs:
         out.append(f"record cost: not calibrated for {k.get('device') or 'this device'}: durations "
                    "may include the records' own cost (on an H100 none lowered directly, "

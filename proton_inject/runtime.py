@@ -1342,7 +1342,6 @@ class Session:
             sm_clock_mhz=self._device_clocks.get(rec.device),
             rank=self.rank,
             record_cost_cycles=self._record_cost(rec),
-            iteration_cost_cycles=self._iteration_cost(rec),
             clock_bracket=rec.clock_bracket,
             direct_records=self._direct_records(rec),
             direct_loops=self._kernel_ir(rec)[3],
@@ -1413,18 +1412,6 @@ class Session:
             self._record_costs[key] = calibrate.lookup(
                 self._device_names.get(rec.device), o.clock, o.buffer_type, o.sched_stores,
                 selective=o.selected is not None)
-        return self._record_costs[key]
-
-    def _iteration_cost(self, rec: LaunchRecord) -> float | None:
-        """The calibrated cost of a recorded loop iteration, for a kernel lowered directly
-        with records inside loops (None for others, or when not calibrated)."""
-        if not self._kernel_ir(rec)[3]:
-            return None
-        key = (rec.device, calibrate.ITERATION)
-        if key not in self._record_costs:
-            self._record_costs[key] = calibrate.lookup(
-                self._device_names.get(rec.device), self.options.clock, calibrate.ITERATION,
-                self.options.sched_stores, selective=True)
         return self._record_costs[key]
 
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:

@@ -287,7 +287,6 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
         "warnings": d.warnings,
         "issues": [i.to_dict() for i in d.issues],
         "record_cost_cycles": d.record_cost,
-        "iteration_cost_cycles": d.meta.iteration_cost_cycles,
         "buffer_size": d.drops.slots_per_warp * 8 * d.drops.segments,
         "sampled_warps": d.meta.sampled_warps,
         "sample_ctas": d.meta.sample_ctas,

@@ -272,11 +272,10 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         if not (isinstance(mhz, int | float) and not isinstance(mhz, bool) and
                 math.isfinite(mhz) and mhz > 0):
             raise bad("sm_clock_mhz", "null or a positive number")
-    cost, it_cost = d.get("record_cost_cycles"), d.get("iteration_cost_cycles")
-    for key, v in (("record_cost_cycles", cost), ("iteration_cost_cycles", it_cost)):
-        if v is not None and not (isinstance(v, int | float) and not isinstance(v, bool) and
-                                  math.isfinite(v) and 0 <= v < 10_000):
-            raise bad(key, "null or a number of cycles from 0 to 10000")
+    cost = d.get("record_cost_cycles")
+    if cost is not None and not (isinstance(cost, int | float) and not isinstance(cost, bool) and
+                                 math.isfinite(cost) and 0 <= cost < 10_000):
+        raise bad("record_cost_cycles", "null or a number of cycles from 0 to 10000")
     bracket = d.get("clock_bracket")
     if bracket is not None and not _clock_bracket_ok(bracket):
         raise bad("clock_bracket", 'null, {"missing": "why"} or {"before": side, "after": side} '
@@ -314,7 +313,6 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         config=config, launch=int_field("launch", 0, 10**12, 0), device=device,
         sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
         record_cost_cycles=None if cost is None else float(cost), clock_bracket=bracket,
-        iteration_cost_cycles=None if it_cost is None else float(it_cost),
         direct_records=None if table is None else [list(r) for r in table],
         direct_loops=None if not loops else [list(x) for x in loops],
         timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
