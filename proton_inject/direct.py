@@ -88,6 +88,11 @@ class _Loop:
     stride: int = 0  # words per iteration
     every: int = 1  # keeps iterations 0, every, 2 * every, ...
 
+    @property
+    def slots_needed(self) -> int | None:
+        """The slots that would keep every sampled iteration, when the trip count is known."""
+        return None if self.trips is None else -(-self.trips // self.every)
+
 
 @dataclass
 class _Plan:
@@ -172,7 +177,7 @@ def _plan(text: str, budget: int, every: int = 1) -> _Plan:
         loop.stride, loop.every = _stride(len(loop.records)), every
         loop.cap = max(1, share // (4 * loop.stride))
         if loop.trips is not None:
-            loop.cap = max(1, min(loop.cap, -(-loop.trips // every)))
+            loop.cap = max(1, min(loop.cap, loop.slots_needed))
     return plan
 
 
@@ -341,7 +346,7 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
             lines += [le, f"{slot} = arith.divui {iteration}, {ce} : i32",
                       f"{rest} = arith.remui {iteration}, {ce} : i32"]
             guards.append((rest, 1))
-        if loop.trips is None or -(-loop.trips // loop.every) > loop.cap:
+        if loop.trips is None or loop.slots_needed > loop.cap:
             guards.append((slot, loop.cap))
         stride_bytes, off = names.new("a"), names.new("a")
         lines += [f"{stride_bytes} = arith.constant {4 * loop.stride} : i32",
@@ -356,9 +361,9 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
     if ret.name != "tt.return":
         raise ValueError("the kernel's function does not end with tt.return")
     pad = "\n" + indent
-    if plan.loops:  # the address must be known in the first recording loop, before its line
-        first = module.text.rindex("\n", 0, min(lp.op.start for lp in plan.loops)) + 1
-        edits.append((first, first, "".join(f"{indent}{line}\n" for line in alloc)))
+    if plan.loops:  # the address must be known inside the first recording loop
+        first = min(lp.op.start for lp in plan.loops)
+        edits.append((first, first, pad.join(alloc) + pad))
     else:
         late += alloc
     late += _packed_stores(addr, words, names, 4 if nbytes % 16 == 0 else 2)
