@@ -243,6 +243,7 @@ def table(cal: dict[str, dict], cases: list[Case]) -> str:
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"record cost, {name}: {c['cycles']:g} cycles per record (calibration loop: region "
              f"{c.get('region', float('nan')):g}, plain {c.get('plain', float('nan')):g}, "
+             f"launch pairs {min(c['differences']):+g}..{max(c['differences']):+g}, "
              f"{c['instances']:,} regions) on {c['device']}" for name, c in cal.items()]
     lines += ["error = region - truth per CTA (warp 0): median (p5..p95); cycle truths: the "
               "plain launch's cycles between the reads right around the loop (median over CTAs)"]

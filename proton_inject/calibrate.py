@@ -2,10 +2,13 @@
 
 A region's clock reads can include the records' own work. ``decode`` subtracts a cost per
 record (``record_cost``); this module measures it with a calibration kernel that runs a loop
-of fixed work between two clock reads, launched plain and then with a region around the loop:
-the cost is the region's cycles minus the plain loop's (medians over CTAs, at least 0), and
-it is kept in the user's cache directory, keyed by device name and the options that change
-what a record does (clock width, buffer type, store scheduling). On an H100 (Triton 3.6):
+of fixed work between two clock reads with a region around the loop, launched in turn with a
+plain copy of the same code (``_calibration_kernel.py``): the cost is the median, over pairs
+of launches, of the region's cycles minus the plain loop's (medians over CTAs), at least 0
+(the plain launches used to run first, then the profiled ones: the same plain loop read
+2,019-2,098 cycles across runs, and once a 3-cycle cost came out of that drift). It is kept
+in the user's cache directory, keyed by device name and the options that change what a
+record does (clock width, buffer type, store scheduling). On an H100 (Triton 3.6):
 direct records (one ``%clock64`` read each) add nothing measurable (region 2,023 cycles, the
 plain loop 2,019-2,098 over three runs); with one warp in Proton's global or shared buffer
 the region reads ~60 cycles less than the plain loop (the compiler moves work out of it, so
@@ -79,19 +82,28 @@ def store(device: str, cycles: float, clock_bits: int = 64, buffer_type: str = "
                                          indent=1, sort_keys=True) + "\n")
 
 
-def cost_from(decoded: list[Any], plain_cycles: np.ndarray) -> dict[str, Any]:
+def cost_from(decoded: list[Any], plain: list[np.ndarray]) -> dict[str, Any]:
     """The record cost from decoded calibration launches (decoded without compensation) and
-    the loop's cycles in plain launches (each CTA's own clock reads): the median cycles of
-    the loop region minus the plain median, at least 0, with the region's spread."""
-    cyc = [d.events.cycles[np.isin(d.events.scope, [s for s, n in d.meta.scopes.items()
-                                                    if n.startswith("loop")])] for d in decoded]
-    v = np.concatenate(cyc) if cyc else np.zeros(0)
-    if len(v) == 0:
-        raise RuntimeError("the calibration launches hold no loop region")
-    if len(plain_cycles) == 0:
+    the reference kernel's loop cycles launched in turn with them (each CTA's own clock reads,
+    one array per launch, in launch order): per pair of launches, the median cycles of the
+    loop region less the reference's median; the cost is the median of those differences, at
+    least 0, with the region's spread and the differences' range."""
+    if not plain or not any(len(p) for p in plain):
         raise RuntimeError("no plain calibration launch ran")
-    region, plain = float(np.median(v)), float(np.median(plain_cycles))
-    return {"cycles": max(0.0, region - plain), "region": region, "plain": plain,
+    diffs, regions = [], []
+    for d, p in zip(decoded, plain, strict=False):
+        loops = [s for s, n in d.meta.scopes.items() if n.startswith("loop")]
+        v = d.events.cycles[np.isin(d.events.scope, loops)]
+        if len(v) and len(p):
+            regions.append(v)
+            diffs.append(float(np.median(v)) - float(np.median(p)))
+    if not regions:
+        raise RuntimeError("the calibration launches hold no loop region")
+    v = np.concatenate(regions)
+    region = float(np.median(v))
+    return {"cycles": max(0.0, float(np.median(diffs))), "region": region,
+            "plain": float(np.median(np.concatenate(plain))),
+            "differences": [round(x, 1) for x in diffs],
             "p5": float(np.percentile(v, 5)), "p95": float(np.percentile(v, 95)),
             "instances": int(len(v))}
 
@@ -119,7 +131,7 @@ def describe(options: Any) -> str:
     return f"{options.buffer_type} buffer, {who}, clock{options.clock}"
 
 
-def measure_all(options: Any = None, device: int = 0, launches: int = 5,
+def measure_all(options: Any = None, device: int = 0, launches: int = 7,
                 save: bool = True) -> list[tuple[Any, dict[str, Any]]]:
     """``measure`` for each of ``variants(options)``: [(concrete options, result)]."""
     import torch
@@ -131,7 +143,7 @@ def measure_all(options: Any = None, device: int = 0, launches: int = 5,
     return [(v, measure(v, device, launches, save)) for v in variants(options, hip)]
 
 
-def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool = True) -> dict[str, Any]:
+def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool = True) -> dict[str, Any]:
     """Run the calibration kernel (needs a GPU) and return (and cache) the record cost.
 
     The first launch of each kind is left out (cold instruction cache). ``options`` are the concrete
@@ -141,7 +153,7 @@ def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool 
 
     import torch
 
-    from ._calibration_kernel import record_cost_calibration as kernel
+    from ._calibration_kernel import plain_reference, record_cost_calibration
     from .compile_hook import profile
     from .decode import DecodeWarning, decode, load_raw
     from .lowering import LoweringOptions
@@ -159,14 +171,20 @@ def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool 
         with torch.cuda.device(device):
             out = torch.zeros(2 * 2 * sms, dtype=torch.int64, device=f"cuda:{device}")
             plain = []
-            for _ in range(launches):  # plain first: the JIT keeps this build beside the other
-                kernel[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
+
+            def reference() -> None:
+                plain_reference[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
                 plain.append(out.view(-1, 2)[:, 0].cpu().numpy().copy())
-            rules = Rules(loops="outer", marks=False, kernel="record_cost_calibration")
+
+            # Launched in turn, each pair close in time: builds compared across separate
+            # stretches drifted (the same plain loop read 2,018-2,098 cycles across runs).
+            reference()  # compiled and warmed before the profile starts
+            rules = Rules(loops="outer", marks=False, kernel="^record_cost_calibration$")
             with profile(rules, tmp, options, quiet=True) as res:
                 for _ in range(launches):
-                    kernel[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
-                torch.cuda.synchronize()
+                    record_cost_calibration[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
+                    torch.cuda.synchronize()
+                    reference()
         raws, _ = expand_inputs([res.out])
         decoded = []
         with warnings.catch_warnings():
@@ -175,7 +193,8 @@ def measure(options: Any = None, device: int = 0, launches: int = 5, save: bool 
                 buf, meta = load_raw(p)
                 decoded.append(decode(buf, meta, record_cost=0.0))  # raw: what is measured
     decoded.sort(key=lambda d: d.meta.launch)
-    got = cost_from(decoded[1:] or decoded, np.concatenate(plain[1:] or plain))
+    # The first launch of each leaves out a cold instruction cache (plain[0]: before the profile).
+    got = cost_from(decoded[1:] or decoded, plain[2:] if len(decoded) > 1 else plain[1:])
     got["device"] = name
     if save:
         if options.buffer_type == "auto" or options.warps == "first":

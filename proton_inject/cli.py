@@ -561,8 +561,10 @@ def calibrate(device, **kw) -> None:
 
     results = cal.measure_all(_options_from(kw), device=device)
     for opts, got in results:
+        d = got["differences"]
         click.echo(f"{got['device']}, {cal.describe(opts)}: {got['cycles']:g} cycles per record "
-                   f"(p5 {got['p5']:g}, p95 {got['p95']:g}, {got['instances']:,} regions)")
+                   f"(region minus plain loop in {len(d)} launch pairs: {min(d):g} to {max(d):g}; "
+                   f"region p5 {got['p5']:g}, p95 {got['p95']:g}, {got['instances']:,} regions)")
     click.echo(f"cached in {cal.cache_file()}", err=True)
 
 

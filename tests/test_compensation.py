@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -93,20 +94,23 @@ def test_cache_round_trip_and_keys(cache):
     assert calibrate.lookup(H100) is None
 
 
-def test_cost_from_is_the_loop_region_less_the_plain_loop():
+def test_cost_from_is_the_median_over_launch_pairs_of_region_less_plain_loop():
     d = _decode("add", None)
     d.meta.scopes = {0: "kernel", 1: "loop i @k.py:3"}
     region = float(np.median(d.events.cycles[d.events.scope == 1]))
-    got = calibrate.cost_from([d], np.array([region - 7, region - 3, region - 2]))
-    assert got["cycles"] == 3.0 and got["region"] == region and got["plain"] == region - 3
-    assert got["instances"] == 32768 and got["p5"] <= got["region"] <= got["p95"]
+    # three pairs: the plain loop drifts between them; each region is compared with its own
+    got = calibrate.cost_from([d, d, d], [np.array([region - 7, region - 9]), np.array([region - 3]),
+                                          np.array([region + 20, region - 2, region - 2])])
+    assert got["cycles"] == 3.0 and got["differences"] == [8.0, 3.0, 2.0]
+    assert got["region"] == region and got["plain"] == region - 2.5
+    assert got["instances"] == 3 * 32768 and got["p5"] <= got["region"] <= got["p95"]
     # a region shorter than the plain loop (the compiler moved work out of it): nothing to take
-    assert calibrate.cost_from([d], np.array([region + 60.0]))["cycles"] == 0.0
+    assert calibrate.cost_from([d], [np.array([region + 60.0])])["cycles"] == 0.0
     with pytest.raises(RuntimeError, match="no plain"):
-        calibrate.cost_from([d], np.zeros(0))
+        calibrate.cost_from([d], [np.zeros(0)])
     d.meta.scopes = {0: "kernel", 1: "iter"}
     with pytest.raises(RuntimeError, match="no loop region"):
-        calibrate.cost_from([d], np.array([1.0]))
+        calibrate.cost_from([d], [np.array([1.0])])
 
 
 def _raw_dir(tmp_path: Path, cost: float | None) -> Path:
@@ -157,18 +161,29 @@ def test_cli_raw_flag_and_bad_cost_in_metadata(tmp_path, cache):
 
 def test_calibration_kernel_has_one_region_right_around_its_loop(tmp_path):
     """The calibration kernel compiles for cuda:90 with its one region (``--loops outer``)
-    right around the loop, between the kernel's own two clock reads."""
+    right around the loop, between the kernel's own two clock reads; its plain reference is
+    the same code under another name, which the calibration's rule leaves alone."""
     from triton.compiler import ASTSource
     from ttgir_helpers import compile_with_hook
 
-    from proton_inject._calibration_kernel import record_cost_calibration
+    from proton_inject._calibration_kernel import plain_reference, record_cost_calibration
     from proton_inject.compile_hook import CompileHook
     from proton_inject.rules import Rules
 
     src = ASTSource(record_cost_calibration, signature={"out_ptr": "*i64", "n": "i32"})
-    hook = CompileHook(Rules(loops="outer", marks=False, kernel="record_cost_calibration"),
-                       tmp_path / "ir")
+    rules = Rules(loops="outer", marks=False, kernel="^record_cost_calibration$")
+    hook = CompileHook(rules, tmp_path / "ir")
     ck = compile_with_hook(src, tmp_path / "cache", hook)
+    ref = ASTSource(plain_reference, signature={"out_ptr": "*i64", "n": "i32"})
+    plain = compile_with_hook(ref, tmp_path / "cache", CompileHook(rules, tmp_path / "ir2"))
+    assert "proton.record" not in plain.asm["ttgir"]
+    # the same code: the calibration kernel compiled without the hook differs in its name and
+    # source locations only
+    def code(text: str) -> list[str]:
+        return [re.sub(r"\s*loc\(#loc\d*\)", "", x) for x in text.splitlines() if not x.startswith("#loc")]
+
+    same = compile_with_hook(src, tmp_path / "cache2", None).asm["ttgir"]
+    assert code(plain.asm["ttgir"].replace("plain_reference", "record_cost_calibration")) == code(same)
     lines = [x.strip() for x in ck.asm["ttgir"].splitlines()]
     starts = [i for i, x in enumerate(lines) if x.startswith('proton.record start "loop')]
     ends = [i for i, x in enumerate(lines) if x.startswith('proton.record end "loop')]
