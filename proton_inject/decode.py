@@ -162,6 +162,16 @@ class LaunchMeta:
         return max([row[2] for row in self.direct_loops or [] if len(row) > 2] or [1])
 
     @property
+    def loop_scopes(self) -> list[list[int]]:
+        """The scopes recorded inside each loop lowered directly (``direct_records``' third
+        column), one list per loop: each runs once per kept iteration."""
+        out: dict[int, list[int]] = {}
+        for row in self.direct_records or []:
+            if len(row) > 2 and row[0] not in out.setdefault(row[2], []):
+                out[row[2]].append(row[0])
+        return [out[k] for k in sorted(out)]
+
+    @property
     def num_ctas(self) -> int:
         """Number of CTAs in the grid."""
         return math.prod(self.grid)  # Python ints: a large grid must not wrap around

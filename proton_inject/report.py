@@ -49,6 +49,9 @@ TRACE_WARN_BYTES = 500 * 2**20
 # buffer per CTA: global, or shared with its size (its final copy costs ~16 SM-cycles per KiB,
 # benchmarks/overhead_parts.py). Only what was measured; other combinations say so.
 OVERHEAD_MEASURED_ON = "H100, Triton 3.6, 2026-11-24"
+# What a recorded iteration of a loop lowered directly added to the loop around it on an
+# H100 (benchmarks/accuracy.py: a loop of spins ~26, the calibration loop of multiply-adds 38).
+DIRECT_ITERATION_CYCLES = (26, 38)
 WHOLE, ITER = "kernel + whole loops", "every iteration"
 SHARED_BIG, SHARED_SMALL, GLOBAL = "shared buffer > 1 KiB", "shared buffer <= 1 KiB", "global buffer"
 DIRECT = "direct stores"  # --buffer-type direct: our own lowering (direct.py)
@@ -139,6 +142,7 @@ class LaunchData:
     sampled_warps: list[int] | None = None  # the warps that recorded (None: every warp)
     sample_ctas: int = 1  # records in every Nth CTA only
     sample_iterations: int = 1  # records inside loops lowered directly: every Nth iteration only
+    loop_scopes: list[list[int]] = field(default_factory=list)  # LaunchMeta.loop_scopes
     cta_time: tuple[float, int, int, float, int, int] | None = None  # _cta_time, once slimmed
 
     @classmethod
@@ -155,7 +159,7 @@ class LaunchData:
             cta_prefinal_ns=d.ctas.prefinal_ns.astype(np.float64),
             drops=_drops_dict(d), issues=list(d.issues), device=m.device, rank=m.rank,
             record_cost=d.record_cost, sampled_warps=m.sampled_warps, sample_ctas=m.sample_ctas,
-            sample_iterations=m.sample_iterations,
+            sample_iterations=m.sample_iterations, loop_scopes=m.loop_scopes,
         )
 
 
@@ -399,6 +403,7 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
             sample_ctas=s["sample_ctas"] if validate.is_int(s.get("sample_ctas")) else 1,
             sample_iterations=(s["sample_iterations"] if validate.is_int(s.get("sample_iterations"))
                                else 1),
+            loop_scopes=_loop_scopes(s.get("loop_scopes")),
             drops={
                 "records_written": s.get("records_written", 0),
                 "records_dropped": s.get("records_dropped", 0),
@@ -414,6 +419,12 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
             record_cost=s.get("record_cost_cycles"),
         ))
     return out
+
+
+def _loop_scopes(v: Any) -> list[list[int]]:
+    """A trace's ``loop_scopes``, or none where it is missing or malformed (older traces)."""
+    ok = isinstance(v, list) and all(isinstance(g, list) and all(map(validate.is_int, g)) for g in v)
+    return v if ok else []
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -451,13 +462,15 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
     for s in present:
         scopes.setdefault(s, f"scope_{s}")
     counts = {n: list(scopes.values()).count(n) for n in scopes.values()}
+    n_of = {s: sum(int(np.count_nonzero(x.scope == s)) for x in launches) for s in present}
+    held = _iterations_held(first.scope_parents, first.loop_scopes, n_of)
     regions = []
     n_events = 0
     for s in present:
         # One scope's instances at a time, not every event of the kernel at once (a run of
         # thousands of launches may hold a hundred million), filled launch by launch into
         # arrays of the launches' own types (no per-launch copies to concatenate).
-        n = sum(int(np.count_nonzero(x.scope == s)) for x in launches)
+        n = n_of[s]
         cycles = np.empty(n, np.result_type(*(x.cycles.dtype for x in launches)))
         dur = np.empty(n, np.result_type(*(x.dur_ns.dtype for x in launches)))
         warp = np.empty(n, np.result_type(*(x.warp.dtype for x in launches)))
@@ -501,6 +514,7 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
             "share": share,
             "per_unit": per_unit if differs else None,
             "per_rank": per_rank,
+            "recorded_iterations_inside": held.get(s),
         })
     drops = {k: sum((x.drops.get(k) or 0) for x in launches)
              for k in ("records_written", "records_dropped", "warps_with_drops", "ctas_with_drops",
@@ -543,6 +557,25 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
                                           [(first.kernel, i) for x in launches for i in x.issues]),
         "issues": [{"launch": x.launch, **i.to_dict()} for x in launches for i in x.issues],
     }
+
+
+def _iterations_held(parents: dict[int, int], loops: list[list[int]],
+                     n_of: dict[int, int]) -> dict[int, float]:
+    """Per region outside the loops lowered directly: how many of their kept iterations ran
+    inside one of its instances (on average). Each such iteration stores its clocks as it
+    ends, inside the loop, so the region holds that store's time."""
+    inside = {d for group in loops for d in group}
+    out: dict[int, float] = {}
+    for group in loops:
+        d = next((d for d in group if n_of.get(d)), None)  # once per kept iteration
+        seen: list[int] = []
+        p = parents.get(d) if d is not None else None
+        while p is not None and p not in seen:
+            seen.append(p)
+            if p not in inside and n_of.get(p):
+                out[p] = out.get(p, 0.0) + n_of[d] / n_of[p]
+            p = parents.get(p)
+    return out
 
 
 def _scope_ids(scope: np.ndarray) -> np.ndarray:
@@ -682,6 +715,25 @@ def sampled_line(k: dict[str, Any]) -> str | None:
     if not parts:
         return None
     return "sampled: " + "; ".join(parts) + "; counts and totals are of these only, not scaled"
+
+
+def held_iterations_note(k: dict[str, Any]) -> str | None:
+    """One note naming the regions around loops whose iterations were recorded directly: each
+    kept iteration's store is in their durations, and nothing subtracts it."""
+    lo, hi = DIRECT_ITERATION_CYCLES
+    held = [(r, r["recorded_iterations_inside"]) for r in k["regions"]
+            if r.get("recorded_iterations_inside")]
+    if not held:
+        return None
+    worst, n = max(held, key=lambda h: h[1] / max(1.0, h[0]["cycles"]["median"]))
+    med = max(1.0, worst["cycles"]["median"])
+    names = ", ".join(f"{r['name']} ({n:,.1f} per instance)" for r, n in held)
+    return (f"note: recorded loop iterations run inside {names}: each stored its clocks as it "
+            f"ended, inside its loop, and nothing subtracts those stores from the regions around "
+            f"them (on an H100 a recorded iteration added {lo}-{hi} cycles to its loop, depending "
+            f"on the loop body): up to ~{hi * n:,.0f} of {worst['name']}'s {med:,.0f} median "
+            f"cycles ({100 * hi * n / med:.1g}%); time those regions with no records inside their "
+            "loops (e.g. --loops outer) for their plain length")
 
 
 def overhead_class(k: dict[str, Any]) -> str:
@@ -859,6 +911,9 @@ def format_text(summary: dict[str, Any]) -> str:
             out.append("  " + line)
         out.append("  " + overhead_class(k))
         w = drop_warning(k)
+        if w:
+            out.append("  " + w)
+        w = held_iterations_note(k)
         if w:
             out.append("  " + w)
         out += [f"  {n}" for n in clock_notes(k, fitted)]

@@ -291,6 +291,7 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
         "sampled_warps": d.meta.sampled_warps,
         "sample_ctas": d.meta.sample_ctas,
         "sample_iterations": d.meta.sample_iterations,
+        "loop_scopes": d.meta.loop_scopes,
     }
     if meta.rank is not None:
         summary["rank"] = meta.rank

@@ -385,6 +385,29 @@ def test_real_direct_buffer_with_loop_records():
     assert "were not kept" in text and "--buffer-size 216" in text, text
 
 
+def test_regions_around_recorded_iterations_say_their_stores_are_in_them(tmp_path):
+    """The layer norm buffer above: the kernel region holds the 15 kept iterations of its
+    three loops, each loop region its own 5, the iterations none; the report says so in one
+    note, and a trace written from it carries what that takes."""
+    from proton_inject.decode import load_raw
+    from proton_inject.report import run_report
+
+    _, meta = load_raw(H100_LOOPS / "00000-layernorm_fwd_kernel.json")
+    assert meta.loop_scopes == [[2], [4], [6]]
+    res = run_report([H100_LOOPS], as_json=True, trace_dir=tmp_path / "tr")
+    for summary in (res.summary, run_report(res.files, as_json=True).summary):
+        held = {r["name"].split(" @")[0]: r["recorded_iterations_inside"]
+                for r in summary["kernels"][0]["regions"]}
+        assert held == {"kernel": 15.0, "loop partial": 5.0, "iter partial": None,
+                        "loop start": 5.0, "iter start": None}, held
+    [note] = [x for x in run_report([H100_LOOPS]).text.splitlines() if "run inside" in x]
+    assert "kernel (15.0 per instance)" in note and "loop start @layernorm.py:35 (5.0" in note
+    assert "nothing subtracts those stores" in note
+    assert "--loops outer" in note
+    # a kernel with no records inside loops gets no such note
+    assert "run inside" not in run_report([H100_DIRECT]).text
+
+
 def test_direct_metadata_that_does_not_match_is_a_clear_error():
     from proton_inject.decode import LaunchMeta, decode, load_raw
     from proton_inject.errors import UserError
