@@ -1,9 +1,10 @@
 """Overhead of profiling, over a fixed suite of kernels, as ratios with their spread (issue 9).
 
-Suite: matmul 4096^3, flash attention 4x16x4096x64, layer norm 8192^2, softmax, vector add
-(``examples/``), Liger-Kernel's RMSNorm (left out when liger_kernel is absent), and two
-kernels Inductor generated (``ttgir_samples/sources/inductor/``, launched through the JIT at a
-large size: their hard-coded ``xnumel`` line is dropped so the size is the argument's).
+Suite: matmul 4096^3 (plain and persistent), flash attention 4x16x4096x64, layer norm 8192^2,
+softmax, vector add (``examples/``), Liger-Kernel's RMSNorm (left out when liger_kernel is
+absent), and two kernels Inductor generated (``ttgir_samples/sources/inductor/``, launched
+through the JIT at a large size: their hard-coded ``xnumel`` line is dropped so the size is
+the argument's).
 Each runs with five rule sets (the defaults; the defaults in every 8th CTA, ``--sample-ctas 8``;
 ``--loops both`` + kernel scope, in every CTA and in every 8th; ``--op tt.load``) under
 several lowering options: the tool's defaults (the first warp of each partition records,
@@ -67,6 +68,7 @@ OPTIONS = {
     "clock32": LoweringOptions(clock=32),
     "warps 0": LoweringOptions(warps=(0,), auto_size=False, buffer_type="shared"),
     "auto all": LoweringOptions(warps="all"),  # --warps all --buffer-size auto
+    "auto warp 0": LoweringOptions(warps=(0,)),  # --warps 0, the rest as the defaults
     "global": LoweringOptions(buffer_type="global"),  # Proton's lowering into global memory
     "global all": LoweringOptions(buffer_type="global", warps="all"),
     # every warp of a 4- or 8-warp kernel named one by one: Proton's selective-warps code path
@@ -133,6 +135,14 @@ def _matmul(tmp: Path):
     mm = load_example("matmul")
     a, b = (torch.randn(4096, 4096, device="cuda", dtype=torch.float16) for _ in range(2))
     return lambda: mm.matmul(a, b, 128, 128, 64, 8, 3)
+
+
+def _persistent_matmul(tmp: Path):
+    import torch
+
+    pm = load_example("persistent_matmul")  # a grid of NUM_SMS CTAs striding over the tiles
+    a, b_nk = (torch.randn(4096, 4096, device="cuda", dtype=torch.float16) for _ in range(2))
+    return lambda: pm.persistent_matmul(a, b_nk)
 
 
 def _attention(tmp: Path):
@@ -202,6 +212,7 @@ def _inductor_reduction(tmp: Path):
 
 SUITE = [
     Workload("matmul 4096^3 fp16", _matmul),
+    Workload("persistent matmul 4096^3 fp16", _persistent_matmul),
     Workload("attention 4x16x4096x64", _attention),
     Workload("layer norm 8192^2 fp16", _layernorm),
     Workload("softmax 32768x1024 fp16", _softmax),

@@ -173,7 +173,7 @@ class LoweringOptions:
             # A persistent kernel's CTAs loop over many tiles, so what each recording warp
             # costs per CTA hardly counts; and on an H100 one recording warp slowed a
             # persistent softmax by 4.5% (every warp: 0.4%; benchmarks/overhead.py).
-            persistent = _PERSISTENT.search(text) is not None and "ttg.warp_specialize" not in text
+            persistent = is_persistent(text) and "ttg.warp_specialize" not in text
             warps = "all" if persistent else first_warps(text)
         btype = self.buffer_type
         if btype in ("auto", "direct"):
@@ -375,6 +375,20 @@ def records_per_warp_bound(text: str) -> int | None:
 # A persistent kernel's tile loop steps by the grid size (``range(pid, n, tl.num_programs(0))``);
 # the CTA sampler's own reads of it (``%pi_cta0_gx``) do not count.
 _PERSISTENT = re.compile(r"%(?!pi_cta\d|pi_d)[\w$.-]+ = tt\.get_num_programs\b")
+# ... or by a constant the caller set to the grid size (``range(pid, n, NUM_SMS)``, as in
+# Triton's persistent matmul tutorial): a loop from the program id with a step other than 1.
+_PROGRAM_ID = re.compile(r"(%(?!pi_)[\w$.-]+) = tt\.get_program_id\b")
+_FOR_FROM = re.compile(r"scf\.for %[\w$.-]+ = (%[\w$.-]+) to %[\w$.-]+ step (%[\w$.-]+)")
+_ONE = re.compile(r"(%[\w$.-]+) = arith\.constant 1 : i(?:32|64)\b")
+
+
+def is_persistent(text: str) -> bool:
+    """Whether a kernel's CTAs loop over tiles: it reads the grid size, or a loop starts at
+    its program id and steps by more than 1."""
+    if _PERSISTENT.search(text):
+        return True
+    pids, ones = set(_PROGRAM_ID.findall(text)), set(_ONE.findall(text))
+    return any(lb in pids and step not in ones for lb, step in _FOR_FROM.findall(text))
 _PARTITION_WARPS = re.compile(r"\bnum_warps\((\d+)\)\s*\{")
 
 

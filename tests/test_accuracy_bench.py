@@ -66,10 +66,11 @@ def test_region_per_cta_takes_warp_0_and_the_last_instance(acc):
     assert got[7] == e.cycles[m][np.argmax(e.start[m])]
     assert not np.isnan(got).any()
     case = acc.Case("x", "cycles", 100.0, np.array([30.0, 35, 40]), np.array([-1.0, 0, 2]), "fit", "direct")
-    cal = {"direct": {"cycles": 2, "region": 1502, "plain": 1500, "instances": 9, "device": "H100"}}
+    cal = {"direct": {"cycles": 2, "region": 1502, "plain": 1500, "instances": 9, "device": "H100",
+                      "differences": [3.0, 2.0, -1.0]}}
     text = acc.table(cal, [case])
     assert "+35 (+30..+40)" in text and "+0 (-1..+2)" in text and "record cost, direct: 2 cycles" in text
-    assert "region 1502, plain 1500" in text and " direct " in text
+    assert "region 1502, plain 1500, launch pairs -1..+3" in text and " direct " in text
     assert acc.clock_label(d.clock).startswith("globaltimer-fit 19") and "+-3.3%" in acc.clock_label(d.clock)
 
 

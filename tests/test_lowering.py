@@ -17,6 +17,7 @@ from proton_inject.lowering import (
     LoweringOptions,
     auto_buffer_bytes,
     installed,
+    is_persistent,
     max_shared_mem_for,
     options_from_cli,
     parse_warps,
@@ -336,6 +337,14 @@ def test_buffer_type_and_warps_follow_the_kernel(tmp_path):
     assert (o.buffer_type, o.selected) == ("global", None)
     o = resolved("softmax_kernel", every_iter)
     assert (o.buffer_type, o.selected) == ("shared", None)
+    # range(pid, tiles, NUM_SMS) with NUM_SMS a constexpr: the step is a constant, not 1
+    o = resolved("persistent_matmul_kernel", whole)
+    assert o.selected is None
+    src = (ROOT / "ttgir_samples/cuda-90/persistent_matmul_kernel.ttgir").read_text(encoding="latin-1")
+    assert "tt.get_num_programs" not in src and is_persistent(src)
+    # a loop from the program id by 1 does not stride over tiles; nor does one from 0
+    assert not is_persistent(src.replace("step %c132_i32", "step %c1_i32"))
+    assert not is_persistent(src.replace("scf.for %tile_id = %0 to", "scf.for %tile_id = %c0_i32 to"))
     from proton_inject.check import check_file, format_report
 
     path = ROOT / "ttgir_samples/cuda-90/softmax_kernel.ttgir"
