@@ -5,7 +5,8 @@ Cycle truths come from the same kernel launched plain (no records): each loop si
 loop takes when nobody measures it; ``--loops outer`` then puts a region around each loop in
 an instrumented launch, and its cycles per CTA are compared with that truth. Loops: spins on
 ``%clock64`` until N cycles pass (short and long), loops of fixed work (N dependent
-multiply-adds), and a loop of spins (its last spin, and the whole loop: nested regions).
+multiply-adds), and a loop of spins (its last spin, and the whole loop: nested regions; without
+``--quick`` also 16 shorter spins, and the loop of multiply-adds with each iteration recorded).
 (Two loops back to back were dropped: without records between them the compiler built the
 plain kernel's first loop differently, 28 cycles an iteration against 7, so its plain launch
 was no truth for the instrumented one.) Each with the tool's defaults (a region around a top-level loop is
@@ -129,7 +130,8 @@ def region_per_cta(d, scope: int, unit: str, ctas: int) -> np.ndarray:
     return out
 
 
-def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, before=None):
+def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, before=None,
+             rules=RULES):
     """Launch ``kernel`` twice plain and twice profiled (the first of each warms up) and compare
     its regions with the truths it stored (``cols`` int64 per CTA). ``truths``: [(scope,
     column)] per region.
@@ -143,7 +145,7 @@ def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, be
     plain = out.view(ctas, cols).cpu().numpy().astype(np.float64)
     seen = []  # each launch's truths (the second launch overwrites the first's)
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(RULES, tmp, options, quiet=True) as res:
+        with profile(rules, tmp, options, quiet=True) as res:
             for i in range(2):
                 if before is not None and i == 1:
                     before()
@@ -212,6 +214,11 @@ def measure(quick: bool = True) -> tuple[dict, list[Case]]:
                           DEFAULTS, 2)
     cases += run_case("4 x spin 2,000 cycles", nested_kernel, (2_000, 4), [(0, 0), (1, 1)], "cycles",
                       d, DEFAULTS, 2)
+    if not quick:  # more records inside loops: what each recorded iteration adds differs
+        cases += run_case("16 x spin 500 cycles", nested_kernel, (500, 16), [(0, 0), (1, 1)],
+                          "cycles", d, DEFAULTS, 2)
+        cases += run_case("work 256 iterations, each recorded", work_kernel, (256,), [(0, 0)],
+                          "cycles", d, DEFAULTS, 2, rules={"loops": "both"})
     for label, opts, c in (("Proton's global buffer, warp 0", GLOBAL0, g),
                            ("Proton's lowering, every warp", PROTON, p)):
         cases += run_case(f"spin 2,000 cycles, {label}", spin_kernel, (2_000, False), [(0, 1)],

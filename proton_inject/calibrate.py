@@ -152,6 +152,7 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
     import warnings
 
     import torch
+    import triton
 
     from ._calibration_kernel import plain_reference, record_cost_calibration
     from .compile_hook import profile
@@ -173,7 +174,15 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
             plain = []
 
             def reference() -> None:
-                plain_reference[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
+                # The build compiled before the profile (the JIT keys builds by this knob).
+                # Under the profile's mode it is another build, without records; in the first
+                # calibration of a process that one read 2,047-2,051 cycles, later ones 2,019.
+                comp = triton.knobs.compilation
+                mode, comp.instrumentation_mode = comp.instrumentation_mode, ""
+                try:
+                    plain_reference[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
+                finally:
+                    comp.instrumentation_mode = mode
                 plain.append(out.view(-1, 2)[:, 0].cpu().numpy().copy())
 
             # Launched in turn, each pair close in time: builds compared across separate

@@ -50,8 +50,10 @@ TRACE_WARN_BYTES = 500 * 2**20
 # benchmarks/overhead_parts.py). Only what was measured; other combinations say so.
 OVERHEAD_MEASURED_ON = "H100, Triton 3.6, 2026-11-24"
 # What a recorded iteration of a loop lowered directly added to the loop around it on an
-# H100 (benchmarks/accuracy.py: a loop of spins ~26, the calibration loop of multiply-adds 38).
-DIRECT_ITERATION_CYCLES = (26, 38)
+# H100, 2026-11-24: 4 spins of 2,000 cycles 24 each, 16 spins of 500 cycles 63, 256
+# dependent multiply-adds 38 (the gap between iterations was 59, 59 and 42: it does not
+# tell the cost either).
+DIRECT_ITERATION_CYCLES = (24, 63)
 WHOLE, ITER = "kernel + whole loops", "every iteration"
 SHARED_BIG, SHARED_SMALL, GLOBAL = "shared buffer > 1 KiB", "shared buffer <= 1 KiB", "global buffer"
 DIRECT = "direct stores"  # --buffer-type direct: our own lowering (direct.py)
