@@ -76,6 +76,14 @@ def _oserror(path: Path, e: OSError) -> UserError:
 _swept: set[Path] = set()
 
 
+def _sweep_dead(folder: Path, name: str = "*") -> None:
+    """Remove the temp files (``.NAME.tmp-PID.*``) that killed runs of ours left in ``folder``."""
+    for q in folder.glob(f".{name}.tmp-*"):
+        m = re.fullmatch(r"\..+\.tmp-(\d+)\..*", q.name)
+        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+            _remove(q)
+
+
 @contextmanager
 def atomic_writer(path: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
     """Open a temp file beside ``path`` for streaming writes; rename it over ``path`` on success.
@@ -90,10 +98,7 @@ def atomic_writer(path: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
             raise UserError(f"{path}: is a directory; give a file name to write")
         if path.parent not in _swept:  # once per directory: run writes thousands of files
             _swept.add(path.parent)
-            for q in path.parent.glob(".*.tmp-*"):
-                m = re.fullmatch(r"\..+\.tmp-(\d+)\..*", q.name)
-                if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
-                    _remove(q)
+            _sweep_dead(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}.", dir=path.parent)
     except OSError as e:
         raise _oserror(path, e) from None
@@ -237,15 +242,18 @@ def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
             raise UserError(f"{opt} {raw}: exists and is not a directory; choose a directory")
         # The nearest existing ancestor must be a directory we can create files in (root passes
         # os.access everywhere, so try it).
-        anc = path.parent if kind == "file" else path
+        # (A tree is built beside itself, so it is its parent that must take new files.)
+        anc = path.parent if kind in ("file", "tree") else path
         while not anc.exists() and anc != anc.parent:
             anc = anc.parent
         if not anc.is_dir():
             raise UserError(f"{opt} {raw}: {anc} is a file, not a directory; choose another "
                             "output path")
         try:
-            fd, probe = tempfile.mkstemp(prefix=".proton-inject-probe-", dir=anc)
+            _sweep_dead(anc, "proton-inject-probe")  # one a killed run left
+            fd, probe = tempfile.mkstemp(prefix=f".proton-inject-probe.tmp-{os.getpid()}.", dir=anc)
             os.close(fd)
+            kill_point("output-probed")
             os.unlink(probe)
         except OSError as e:
             raise UserError(f"{opt} {raw}: cannot create files in {anc} ({e.strerror or e}); "

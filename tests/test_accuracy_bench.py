@@ -104,7 +104,11 @@ def _errors(cases, lowering=None):
 @pytest.mark.gpu
 def test_direct_cycle_regions_within_5_cycles_after_compensation(acc, measured):
     """Issue 10's goal on the GPU, for the records the defaults lower directly (each region
-    around a top-level loop): within 5 cycles of the plain loop's cycles (median per CTA)."""
+    around a top-level loop): within 5 cycles of the plain loop's cycles (median per CTA).
+    Loops of fixed work take longer by what the records cost, so they are compared after
+    compensation. A spin waits until the clock says N cycles passed: the records' cost does
+    not add to it, so it is compared raw (H100: -3 raw in every run; with a direct cost of 3
+    subtracted, calibrated once after 14 other GPU tests, it read -6)."""
     cal, cases = measured
     direct = _errors(cases, "direct")
     # 2 spins, 2 work loops; and a loop of spins with a region around each spin inside it
@@ -114,7 +118,8 @@ def test_direct_cycle_regions_within_5_cycles_after_compensation(acc, measured):
         if c.name.startswith("4 x"):
             continue
         assert len(c.comp) >= 200, c.name
-        assert abs(float(np.median(c.comp))) <= 5, (c.name, acc.table(cal, cases))
+        error = c.raw if c.name.startswith("spin") else c.comp
+        assert abs(float(np.median(error))) <= 5, (c.name, acc.table(cal, cases))
 
 
 @requires_gpu
@@ -124,7 +129,8 @@ def test_direct_cycle_regions_within_5_cycles_after_compensation(acc, measured):
     "2026-11-23): around a 1,000-iteration loop of multiply-adds, warp 0's records in Proton's "
     "global buffer read 60 cycles less than the plain loop (the compiler moves work out of "
     "the region; no per-record cost puts it back), every warp's in its shared buffer +371 "
-    "after compensation; and a loop of 4 spins with a region around each spin (records "
+    "after compensation (+420 when the calibration read 20-24); and a loop of 4 spins with "
+    "a region around each spin (records "
     "inside a loop, lowered directly: each iteration's store adds ~27 cycles to the outer "
     "region, 2026-11-24) +108 around the loop, -11 around each spin"))
 def test_every_cycle_region_within_5_cycles_after_compensation(acc, measured):

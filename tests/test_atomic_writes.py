@@ -101,6 +101,18 @@ def test_insert_killed_at_each_point(work, point, no_exchange):
     assert debris(root) == []  # ... the next one did
 
 
+def test_insert_killed_while_probing_its_output_leaves_the_old_tree(work):
+    """The writability probe goes where the tree is built (beside it, not in it), and the next
+    run removes a probe a killed one left."""
+    root, old, new = work
+    r = cli(root, "insert", "dump", "-o", "out", "--loops", "both", kill_at="output-probed")
+    assert r.returncode == -signal.SIGKILL
+    assert snapshot(root / "out") == old
+    assert [n.split(".tmp-")[0] for n in debris(root)] == [".proton-inject-probe"]
+    assert cli(root, "insert", "dump", "-o", "out", "--loops", "both").returncode == 0
+    assert snapshot(root / "out") == new and debris(root) == []
+
+
 def test_insert_killed_at_random_times(work):
     root, old, new = work
     rng = random.Random(13)
