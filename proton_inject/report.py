@@ -734,7 +734,7 @@ def held_iterations_note(k: dict[str, Any]) -> str | None:
             f"ended, inside its loop, and nothing subtracts those stores from the regions around "
             f"them (on an H100 a recorded iteration added {lo}-{hi} cycles to its loop, depending "
             f"on the loop body): up to ~{hi * n:,.0f} of {worst['name']}'s {med:,.0f} median "
-            f"cycles ({100 * hi * n / med:.1g}%); time those regions with no records inside their "
+            f"cycles ({100 * hi * n / med:.1f}%); time those regions with no records inside their "
             "loops (e.g. --loops outer) for their plain length")
 
 

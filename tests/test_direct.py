@@ -403,6 +403,7 @@ def test_regions_around_recorded_iterations_say_their_stores_are_in_them(tmp_pat
     [note] = [x for x in run_report([H100_LOOPS]).text.splitlines() if "run inside" in x]
     assert "kernel (15.0 per instance)" in note and "loop start @layernorm.py:35 (5.0" in note
     assert "nothing subtracts those stores" in note
+    assert re.search(r"median cycles \(\d+\.\d%\)", note), note  # not 3e+01%
     assert "--loops outer" in note
     # a kernel with no records inside loops gets no such note
     assert "run inside" not in run_report([H100_DIRECT]).text
