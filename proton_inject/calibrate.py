@@ -5,16 +5,18 @@ record (``record_cost``); this module measures it with a calibration kernel that
 of fixed work between two clock reads with a region around the loop, launched in turn with a
 plain copy of the same code (``_calibration_kernel.py``): the cost is the median, over pairs
 of launches, of the region's cycles minus the plain loop's (medians over CTAs), at least 0
-(the plain launches used to run first, then the profiled ones: the same plain loop read
-2,019-2,098 cycles across runs, and once a 3-cycle cost came out of that drift). It is kept
-in the user's cache directory, keyed by device name and the options that change what a
-record does (clock width, buffer type, store scheduling). On an H100 (Triton 3.6):
-direct records (one ``%clock64`` read each) add nothing measurable (region 2,023 cycles, the
-plain loop 2,019-2,098 over three runs); with one warp in Proton's global or shared buffer
-the region reads ~60 cycles less than the plain loop (the compiler moves work out of it, so
-nothing is subtracted); every warp in Proton's shared buffer: 70. (The calibration before measured a region
-around one clock read without a plain reference: 11 cycles direct, 41 Proton's global buffer;
-both over-corrected against the plain loop.)
+(the plain launches used to run first, then the profiled ones, and the same plain loop read
+2,019-2,098 cycles across runs). It is kept in the user's cache directory, keyed by device
+name and the options that change what a record does (clock width, buffer type, store
+scheduling); not by ptxas, which torch.compile switches to torch's own for the whole process.
+On an H100 (Triton 3.6, 16 calibrations): direct records (one ``%clock64`` read each) 0 in 14,
+1.25 and 3 in the others (launch pairs -6.5..+4); one warp in Proton's global buffer 0 in
+every one (the region reads 59-64 cycles less than the plain loop: the compiler moves work
+out of it, so nothing is subtracted); every warp in Proton's shared buffer 20-24.5 in the
+first such calibration of a process and 69-70.5 after it (the plain reference reads
+2,048-2,058 cycles in that first one, 2,019 later; not explained). (The calibration before
+measured a region around one clock read without a plain reference: 11 cycles direct, 41
+Proton's global buffer; both over-corrected against the plain loop.)
 """
 
 from __future__ import annotations
@@ -174,9 +176,10 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
             plain = []
 
             def reference() -> None:
-                # The build compiled before the profile (the JIT keys builds by this knob).
-                # Under the profile's mode it is another build, without records; in the first
-                # calibration of a process that one read 2,047-2,051 cycles, later ones 2,019.
+                # The build compiled before the profile (the JIT keys builds by this knob);
+                # under the profile's mode it would be another build. (This did not change
+                # the 2,048-2,058 cycles the reference reads in the first every-warp shared
+                # calibration of a process, against 2,019 later.)
                 comp = triton.knobs.compilation
                 mode, comp.instrumentation_mode = comp.instrumentation_mode, ""
                 try:

@@ -389,6 +389,8 @@ def is_persistent(text: str) -> bool:
         return True
     pids, ones = set(_PROGRAM_ID.findall(text)), set(_ONE.findall(text))
     return any(lb in pids and step not in ones for lb, step in _FOR_FROM.findall(text))
+
+
 _PARTITION_WARPS = re.compile(r"\bnum_warps\((\d+)\)\s*\{")
 
 
