@@ -39,10 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 from proton_inject import calibrate  # noqa: E402
 from proton_inject._calibration_kernel import record_cost_calibration  # noqa: E402
-from proton_inject.compile_hook import profile  # noqa: E402
-from proton_inject.decode import DecodeWarning, decode, load_raw  # noqa: E402
-from proton_inject.lowering import LoweringOptions  # noqa: E402
-from proton_inject.report import expand_inputs  # noqa: E402
+from proton_inject.analyze.decode import DecodeWarning, decode  # noqa: E402
+from proton_inject.analyze.report import expand_inputs  # noqa: E402
+from proton_inject.api import profile  # noqa: E402
+from proton_inject.formats.raw import load_raw  # noqa: E402
+from proton_inject.lower.options import LoweringOptions  # noqa: E402
 
 CLOCK64 = tl.constexpr("mov.u64 $0, %clock64;")
 GLOBALTIMER = tl.constexpr("mov.u64 $0, %globaltimer;")
@@ -145,7 +146,7 @@ def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, be
     plain = out.view(ctas, cols).cpu().numpy().astype(np.float64)
     seen = []  # each launch's truths (the second launch overwrites the first's)
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(rules, tmp, options, quiet=True) as res:
+        with profile(rules, tmp, options=options, quiet=True) as res:
             for i in range(2):
                 if before is not None and i == 1:
                     before()

@@ -23,11 +23,11 @@ import triton.testing
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proton_inject.instrument import instrument_tree, write_tree  # noqa: E402
-from proton_inject.lowering import LoweringOptions  # noqa: E402
-from proton_inject.override import dump_program  # noqa: E402
-from proton_inject.rules import Rules  # noqa: E402
-from proton_inject.runtime import profile  # noqa: E402
+from proton_inject.api import profile  # noqa: E402
+from proton_inject.dump.program import dump_program  # noqa: E402
+from proton_inject.instrument.insert import instrument_tree, write_tree  # noqa: E402
+from proton_inject.instrument.rules import Rules  # noqa: E402
+from proton_inject.lower.options import LoweringOptions  # noqa: E402
 
 
 def _load(name: str):
@@ -82,7 +82,7 @@ def main() -> None:
             outputs, manifest, _ = instrument_tree(dump, rules)
             inst = write_tree(outputs, manifest, Path(tmp) / f"inst-{len(rows)}")
             for oname, opts in OPTIONS.items():
-                with profile(inst, Path(tmp) / "t", opts, max_launches=0, quiet=True) as res:
+                with profile(instrumented=inst, out=Path(tmp) / "t", options=opts, max_launches=0, quiet=True) as res:
                     times = {name: _time(fn) for name, fn in work.items()}
                 assert res.dropped, "no instrumented launch happened"
                 rows += [(name, rname, oname, plain[name], t) for name, t in times.items()]

@@ -22,9 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from proton_inject.instrument import insert_text  # noqa: E402
-from proton_inject.lowering import mlir_context  # noqa: E402
-from proton_inject.rules import Rules  # noqa: E402
+from proton_inject.instrument.insert import insert_text  # noqa: E402
+from proton_inject.instrument.rules import Rules  # noqa: E402
+from proton_inject.lower.proton import mlir_context  # noqa: E402
 from proton_inject.ttgir import parse  # noqa: E402
 from proton_inject.ttgir.parser import _get_parser  # noqa: E402
 

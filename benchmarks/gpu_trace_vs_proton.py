@@ -140,9 +140,9 @@ def parse_case(text: str) -> tuple[str, int, int]:
 
 def instrument(work: Path, which: str, ctas: int, k: int) -> Path:
     """Dump the case's kernel and instrument it: kernel scope + each loop iteration."""
-    from proton_inject.instrument import instrument_tree, write_tree
-    from proton_inject.override import dump_program
-    from proton_inject.rules import Rules
+    from proton_inject.dump.program import dump_program
+    from proton_inject.instrument.insert import instrument_tree, write_tree
+    from proton_inject.instrument.rules import Rules
 
     script = work / "kernels.py"
     script.write_text(KERNELS)
@@ -193,18 +193,19 @@ def run_proton(inst: Path, work: Path, which: str, ctas: int, k: int) -> dict:
 def run_ours(inst: Path, work: Path, which: str, ctas: int, k: int) -> dict:
     import torch
 
-    from proton_inject.decode import decode, find_raw, load_raw
-    from proton_inject.runtime import profile
-    from proton_inject.trace import write_trace
+    from proton_inject.analyze.decode import decode
+    from proton_inject.analyze.trace import write_trace
+    from proton_inject.api import profile
+    from proton_inject.formats.raw import find_raw, load_raw
 
     sys.path.insert(0, str(work))
     import kernels
 
-    from proton_inject.lowering import LoweringOptions
+    from proton_inject.lower.options import LoweringOptions
 
     out = work / f"ours-{which}"
     same_as_proton = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
-    with profile(inst, out=out, options=same_as_proton, quiet=True) as result:
+    with profile(instrumented=inst, out=out, options=same_as_proton, quiet=True) as result:
         kernels.launch(which, ctas, k)
         torch.cuda.synchronize()
     [raw] = find_raw(out / "raw")
@@ -222,7 +223,7 @@ def compare(proton_trace: str, our_trace: str) -> dict:
     """Regions, events per region and median cycles per region in both traces."""
     import numpy as np
 
-    from proton_inject.trace import read_trace
+    from proton_inject.analyze.trace import read_trace
 
     theirs: dict[str, list[float]] = {}
     for ev in read_trace(proton_trace)["traceEvents"]:

@@ -45,8 +45,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proton_inject.lowering import LoweringOptions  # noqa: E402
-from proton_inject.rules import Rules  # noqa: E402
+from proton_inject.instrument.rules import Rules  # noqa: E402
+from proton_inject.lower.options import LoweringOptions  # noqa: E402
 
 INDUCTOR = ROOT / "ttgir_samples" / "sources" / "inductor"
 
@@ -271,7 +271,7 @@ def measure(work: dict[str, Callable], rules: Rules, options: LoweringOptions, r
     """Interleaved plain/instrumented times of each workload in one profiling session."""
     import triton
 
-    from proton_inject.compile_hook import CompileSession
+    from proton_inject.collect.compile_hook import CompileSession
 
     session = CompileSession(rules, out, options, max_launches=0).start()
     results: dict[str, tuple[list, list, str]] = {}

@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from proton_inject.lowering import LoweringOptions, installed  # noqa: E402
+from proton_inject.lower.options import LoweringOptions  # noqa: E402
+from proton_inject.lower.proton import installed  # noqa: E402
 
 BLOCK = 256
 NUM_WARPS = 4
@@ -123,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from triton.runtime import _allocation
 
-    from proton_inject.lowering import device_target
-    from proton_inject.runtime import sm_clock_mhz
+    from proton_inject.collect.session import sm_clock_mhz
+    from proton_inject.lower.proton import device_target
 
     if not torch.cuda.is_available():
         print("overhead_parts.py needs a CUDA GPU", file=sys.stderr)

@@ -65,8 +65,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.overhead import Row, _layernorm, _vector_add, measure, table  # noqa: E402
-from proton_inject.lowering import LoweringOptions  # noqa: E402
-from proton_inject.rules import Rules  # noqa: E402
+from proton_inject.instrument.rules import Rules  # noqa: E402
+from proton_inject.lower.options import LoweringOptions  # noqa: E402
 
 RULES = Rules(marks=False).with_defaults()  # kernel scope + each loop as a whole
 OPTIONS = {"default": LoweringOptions(), "all+pbuf": LoweringOptions(warps="all", auto_size=False,

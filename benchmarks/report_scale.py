@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_trace import shift_blocks  # noqa: E402
 
-from proton_inject.decode import load_raw  # noqa: E402
+from proton_inject.formats.raw import load_raw  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "h100-triton3.6"
 GAP_NS = 300_000  # one launch to the next (the mm fixture runs 224 us on 1024 CTAs)
@@ -51,8 +51,8 @@ def _fixture(name: str, ctas: int) -> tuple[np.ndarray, object, int]:
 def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> Any:
     """Write ``launches`` launches under ``out`` with the runtime's writers; returns the
     (never started) Session that wrote them."""
-    from proton_inject.lowering import LoweringOptions
-    from proton_inject.runtime import LaunchRecord, Session
+    from proton_inject.collect.session import LaunchRecord, Session
+    from proton_inject.lower.options import LoweringOptions
 
     # Never started: only its writers are used. The fixtures were recorded by every warp.
     session = Session(DATA, out, LoweringOptions(warps="all", auto_size=False, buffer_type="shared"))
@@ -101,7 +101,7 @@ def child(case: str, run_dir: str, tmp: str) -> None:
     import cProfile
     import pstats
 
-    from proton_inject.report import run_report
+    from proton_inject.analyze.report import run_report
 
     kw = {"plain": {}, "trace": {"trace_dir": f"{tmp}/t", "gz": True},
           "merge": {"trace_dir": f"{tmp}/m", "gz": True, "merge": True}}[case.removesuffix("+prof")]

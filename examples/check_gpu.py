@@ -39,7 +39,7 @@ def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 def main() -> int:
     import torch
 
-    from proton_inject.override import compile_aot, load_module, write_dump
+    from proton_inject.dump.aot import compile_aot, load_module, write_dump
 
     failures = 0
     for name in EXAMPLES:

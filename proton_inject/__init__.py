@@ -1,14 +1,27 @@
-"""proton-inject: profile regions inside Triton kernels by instrumenting their TTGIR."""
+"""proton-inject: profile regions inside Triton kernels by instrumenting their TTGIR.
+
+The Python API (``proton_inject.api``; Triton is imported on first use):
+
+- ``profile(rules=None, out="traces", *, instrumented=None, ...)``: a context manager that
+  profiles the kernels launched inside its block and writes traces to ``out``.
+- ``profile_program(argv, rules=None, out="traces", ...)``: the same for a whole program
+  (``python script.py ARGS``) run in this interpreter; returns the run and its report.
+- ``analyze_run(result)``: decode what a run kept (what both of the above do at the end).
+"""
 
 __version__ = "0.1.0"
+__all__ = ["profile", "profile_program", "analyze_run"]
 
-# `proton_inject.profile(rules=..., out=...)` without importing Triton at package import.
-_LAZY = {"profile": "compile_hook", "profile_program": "compile_hook", "CompileSession": "compile_hook"}
+_API = set(__all__)
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+    if name in _API:
+        from proton_inject import api
 
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        return getattr(api, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -21,67 +21,25 @@ Proton's global buffer; both over-corrected against the plain loop.)
 
 from __future__ import annotations
 
-import json
-import math
 import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import UserError
-from .fsutil import user_cache_dir, write_atomic
+from proton_inject.errors import UserError
+from proton_inject.formats.calibration import store
 
-CACHE_VERSION = 2  # 1: a region around one clock read, no plain reference
 LOOP_ITERATIONS = 256  # of the calibration loop
 
 
-def cache_file() -> Path:
-    """``$XDG_CACHE_HOME/proton-inject/record_cost.json`` (``~/.cache`` by default)."""
-    return user_cache_dir() / "record_cost.json"
 
 
-def cache_key(device: str, clock_bits: int = 64, buffer_type: str = "shared",
-              sched_stores: bool = False, selective: bool = False) -> str:
-    """One entry per device and record-changing options (``selective``: only some warps record,
-    which adds a warp-id test to every record)."""
-    key = f"{device}|clock{clock_bits}|{buffer_type}|{'sched' if sched_stores else 'nosched'}"
-    return key + "|selective" if selective else key
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # no cache yet, or a damaged one: calibrate again
-    if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
-        return {}
-    entries = doc.get("entries")
-    return entries if isinstance(entries, dict) else {}
 
 
-def lookup(device: str | None, clock_bits: int = 64, buffer_type: str = "shared",
-           sched_stores: bool = False, selective: bool = False) -> float | None:
-    """The cached cost of one record in cycles, or None when this device was not calibrated."""
-    if not device:
-        return None
-    e = _read(cache_file()).get(cache_key(device, clock_bits, buffer_type, sched_stores, selective))
-    v = e.get("cycles") if isinstance(e, dict) else None
-    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-    return float(v) if ok else None
 
 
-def store(device: str, cycles: float, clock_bits: int = 64, buffer_type: str = "shared",
-          sched_stores: bool = False, detail: dict[str, Any] | None = None,
-          selective: bool = False) -> Path:
-    """Keep a measured cost in the cache (other entries stay)."""
-    path = cache_file()
-    entries = _read(path)
-    entries[cache_key(device, clock_bits, buffer_type, sched_stores, selective)] = {
-        "cycles": round(float(cycles), 2), **(detail or {})}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(path, json.dumps({"version": CACHE_VERSION, "entries": entries},
-                                         indent=1, sort_keys=True) + "\n")
 
 
 def cost_from(decoded: list[Any], plain: list[np.ndarray]) -> dict[str, Any]:
@@ -138,7 +96,7 @@ def measure_all(options: Any = None, device: int = 0, launches: int = 7,
     """``measure`` for each of ``variants(options)``: [(concrete options, result)]."""
     import torch
 
-    from .lowering import LoweringOptions
+    from proton_inject.lower.options import LoweringOptions
 
     options = options or LoweringOptions()
     hip = bool(getattr(torch.version, "hip", None))
@@ -156,12 +114,14 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
     import torch
     import triton
 
-    from ._calibration_kernel import plain_reference, record_cost_calibration
-    from .compile_hook import profile
-    from .decode import DecodeWarning, decode, load_raw
-    from .lowering import LoweringOptions
-    from .report import expand_inputs
-    from .rules import Rules
+    from proton_inject._calibration_kernel import plain_reference, record_cost_calibration
+    from proton_inject.analyze.decode import DecodeWarning, decode
+    from proton_inject.analyze.report import expand_inputs
+    from proton_inject.collect.compile_hook import CompileSession
+    from proton_inject.collect.session import session_block
+    from proton_inject.formats.raw import load_raw
+    from proton_inject.instrument.rules import Rules
+    from proton_inject.lower.options import LoweringOptions
 
     if not torch.cuda.is_available():
         raise UserError("calibrate needs a CUDA GPU (torch.cuda.is_available() is False); run it "
@@ -192,7 +152,7 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
             # stretches drifted (the same plain loop read 2,018-2,098 cycles across runs).
             reference()  # compiled and warmed before the profile starts
             rules = Rules(loops="outer", marks=False, kernel="^record_cost_calibration$")
-            with profile(rules, tmp, options, quiet=True) as res:
+            with session_block(CompileSession(rules, tmp, options)) as res:  # decoded below
                 for _ in range(launches):
                     record_cost_calibration[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
                     torch.cuda.synchronize()

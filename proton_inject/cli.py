@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from .errors import UserError
+from proton_inject.errors import UserError
 
 
 class _Group(click.Group):
@@ -48,7 +48,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 def _check_outputs(inputs, outputs) -> None:
     """Outputs must not overwrite inputs and must be writable (checked before any work)."""
-    from .fsutil import check_outputs
+    from proton_inject.formats.files import check_outputs
 
     check_outputs([(w, p) for w, p in inputs if p], [(o, p, k) for o, p, k in outputs if p])
 
@@ -61,9 +61,9 @@ def _check_outputs(inputs, outputs) -> None:
 @click.option("--max-ops", default=12, show_default=True, help="Op kinds listed per kernel.")
 def inspect(files: tuple[str, ...], max_ops: int) -> None:
     """Print an outline of TTGIR FILES (or dump directories): kernels, loops, ops, source lines."""
-    from .fsutil import find_ttgir
-    from .ttgir import parse_file
-    from .ttgir.outline import format_outline
+    from proton_inject.formats.files import find_ttgir
+    from proton_inject.ttgir import parse_file
+    from proton_inject.ttgir.outline import format_outline
 
     for path in find_ttgir(files):
         click.echo(format_outline(parse_file(path), max_ops=max_ops))
@@ -104,7 +104,8 @@ def _rule_options(f):
 
 def _rules_from(kw: dict):
     """Rules from the options of ``_rule_options`` (popped from ``kw``) over the rules file."""
-    from .rules import LineRange, Rules, load_rules_file, rules_from_pyproject
+    from proton_inject.formats.rules_file import LineRange
+    from proton_inject.instrument.rules import Rules, load_rules_file, rules_from_pyproject
 
     rules_file = kw.pop("rules_file")
     base = load_rules_file(rules_file) if rules_file else (rules_from_pyproject() or Rules())
@@ -143,7 +144,9 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     """
     from pathlib import Path
 
-    from . import instrument
+    from proton_inject.instrument import insert as instrument
+    from proton_inject.lower.check import leave_out_uncompilable
+    from proton_inject.lower.inline import inline_callees
 
     if not out and not check_against:
         raise UserError("insert: give -o OUT (where to write) and/or --check-against GOLDEN")
@@ -158,9 +161,9 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
             if n >= 20 and (i == n or i % 10 == 0):
                 click.echo(f"  instrumented {i}/{n} files", err=True)
 
-        outputs, manifest, notes = instrument.instrument_tree(srcp, rules, force, progress)
+        outputs, manifest, notes = instrument.instrument_tree(srcp, rules, force, progress, inline_callees)
         if compile_check and outputs:
-            instrument.leave_out_uncompilable(outputs, manifest)
+            leave_out_uncompilable(outputs, manifest)
         left = instrument.left_out_summary(manifest)
         if left and (strict or not outputs):
             raise UserError(f"{src}: {left}" + ("" if strict else "; nothing to write"))
@@ -171,7 +174,7 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
                             if rules.kernel else f"{src}: the rules selected no region"
                             + "".join(f"; {n}" for n in notes[:3]))
     else:
-        res = instrument.insert_file(srcp, rules, force)
+        res = instrument.insert_file(srcp, rules, force, inline_callees)
         outputs, manifest, notes = {srcp.name: res.text}, None, res.notes
         if not any(k.regions for k in res.kernels):
             raise UserError(f"{src}: the rules selected no region"
@@ -190,7 +193,7 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
         if srcp.is_dir():
             instrument.write_tree(outputs, manifest, out, _carried_autotune(srcp))
         else:
-            from .fsutil import write_atomic
+            from proton_inject.formats.files import write_atomic
 
             write_atomic(out, next(iter(outputs.values())).encode("latin-1"))
         click.echo(f"wrote {out}")
@@ -211,7 +214,7 @@ def strip(src, out) -> None:
     """Remove every proton.record line from SRC (a tree or a .ttgir file)."""
     from pathlib import Path
 
-    from . import instrument
+    from proton_inject.instrument import insert as instrument
 
     _check_outputs([("input", src)], [("-o", out, "tree" if Path(src).is_dir() else "file")])
     written = instrument.strip_path(src, out)
@@ -254,7 +257,7 @@ def _lowering_options(f):
 
 
 def _options_from(kw: dict):
-    from .lowering import options_from_cli
+    from proton_inject.lower.options import options_from_cli
 
     return options_from_cli(
         clock=int(kw.pop("clock")), sched_stores=kw.pop("sched_stores"),
@@ -276,7 +279,7 @@ def check(paths: tuple[str, ...], targets: tuple[str, ...], **kw) -> None:
     Prints each kernel's regions, profile scratch bytes per CTA and shared memory; exits 1 if
     any file fails to compile.
     """
-    from .check import check_paths, format_report, summary
+    from proton_inject.lower.check import check_paths, format_report, summary
 
     reports, skipped = check_paths(paths, list(targets) or None, _options_from(kw))
     for r in reports:
@@ -363,13 +366,14 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
 
 def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages, num_ctas,
               config):
-    from . import override
+    from proton_inject.dump import aot as override
+    from proton_inject.dump.signature import parse_constexprs
 
     source_file, kernel = spec
     _check_outputs([("kernel source", source_file)], [("-o", out_dir, "dir")])
     sig = override.parse_signature(signature) if signature else {}
     results = override.compile_aot_all(
-        source_file, kernel, sig, override.parse_constexprs(constexprs), target,
+        source_file, kernel, sig, parse_constexprs(constexprs), target,
         num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas, config=config,
     )
     results, notes = override.one_per_hash(results)
@@ -385,7 +389,7 @@ def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stage
 
 def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> None:
     """Run a Python program and dump every kernel it compiles; exit with its exit code."""
-    from .override import dump_program
+    from proton_inject.dump.program import dump_program
 
     res = dump_program(argv, out_dir, kernel=kernel)
     for note in res.notes:
@@ -406,18 +410,18 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
 
 def _carried_autotune(src) -> dict[str, bytes]:
     """The dump's autotuning decisions, for insert to carry into the tree (run pins them)."""
-    from . import autotune
+    from proton_inject.formats import autotune as autotune_file
 
-    path = src / autotune.FILE_NAME
+    path = src / autotune_file.FILE_NAME
     if not path.is_file():
         return {}
     try:
-        n = len(autotune.load(path))
+        n = len(autotune_file.load(path))
     except ValueError as e:
         click.echo(f"warning: {e}; not carried: run times every autotuner", err=True)
         return {}
-    click.echo(f"carried {autotune.FILE_NAME} ({n} autotuning decisions)", err=True)
-    return {autotune.FILE_NAME: path.read_bytes()}
+    click.echo(f"carried {autotune_file.FILE_NAME} ({n} autotuning decisions)", err=True)
+    return {autotune_file.FILE_NAME: path.read_bytes()}
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -440,13 +444,13 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
 
     Exits with the program's own exit code.
     """
-    from .runtime import run_program
+    from proton_inject.api import profile_program
 
     _check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
-    result = run_program(
-        instrumented, out, list(program), _options_from(kw), kernel=kernel,
+    result, _ = profile_program(
+        list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
-        gz=not no_gz,
+        gz=not no_gz, progress=_progress,
     )  # fmt: skip
     _echo_messages(result, verbose)
     sys.exit(result.exit_code or 0)
@@ -490,28 +494,23 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     instrumented IR lands in OUT/ir (reviewable, and usable with run); the report goes to
     stderr. Exits with the program's own exit code.
     """
-    from .compile_hook import profile_program
-    from .validate import report_options
+    from proton_inject.api import profile_program
+    from proton_inject.formats.schema import report_options
 
     _check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
     report_options(None, None, False, False, plot)  # before the program runs, not after
     rules = _rules_from(kw)
-    result = profile_program(
-        list(program), rules, out, _options_from(kw), max_launches=max_launches,
+    result, rep = profile_program(
+        list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
+        plot=plot, raw=raw, progress=_progress,
     )  # fmt: skip
     _echo_messages(result, verbose)
-    if result.launches and (not no_report or plot):
-        from .report import run_report
-
-        try:
-            res = run_report([result.out], plot=plot, raw=raw, progress=_progress)
-        except UserError as e:
-            click.echo(f"proton-inject: no report: {e}", err=True)
-        else:
-            if not no_report:  # (its warnings are among the messages above)
-                click.echo(res.text, err=True)
-            for f in res.files:
+    if rep is not None:
+        if not no_report:  # (its warnings are among the messages above)
+            click.echo(rep.text, err=True)
+        for f in rep.files:
+            if f.endswith(".png"):
                 click.echo(f"wrote {f}", err=True)
     sys.exit(result.exit_code or 0)
 
@@ -538,7 +537,7 @@ def _progress(line: str) -> None:
               help="Only these launch numbers, e.g. 0-99,250,400- (a big run's first steps).")
 def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, verbose, raw, launches) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
-    from .report import run_report
+    from proton_inject.analyze.report import run_report
 
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz, raw=raw, launches=launches,
@@ -557,7 +556,8 @@ def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, verbose, raw,
 @click.option("--device", type=int, default=0, show_default=True, help="CUDA device to calibrate.")
 def calibrate(device, **kw) -> None:
     """Measure what a record pair adds to a region on this GPU (needs a GPU; cached)."""
-    from . import calibrate as cal
+    from proton_inject import calibrate as cal
+    from proton_inject.formats.calibration import cache_file
 
     results = cal.measure_all(_options_from(kw), device=device)
     for opts, got in results:
@@ -565,7 +565,7 @@ def calibrate(device, **kw) -> None:
         click.echo(f"{got['device']}, {cal.describe(opts)}: {got['cycles']:g} cycles per record "
                    f"(region minus plain loop in {len(d)} launch pairs: {min(d):g} to {max(d):g}; "
                    f"region p5 {got['p5']:g}, p95 {got['p95']:g}, {got['instances']:,} regions)")
-    click.echo(f"cached in {cal.cache_file()}", err=True)
+    click.echo(f"cached in {cache_file()}", err=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate ttgir_samples/: compile every SAMPLE_SPECS entry of examples/*.py on the CPU.
 
-For each target in TARGETS and each spec, ``proton_inject.override.compile_aot`` compiles the
+For each target in TARGETS and each spec, ``proton_inject.dump.aot.compile_aot`` compiles the
 kernel (no GPU needed) and the TTGIR is written to
 ``ttgir_samples/<target dir>/<kernel>[_<variant>].ttgir``, with absolute paths in ``loc(...)``
 made relative (repo files to the repo root, Triton's own files to its site-packages dir), so
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from proton_inject.errors import UserError  # noqa: E402
-from proton_inject.fsutil import write_atomic  # noqa: E402
+from proton_inject.formats.files import write_atomic  # noqa: E402
 
 TARGETS = ["cuda:80", "cuda:90", "cuda:100", "hip:gfx942"]
 OUT = ROOT / "ttgir_samples"
@@ -76,7 +76,7 @@ def relativize_locs(text: str) -> str:
 
 def _compile_job(job: tuple[str, int, str]) -> tuple[str, int, str, str | None, str | None, float]:
     """Worker: compile one (example, spec index, target); return (..., ttgir or None, error)."""
-    from proton_inject.override import compile_aot, load_module
+    from proton_inject.dump.aot import compile_aot, load_module
 
     rel, idx, target = job
     path = ROOT / rel
@@ -91,7 +91,7 @@ def _compile_job(job: tuple[str, int, str]) -> tuple[str, int, str, str | None, 
 
 
 def collect_specs() -> list[tuple[str, int, dict]]:
-    from proton_inject.override import load_module
+    from proton_inject.dump.aot import load_module
 
     out = []
     for path in sorted(EXAMPLES.glob("*.py")):
@@ -135,7 +135,7 @@ def render_readme(written: dict[str, list[tuple[str, str]]], skipped: list[str],
         "",
         "How they were made: `scripts/make_samples.py` imports every `examples/*.py`, reads its",
         "`SAMPLE_SPECS` (kernel, signature, constexprs, num_warps, num_stages, variant) and, for",
-        "each target below, compiles it with `proton_inject.override.compile_aot` (a private",
+        "each target below, compiles it with `proton_inject.dump.aot.compile_aot` (a private",
         "temporary Triton cache; the user's cache is untouched). Absolute paths in `loc(...)` are",
         "rewritten: files of this repository relative to its root (`examples/matmul.py`), Triton's",
         "own files relative to site-packages (`triton/language/standard.py`). The output is",

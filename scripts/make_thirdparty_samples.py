@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from make_samples import TARGETS, target_dir  # noqa: E402
 
 from proton_inject.errors import UserError  # noqa: E402
-from proton_inject.fsutil import write_atomic  # noqa: E402
+from proton_inject.formats.files import write_atomic  # noqa: E402
 
 OUT = ROOT / "ttgir_samples" / "thirdparty"
 INDUCTOR = "ttgir_samples/sources/inductor"
@@ -188,7 +188,8 @@ def entry(spec) -> dict:
 
 
 def main() -> int:
-    from proton_inject.override import compile_aot, parse_constexprs
+    from proton_inject.dump.aot import compile_aot
+    from proton_inject.dump.signature import parse_constexprs
 
     allow_inductor_import()
     t0 = time.perf_counter()

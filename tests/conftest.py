@@ -32,6 +32,6 @@ requires_gpu = pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU")
 @pytest.fixture(scope="session")
 def mlir_context():
     """A Triton MLIR context with every dialect TTGIR files use, Proton's included."""
-    from proton_inject.lowering import mlir_context as make
+    from proton_inject.lower.proton import mlir_context as make
 
     return make()

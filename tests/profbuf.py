@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from proton_inject.decode import LaunchMeta
+from proton_inject.formats.raw import LaunchMeta
 
 
 @dataclass

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from conftest import requires_gpu
 
-from proton_inject.decode import DecodeWarning, decode, load_raw
+from proton_inject.analyze.decode import DecodeWarning, decode
+from proton_inject.formats.raw import load_raw
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
@@ -31,7 +32,7 @@ def _scopes(kernel, signature, constexprs, tmp_path):
     from triton.compiler import ASTSource
     from ttgir_helpers import compile_with_hook
 
-    from proton_inject.compile_hook import CompileHook, as_rules
+    from proton_inject.collect.compile_hook import CompileHook, as_rules
 
     sig = {**signature, **{k: "constexpr" for k in constexprs}}
     src = ASTSource(kernel, signature=sig, constexprs=constexprs)

@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import requires_gpu
 
-from proton_inject import override
 from proton_inject.cli import main
+from proton_inject.dump import aot as override
+from proton_inject.dump import program, signature
 from proton_inject.errors import UserError
 
 KERNEL_SRC = textwrap.dedent(
@@ -114,7 +115,7 @@ def test_parse_signature_rejects(text, needle):
 
 
 def test_parse_constexprs():
-    got = override.parse_constexprs(["B=128", "X=0.5", "T=true", "F=False", "S=fp16", "H=-3"])
+    got = signature.parse_constexprs(["B=128", "X=0.5", "T=true", "F=False", "S=fp16", "H=-3"])
     assert got == {"B": 128, "X": 0.5, "T": True, "F": False, "S": "fp16", "H": -3}
     assert type(got["B"]) is int and type(got["T"]) is bool
 
@@ -123,7 +124,7 @@ def test_parse_constexprs():
                                           (["B=1", "B=2"], "given twice"), (["=3"], "not a parameter")])
 def test_parse_constexprs_rejects(items, needle):
     with pytest.raises(UserError, match=needle):
-        override.parse_constexprs(items)
+        signature.parse_constexprs(items)
 
 
 # --- compiling and dumping ---------------------------------------------------------
@@ -409,7 +410,7 @@ def test_string_constexpr_has_an_attrs_entry(spec_kernel):
 
 
 def test_none_values(spec_kernel):
-    assert override.parse_constexprs(["M=None", "N=none"]) == {"M": None, "N": None}
+    assert signature.parse_constexprs(["M=None", "N=none"]) == {"M": None, "N": None}
     assert override.parse_signature("m=none,x=*fp16") == {"m": "none", "x": "*fp16"}
     path, _ = spec_kernel  # `if mask_ptr is not None:` is compiled out for a None argument
     _, _, sig, cx = SPEC_CASES[1]
@@ -563,7 +564,7 @@ def test_program_dump_writes_the_aot_command_that_reproduces_it(spec_kernel, tmp
     path, _ = spec_kernel
     prog = tmp_path / "prog.py"
     prog.write_text(LAUNCH_PROGRAM)
-    res = override.dump_program(["python", str(prog), str(path.parent)], tmp_path / "dump")
+    res = program.dump_program(["python", str(prog), str(path.parent)], tmp_path / "dump")
     assert res.exit_code == 0 and len(res.kernels) == 2
     entries = json.loads((tmp_path / "dump" / "manifest.json").read_text())["kernels"]
     for e in entries:
@@ -634,7 +635,7 @@ def test_gpu_aot_commands_reproduce_the_launch_hashes(spec_kernel, tuned_file, t
     path, _ = spec_kernel
     prog = tmp_path / "prog.py"
     prog.write_text(GPU_PROGRAM)
-    res = override.dump_program(["python", str(prog), str(path.parent), str(tuned_file.parent)],
+    res = program.dump_program(["python", str(prog), str(path.parent), str(tuned_file.parent)],
                                 tmp_path / "dump")
     assert res.exit_code == 0
     entries = json.loads((tmp_path / "dump" / "manifest.json").read_text())["kernels"]
@@ -656,7 +657,7 @@ def test_program_dump_of_configs_sharing_a_hash_records_the_dumped_one(spec_kern
     again = ('options={"num_warps": 2})\n    triton.compile(ASTSource(spec_kernel, sig, cx, attrs), '
              'target=backend.target, options={"num_warps": 8})')
     prog.write_text(LAUNCH_PROGRAM.replace('options={"num_warps": 2})', again))
-    res = override.dump_program(["python", str(prog), str(path.parent)], tmp_path / "dump")
+    res = program.dump_program(["python", str(prog), str(path.parent)], tmp_path / "dump")
     assert res.compiled == 4 and len(res.kernels) == 2
     assert len(res.notes) == 2 and "keeps the last compiled" in res.notes[0]
     for e in json.loads((tmp_path / "dump" / "manifest.json").read_text())["kernels"]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from proton_inject.fsutil import recover_tree, replace_tree
+from proton_inject.formats.files import recover_tree, replace_tree
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "ttgir_samples/cuda-90"

@@ -22,9 +22,11 @@ from conftest import SAMPLES
 from test_autotune_plain import _compile_side, _session
 from triton.runtime.autotuner import Autotuner
 
-from proton_inject import autotune
 from proton_inject.cli import main
-from proton_inject.override import _write_decisions
+from proton_inject.dump import program
+from proton_inject.dump import tuning as autotune
+from proton_inject.dump.program import _write_decisions
+from proton_inject.formats import autotune as autotune_file
 
 with triton.knobs.runtime.scope():
     triton.knobs.runtime.interpret = True
@@ -85,7 +87,7 @@ def _record(tmp_path, times: dict[int, float], sizes=(100, 300)):
         _launch(at, sizes[0])  # a cached key: no second decision
     finally:
         Autotuner.run = orig
-    return autotune.from_lines(lines), at, timed, outs
+    return autotune_file.from_lines(lines), at, timed, outs
 
 
 def test_dump_records_each_autotune_key_once(tmp_path):
@@ -103,11 +105,11 @@ def test_dump_records_each_autotune_key_once(tmp_path):
                            "maxnreg": None, "pre_hook": False}
     assert sorted(t for _, t in e["timings"]) == [[1.0] * 3, [2.0] * 3]
     assert outs[0][:3].tolist() == [64.0, 66.0, 68.0]  # BLOCK 64 ran
-    assert len(autotune.load(path)) == 2
+    assert len(autotune_file.load(path)) == 2
     # a later dump into the same directory keeps the other keys and replaces its own
     again = autotune.Decisions()
     again.add({**entries[0], "kind": "triton", "config": {**e["config"], "num_warps": 8}})
-    merged = autotune.load(_write_decisions(again, tmp_path / "dump"))
+    merged = autotune_file.load(_write_decisions(again, tmp_path / "dump"))
     assert sorted(v["config"]["num_warps"] for v in merged.triton.values()) == [4, 8]
 
 
@@ -126,7 +128,7 @@ def _dump_dir(tmp_path, autotune_text: str | None):
     (src / "h1").mkdir(parents=True)
     shutil.copy(SAMPLES / "cuda-90" / "add_kernel.ttgir", src / "h1" / "add_kernel.ttgir")
     if autotune_text is not None:
-        (src / autotune.FILE_NAME).write_text(autotune_text)
+        (src / autotune_file.FILE_NAME).write_text(autotune_text)
     return src
 
 
@@ -138,7 +140,7 @@ def test_insert_carries_the_decisions_into_the_tree(tmp_path):
         res = CliRunner().invoke(main, ["insert", str(src), "-o", str(out)])
         assert res.exit_code == 0, res.output
         assert "carried autotune.json (2 autotuning decisions)" in res.output
-    assert (out / autotune.FILE_NAME).read_bytes() == (src / autotune.FILE_NAME).read_bytes()
+    assert (out / autotune_file.FILE_NAME).read_bytes() == (src / autotune_file.FILE_NAME).read_bytes()
     assert sorted(p.name for p in out.rglob("*")) == ["add_kernel.ttgir", "autotune.json", "h1",
                                                        "manifest.json"]
     # a damaged file is not carried: run would time every autotuner
@@ -146,7 +148,7 @@ def test_insert_carries_the_decisions_into_the_tree(tmp_path):
     res = CliRunner().invoke(main, ["insert", str(bad), "-o", str(tmp_path / "inst2")])
     assert res.exit_code == 0, res.output
     assert "warning:" in res.output and "not carried" in res.output
-    assert not (tmp_path / "inst2" / autotune.FILE_NAME).exists()
+    assert not (tmp_path / "inst2" / autotune_file.FILE_NAME).exists()
 
 
 def test_run_takes_recorded_choices_and_times_the_rest(tmp_path):
@@ -168,14 +170,14 @@ def test_run_takes_recorded_choices_and_times_the_rest(tmp_path):
     assert not any(m.startswith("warning") for m in session.result.messages)
     # the run records its own choices, for a later run or profile --autotune-from
     session._write_decisions()
-    assert len(autotune.load(session.out / autotune.FILE_NAME)) == 2
+    assert len(autotune_file.load(session.out / autotune_file.FILE_NAME)) == 2
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"format": 1, "triton": [{"kernel": "scale"}]}',
                                   '{"format": 7}'])
 def test_a_damaged_file_warns_once_and_times(text, tmp_path):
     session = _session("run", tmp_path)
-    (tmp_path / "prof" / "ir" / autotune.FILE_NAME).write_text(text)
+    (tmp_path / "prof" / "ir" / autotune_file.FILE_NAME).write_text(text)
     at, timed = _tuned({32: 1.0, 64: 2.0})
     with _compile_side(session, tmp_path / "run"):
         _launch(at, 100)
@@ -200,14 +202,14 @@ def test_a_recorded_config_the_autotuner_lacks_is_timed_with_a_warning(tmp_path,
 
 
 def test_profile_autotune_from_must_name_a_file(tmp_path):
-    from proton_inject.compile_hook import CompileSession
+    from proton_inject.collect.compile_hook import CompileSession
     from proton_inject.errors import UserError
 
     session = CompileSession(None, tmp_path / "out", autotune_from=tmp_path)
     with pytest.raises(UserError, match="--autotune-from .*no autotune.json"):
         session._load_pins()
     (tmp_path / "ir").mkdir()
-    (tmp_path / "ir" / autotune.FILE_NAME).write_text("[]")
+    (tmp_path / "ir" / autotune_file.FILE_NAME).write_text("[]")
     session = CompileSession(None, tmp_path / "out", autotune_from=tmp_path)
     with pytest.raises(UserError, match="--autotune-from: .*format 1"):
         session._load_pins()
@@ -258,18 +260,17 @@ def test_dump_child_records_the_programs_choices(tmp_path):
 
     from conftest import REPO
 
-    from proton_inject import override
 
     prog = tmp_path / "prog.py"
     prog.write_text(_PROGRAM)
     records = tmp_path / "compiled.jsonl"
     env = dict(os.environ, TRITON_INTERPRET="1",
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    p = subprocess.run([sys.executable, "-c", override._DUMP_CHILD, str(records), "path", str(prog)],
+    p = subprocess.run([sys.executable, "-c", program._DUMP_CHILD, str(records), "path", str(prog)],
                        env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout == "chosen 64 9900.0\n"  # the program's own output, nothing of ours
-    decisions = autotune.from_lines(override._autotune_lines(str(records)))
+    decisions = autotune_file.from_lines(program._autotune_lines(str(records)))
     (e,) = decisions.triton.values()
     assert (e["module"], e["kernel"], e["key"]) == ("__main__", "scale", [100, "torch.float32", "torch.float32"])
     assert e["config"]["kwargs"] == {"BLOCK": 64}

@@ -20,10 +20,11 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from proton_inject.compile_hook import CompileSession
-from proton_inject.lowering import LoweringOptions, skipping
-from proton_inject.rules import Rules
-from proton_inject.runtime import Session
+from proton_inject.collect.compile_hook import CompileSession
+from proton_inject.collect.session import Session
+from proton_inject.instrument.rules import Rules
+from proton_inject.lower.options import LoweringOptions
+from proton_inject.lower.proton import skipping
 
 H100 = GPUTarget("cuda", 90, 32)
 RULES = Rules(kernel_scope=True)

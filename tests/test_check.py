@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from triton.backends.compiler import GPUTarget
 from ttgir_helpers import add_kernel_scope, compile_ttgir
 
-from proton_inject.check import check_file, check_paths, diagnostics, file_target, plan
 from proton_inject.cli import main
 from proton_inject.errors import UserError
-from proton_inject.lowering import LoweringOptions
+from proton_inject.lower.check import check_file, check_paths, diagnostics, file_target, plan
+from proton_inject.lower.options import LoweringOptions
 
 # Proton's own choices (every warp records, its default size): what the fixtures were measured
 # with; the tool's defaults (first warp of each partition, --buffer-size auto) differ.

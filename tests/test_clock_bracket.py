@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proton_inject import bracket
-from proton_inject.decode import DecodeWarning, decode, load_raw, save_raw
-from proton_inject.diagnostics import summarize
+from proton_inject.analyze.decode import DecodeWarning, decode
+from proton_inject.analyze.report import run_report
+from proton_inject.collect import bracket
 from proton_inject.errors import UserError
-from proton_inject.report import run_report
+from proton_inject.formats import clock_bracket
+from proton_inject.formats.diagnostics import summarize
+from proton_inject.formats.raw import load_raw, save_raw
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 
@@ -35,7 +37,7 @@ def rows(mhz: float, ctas: int = 132, seed: int = 0, t_start: int = 10**12) -> n
 
 
 def side(mhz: float, t0: int, seed: int = 0) -> dict:
-    return bracket.summarize(rows(mhz, seed=seed, t_start=t0))
+    return clock_bracket.summarize(rows(mhz, seed=seed, t_start=t0))
 
 
 def with_bracket(meta, before: float, after: float, base: int, end: int):
@@ -55,7 +57,7 @@ def test_bracket_kernel_compiles_for_cuda90_uninstrumented(tmp_path, monkeypatch
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from proton_inject._clock_kernel import clock_bracket
+    from proton_inject.collect._clock_kernel import clock_bracket
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     src = ASTSource(clock_bracket, signature={"out_ptr": "*i64", "spin_ns": "i64"})
@@ -70,20 +72,20 @@ def test_bracket_kernel_compiles_for_cuda90_uninstrumented(tmp_path, monkeypatch
 
 
 def test_summarize_recovers_the_rate_through_32ns_ticks():
-    got = bracket.summarize(rows(1544.0))
+    got = clock_bracket.summarize(rows(1544.0))
     assert abs(got["mhz"] - 1544.0) / 1544.0 < 2e-4, got  # 132 SMs beat the 32 ns tick
     assert 0 < got["sem_mhz"] < 1.0 and got["ctas"] == 132 and got["sms"] == 132
     assert got["spin_ns"] == 10_016
-    assert bracket.summarize(np.zeros((132, 5), np.int64)) is None  # never ran
+    assert clock_bracket.summarize(np.zeros((132, 5), np.int64)) is None  # never ran
 
 
 def test_rate_is_the_mean_of_the_sides_with_their_difference_as_uncertainty():
-    r = bracket.rate({"before": side(1500.0, 0), "after": side(1530.0, 10**6)})
+    r = clock_bracket.rate({"before": side(1500.0, 0), "after": side(1530.0, 10**6)})
     assert abs(r.mhz - 1515.0) < 0.5
     assert 0.99 < r.uncertainty_pct < 1.1 and abs(r.sides_differ_pct - 1.98) < 0.05
-    one = bracket.rate({"before": side(1500.0, 0), "after": None})
+    one = clock_bracket.rate({"before": side(1500.0, 0), "after": None})
     assert abs(one.mhz - 1500.0) < 0.5 and one.uncertainty_pct < 0.1
-    assert bracket.rate({"missing": "CUDA-graph replay"}) is None and bracket.rate(None) is None
+    assert clock_bracket.rate({"missing": "CUDA-graph replay"}) is None and clock_bracket.rate(None) is None
 
 
 def _one_cta_per_sm():
@@ -218,7 +220,7 @@ def test_cta_lifetime_note_is_tick_aware_and_does_not_blame_a_measured_clock():
     """The demo's note (252 of 3,072 CTAs 'span longer than the CTA lived, up to 1.41x: the
     clock is too slow', on a bracket-measured clock) came from warps that record before warp
     0 reads the init time, and from the 32 ns tick on a 1 us CTA."""
-    from proton_inject.report import OVERLONG_SHARE, LaunchData, clock_notes, kernel_summary
+    from proton_inject.analyze.report import OVERLONG_SHARE, LaunchData, clock_notes, kernel_summary
 
     buf, meta = load_raw(DATA / "profile_scratch_add.json")
     fit = _decode(buf, meta)

@@ -12,9 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from proton_inject import calibrate
+from proton_inject.analyze.decode import DecodeWarning, decode
+from proton_inject.analyze.report import run_report
 from proton_inject.cli import main
-from proton_inject.decode import DecodeWarning, decode, load_raw, save_raw
-from proton_inject.report import run_report
+from proton_inject.formats import calibration
+from proton_inject.formats.raw import load_raw, save_raw
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 H100 = "NVIDIA H100 80GB HBM3"  # the device the fixtures were recorded on
@@ -76,22 +78,22 @@ def test_wrapped_buffer_counts_lost_records_and_never_goes_negative():
 
 
 def test_cache_round_trip_and_keys(cache):
-    assert calibrate.lookup(H100) is None and not cache.exists()
-    calibrate.store(H100, 34.5, detail={"p5": 33.0})
-    calibrate.store(H100, 61.0, clock_bits=32, buffer_type="global")
-    assert calibrate.lookup(H100) == 34.5
-    assert calibrate.lookup(H100, 32, "global") == 61.0
-    assert calibrate.lookup(H100, 64, "global") is None and calibrate.lookup(None) is None
+    assert calibration.lookup(H100) is None and not cache.exists()
+    calibration.store(H100, 34.5, detail={"p5": 33.0})
+    calibration.store(H100, 61.0, clock_bits=32, buffer_type="global")
+    assert calibration.lookup(H100) == 34.5
+    assert calibration.lookup(H100, 32, "global") == 61.0
+    assert calibration.lookup(H100, 64, "global") is None and calibration.lookup(None) is None
     # Only some warps recording (the default) is calibrated on its own: its records differ.
-    assert calibrate.lookup(H100, selective=True) is None
-    calibrate.store(H100, 40.0, selective=True)
-    assert calibrate.lookup(H100, selective=True) == 40.0 and calibrate.lookup(H100) == 34.5
+    assert calibration.lookup(H100, selective=True) is None
+    calibration.store(H100, 40.0, selective=True)
+    assert calibration.lookup(H100, selective=True) == 40.0 and calibration.lookup(H100) == 34.5
     doc = json.loads(cache.read_text())
-    assert doc["entries"][calibrate.cache_key(H100)] == {"cycles": 34.5, "p5": 33.0}
+    assert doc["entries"][calibration.cache_key(H100)] == {"cycles": 34.5, "p5": 33.0}
     cache.write_text("{not json")  # a damaged cache means: not calibrated
-    assert calibrate.lookup(H100) is None
-    cache.write_text(json.dumps({"version": 1, "entries": {calibrate.cache_key(H100): {"cycles": -3}}}))
-    assert calibrate.lookup(H100) is None
+    assert calibration.lookup(H100) is None
+    cache.write_text(json.dumps({"version": 1, "entries": {calibration.cache_key(H100): {"cycles": -3}}}))
+    assert calibration.lookup(H100) is None
 
 
 def test_cost_from_is_the_median_over_launch_pairs_of_region_less_plain_loop():
@@ -125,7 +127,7 @@ def test_report_compensates_by_default_and_says_so(tmp_path, cache):
     [k] = plain.summary["kernels"]
     assert k["record_cost_cycles"] == [None]
     assert "record cost: not calibrated for NVIDIA H100" in run_report([tmp_path / "a"]).text
-    calibrate.store(H100, COST)  # this machine's cache knows the device
+    calibration.store(H100, COST)  # this machine's cache knows the device
     comp = run_report([tmp_path / "a"], as_json=True).summary["kernels"][0]
     it = {r["name"]: r for r in comp["regions"]}["iter"]
     it_raw = {r["name"]: r for r in k["regions"]}["iter"]
@@ -148,7 +150,7 @@ def test_report_compensates_by_default_and_says_so(tmp_path, cache):
 
 
 def test_cli_raw_flag_and_bad_cost_in_metadata(tmp_path, cache):
-    calibrate.store(H100, COST)
+    calibration.store(H100, COST)
     d = _raw_dir(tmp_path, None)
     r = CliRunner().invoke(main, ["report", str(d), "--raw"])
     assert r.exit_code == 0 and "record cost" not in r.output
@@ -167,8 +169,8 @@ def test_calibration_kernel_has_one_region_right_around_its_loop(tmp_path):
     from ttgir_helpers import compile_with_hook
 
     from proton_inject._calibration_kernel import plain_reference, record_cost_calibration
-    from proton_inject.compile_hook import CompileHook
-    from proton_inject.rules import Rules
+    from proton_inject.collect.compile_hook import CompileHook
+    from proton_inject.instrument.rules import Rules
 
     src = ASTSource(record_cost_calibration, signature={"out_ptr": "*i64", "n": "i32"})
     rules = Rules(loops="outer", marks=False, kernel="^record_cost_calibration$")

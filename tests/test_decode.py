@@ -14,17 +14,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proton_inject.decode import (
-    DecodeWarning,
-    LaunchMeta,
-    decode,
-    find_raw,
-    load_raw,
-    raw_prefix,
-    save_raw,
-    scopes_from_ttgir,
-)
+from proton_inject.analyze.decode import DecodeWarning, decode, scopes_from_ttgir
 from proton_inject.errors import UserError
+from proton_inject.formats.raw import LaunchMeta, find_raw, load_raw, raw_prefix, save_raw
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 SHORT = Path(__file__).parent / "data" / "h100-shortlaunch"

@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 from conftest import requires_gpu
 
-from proton_inject import direct
-from proton_inject.instrument import insert_text
-from proton_inject.lowering import LoweringOptions, installed, scope_names_of
-from proton_inject.rules import Rules
+from proton_inject.instrument.insert import insert_text
+from proton_inject.instrument.rules import Rules
+from proton_inject.lower import direct
+from proton_inject.lower.options import LoweringOptions
+from proton_inject.lower.proton import installed, scope_names_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "ttgir_samples"
@@ -167,7 +168,7 @@ def test_records_inside_a_loop_are_stored_each_iteration():
 
 def test_a_failed_direct_lowering_falls_back_to_protons(tmp_path):
     """A module ``direct.py`` cannot lower is left to Proton's passes (same buffer layout)."""
-    from proton_inject.lowering import ProtonLowering
+    from proton_inject.lower.proton import ProtonLowering
 
     class Broken:
         def __str__(self) -> str:
@@ -191,10 +192,11 @@ def _load(path: Path, name: str):
 def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
     import torch
 
-    from proton_inject.decode import decode, find_raw, load_raw
-    from proton_inject.instrument import instrument_tree, write_tree
-    from proton_inject.override import dump_program
-    from proton_inject.runtime import profile
+    from proton_inject.analyze.decode import decode
+    from proton_inject.api import profile
+    from proton_inject.dump.program import dump_program
+    from proton_inject.formats.raw import find_raw, load_raw
+    from proton_inject.instrument.insert import instrument_tree, write_tree
 
     ex = ROOT / "examples" / "layernorm.py"
     res = dump_program(["python", str(ex)], tmp_path / "dump")
@@ -210,7 +212,7 @@ def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
     medians = {}
     for btype in ("direct", "global"):
         out = tmp_path / btype
-        with profile(inst, out=out, options=LoweringOptions(buffer_type=btype)) as result:
+        with profile(instrumented=inst, out=out, options=LoweringOptions(buffer_type=btype)) as result:
             got = ln.layernorm(x, w, b)
         assert all(torch.equal(p, q) for p, q in zip(plain, got, strict=True)), btype
         assert [r.kernel for r in result.launches] == ["layernorm_fwd_kernel"], result.messages
@@ -260,10 +262,11 @@ def test_records_inside_loops_lowered_directly_on_the_gpu(tmp_path):
 
     import torch
 
-    from proton_inject.decode import decode, find_raw, load_raw
-    from proton_inject.instrument import instrument_tree, write_tree
-    from proton_inject.override import dump_program
-    from proton_inject.runtime import profile
+    from proton_inject.analyze.decode import decode
+    from proton_inject.api import profile
+    from proton_inject.dump.program import dump_program
+    from proton_inject.formats.raw import find_raw, load_raw
+    from proton_inject.instrument.insert import instrument_tree, write_tree
 
     ex = ROOT / "examples" / "layernorm.py"
     assert dump_program(["python", str(ex)], tmp_path / "dump").exit_code == 0
@@ -281,7 +284,7 @@ def test_records_inside_loops_lowered_directly_on_the_gpu(tmp_path):
             "direct every 2": (LoweringOptions(sample_iterations=2), 5)}
     for name, (opts, kept) in runs.items():
         out = tmp_path / name.replace(" ", "_")
-        with profile(inst, out=out, options=opts) as result:
+        with profile(instrumented=inst, out=out, options=opts) as result:
             got = ln.layernorm(x, w, b)
         assert all(torch.equal(p, q) for p, q in zip(plain, got, strict=True)), name
         [path] = find_raw(out / "raw")
@@ -327,7 +330,8 @@ def test_real_direct_buffer_decodes_like_protons_layout():
     """A buffer direct.py's lowering wrote on an H100 (the layer norm example, default rules:
     kernel + 3 loops, 1,151 CTAs, `proton-inject run`): expanded to Proton's layout and
     decoded, every CTA has each region once, loops inside the kernel region."""
-    from proton_inject.decode import decode, load_raw
+    from proton_inject.analyze.decode import decode
+    from proton_inject.formats.raw import load_raw
 
     data, meta = load_raw(H100_DIRECT / "00000-layernorm_fwd_kernel.json")
     ttgir = (H100_DIRECT / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
@@ -356,8 +360,9 @@ def test_real_direct_buffer_with_loop_records():
     three loops (the GPU test above, --buffer-size 128: 5 of the 9 iterations kept): every CTA
     has each loop once and its first 5 iterations in order inside it; the 4 iterations per
     loop past the cap are counted as drops, and the report names the size that keeps them."""
-    from proton_inject.decode import decode, load_raw
-    from proton_inject.report import run_report
+    from proton_inject.analyze.decode import decode
+    from proton_inject.analyze.report import run_report
+    from proton_inject.formats.raw import load_raw
 
     data, meta = load_raw(H100_LOOPS / "00000-layernorm_fwd_kernel.json")
     ttgir = (H100_LOOPS / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
@@ -389,8 +394,8 @@ def test_regions_around_recorded_iterations_say_their_stores_are_in_them(tmp_pat
     """The layer norm buffer above: the kernel region holds the 15 kept iterations of its
     three loops, each loop region its own 5, the iterations none; the report says so in one
     note, and a trace written from it carries what that takes."""
-    from proton_inject.decode import load_raw
-    from proton_inject.report import run_report
+    from proton_inject.analyze.report import run_report
+    from proton_inject.formats.raw import load_raw
 
     _, meta = load_raw(H100_LOOPS / "00000-layernorm_fwd_kernel.json")
     assert meta.loop_scopes == [[2], [4], [6]]
@@ -410,8 +415,9 @@ def test_regions_around_recorded_iterations_say_their_stores_are_in_them(tmp_pat
 
 
 def test_direct_metadata_that_does_not_match_is_a_clear_error():
-    from proton_inject.decode import LaunchMeta, decode, load_raw
+    from proton_inject.analyze.decode import decode
     from proton_inject.errors import UserError
+    from proton_inject.formats.raw import LaunchMeta, load_raw
 
     data, meta = load_raw(H100_DIRECT / "00000-layernorm_fwd_kernel.json")
     from dataclasses import replace
@@ -429,7 +435,8 @@ def test_protons_layout_under_direct_metadata_is_decoded_as_protons():
     block that starts with Proton's preamble): decode reads it as Proton's layout."""
     from dataclasses import replace
 
-    from proton_inject.decode import decode, load_raw
+    from proton_inject.analyze.decode import decode
+    from proton_inject.formats.raw import load_raw
 
     data, meta = load_raw(ROOT / "tests/data/h100-triton3.6/profile_scratch_add.json")
     plain = decode(data, meta)
@@ -445,7 +452,7 @@ def test_runtime_metadata_of_a_direct_kernel_matches_the_h100_run(tmp_path):
     import json
     import time
 
-    from proton_inject.runtime import LaunchRecord, Session
+    from proton_inject.collect.session import LaunchRecord, Session
 
     want = json.loads((H100_DIRECT / "00000-layernorm_fwd_kernel.json").read_text())
     session = Session(tmp_path / "inst", tmp_path / "out")
@@ -467,7 +474,7 @@ def test_sample_iterations_in_the_metadata_and_a_note_where_it_does_not_apply(tm
     """--sample-iterations: a kernel whose loop records are lowered directly says so in its
     launch metadata (the loops' third entry); a kernel whose loop records Proton lowers (a loop
     of dots) records every iteration, and the run says that once."""
-    from proton_inject.runtime import LaunchRecord, Session
+    from proton_inject.collect.session import LaunchRecord, Session
 
     session = Session(tmp_path / "inst", tmp_path / "out", LoweringOptions(sample_iterations=4))
     session._tmp = str(tmp_path)
@@ -493,7 +500,7 @@ def test_sample_iterations_in_the_metadata_and_a_note_where_it_does_not_apply(tm
 
 
 def test_timer_bits_56_to_63_come_from_the_reference():
-    from proton_inject.decode import _timer_from
+    from proton_inject.analyze.decode import _timer_from
 
     t = np.array([0x18E_A5A5_1234_5678, 0x18E_A5A5_FFFF_FFF0, 0x18F_0000_0000_0010], np.int64)
     hi, lo = (t >> 32) & 0xFFFFFF, t & 0xFFFFFFFF

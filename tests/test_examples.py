@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from proton_inject.override import load_kernel, load_module, parse_signature
+from proton_inject.dump.aot import load_kernel, load_module
+from proton_inject.dump.signature import parse_signature
 
 ROOT = Path(__file__).resolve().parents[1]
 # The kernels made for the sample corpus; other files in examples/ may have no SAMPLE_SPECS.
@@ -38,7 +39,7 @@ def test_example_specs(path):
 def test_samples_parse_with_triton():
     from triton._C.libtriton import ir
 
-    from proton_inject.lowering import mlir_context
+    from proton_inject.lower.proton import mlir_context
 
     assert len(SAMPLES) >= 30
     ctx = mlir_context()

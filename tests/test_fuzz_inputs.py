@@ -26,13 +26,14 @@ from conftest import DATA, SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proton_inject.decode import DecodeWarning, decode, load_raw
+from proton_inject.analyze.decode import DecodeWarning, decode
+from proton_inject.analyze.report import LaunchData, summarize
+from proton_inject.analyze.trace import trace_bytes
 from proton_inject.errors import UserError
-from proton_inject.instrument import insert_text
-from proton_inject.report import LaunchData, summarize
-from proton_inject.rules import Rules, rules_from_table
-from proton_inject.trace import trace_bytes
-from proton_inject.validate import RULE_KEYS
+from proton_inject.formats.raw import load_raw
+from proton_inject.formats.rules_file import RULE_KEYS
+from proton_inject.instrument.insert import insert_text
+from proton_inject.instrument.rules import Rules, rules_from_table
 
 _EXAMPLES = int(os.environ.get("PI_FUZZ_EXAMPLES", "100"))
 _SETTINGS = settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES <= 100,

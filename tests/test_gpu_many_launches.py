@@ -57,12 +57,11 @@ DRIVER = textwrap.dedent('''
         runpy.run_path("prog.py", run_name="__main__")
     else:
         from proton_inject.lowering import LoweringOptions
-        from proton_inject.runtime import Session, run_in_session
+        from proton_inject.collect.session import Session, run_in_session
 
         # Every warp, Proton's buffer: 8 KiB per CTA, the sizes this test's limits are set for.
         options = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
         session = Session(inst, out, options, max_pending_mb=float(pending))
-        session.write_traces = False
         session.gz = False
         result = run_in_session(session, ["prog.py", n], "run")
     print(json.dumps({
@@ -113,7 +112,8 @@ def test_ten_thousand_launches_stay_bounded(tmp_path):
     # Host: ten times the launches costs about the same memory (640 MiB if buffers piled up).
     assert big["host_peak"] - small["host_peak"] < 128 * mib
     # The kept buffers decode: the first, a middle and the last launch.
-    from proton_inject.decode import decode, load_raw
+    from proton_inject.analyze.decode import decode
+    from proton_inject.formats.raw import load_raw
 
     for p in (raw[0], raw[len(raw) // 2], raw[-1]):
         d = decode(*load_raw(p))

@@ -20,12 +20,14 @@ import pytest
 import torch
 from conftest import requires_gpu
 
-from proton_inject.decode import decode, find_raw, load_raw
-from proton_inject.instrument import instrument_tree, write_tree
-from proton_inject.override import dump_program
-from proton_inject.report import run_report
-from proton_inject.rules import Rules
-from proton_inject.runtime import RunResult, profile
+from proton_inject.analyze.decode import decode
+from proton_inject.analyze.report import run_report
+from proton_inject.api import profile
+from proton_inject.collect.session import RunResult
+from proton_inject.dump.program import dump_program
+from proton_inject.formats.raw import find_raw, load_raw
+from proton_inject.instrument.insert import instrument_tree, write_tree
+from proton_inject.instrument.rules import Rules
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 
@@ -121,7 +123,7 @@ def test_matmul_profile_api(tmp_path):
     a = torch.randn(1024, 768, device="cuda", dtype=torch.float16)
     b = torch.randn(768, 1536, device="cuda", dtype=torch.float16)
     plain = [mm.matmul(a, b, *cfg) for cfg in ((128, 128, 64, 8, 3), (64, 64, 32, 4, 4))]
-    with profile(inst, out=tmp_path / "traces") as result:
+    with profile(instrumented=inst, out=tmp_path / "traces") as result:
         inst_out = [mm.matmul(a, b, *cfg) for cfg in ((128, 128, 64, 8, 3), (64, 64, 32, 4, 4))]
     for p, q in zip(plain, inst_out, strict=True):
         assert torch.equal(p, q)
@@ -149,7 +151,7 @@ def test_attention_profile_api(tmp_path):
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 1024, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     plain = at.attention(q, k, v, 0.125)
-    with profile(inst, out=tmp_path / "traces", kernel="^attn_fwd_kernel$") as result:
+    with profile(instrumented=inst, out=tmp_path / "traces", kernel="^attn_fwd_kernel$") as result:
         got = at.attention(q, k, v, 0.125)
     assert torch.equal(plain, got)
     assert [r.kernel for r in result.launches] == ["attn_fwd_kernel"]
@@ -165,7 +167,7 @@ def test_warp_specialized_attention_runs_and_records(tmp_path):
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 1024, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     plain = at.attention(q, k, v, 0.125, warp_specialize=True)
-    with profile(inst, out=tmp_path / "traces", kernel="ws") as result:
+    with profile(instrumented=inst, out=tmp_path / "traces", kernel="ws") as result:
         got = at.attention(q, k, v, 0.125, warp_specialize=True)
     assert torch.equal(plain, got)
     assert [r.kernel for r in result.launches] == ["attn_fwd_ws_kernel"], result.messages
@@ -219,7 +221,7 @@ def test_autotuned_kernel_is_traced_with_its_config(tmp_path):
     x = torch.randn(1 << 20, device="cuda")
     plain = _load(script, "pi_autotuned_plain").axpy(x)  # tunes outside the profile
     mod = _load(script, "pi_autotuned")  # a fresh autotuner: it tunes again, profiled
-    with profile(inst, out=tmp_path / "traces") as result:
+    with profile(instrumented=inst, out=tmp_path / "traces") as result:
         y1 = mod.axpy(x)
         y2 = mod.axpy(x)
     # Each element gets the same FMA whatever BLOCK won, so the outputs match exactly.
@@ -233,7 +235,7 @@ def test_autotuned_kernel_is_traced_with_its_config(tmp_path):
     assert meta["config"].startswith(f"BLOCK={best}")
     # Asked to, the tuning launches are kept and marked.
     mod2 = _load(script, "pi_autotuned2")
-    with profile(inst, out=tmp_path / "traces2", keep_tuning=True, max_launches=6) as r2:
+    with profile(instrumented=inst, out=tmp_path / "traces2", keep_tuning=True, max_launches=6) as r2:
         mod2.axpy(x)
     assert len(r2.launches) == 6 and r2.launches[0].tuning
     assert r2.dropped.get("past --max-launches", 0) > 0
@@ -267,7 +269,7 @@ def test_changed_kernel_is_reported(tmp_path):
     inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
     va = _load(EXAMPLES / "vector_add.py", "pi_vector_add")
     x = torch.randn(1_000_003, device="cuda")
-    with profile(inst, out=tmp_path / "traces", quiet=True) as result:
+    with profile(instrumented=inst, out=tmp_path / "traces", quiet=True) as result:
         out = va.add(x, x, blocks_per_prog=2)  # dumped with 4
     assert torch.equal(out, x + x)
     assert not result.launches
@@ -276,7 +278,7 @@ def test_changed_kernel_is_reported(tmp_path):
 
 def test_run_program_exit_codes_and_draining(tmp_path):
     """sys.exit and exceptions still write what was collected; a tiny pending limit drains."""
-    from proton_inject.runtime import run_program
+    from proton_inject.api import profile_program
 
     inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
     body = (
@@ -285,12 +287,12 @@ def test_run_program_exit_codes_and_draining(tmp_path):
     )
     exits = tmp_path / "exits.py"
     exits.write_text(body + "sys.exit(3)\n")
-    res = run_program(inst, tmp_path / "t1", ["python", str(exits)], max_pending_mb=0.5)
+    res, _ = profile_program(["python", str(exits)], out=tmp_path / "t1", instrumented=inst, max_pending_mb=0.5)
     assert res.exit_code == 3 and len(res.launches) == 3
     assert len(find_raw(tmp_path / "t1" / "raw")) == 3 and not any(r.all_zero for r in res.launches)
     raises = tmp_path / "raises.py"
     raises.write_text(body + "raise ValueError('boom')\n")
-    res = run_program(inst, tmp_path / "t2", ["python", str(raises)], max_launches=2)
+    res, _ = profile_program(["python", str(raises)], out=tmp_path / "t2", instrumented=inst, max_launches=2)
     assert res.exit_code == 1 and len(res.launches) == 2
     assert res.dropped == {"past --max-launches": 1}
     assert len(find_raw(tmp_path / "t2" / "raw")) == 2
@@ -299,7 +301,7 @@ def test_run_program_exit_codes_and_draining(tmp_path):
 def test_lowering_options_on_the_gpu(tmp_path):
     """--clock 32, --warps 0,4 (selective sampling) and a larger --buffer-size, end to end:
     only the sampled warps record, nothing wraps, medians agree with the 64-bit run."""
-    from proton_inject.lowering import LoweringOptions
+    from proton_inject.lower.options import LoweringOptions
 
     inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "matmul.py")])
     mm = _load(EXAMPLES / "matmul.py", "pi_matmul_opts")
@@ -311,7 +313,7 @@ def test_lowering_options_on_the_gpu(tmp_path):
     for label, opts in (("64", LoweringOptions(warps="all")),
                         ("32+sampled", LoweringOptions(clock=32, warps=(0, 4), buffer_size=16384))):
         out = tmp_path / f"traces-{label}"
-        with profile(inst, out=out, options=opts):
+        with profile(instrumented=inst, out=out, options=opts):
             got = mm.matmul(a, b)
         assert torch.equal(plain, got)
         [d] = _decoded(out)
@@ -335,7 +337,7 @@ def test_lowering_options_on_the_gpu(tmp_path):
 def test_global_buffer_keeps_every_iteration_on_the_gpu(tmp_path):
     """--buffer-type global: the K=4096 matmul whose shared buffer wraps (132 records per warp
     into 128 slots, test above) keeps every record with 256 slots per warp in global memory."""
-    from proton_inject.lowering import LoweringOptions
+    from proton_inject.lower.options import LoweringOptions
 
     inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "matmul.py")])
     mm = _load(EXAMPLES / "matmul.py", "pi_matmul_global")
@@ -347,7 +349,7 @@ def test_global_buffer_keeps_every_iteration_on_the_gpu(tmp_path):
     # 256 slots of 8 bytes per warp: the smallest power of two above 132 records.
     opts = LoweringOptions(buffer_type="global", buffer_size=256 * 8 * warps, warps="all")
     out = tmp_path / "traces"
-    with profile(inst, out=out, options=opts) as result:
+    with profile(instrumented=inst, out=out, options=opts) as result:
         got = mm.matmul(a, b)
     assert torch.equal(plain, got)
     assert [r.kernel for r in result.launches] == ["matmul_kernel"], result.messages

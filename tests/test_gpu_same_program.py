@@ -19,7 +19,8 @@ import pytest
 import torch
 from conftest import requires_gpu
 
-from proton_inject.decode import decode, find_raw, load_raw
+from proton_inject.analyze.decode import decode
+from proton_inject.formats.raw import find_raw, load_raw
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 
@@ -227,12 +228,12 @@ def test_reduce_overhead_graph_replays_are_profiled(tmp_path):
 def test_hand_captured_graph_is_profiled_on_every_replay(tmp_path):
     from test_gpu_runtime import _instrumented, _load
 
-    from proton_inject.runtime import profile
+    from proton_inject.api import profile
 
     inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
     va = _load(EXAMPLES / "vector_add.py", "pi_vector_add_graph")
     x = torch.randn(1_000_003, device="cuda")
-    with profile(inst, out=tmp_path / "traces", quiet=True) as result:
+    with profile(instrumented=inst, out=tmp_path / "traces", quiet=True) as result:
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):

@@ -10,8 +10,9 @@ from conftest import REPO, SAMPLES, sample_files
 
 from proton_inject.cli import main
 from proton_inject.errors import UserError
-from proton_inject.instrument import insert_text, instrument_tree, strip_text
-from proton_inject.rules import LineRange, Rules
+from proton_inject.formats.rules_file import LineRange
+from proton_inject.instrument.insert import insert_text, instrument_tree, strip_text
+from proton_inject.instrument.rules import Rules
 
 FILES = sample_files()
 RULE_SETS = {
@@ -227,8 +228,8 @@ def test_golden_instrumented_ir(name, target, monkeypatch):
 
 def test_every_sample_compiles_with_every_rule_at_once(tmp_path, monkeypatch):
     """`check` on the union of all rules for each sample: every placement lowers to a binary."""
-    from proton_inject.check import check_paths
-    from proton_inject.instrument import write_tree
+    from proton_inject.instrument.insert import write_tree
+    from proton_inject.lower.check import check_paths
 
     monkeypatch.chdir(REPO)
     union = Rules(kernel_scope=True, loops="both", source_root=str(REPO),
@@ -251,7 +252,7 @@ def test_every_sample_compiles_with_every_rule_at_once(tmp_path, monkeypatch):
 
 
 def test_rules_from_pyproject_and_rules_file(tmp_path, monkeypatch):
-    from proton_inject.rules import load_rules_file, rules_from_pyproject
+    from proton_inject.instrument.rules import load_rules_file, rules_from_pyproject
 
     (tmp_path / "pyproject.toml").write_text(
         '[tool.proton-inject]\nloops = "iteration"\nop = ["tt.load"]\n'

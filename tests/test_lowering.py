@@ -13,21 +13,19 @@ from triton.backends.compiler import GPUTarget
 from ttgir_helpers import compile_lowered
 
 from proton_inject.errors import UserError
-from proton_inject.lowering import (
+from proton_inject.lower.options import (
     LoweringOptions,
     auto_buffer_bytes,
-    installed,
-    is_persistent,
     max_shared_mem_for,
     options_from_cli,
     parse_warps,
     profile_buffer_bytes,
     profile_scratch_bytes,
-    records_per_warp_bound,
-    scope_names_of,
     shared_buffer_bytes,
     suggest_buffer_size,
 )
+from proton_inject.lower.probes import is_persistent, records_per_warp_bound
+from proton_inject.lower.proton import installed, scope_names_of
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,8 +188,8 @@ def test_suggest_buffer_size():
 
 
 def _layernorm_ttgir(rules) -> str:
-    from proton_inject.instrument import insert_text
-    from proton_inject.override import compile_aot, load_module
+    from proton_inject.dump.aot import compile_aot, load_module
+    from proton_inject.instrument.insert import insert_text
 
     path = Path(__file__).parent.parent / "examples" / "layernorm.py"
     s = load_module(path).SAMPLE_SPECS[0]  # 8 warps, three loops
@@ -204,8 +202,8 @@ def test_auto_buffer_size_shrinks_the_buffer_of_a_loop_free_profile(tmp_path):
     import numpy as np
     from profbuf import Cta, write
 
-    from proton_inject.decode import decode
-    from proton_inject.rules import Rules
+    from proton_inject.analyze.decode import decode
+    from proton_inject.instrument.rules import Rules
 
     text = _layernorm_ttgir(Rules().with_defaults())  # kernel scope + the 3 loops as a whole
     assert records_per_warp_bound(text) == 8
@@ -231,7 +229,7 @@ def test_auto_buffer_size_shrinks_the_buffer_of_a_loop_free_profile(tmp_path):
 
 
 def test_auto_buffer_size_keeps_the_default_when_records_repeat(tmp_path):
-    from proton_inject.rules import Rules
+    from proton_inject.instrument.rules import Rules
 
     text = _layernorm_ttgir(Rules(kernel_scope=True, loops="both"))
     assert records_per_warp_bound(text) is None
@@ -261,7 +259,8 @@ def test_first_warps_are_where_triton_puts_each_partition(sample):
     # Triton's own AllocateWarpGroups pass assigns the partitions' start warps; ours must agree.
     from triton._C.libtriton import ir, passes
 
-    from proton_inject.lowering import first_warps, mlir_context
+    from proton_inject.lower.probes import first_warps
+    from proton_inject.lower.proton import mlir_context
 
     path = ROOT / "ttgir_samples" / f"{sample}.ttgir"
     ctx = mlir_context()
@@ -281,8 +280,8 @@ def test_first_warps_are_where_triton_puts_each_partition(sample):
 
 
 def test_default_options_record_one_warp_with_a_buffer_of_its_records(tmp_path):
-    from proton_inject.instrument import insert_text
-    from proton_inject.rules import Rules
+    from proton_inject.instrument.insert import insert_text
+    from proton_inject.instrument.rules import Rules
 
     text = insert_text((ROOT / "ttgir_samples/cuda-90/layernorm_fwd_kernel.ttgir").read_text(),
                        Rules()).text  # the default rules: kernel + 3 loops as a whole
@@ -314,8 +313,8 @@ def test_buffer_type_and_warps_follow_the_kernel(tmp_path):
     """--buffer-type auto: global when no record sits inside a loop (each runs once per warp),
     shared otherwise and on AMD; "first" warps: every warp of a persistent kernel (its tile
     loop steps by the grid size), whose per-CTA costs are spread over many tiles."""
-    from proton_inject.instrument import insert_text
-    from proton_inject.rules import Rules
+    from proton_inject.instrument.insert import insert_text
+    from proton_inject.instrument.rules import Rules
 
     def resolved(sample, rules, target="cuda-90"):
         src = (ROOT / "ttgir_samples" / target / f"{sample}.ttgir").read_text(encoding="latin-1")
@@ -345,7 +344,7 @@ def test_buffer_type_and_warps_follow_the_kernel(tmp_path):
     # a loop from the program id by 1 does not stride over tiles; nor does one from 0
     assert not is_persistent(src.replace("step %c132_i32", "step %c1_i32"))
     assert not is_persistent(src.replace("scf.for %tile_id = %0 to", "scf.for %tile_id = %c0_i32 to"))
-    from proton_inject.check import check_file, format_report
+    from proton_inject.lower.check import check_file, format_report
 
     path = ROOT / "ttgir_samples/cuda-90/softmax_kernel.ttgir"
     inst = tmp_path / "softmax.ttgir"

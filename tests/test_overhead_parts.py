@@ -8,7 +8,8 @@ from pathlib import Path
 
 from triton.backends.compiler import GPUTarget
 
-from proton_inject.lowering import profile_scratch_bytes, scope_names_of
+from proton_inject.lower.options import profile_scratch_bytes
+from proton_inject.lower.proton import scope_names_of
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = GPUTarget("cuda", 90, 32)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from ttgir_helpers import H100, compile_lowered
 
-from proton_inject.instrument import insert_text
-from proton_inject.override import compile_aot
+from proton_inject.dump.aot import compile_aot
+from proton_inject.instrument.insert import insert_text
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,9 +15,9 @@ import triton.profiler.language as pl
 from triton.profiler.flags import flags
 from ttgir_helpers import H100
 
-from proton_inject.instrument import insert_text
-from proton_inject.lowering import installed
-from proton_inject.override import compile_aot
+from proton_inject.dump.aot import compile_aot
+from proton_inject.instrument.insert import insert_text
+from proton_inject.lower.proton import installed
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "overhead_vs_proton.py"

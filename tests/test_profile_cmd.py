@@ -19,13 +19,13 @@ from conftest import requires_gpu
 from ttgir_helpers import compile_with_hook
 
 import proton_inject
-from proton_inject import compile_hook
 from proton_inject.cli import main
-from proton_inject.compile_hook import CompileHook, as_rules
+from proton_inject.collect.compile_hook import CompileHook, as_rules
+from proton_inject.collect.session import clear_out_dir, prepare_override_tree, scope_locations
 from proton_inject.errors import UserError
-from proton_inject.lowering import LoweringOptions
-from proton_inject.rules import LineRange, Rules
-from proton_inject.runtime import clear_out_dir, prepare_override_tree, scope_locations
+from proton_inject.formats.rules_file import LineRange
+from proton_inject.instrument.rules import Rules
+from proton_inject.lower.options import LoweringOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_SRC = textwrap.dedent(
@@ -48,7 +48,7 @@ KERNEL_SRC = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def kernel_mod(tmp_path_factory):
-    from proton_inject.override import load_module
+    from proton_inject.dump.aot import load_module
 
     path = tmp_path_factory.mktemp("src") / "kern.py"
     path.write_text(KERNEL_SRC)
@@ -66,7 +66,7 @@ def _source(mod):
 
 
 def test_hook_instruments_at_compile_time_and_writes_reviewable_ir(kernel_mod, tmp_path):
-    from proton_inject.override import override_hash
+    from proton_inject.dump.aot import override_hash
 
     src = _source(kernel_mod)
     hook = CompileHook(Rules(kernel_scope=True, loops="both"), tmp_path / "ir")
@@ -193,7 +193,10 @@ def test_output_dir_is_cleared_only_when_it_is_ours(tmp_path):
 
 
 def test_python_api_is_exported_lazily():
-    assert proton_inject.profile is compile_hook.profile
+    from proton_inject import api
+
+    assert proton_inject.profile is api.profile and proton_inject.profile_program is api.profile_program
+    assert {"profile", "profile_program", "analyze_run"} <= set(dir(proton_inject))
     with pytest.raises(AttributeError):
         proton_inject.no_such_name  # noqa: B018
 
@@ -346,7 +349,7 @@ def test_after_a_session_instrumented_kernels_get_throwaway_scratch():
     throwaway one behind instead, and gives back a program's own allocator as it was."""
     from triton.runtime import _allocation
 
-    from proton_inject.runtime import _after_session, _throwaway_scratch
+    from proton_inject.collect.session import _after_session, _throwaway_scratch
 
     assert _after_session(_allocation.NullAllocator()) is _throwaway_scratch
 
@@ -375,7 +378,7 @@ def test_kernel_calling_a_noinline_function_is_instrumented(tmp_path):
 
 def test_hook_sizes_the_buffer_of_a_loop_free_profile_with_auto(kernel_mod, tmp_path):
     """--buffer-size auto sees the module the hook instrumented (records outside the loop)."""
-    from proton_inject.lowering import profile_scratch_bytes
+    from proton_inject.lower.options import profile_scratch_bytes
 
     src = _source(kernel_mod)
     rules = Rules(kernel_scope=True, marks=False)

@@ -14,11 +14,13 @@ from conftest import SAMPLES
 from triton.backends.compiler import GPUTarget
 from ttgir_helpers import compile_ttgir
 
-from proton_inject.check import check_file
 from proton_inject.cli import main
 from proton_inject.errors import UserError
-from proton_inject.instrument import insert_text, strip_text
-from proton_inject.rules import LineRange, Rules
+from proton_inject.formats.rules_file import LineRange
+from proton_inject.instrument.insert import insert_text, strip_text
+from proton_inject.instrument.rules import Rules
+from proton_inject.lower.check import check_file
+from proton_inject.lower.inline import inline_callees
 from proton_inject.ttgir import parse
 
 
@@ -92,7 +94,9 @@ def test_noinline_callee_is_inlined_into_the_instrumented_copy(ir, target, tmp_p
     text = ir[("calls_kernel", target)]
     assert [f.name for f in parse(text).functions][0] == "calls_kernel"
     assert len(parse(text).functions) == 2 and "tt.call" in text
-    res = insert_text(text, _BOTH, "k.ttgir")
+    with pytest.raises(UserError, match="inline_callees"):  # the text step alone runs no MLIR
+        insert_text(text, _BOTH, "k.ttgir")
+    res = insert_text(text, _BOTH, "k.ttgir", inline=inline_callees)
     out = parse(res.text)
     assert [f.name for f in out.functions] == ["calls_kernel"] and "tt.call" not in res.text
     path = tmp_path / "k.ttgir"
@@ -111,7 +115,7 @@ def test_a_callee_that_stays_a_call_refuses_the_kernel(ir):
     head = text[start:text.index("{\n", start)].replace("attributes {noinline = true} ", "")
     decl = text[:start] + head.rstrip() + "\n" + text[text.index("\n", end) + 1:]
     with pytest.raises(UserError, match="scale_of"):
-        insert_text(decl, _BOTH, "k.ttgir")
+        insert_text(decl, _BOTH, "k.ttgir", inline=inline_callees)
 
 
 def test_a_bad_file_in_a_tree_is_left_out_and_strict_refuses(ir, tmp_path):
@@ -149,7 +153,7 @@ def test_op_that_matches_nothing_names_the_kinds_there():
 
 
 def test_begin_and_end_marks_on_code_lines_are_refused(tmp_path):
-    from proton_inject.rules import _marks_in
+    from proton_inject.instrument.rules import _marks_in
 
     src = tmp_path / "k.py"
     src.write_text("x = 1\ny = 2  # proton: begin part\nz = 3\n# proton: end part\n")

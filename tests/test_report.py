@@ -11,10 +11,11 @@ import profbuf
 import pytest
 from click.testing import CliRunner
 
+from proton_inject.analyze.decode import decode
+from proton_inject.analyze.report import LaunchData, overhead_class, run_report, sampled_line, summarize
 from proton_inject.cli import main
-from proton_inject.decode import decode, load_raw, raw_prefix, save_raw
 from proton_inject.errors import UserError
-from proton_inject.report import LaunchData, overhead_class, run_report, sampled_line, summarize
+from proton_inject.formats.raw import load_raw, raw_prefix, save_raw
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 SHORT = Path(__file__).parent / "data" / "h100-shortlaunch"
@@ -173,7 +174,7 @@ def test_cli(tmp_path):
     # a launch whose buffer stayed zero: the override was not used
     meta = json.loads((DATA / "profile_scratch_add.json").read_text())
     meta.pop("bin")
-    from proton_inject.decode import LaunchMeta
+    from proton_inject.formats.raw import LaunchMeta
 
     save_raw(tmp_path / "raw" / "00000-add_kernel", np.zeros(8320 * 1024, np.uint8),
              LaunchMeta.from_dict(meta))
@@ -258,7 +259,7 @@ def test_a_guessed_clock_names_what_fitted_launches_measured():
 def test_report_says_what_was_sampled_and_what_the_options_cost():
     from dataclasses import replace
 
-    from proton_inject.report import format_text
+    from proton_inject.analyze.report import format_text
 
     # The H100 fixture: kernel + every iteration, every warp, Proton's 8 KiB buffer: measured.
     text = run_report([DATA / "profile_scratch_add.bin.gz"]).text

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from proton_inject import report
+from proton_inject.analyze import report
+from proton_inject.analyze.trace import read_trace
 from proton_inject.cli import main
-from proton_inject.trace import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 300
@@ -131,19 +131,20 @@ def test_merged_trace_when_a_later_launch_started_first(run_dir, tmp_path):
     assert zero[2] < zero[0] < zero[1]  # launch 7 ran first
 
 
-def test_run_says_how_far_its_end_of_run_traces_got(tmp_path, monkeypatch):
-    """`run` writes a trace per launch after the program ended: a progress line goes to the
-    session's progress sink (stderr for `run`; nothing for a quiet session)."""
+def test_run_says_how_far_its_end_of_run_analysis_got(tmp_path, monkeypatch):
+    """After the program ends, each kept launch is decoded once into its trace and the
+    summary; a progress line goes to the given sink as it goes."""
+    from proton_inject.api import analyze_run
+
     spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     session = mod.build_run(tmp_path, 30, 2, 0.1)
     monkeypatch.setattr(report, "PROGRESS_EVERY_S", 0.0)
     said: list[str] = []
-    session.progress = said.append
-    session.gz = False
-    session._write_traces()
-    assert [int(re.match(r"wrote the traces of (\d+) of 30 launches", x).group(1))
+    rep = analyze_run(session.result, gz=False, progress=said.append)
+    assert [int(re.match(r"decoded (\d+) of 30 launches", x).group(1))
             for x in said[:-1]] == list(range(1, 30))
-    assert re.fullmatch(r"wrote the traces of 30 launches in \d+ s", said[-1])
+    assert re.fullmatch(r"decoded 30 launches in \d+ s", said[-1])
     assert len(list(tmp_path.glob("0*.json"))) == 30
+    assert sum(len(k["launches"]) for k in rep.summary["kernels"]) == 30

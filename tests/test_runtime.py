@@ -14,11 +14,9 @@ from click.testing import CliRunner
 from triton.backends.compiler import GPUTarget
 from triton.runtime.errors import OutOfResources
 
+from proton_inject.api import profile
 from proton_inject.cli import main
-from proton_inject.errors import UserError
-from proton_inject.lowering import LoweringOptions, installed
-from proton_inject.override import split_program_argv
-from proton_inject.runtime import (
+from proton_inject.collect.session import (
     ProfileBufferTooLarge,
     Session,
     _out_of_resources_type,
@@ -26,9 +24,12 @@ from proton_inject.runtime import (
     config_of_autotune,
     config_of_kernel,
     prepare_override_tree,
-    profile,
     scope_locations,
 )
+from proton_inject.dump.program import split_program_argv
+from proton_inject.errors import UserError
+from proton_inject.lower.options import LoweringOptions
+from proton_inject.lower.proton import installed
 
 DATA = Path(__file__).parent / "data" / "h100-triton3.6"
 H100 = GPUTarget("cuda", 90, 32)
@@ -145,8 +146,8 @@ def test_shared_memory_advice_counts_the_warps_that_record(tmp_path):
     takes (3 x a power of two), not one warp's."""
     from ttgir_helpers import compile_lowered
 
-    from proton_inject.instrument import insert_text
-    from proton_inject.rules import Rules
+    from proton_inject.instrument.insert import insert_text
+    from proton_inject.instrument.rules import Rules
 
     src = Path(__file__).resolve().parent.parent / "ttgir_samples" / "cuda-90" / "attn_fwd_ws_kernel.ttgir"
     f = tmp_path / "attn_fwd_ws_kernel.ttgir"
@@ -197,7 +198,7 @@ def test_session_rejects_bad_limits(tmp_path):
 def test_no_gpu_is_a_clear_error_and_leaves_nothing_installed(tmp_path):
     mode = triton.knobs.compilation.instrumentation_mode
     with pytest.raises(UserError, match="no CUDA GPU is visible"):
-        with profile(_tree(tmp_path), out=tmp_path / "traces"):
+        with profile(instrumented=_tree(tmp_path), out=tmp_path / "traces"):
             pass
     assert triton.knobs.compilation.instrumentation_mode == mode
     assert not (tmp_path / "traces").exists()
@@ -247,7 +248,7 @@ sys.exit(3)
 
 
 def test_dump_program_writes_ttgir_and_manifest(tmp_path):
-    from proton_inject.override import dump_program
+    from proton_inject.dump.program import dump_program
 
     script = tmp_path / "prog.py"
     script.write_text(_PROGRAM)
@@ -267,7 +268,7 @@ def test_dump_program_writes_ttgir_and_manifest(tmp_path):
 
 
 def test_dump_program_errors(tmp_path):
-    from proton_inject.override import dump_program
+    from proton_inject.dump.program import dump_program
 
     script = tmp_path / "prog.py"
     script.write_text(_PROGRAM)
@@ -285,7 +286,7 @@ def test_own_tensors_ignore_the_programs_default_device():
     """Pinned host buffers once came out as CUDA tensors under the program's default device."""
     import torch
 
-    from proton_inject.runtime import _no_modes
+    from proton_inject.collect.session import _no_modes
 
     with torch.device("meta"):
         assert torch.empty(2).device.type == "meta"

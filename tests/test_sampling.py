@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from proton_inject.check import check_file
 from proton_inject.cli import main
 from proton_inject.errors import UserError
-from proton_inject.instrument import insert_text, sampled_ctas, strip_text
-from proton_inject.lowering import LoweringOptions
-from proton_inject.rules import Rules
+from proton_inject.instrument.insert import insert_text, sampled_ctas, strip_text
+from proton_inject.instrument.rules import Rules
+from proton_inject.lower.check import check_file
+from proton_inject.lower.options import LoweringOptions
 
 SAMPLES = Path(__file__).resolve().parent.parent / "ttgir_samples"
 
@@ -156,7 +156,7 @@ def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path, iteratio
     import importlib.util
 
     import proton_inject
-    from proton_inject.report import LaunchData, decode_raw, expand_inputs, format_text, summarize
+    from proton_inject.analyze.report import LaunchData, decode_raw, expand_inputs, format_text, summarize
 
     spec = importlib.util.spec_from_file_location(
         "ln_example", Path(__file__).resolve().parent.parent / "examples" / "layernorm.py")
@@ -195,9 +195,9 @@ def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path, iteratio
 def test_nesting_of_sampled_regions_comes_from_the_manifest(tmp_path):
     # Proton infers parents from dominance, which records under sibling scf.if ops lack; the
     # runtime takes them from insert's manifest instead (as a launch's scope_parents).
-    from proton_inject.instrument import instrument_tree, write_tree
-    from proton_inject.lowering import scope_names_of
-    from proton_inject.runtime import manifest_parents
+    from proton_inject.collect.session import manifest_parents
+    from proton_inject.instrument.insert import instrument_tree, write_tree
+    from proton_inject.lower.proton import scope_names_of
 
     dump = tmp_path / "dump" / "H"
     dump.mkdir(parents=True)

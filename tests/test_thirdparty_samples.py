@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from conftest import REPO, TARGETS
 
 from proton_inject.cli import main
+from proton_inject.dump.signature import parse_constexprs as _parse_constexprs
 
 THIRDPARTY = REPO / "ttgir_samples" / "thirdparty"
 GOLDEN = REPO / "ttgir_samples" / "instrumented" / "thirdparty"
@@ -56,7 +57,7 @@ def test_strip_gives_the_samples_back(instrumented, tmp_path):
 
 
 def test_instrumented_compiles(instrumented):
-    from proton_inject.check import check_paths
+    from proton_inject.lower.check import check_paths
 
     target, out, _ = instrumented
     reports, skipped = check_paths([out])
@@ -73,14 +74,14 @@ def _spec_source(k):
     pytest.importorskip("torch")
     from make_thirdparty_samples import allow_inductor_import, source_path
 
-    from proton_inject import override
+    from proton_inject.dump import aot as override
 
     if k["module"].endswith(".py"):
         allow_inductor_import()
     else:
         pytest.importorskip(k["module"].split(".")[0])
     fn = override.load_kernel(source_path(k["module"]), k["kernel"])
-    return fn, override.parse_signature(k["signature"]), override.parse_constexprs(k["constexprs"])
+    return fn, override.parse_signature(k["signature"]), _parse_constexprs(k["constexprs"])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -97,7 +98,7 @@ LAUNCHED = [k for k in SOURCES if k["launch_hash_cuda90"]]
 
 @pytest.mark.parametrize("k", LAUNCHED, ids=[k["name"] for k in LAUNCHED])
 def test_aot_hash_is_the_hash_an_h100_launch_used(k):
-    from proton_inject import override
+    from proton_inject.dump import aot as override
 
     fn, sig, cx = _spec_source(k)
     import torch
@@ -144,7 +145,7 @@ def _stand_in_args(fn, sig, cx):
 def test_aot_hash_matches_tritons_binder(k, target):
     from test_aot import _binder_hash
 
-    from proton_inject import override
+    from proton_inject.dump import aot as override
 
     fn, sig, cx = _spec_source(k)
     src, *_ = override._build_source(fn, sig, cx, k["name"], override.parse_target(target))

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proton_inject.decode import LaunchMeta, decode, load_raw
-from proton_inject.trace import _Rows, read_trace, trace_bytes, write_trace, write_traces
+from proton_inject.analyze.decode import decode
+from proton_inject.analyze.trace import _Rows, read_trace, trace_bytes, write_trace, write_traces
+from proton_inject.formats.raw import LaunchMeta, load_raw
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden" / "small_trace.json"

@@ -10,7 +10,8 @@ from pathlib import Path
 import triton
 from triton.backends.compiler import GPUTarget
 
-from proton_inject.lowering import LoweringOptions, installed
+from proton_inject.lower.options import LoweringOptions
+from proton_inject.lower.proton import installed
 
 H100 = GPUTarget("cuda", 90, 32)
 

@@ -8,17 +8,18 @@ input and rules give identical bytes.
 from __future__ import annotations
 
 import difflib
-import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import __version__
-from .errors import UserError
-from .fsutil import find_ttgir, replace_tree, write_atomic
-from .rules import Region, Rules, select
-from .ttgir import Module, parse, parse_file
-from .ttgir.tree import LOOP_OPS, Block, Op
+from proton_inject import __version__
+from proton_inject.errors import UserError
+from proton_inject.formats.files import find_ttgir, replace_tree, write_atomic
+from proton_inject.formats.manifest import manifest_json
+from proton_inject.instrument.rules import Region, Rules, select
+from proton_inject.ttgir import Module, parse, parse_file
+from proton_inject.ttgir.tree import LOOP_OPS, Block, Op
 
 RECORD_OP = "proton.record"
 
@@ -62,9 +63,13 @@ def is_instrumented(module: Module) -> bool:
     return any(op.name == RECORD_OP for op in module.walk())
 
 
-def insert_text(text: str | bytes, rules: Rules, path: str = "<string>",
-                force: bool = False) -> InsertResult:
-    """Instrument one TTGIR text. Raises UserError if it already holds records (unless force)."""
+def insert_text(text: str | bytes, rules: Rules, path: str = "<string>", force: bool = False,
+                inline: Callable[[str, Module, str], str] | None = None) -> InsertResult:
+    """Instrument one TTGIR text. Raises UserError if it already holds records (unless force).
+
+    A kernel that calls noinline functions needs them inlined for Proton's lowering (one
+    function per module): ``inline`` does it (``lower.inline.inline_callees``, which runs
+    MLIR); without it such a kernel is refused."""
     module = parse(text, path)
     if is_instrumented(module):
         if not force:
@@ -95,65 +100,18 @@ def insert_text(text: str | bytes, rules: Rules, path: str = "<string>",
     out.append(src[pos:])
     new_text = "".join(out)
     if inserts and len(module.functions) > 1:
-        new_text = inline_callees(new_text, module, path)
+        if inline is None:
+            raise UserError(f"{path}: the kernel calls other functions, which Proton's lowering "
+                            "needs inlined; pass inline=proton_inject.lower.inline.inline_callees")
+        new_text = inline(new_text, module, path)
     kernels = [KernelManifest(name, "", module.target(),
                               _manifest_regions(regions, index, inserts))
                for name, regions in selected.items()]
     return InsertResult(new_text, kernels, notes)
 
 
-_RECORD_AT_EOL = re.compile(r'^([ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*")(?=\r?$)',
-                            re.M)
-_CALLEE = re.compile(r'\s*(@[\w$.]+|@"(?:[^"\\]|\\.)*")')
-_NOINLINE = re.compile(r"^([ \t]*tt\.func\b[^\n]*?\bnoinline = )true\b", re.M)
 
 
-def inline_callees(text: str, module: Module, path: str) -> str:
-    """The instrumented text with every function the kernel calls inlined into it.
-
-    Proton's lowering takes one function per module ("only one function per module is
-    supported"), and a `@triton.jit(noinline=True)` callee is a second one. On this copy
-    only, the noinline flags are cleared and MLIR's inliner and symbol DCE run through
-    Triton's bindings; the module comes back printed by MLIR (so not line for line the
-    input). A call that cannot be inlined refuses the kernel, naming the callee.
-    """
-    import tempfile
-
-    from triton._C.libtriton import ir, passes
-
-    from .lowering import mlir_context
-
-    ctx = mlir_context()
-    with tempfile.TemporaryDirectory(prefix="proton-inject-inline.") as tmp:
-        file = Path(tmp) / Path(path).name
-        # Records carry no loc; MLIR would give them one naming this temporary file.
-        copy = _RECORD_AT_EOL.sub(r"\1 loc(unknown)", _NOINLINE.sub(r"\1false", text))
-        file.write_text(copy, encoding="latin-1")
-        try:
-            mod = ir.parse_mlir_module(str(file), ctx)
-            mod.context = ctx
-            pm = ir.pass_manager(ctx)
-            passes.common.add_inliner(pm)
-            passes.common.add_symbol_dce(pm)
-            pm.run(mod, "inline")
-        except RuntimeError as e:
-            callees = ", ".join("@" + f.name for f in module.functions if f.visibility != "public")
-            raise UserError(f"{path}: the kernel calls {callees or 'other functions'}, which "
-                            f"must be inlined for Proton's lowering (one function per module), "
-                            f"but MLIR could not ({e}); profile it without this kernel "
-                            "(--kernel) or make the callee inlinable") from None
-        out = mod.str()
-    left = parse(out, path)
-    if len(left.functions) > 1:
-        called = sorted({m.group(1) for op in left.walk() if op.name == "tt.call"
-                         for m in [_CALLEE.match(op.head)] if m})
-        names = ", ".join("@" + f.name for f in left.functions)
-        why = (f"it calls {', '.join(called)}, which MLIR's inliner left as a call (recursive, "
-               "or a declaration without a body)" if called else
-               f"the module holds several functions ({names}) that call nothing to inline")
-        raise UserError(f"{path}: {why}; Proton's lowering supports one function per module, "
-                        "so this kernel cannot be profiled")
-    return out
 
 
 def _line_start(text: str, pos: int) -> int:
@@ -421,7 +379,7 @@ def strip_text(data: str | bytes, path: str = "<string>") -> str:
 
 def _load_dump_manifest(root: Path) -> dict[str, dict]:
     """Per relative .ttgir path, what `dump` recorded (if the input is a dump directory)."""
-    from .validate import read_manifest
+    from proton_inject.formats.manifest import read_manifest
 
     p = root / "manifest.json"
     if not p.is_file():
@@ -435,7 +393,7 @@ def _load_dump_manifest(root: Path) -> dict[str, dict]:
 
 
 def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
-                    progress=None) -> tuple[dict[str, str], dict, list[str]]:
+                    progress=None, inline=None) -> tuple[dict[str, str], dict, list[str]]:
     """Instrument every .ttgir under src: (relative path -> text, manifest dict, notes).
 
     Kernels the rules leave out (--kernel, or nothing selected) are not in the
@@ -455,7 +413,7 @@ def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
         if progress:
             progress(i + 1, len(files), rel)
         try:
-            res = insert_text(path.read_bytes(), rules, str(path), force=force)
+            res = insert_text(path.read_bytes(), rules, str(path), force=force, inline=inline)
         except UserError as e:
             left_out.append({"file": rel, "reason": _one_line(str(e), str(path))})
             continue
@@ -481,7 +439,7 @@ def _changed_source_note(k: KernelManifest) -> list[str]:
     recorded, path = dump.get("source_sha256"), dump.get("source_file")
     if not recorded or not path or not any(r.origin in ("mark", "region") for r in k.regions):
         return []
-    from .override import source_sha256
+    from proton_inject.formats.manifest import source_sha256
 
     if source_sha256(path) in (recorded, None):
         return []
@@ -490,25 +448,6 @@ def _changed_source_note(k: KernelManifest) -> list[str]:
             "`proton-inject dump` if lines moved"]
 
 
-def leave_out_uncompilable(outputs: dict[str, str], manifest: dict, options=None) -> None:
-    """Compile every instrumented file (`check`, no GPU) and move those that fail from
-    `outputs` and the manifest's kernels to its `left_out`: they run unmodified."""
-    import tempfile
-
-    from .check import check_paths
-
-    with tempfile.TemporaryDirectory(prefix="proton-inject-compile.") as tmp:
-        for rel, text in outputs.items():
-            write_atomic(Path(tmp) / rel, text.encode("latin-1"))
-        reports, _ = check_paths([tmp], None, options)
-        failed = {Path(r.path).relative_to(tmp).as_posix(): (r.error or "").replace(tmp + "/", "")
-                  for r in reports if not r.ok}
-    for rel, error in sorted(failed.items()):
-        del outputs[rel]
-        first = next((ln.strip() for ln in (error or "").splitlines() if ln.strip()), "")
-        manifest["left_out"].append({"file": rel, "reason": "its instrumented IR does not "
-                                     f"compile: {first[:300]}"})
-    manifest["kernels"] = [k for k in manifest["kernels"] if k["file"] not in failed]
 
 
 def _one_line(message: str, path: str) -> str:
@@ -546,8 +485,6 @@ def _rules_dict(rules: Rules) -> dict:
             **({"sample_ctas": r.sample_ctas} if r.sample_ctas > 1 else {})}
 
 
-def manifest_json(manifest: dict) -> str:
-    return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
 
 # Top-level files of a tree besides .ttgir (the dump's autotuning choices, carried for run).
@@ -634,10 +571,10 @@ def strip_path(src: str | Path, out: str | Path) -> list[Path]:
     return [out / rel for rel in texts]
 
 
-def insert_file(src: str | Path, rules: Rules, force: bool = False) -> InsertResult:
-    """Instrument a single .ttgir file."""
+def insert_file(src: str | Path, rules: Rules, force: bool = False, inline=None) -> InsertResult:
+    """Instrument a single .ttgir file (``inline`` as for ``insert_text``)."""
     module = parse_file(src)  # for its clear missing-file error
-    res = insert_text(module.text, rules, str(src), force=force)
+    res = insert_text(module.text, rules, str(src), force=force, inline=inline)
     for k in res.kernels:
         k.file = Path(src).name
     return res

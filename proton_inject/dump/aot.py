@@ -20,7 +20,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -28,188 +27,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import autotune
-from .errors import UserError
-from .fsutil import write_atomic
-
-MANIFEST_NAME = "manifest.json"
-MANIFEST_VERSION = 1
-
-_TARGET_FORMS = "cuda:<sm> (e.g. cuda:80, cuda:90, cuda:100) or hip:<gfx arch> (e.g. hip:gfx942)"
-
+from proton_inject.dump.signature import _UNSPECIALIZED_SCALARS, _split_hint, constexpr_text, parse_signature
+from proton_inject.errors import UserError
+from proton_inject.formats.files import write_atomic
+from proton_inject.formats.manifest import MANIFEST_NAME, MANIFEST_VERSION, jsonable, read_dump_manifest, source_sha256
+from proton_inject.lower.target import format_target, parse_target
 
 # --- targets ------------------------------------------------------------------
 
 
-def parse_target(text: str):
-    """``"cuda:90"`` -> ``GPUTarget("cuda", 90, 32)``; ``"hip:gfx942"`` -> warp size 64."""
-    from triton.backends.compiler import GPUTarget
-
-    s = text.strip() if isinstance(text, str) else ""
-    m = re.fullmatch(r"cuda:(?:sm_?)?(\d+)", s)
-    if m:
-        arch = int(m.group(1))
-        if arch < 75:
-            raise UserError(f"--target {text!r}: Triton 3.6 compiles for cuda:75 and newer")
-        return GPUTarget("cuda", arch, 32)
-    m = re.fullmatch(r"hip:(gfx[0-9a-f]+)", s)
-    if m:
-        return GPUTarget("hip", m.group(1), 64)
-    raise UserError(f"--target: unknown target {text!r}: expected {_TARGET_FORMS}")
 
 
-def format_target(target) -> str:
-    """``GPUTarget("cuda", 90, 32)`` -> ``"cuda:90"`` (the form ``parse_target`` reads)."""
-    return f"{target.backend}:{target.arch}"
 
 
 # --- signatures ---------------------------------------------------------------
 
-_SCALAR_TYPES = {
-    "i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64",
-    "fp8e4nv", "fp8e5", "fp8e4b15", "fp8e4b8", "fp8e5b16", "fp16", "bf16", "fp32", "fp64",
-}  # fmt: skip
-# Scalars the JIT never specializes on divisibility (it passes no attribute for them).
-_UNSPECIALIZED_SCALARS = {"u1", "fp16", "bf16", "fp32", "fp64"}
-_NAME_RE = re.compile(r"[A-Za-z_]\w*")
 
 
-def _split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside ``<...>`` and ``[...]`` (tensordesc types contain commas)."""
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "<[":
-            depth += 1
-        elif ch in ">]":
-            depth -= 1
-        if ch == sep and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
 
 
-def _check_type(name: str, ty: str) -> None:
-    base = ty.split(":", 1)[0] if not ty.startswith("tensordesc") else ty
-    if base.lower() == "none":  # the argument is passed as None: the JIT makes it a constexpr
-        return
-    if base.startswith("*"):
-        pointee = base.lstrip("*")
-        if base.startswith("*k"):  # const pointer, as the JIT writes it
-            pointee = base[2:]
-        if pointee in _SCALAR_TYPES:
-            return
-    elif base in _SCALAR_TYPES:
-        return
-    elif re.fullmatch(r"tensordesc<\w+\[[\d, ]+\](?:,.*)?>", base):
-        return
-    raise UserError(
-        f"signature: {name}={ty}: unknown type {base!r}; use a Triton type string such as "
-        "*fp16, *fp32, i32, i64, fp32 or tensordesc<fp16[128, 64]> (none for an argument passed "
-        "as None), optionally with a divisibility hint :16 (or :1 for none)"
-    )
 
 
-def parse_signature(text: str) -> dict[str, str]:
-    """``"a_ptr=*fp16,b_ptr=*fp16:16,M=i32"`` -> ``{"a_ptr": "*fp16", "b_ptr": "*fp16:16", ...}``.
-
-    A type may end in a divisibility hint: ``:16`` (divisible by 16 / 16-byte aligned) or
-    ``:1`` (no assumption). Without one, pointers are taken as 16-byte aligned (what the JIT
-    sees for any torch tensor) and integers as not divisible by 16.
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise UserError("signature is empty: expected NAME=TYPE pairs such as 'a_ptr=*fp16,M=i32'")
-    sig: dict[str, str] = {}
-    for raw in _split_top_level(text):
-        item = raw.strip()
-        if not item:
-            raise UserError(f"signature {text!r}: empty entry (two commas in a row?)")
-        if "=" not in item:
-            raise UserError(f"signature entry {item!r}: expected NAME=TYPE, e.g. 'a_ptr=*fp16'")
-        name, ty = (p.strip() for p in item.split("=", 1))
-        if not _NAME_RE.fullmatch(name):
-            raise UserError(f"signature entry {item!r}: {name!r} is not a parameter name")
-        if name in sig:
-            raise UserError(f"signature: parameter {name!r} is given twice")
-        if not ty:
-            raise UserError(f"signature entry {item!r}: missing type after '='")
-        _split_hint(name, ty)  # validates the hint
-        _check_type(name, ty)
-        sig[name] = ty
-    return sig
 
 
-def _split_hint(name: str, ty: str) -> tuple[str, int | None]:
-    """``"*fp16:16"`` -> ``("*fp16", 16)``; no hint -> ``(ty, None)``."""
-    if ty.startswith("tensordesc"):
-        return ty, None
-    if ":" not in ty:
-        return ty, None
-    base, hint = ty.rsplit(":", 1)
-    if hint not in ("16", "1"):
-        raise UserError(
-            f"signature: {name}={ty}: divisibility hint must be :16 or :1 (none); an argument "
-            "equal to 1 is a constexpr: pass --constexpr NAME=1"
-        )
-    return base, int(hint)
 
 
-def parse_constexpr_value(text: str) -> Any:
-    """``"128"`` -> 128, ``"0.5"`` -> 0.5, ``"true"`` -> True, ``"None"`` -> None, else a string."""
-    s = text.strip()
-    try:
-        return int(s)
-    except ValueError:
-        pass
-    try:
-        return float(s)
-    except ValueError:
-        pass
-    if s.lower() in ("true", "false"):
-        return s.lower() == "true"
-    if s.lower() == "none":  # `if MASK is not None:` needs Python's None, not the string
-        return None
-    if s.startswith("tl."):  # a dtype constexpr (hashed as a dtype, not as a string)
-        import triton.language as tl
-
-        dt = getattr(tl, s[3:], None)
-        if isinstance(dt, tl.dtype):
-            return dt
-    return s
 
 
-def constexpr_text(v: Any) -> str:
-    """The ``--constexpr`` text that ``parse_constexpr_value`` reads back as ``v``."""
-    import triton.language as tl
-
-    if v is None:
-        return "None"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, tl.dtype):
-        name = next((n for n in dir(tl) if isinstance(getattr(tl, n), tl.dtype)
-                     and getattr(tl, n) == v), str(v))
-        return f"tl.{name}"
-    return repr(v) if isinstance(v, float) else str(v)
 
 
-def parse_constexprs(items: Iterable[str]) -> dict[str, Any]:
-    """``["BM=128", "EVEN_K=true"]`` -> ``{"BM": 128, "EVEN_K": True}``."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise UserError(f"constexpr {item!r}: expected NAME=VALUE, e.g. BLOCK_M=128")
-        name, value = (p.strip() for p in item.split("=", 1))
-        if not _NAME_RE.fullmatch(name):
-            raise UserError(f"constexpr {item!r}: {name!r} is not a parameter name")
-        if not value:
-            raise UserError(f"constexpr {item!r}: missing value after '='")
-        if name in out:
-            raise UserError(f"constexpr {name!r} is given twice")
-        out[name] = parse_constexpr_value(value)
-    return out
 
 
 # --- loading a kernel from a file ---------------------------------------------
@@ -700,11 +546,6 @@ def _error_text(e: BaseException, max_lines: int = 8) -> str:
 # --- writing the dump -----------------------------------------------------------
 
 
-def jsonable(v: Any) -> Any:
-    """A value as JSON can hold it: scalars as they are, anything else as its str()."""
-    if isinstance(v, bool | int | float | str) or v is None:
-        return v
-    return str(v)
 
 
 def one_per_hash(results: Iterable[AotResult]) -> tuple[list[AotResult], list[str]]:
@@ -748,12 +589,6 @@ def manifest_entry(r: AotResult) -> dict[str, Any]:
     }
 
 
-def source_sha256(path: str) -> str | None:
-    """sha256 of a kernel's source file, so `insert` can tell when its marks may have moved."""
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return None
 
 
 def _config_text(e: Mapping[str, Any]) -> str:
@@ -761,17 +596,6 @@ def _config_text(e: Mapping[str, Any]) -> str:
     return f"{cfg}{e.get('target')}, {e.get('num_warps')} warps, {e.get('num_stages')} stages"
 
 
-def read_manifest(out_dir: str | os.PathLike) -> dict[str, Any]:
-    """The manifest of a dump directory (an empty one if there is none yet)."""
-    path = Path(out_dir) / MANIFEST_NAME
-    if not path.exists():
-        return {"version": MANIFEST_VERSION, "kernels": []}
-    from .validate import manifest_kernels, read_json
-
-    data = read_json(path, "manifest", "remove it or dump into another directory")
-    manifest_kernels(data, path)
-    data.setdefault("kernels", [])
-    return data
 
 
 def write_dump(results: Iterable[AotResult], out_dir: str | os.PathLike) -> list[Path]:
@@ -801,7 +625,7 @@ def write_dump(results: Iterable[AotResult], out_dir: str | os.PathLike) -> list
             )
         by_key[key] = r
 
-    manifest = read_manifest(out)
+    manifest = read_dump_manifest(out)
     # Triton's override hash ignores target, num_warps and num_stages: a file already dumped
     # there for another of them would be silently replaced, and a launch would use this one.
     for e in manifest["kernels"]:
@@ -848,179 +672,20 @@ def write_dump(results: Iterable[AotResult], out_dir: str | os.PathLike) -> list
 # the listener) and to skip its caches (a cached graph compiles nothing).
 
 
-@dataclass
-class ProgramDump:
-    """What ``dump_program`` found: kernels written, kernels left out, the program's exit."""
-
-    kernels: list[AotResult]
-    compiled: int  # kernel compiles seen (all names, before --kernel and de-duplication)
-    exit_code: int
-    notes: list[str] = field(default_factory=list)
-    autotune: Any = None  # autotune.Decisions the program's autotuners made (written beside)
-    autotune_file: Path | None = None
 
 
-_DUMP_CHILD = (
-    "import sys; from proton_inject.override import _dump_child; "
-    "sys.exit(_dump_child(sys.argv[1:]))"
-)
 
 
-def split_program_argv(argv: Iterable[str], command: str) -> tuple[str, str, list[str]]:
-    """``python x.py a`` / ``x.py a`` / ``python -m mod a`` -> (kind, target, args).
-
-    Shared by ``dump`` and ``run``, which both run a program given after ``--``; ``command``
-    names the one asking, for the messages.
-    """
-    args = list(argv)
-    if args and (Path(args[0]).name.startswith("python") or args[0] == sys.executable):
-        args = args[1:]
-    if not args:
-        raise UserError(f"{command}: no program given: use proton-inject {command} ... -- "
-                        "python script.py ARGS")
-    if Path(args[0]).name in ("torchrun", "torch.distributed.run") or args[:2] == ["-m", "torch.distributed.run"]:
-        raise UserError(f"{command}: put torchrun outside: torchrun --nproc-per-node N --no-python "
-                        f"proton-inject {command} ... -- python script.py ARGS (each rank is then "
-                        "profiled, with its rank in the file names)")
-    if args[0] == "-m":
-        if len(args) < 2:
-            raise UserError(f"{command}: -m needs a module name")
-        return "module", args[1], args[2:]
-    if args[0].startswith("-"):
-        raise UserError(f"{command}: python option {args[0]!r} is not supported; give a script or -m")
-    if not Path(args[0]).is_file():
-        raise UserError(f"{command}: {args[0]}: no such script")
-    return "path", args[0], args[1:]
 
 
-def dump_program(
-    argv: Iterable[str],
-    out_dir: str | os.PathLike,
-    kernel: str | None = None,
-    timeout: float | None = None,
-) -> ProgramDump:
-    """Run ``python script.py ARGS`` (or ``-m module``) and dump the TTGIR of every kernel it
-    compiles into ``out_dir`` (``<hash>/<kernel>.ttgir`` + ``manifest.json``).
-
-    ``kernel`` (a regex, searched) keeps only matching kernel names. The dump is written even
-    when the program fails; its exit code is returned. A program that compiles no kernel is
-    a UserError.
-    """
-    import subprocess
-
-    kind, target, args = split_program_argv(argv, "dump")
-    pattern = None
-    if kernel:
-        try:
-            pattern = re.compile(kernel)
-        except re.error as e:
-            raise UserError(f"--kernel {kernel!r} is not a valid regular expression: {e}") from e
-    with tempfile.TemporaryDirectory(prefix="proton-inject-dump-") as tmp:
-        records_path = os.path.join(tmp, "compiled.jsonl")
-        env = dict(os.environ)
-        for key in ("TRITON_KERNEL_OVERRIDE", "TRITON_OVERRIDE_DIR", "TRITON_ALWAYS_COMPILE"):
-            env.pop(key, None)
-        env.update(
-            TRITON_KERNEL_DUMP="1",
-            TRITON_DUMP_DIR=os.path.join(tmp, "dump"),
-            TRITON_CACHE_DIR=os.path.join(tmp, "cache"),
-            TORCHINDUCTOR_COMPILE_THREADS="1",
-            TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
-        )
-        # The child must import this package as the parent does (editable install or not).
-        pkg_root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
-        cmd = [sys.executable, "-c", _DUMP_CHILD, records_path, kind, target, *args]
-        try:
-            proc = subprocess.run(cmd, env=env, timeout=timeout)
-        except subprocess.TimeoutExpired as e:
-            raise UserError(f"dump: the program ran longer than {timeout} s") from e
-        records = _read_records(records_path)
-        dump_dir = Path(env["TRITON_DUMP_DIR"])
-        results, notes = _program_results(records, dump_dir, pattern)
-        decisions = autotune.from_lines(_autotune_lines(records_path))
-    where = " ".join([target, *args])
-    if not records:
-        raise UserError(
-            f"dump: {where} compiled no Triton kernel (exit code {proc.returncode}). Did it "
-            "launch one on the GPU? Kernels served from an in-memory cache compile nothing."
-        )
-    if not results:
-        raise UserError(
-            f"dump: {where} compiled {len(records)} kernels, none named like --kernel {kernel!r}: "
-            f"{', '.join(sorted({r['name'] for r in records}))}"
-        )
-    write_dump(results, out_dir)
-    _mark_program_entries(out_dir, results, [target, *args])
-    dumped = ProgramDump(results, len(records), proc.returncode, notes, decisions)
-    if len(decisions):
-        dumped.autotune_file = _write_decisions(decisions, out_dir)
-    return dumped
 
 
-def _autotune_lines(records_path: str) -> str:
-    """Where the child appends the autotuning decisions (beside its compile records)."""
-    return os.path.join(os.path.dirname(records_path), "autotune.jsonl")
 
 
-def _write_decisions(decisions: Any, out_dir: str | os.PathLike) -> Path:
-    """Write the program's autotuning decisions beside the manifest; decisions an earlier dump
-    into this directory recorded for other kernels or keys are kept."""
-    old = autotune.find_file(out_dir)
-    merged = autotune.Decisions()
-    if old is not None and old.parent == Path(out_dir):
-        try:
-            merged = autotune.load(old)
-        except ValueError:
-            merged = autotune.Decisions()  # a damaged file is replaced
-    merged.triton.update(decisions.triton)
-    merged.inductor.update(decisions.inductor)
-    merged.conflicts = decisions.conflicts
-    return merged.write(out_dir)
 
 
-def _read_records(path: str) -> list[dict[str, Any]]:
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
-def _program_results(
-    records: list[dict[str, Any]], dump_dir: Path, pattern: re.Pattern[str] | None
-) -> tuple[list[AotResult], list[str]]:
-    """One ``AotResult`` per distinct (hash, kernel); notes for what was merged or dropped."""
-    notes: list[str] = []
-    by_key: dict[tuple[str, str], AotResult] = {}
-    for rec in records:
-        if pattern and not pattern.search(rec["name"]):
-            continue
-        path = dump_dir / rec["hash"] / f"{rec['name']}.ttgir"
-        if not path.is_file():
-            path = Path(rec.get("ttgir_path") or "")
-        if not path.is_file():
-            notes.append(f"{rec['name']} ({rec['hash']}): no TTGIR was dumped; left out")
-            continue
-        r = AotResult(
-            kernel_name=rec["name"], hash=rec["hash"], source_file=rec["source_file"],
-            target=rec["target"], num_warps=rec["num_warps"], num_stages=rec["num_stages"],
-            num_ctas=rec["num_ctas"], signature=rec["signature"], constexprs=rec["constexprs"],
-            divisibility_16=rec["divisibility_16"], ttgir=path.read_text(encoding="utf-8"),
-            metadata={**rec["metadata"], "constexpr_args": rec.get("constexpr_args")},
-        )  # fmt: skip
-        key = (r.hash, r.kernel_name)
-        prev = by_key.get(key)
-        by_key[key] = r  # Triton's dump rewrote the file: it holds the last compile's IR
-        if prev is not None and (prev.num_warps, prev.num_stages) != (r.num_warps, r.num_stages):
-            # Triton's override hash leaves out num_warps/num_stages: autotune configs that
-            # differ only there share one override file.
-            notes.append(
-                f"{r.kernel_name}: configs ({prev.num_warps} warps, {prev.num_stages} stages) and "
-                f"({r.num_warps} warps, {r.num_stages} stages) share override hash {r.hash} "
-                "(Triton's hash ignores num_warps/num_stages); the dump keeps the last compiled, "
-                "and an instrumented run will use its IR for both"
-            )
-    return list(by_key.values()), notes
 
 
 def aot_command(r: AotResult, out_dir: str | os.PathLike) -> str:
@@ -1050,108 +715,7 @@ def aot_command(r: AotResult, out_dir: str | os.PathLike) -> str:
     return shlex.join([*cmd, "-o", str(out_dir)])
 
 
-def _mark_program_entries(out_dir: str | os.PathLike, results: list[AotResult], argv) -> None:
-    """Tag the manifest entries this dump wrote as coming from a program run, each with the
-    AOT command line that reproduces it."""
-    manifest = read_manifest(out_dir)
-    mine = {(r.hash, r.kernel_name): r for r in results}
-    for e in manifest["kernels"]:
-        r = mine.get((e.get("hash"), e.get("name")))
-        if r is not None:
-            e["mode"] = "program"
-            e["program"] = list(argv)
-            e["aot_command"] = aot_command(r, out_dir)
-    write_atomic(Path(out_dir) / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
 
 
-def _dump_child(argv: list[str]) -> int:
-    """In the child: record every kernel compile, then run the program as ``__main__``."""
-    import runpy
-    import traceback
-
-    records_path, kind, target, *args = argv
-    import triton
-
-    try:  # the program's autotuning decisions, for run to use the same configs
-        patch_inductor = autotune.record_in_child(_autotune_lines(records_path))
-    except Exception as e:  # never break the user's program over it
-        print(f"proton-inject dump: autotuning decisions are not recorded: {e}", file=sys.stderr)
-        patch_inductor = None
-
-    def listener(*, src, metadata, metadata_group, times, cache_hit):
-        if patch_inductor is not None:
-            patch_inductor()  # Inductor compiles its kernels before it autotunes them
-        fn = getattr(src, "fn", None)
-        if fn is None:  # an IR file, not a kernel of the program
-            return
-        try:
-            rec = _describe_compile(src, metadata, metadata_group)
-        except Exception as e:  # never break the user's program over a manifest detail
-            print(f"proton-inject dump: could not describe a kernel: {e}", file=sys.stderr)
-            return
-        with open(records_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec) + "\n")
-
-    triton.knobs.compilation.listener = listener
-    sys.argv = [target, *args]
-    try:
-        if kind == "path":
-            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-            runpy.run_path(target, run_name="__main__")
-        else:
-            sys.path.insert(0, os.getcwd())
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-    except SystemExit as e:
-        if e.code is None or isinstance(e.code, int):
-            return e.code or 0
-        print(e.code, file=sys.stderr)
-        return 1
-    except BaseException:
-        traceback.print_exc()
-        return 1
-    return 0
 
 
-def _describe_compile(src, metadata: dict[str, Any], metadata_group: dict[str, str]) -> dict:
-    """A JSON record of one compile: what the manifest needs and where its TTGIR is."""
-    import inspect
-
-    fn = src.fn
-    names = list(fn.arg_names)
-
-    def name_of(key) -> str:
-        idx = key[0] if isinstance(key, tuple) and key else key
-        return names[idx] if isinstance(idx, int) and idx < len(names) else str(key)
-
-    target = metadata.get("target")
-    target_text = f"{target.backend}:{target.arch}" if hasattr(target, "backend") else str(target)
-    inner = getattr(fn, "fn", None)
-    try:
-        source_file = inspect.getsourcefile(inner) if inner is not None else None
-    except TypeError:
-        source_file = None
-    attrs = getattr(src, "attrs", {}) or {}
-    div16 = sorted(
-        name_of(k) for k, v in attrs.items() if any(a == ["tt.divisibility", 16] for a in v)
-    )
-    ttgir_path = next((p for k, p in metadata_group.items() if k.endswith(".ttgir")), None)
-    return {
-        "name": fn.__name__,
-        "hash": override_hash(src),
-        "source_file": source_file or getattr(fn, "__module__", "") or "",
-        "target": target_text,
-        "num_warps": int(metadata.get("num_warps", 0)),
-        "num_stages": int(metadata.get("num_stages", 0)),
-        "num_ctas": int(metadata.get("num_ctas", 1)),
-        "signature": {name_of(k): str(v) for k, v in dict(src.signature).items()},
-        "constexprs": {name_of(k): jsonable(v) for k, v in dict(src.constants).items()},
-        "divisibility_16": div16,
-        "constexpr_args": {name_of(k): constexpr_text(v) for k, v in dict(src.constants).items()},
-        "kernel_attr": fn.__name__,
-        "ttgir_path": ttgir_path,
-        "metadata": {
-            "hash": metadata.get("hash"),
-            "shared": metadata.get("shared"),
-            "triton_version": metadata.get("triton_version"),
-        },
-    }

@@ -22,18 +22,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
-from .fsutil import find_ttgir
-from .lowering import (
+from proton_inject.errors import UserError
+from proton_inject.formats.files import find_ttgir, write_atomic
+from proton_inject.lower.options import (
     LoweringOptions,
-    installed,
     max_shared_mem_for,
-    num_warps_of,
     profile_buffer_bytes,
     profile_scratch_bytes,
     records_per_segment,
-    scope_names_of,
 )
+from proton_inject.lower.probes import num_warps_of
+from proton_inject.lower.proton import installed, scope_names_of
 
 _TARGET_RE = re.compile(r'\bttg\.target\s*=\s*"([^"]+)"')
 # Lines of MLIR/LLVM diagnostics worth showing; the reproducer dump around them is not.
@@ -80,7 +79,7 @@ class CheckReport:
 
 
 def _parse_target(text: str):
-    from .override import parse_target
+    from proton_inject.lower.target import parse_target
 
     return parse_target(text)
 
@@ -254,7 +253,7 @@ def check_file(
         binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
         report.binary_bytes = len(binary)
         if report.profile_scratch_bytes and options.buffer_type == "direct":
-            from . import direct  # a 4-byte clock word per record op (and kept iteration)
+            from proton_inject.lower import direct
 
             report.buffer_bytes = direct.data_bytes(text, options.buffer_size,
                                                     options.sample_iterations)
@@ -339,7 +338,7 @@ def plan(
 
 
 def _worker_cmd() -> list[str]:
-    return [sys.executable, "-m", "proton_inject.check", "--worker"]
+    return [sys.executable, "-m", "proton_inject.lower.check", "--worker"]
 
 
 def check_paths(
@@ -515,4 +514,25 @@ def summary(reports: Sequence[CheckReport], skipped: Sequence[str]) -> str:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--worker"]:
         sys.exit(_worker_main())
-    sys.exit("usage: python -m proton_inject.check --worker (internal; use proton-inject check)")
+    sys.exit("usage: python -m proton_inject.lower.check --worker (internal; use proton-inject check)")
+
+
+def leave_out_uncompilable(outputs: dict[str, str], manifest: dict, options=None) -> None:
+    """Compile every instrumented file (`check`, no GPU) and move those that fail from
+    `outputs` and the manifest's kernels to its `left_out`: they run unmodified."""
+    import tempfile
+
+    from proton_inject.lower.check import check_paths
+
+    with tempfile.TemporaryDirectory(prefix="proton-inject-compile.") as tmp:
+        for rel, text in outputs.items():
+            write_atomic(Path(tmp) / rel, text.encode("latin-1"))
+        reports, _ = check_paths([tmp], None, options)
+        failed = {Path(r.path).relative_to(tmp).as_posix(): (r.error or "").replace(tmp + "/", "")
+                  for r in reports if not r.ok}
+    for rel, error in sorted(failed.items()):
+        del outputs[rel]
+        first = next((ln.strip() for ln in (error or "").splitlines() if ln.strip()), "")
+        manifest["left_out"].append({"file": rel, "reason": "its instrumented IR does not "
+                                     f"compile: {first[:300]}"})
+    manifest["kernels"] = [k for k in manifest["kernels"] if k["file"] not in failed]

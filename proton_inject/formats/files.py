@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
-from .errors import UserError
+from proton_inject.errors import UserError
 
 
 def user_cache_dir() -> Path:

@@ -20,25 +20,22 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ParseError, UserError
-from .fsutil import write_atomic
-from .lowering import LoweringOptions, caller_local, lowering_skipped, skipping
-from .rules import Rules, rules_from_table
-from .runtime import (
+from proton_inject.collect.session import (
     LaunchRecord,
-    RunResult,
     Session,
     clear_out_dir,
-    run_in_session,
     run_index_name,
-    session_block,
 )
+from proton_inject.errors import ParseError, UserError
+from proton_inject.formats.files import write_atomic
+from proton_inject.instrument.rules import Rules, rules_from_table
+from proton_inject.lower.inline import inline_callees
+from proton_inject.lower.options import LoweringOptions
+from proton_inject.lower.proton import caller_local, lowering_skipped, skipping
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 # How Inductor names its kernels: pointwise, reduction, persistent reduction, template, foreach.
@@ -61,7 +58,7 @@ class CompiledKernel:
 
 def _kernel_info(src: Any, metadata: dict[str, Any]) -> dict[str, Any]:
     """What the manifest keeps about a compile besides its regions (as dump records it)."""
-    from .override import jsonable
+    from proton_inject.formats.manifest import jsonable
 
     info: dict[str, Any] = {}
     fn = getattr(src, "fn", None)
@@ -153,7 +150,7 @@ class CompileHook:
         from triton._C.libtriton import ir
         from triton.runtime.cache import _base32
 
-        from .instrument import _kernel_dict, insert_text
+        from proton_inject.instrument.insert import _kernel_dict, insert_text
 
         chash = str(metadata.get("hash", ""))
         name = str(mod.get_entry_func_name())
@@ -170,7 +167,7 @@ class CompileHook:
         # inline_callees), so Proton's lowering sees one function; one it cannot inline raises.
         text = str(mod)
         try:
-            res = insert_text(text, self.rules, f"{name}.ttgir")
+            res = insert_text(text, self.rules, f"{name}.ttgir", inline=inline_callees)
         except UserError as e:
             entry.reason = ("its IR could not be parsed" if isinstance(e, ParseError)
                             else "a rule could not be placed")
@@ -210,8 +207,9 @@ class CompileHook:
         return inst
 
     def _write_manifest(self) -> None:
-        from . import __version__
-        from .instrument import _rules_dict, manifest_json
+        from proton_inject import __version__
+        from proton_inject.formats.manifest import manifest_json
+        from proton_inject.instrument.insert import _rules_dict
 
         manifest = {"tool": f"proton-inject {__version__}", "format": 1,
                     "rules": _rules_dict(self.rules),
@@ -358,47 +356,4 @@ class CompileSession(Session):
 # --- public API -----------------------------------------------------------------------------
 
 
-@contextmanager
-def profile(
-    rules: Rules | dict | None = None,
-    out: str | os.PathLike = "traces",
-    options: LoweringOptions | None = None,
-    max_launches: int | None = None,
-    max_pending_mb: float = 256,
-    keep_tuning: bool = False,
-    quiet: bool = False,
-    autotune_from: str | os.PathLike | None = None,
-) -> Iterator[RunResult]:
-    """Instrument every kernel compiled inside the ``with`` block and profile its launches.
 
-    ``rules`` are ``insert``'s (a ``Rules``, or a dict such as ``{"loops": "both"}``; None:
-    kernel body and outer loops). Kernels compiled before the block are compiled again.
-    ``autotune_from``: a directory holding autotune.json (a dump, a run's or profile's
-    output) whose recorded choices autotuners take instead of timing.
-    """
-    session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning, autotune_from)
-    try:
-        with session_block(session, quiet) as result:
-            yield result
-    finally:
-        kept = session.inductor_kernels_left_instrumented()
-        if kept and not quiet:
-            print(f"proton-inject: {len(kept)} kernel(s) Inductor compiled inside the profile block "
-                  f"({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}) stay instrumented "
-                  "after it, slower than plain; torch._dynamo.reset() recompiles them",
-                  file=sys.stderr)
-
-
-def profile_program(
-    argv: Sequence[str],
-    rules: Rules | dict | None = None,
-    out: str | os.PathLike = "traces",
-    options: LoweringOptions | None = None,
-    max_launches: int | None = None,
-    max_pending_mb: float = 256,
-    keep_tuning: bool = False,
-    autotune_from: str | os.PathLike | None = None,
-) -> RunResult:
-    """Run ``python script.py ARGS`` (or ``-m module``) here with compile-time instrumentation."""
-    session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning, autotune_from)
-    return run_in_session(session, argv, "profile")

@@ -17,9 +17,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UserError
-from .ttgir.outline import partition_of
-from .ttgir.tree import (
+from proton_inject.errors import UserError
+from proton_inject.formats.rules_file import LOOP_MODES, LineRange
+from proton_inject.ttgir.outline import partition_of
+from proton_inject.ttgir.tree import (
     LOOP_OPS,
     STRAIGHT_LINE_REGION_OPS,
     Block,
@@ -29,32 +30,6 @@ from .ttgir.tree import (
     induction_var,
     loop_depth,
 )
-
-LOOP_MODES = ("outer", "iteration", "both")
-
-
-@dataclass(frozen=True)
-class LineRange:
-    """`NAME=FILE:START-END`: profile the ops coming from those source lines."""
-
-    name: str
-    file: str
-    start: int
-    end: int
-    origin: str = "region"  # or "mark" when it comes from a `# proton:` comment
-    where: str = ""  # where the rule was written, for error messages
-
-    @staticmethod
-    def parse(spec: str) -> LineRange:
-        m = re.fullmatch(r"\s*([^=]+?)\s*=\s*(.+):(\d+)(?:-(\d+))?\s*", spec)
-        if not m:
-            raise UserError(f"--region {spec!r}: expected NAME=FILE:START-END, "
-                            "e.g. 'load tiles=matmul.py:41-43'")
-        start = int(m.group(3))
-        end = int(m.group(4) or start)
-        if end < start:
-            raise UserError(f"--region {spec!r}: END line {end} is before START line {start}")
-        return LineRange(m.group(1), m.group(2), start, end, "region", f"--region {spec}")
 
 
 @dataclass
@@ -106,13 +81,13 @@ class Rules:
 
 def rules_from_table(table: dict, where: str) -> Rules:
     """Rules from a `[tool.proton-inject]` table or a rules TOML file (checked by validate)."""
-    from .validate import rules_table
+    from proton_inject.formats.rules_file import rules_table
 
     return Rules(**rules_table(table, where))
 
 
 def _toml(path: Path, what: str) -> dict:
-    from .validate import read_text
+    from proton_inject.formats.schema import read_text
 
     try:
         return tomllib.loads(read_text(path, what))

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .decode import Decoded
-from .fsutil import atomic_writer
+from proton_inject.analyze.decode import Decoded
+from proton_inject.formats.files import atomic_writer
 
 TRACE_FORMAT = "proton-inject-trace"
 _CHUNK = 1 << 15  # rows per formatting pass: a few MB of scratch, cache friendly

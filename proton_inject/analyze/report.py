@@ -21,13 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from . import calibrate, diagnostics, validate
-from . import trace as trace_mod
-from .decode import CLOCK_MEANING, Decoded, DecodeWarning, decode, find_raw, is_raw_json, load_raw
-from .diagnostics import Issue
-from .errors import UserError
-from .fsutil import check_outputs, write_atomic
-from .validate import read_json
+from proton_inject.analyze import trace as trace_mod
+from proton_inject.analyze.decode import CLOCK_MEANING, Decoded, DecodeWarning, decode
+from proton_inject.errors import UserError
+from proton_inject.formats import calibration, diagnostics
+from proton_inject.formats import schema as validate
+from proton_inject.formats.diagnostics import Issue
+from proton_inject.formats.files import check_outputs, write_atomic
+from proton_inject.formats.raw import find_raw, is_raw_json, load_raw
+from proton_inject.formats.schema import read_json
 
 # Per-warp (or per-warp-group) medians differing by more than this get their own rows.
 SPLIT_THRESHOLD = 0.10
@@ -275,7 +277,7 @@ def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
         buf, meta = load_raw(p)
         cost = 0.0 if raw else meta.record_cost_cycles
         if cost is None:
-            cost = calibrate.lookup(meta.device, meta.clock_bits, meta.buffer_type,
+            cost = calibration.lookup(meta.device, meta.clock_bits, meta.buffer_type,
                                     selective=bool(meta.sampled_warps))
         yield decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost)
         del buf

@@ -70,30 +70,22 @@ near the launch, for the bits the blocks leave out), "bin": file name of the buf
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import os
-import sys
 import warnings
-import zlib
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import bracket as bracket_mod
-from .diagnostics import Issue
-from .errors import UserError
-from .fsutil import write_atomic
-from .validate import is_int, read_json
+from proton_inject.errors import UserError
+from proton_inject.formats import clock_bracket
+from proton_inject.formats.diagnostics import Issue
+from proton_inject.formats.raw import LaunchMeta, _as_bytes
 
 PREAMBLE = 0xDEADBEEF
 HEADER_WORDS = 10
 RECORD_BYTES = 8
-RAW_FORMAT = "proton-inject-raw"
-RAW_VERSION = 1
 # CTAs of one launch start within this of each other (else their timer words are damaged).
 MAX_LAUNCH_NS = 100 * 10**9
 # An SM's own rate is fitted only when its timer anchors span at least this long.
@@ -117,225 +109,23 @@ class DecodeWarning(UserWarning):
     """Damaged or partial profile data: decoding went on without the damaged part."""
 
 
-@dataclass
-class LaunchMeta:
-    """What the decoder must know about one instrumented launch besides its raw bytes."""
-
-    kernel: str
-    grid: tuple[int, int, int]
-    num_warps: int
-    bytes_per_cta: int
-    scopes: dict[int, str]
-    scope_parents: dict[int, int] = field(default_factory=dict)
-    scope_locs: dict[int, str] = field(default_factory=dict)
-    hash: str = ""
-    buffer_size: int | None = None
-    clock_bits: int = 64
-    granularity: str = "warp"
-    sampled_warps: list[int] | None = None
-    sample_ctas: int = 1  # records were written in every Nth CTA only (insert --sample-ctas)
-    buffer_type: str = "shared"  # where records lived during the run; same layout either way
-    config: str | None = None
-    launch: int = 0
-    device: str | None = None
-    # The device's max SM clock (driver's CU_DEVICE_ATTRIBUTE_CLOCK_RATE), the fallback rate
-    # when the timer reads of a launch cannot determine the clock.
-    sm_clock_mhz: float | None = None
-    rank: int | None = None  # torchrun's RANK of the process that launched it
-    # Cycles one record costs on this device and options (``calibrate``), when known.
-    record_cost_cycles: float | None = None
-    # The clock measured right before and after the launch (``bracket.py``): {"before":
-    # summary | null, "after": summary | null}, or {"missing": why}; None in older files.
-    clock_bracket: dict[str, Any] | None = None
-    # buffer_type "direct": [scope id, 1 if end(, loop)] of each record op (``direct.record_table``)
-    direct_records: list[list[int]] | None = None
-    # buffer_type "direct": [iterations kept, words per iteration(, every Nth iteration)] of
-    # each recording loop
-    direct_loops: list[list[int]] | None = None
-    # buffer_type "direct": a full globaltimer value (ns) read near the launch; its blocks keep
-    # bits 0-55 of their timer read and take bits 56-63 (2.3 years) from it
-    timer_ref_ns: int | None = None
-
-    @property
-    def sample_iterations(self) -> int:
-        """N when loops lowered directly kept every Nth iteration only (--sample-iterations)."""
-        return max([row[2] for row in self.direct_loops or [] if len(row) > 2] or [1])
-
-    @property
-    def loop_scopes(self) -> list[list[int]]:
-        """The scopes recorded inside each loop lowered directly (``direct_records``' third
-        column), one list per loop: each runs once per kept iteration."""
-        out: dict[int, list[int]] = {}
-        for row in self.direct_records or []:
-            if len(row) > 2 and row[0] not in out.setdefault(row[2], []):
-                out[row[2]].append(row[0])
-        return [out[k] for k in sorted(out)]
-
-    @property
-    def num_ctas(self) -> int:
-        """Number of CTAs in the grid."""
-        return math.prod(self.grid)  # Python ints: a large grid must not wrap around
-
-    @property
-    def segments(self) -> list[int]:
-        """Warp ids that own a data segment, in segment order."""
-        if self.sampled_warps:
-            return sorted(set(int(w) for w in self.sampled_warps))
-        return list(range(self.num_warps))
-
-    @property
-    def label(self) -> str:
-        """Launch label used in file names and titles: ``00003-add_kernel``
-        (``rank1-00003-add_kernel`` for one rank of a multi-process job)."""
-        head = "" if self.rank is None else f"rank{self.rank}-"
-        return f"{head}{self.launch:05d}-{self.kernel}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the ``.json`` half of a raw launch)."""
-        return {
-            "format": RAW_FORMAT,
-            "version": RAW_VERSION,
-            "kernel": self.kernel,
-            "hash": self.hash,
-            "grid": list(self.grid),
-            "num_warps": self.num_warps,
-            "scopes": {str(k): v for k, v in sorted(self.scopes.items())},
-            "scope_parents": {str(k): v for k, v in sorted(self.scope_parents.items())},
-            "scope_locs": {str(k): v for k, v in sorted(self.scope_locs.items())},
-            "bytes_per_cta": self.bytes_per_cta,
-            "buffer_size": self.buffer_size,
-            "clock_bits": self.clock_bits,
-            "granularity": self.granularity,
-            "sampled_warps": self.sampled_warps,
-            "sample_ctas": self.sample_ctas,
-            "buffer_type": self.buffer_type,
-            "config": self.config,
-            "launch": self.launch,
-            "device": self.device,
-            "sm_clock_mhz": self.sm_clock_mhz,
-            "rank": self.rank,
-            "record_cost_cycles": self.record_cost_cycles,
-            "clock_bracket": self.clock_bracket,
-            **({"direct_records": self.direct_records} if self.direct_records else {}),
-            **({"direct_loops": self.direct_loops} if self.direct_loops else {}),
-            **({"timer_ref_ns": self.timer_ref_ns} if self.timer_ref_ns is not None else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "launch metadata") -> LaunchMeta:
-        """Inverse of ``to_dict``; a missing or malformed field is a UserError naming it."""
-        from .validate import launch_meta
-
-        return cls(**launch_meta(d, where))
 
 
 # --- raw files -------------------------------------------------------------------------------
 
 
-def _as_bytes(buffer: Any) -> np.ndarray:
-    """View a buffer (bytes, numpy array, CPU torch tensor) as flat uint8 without copying."""
-    if hasattr(buffer, "detach") and hasattr(buffer, "cpu"):  # torch tensor
-        buffer = buffer.detach().cpu().contiguous().numpy()
-    arr = np.asarray(buffer) if isinstance(buffer, np.ndarray) else np.frombuffer(buffer, np.uint8)
-    return arr.reshape(-1).view(np.uint8)
 
 
-def raw_prefix(out_dir: str | os.PathLike, meta: LaunchMeta) -> Path:
-    """Where ``save_raw`` should put a launch inside a ``raw/`` directory."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in meta.kernel)
-    head = "" if meta.rank is None else f"rank{meta.rank}-"
-    return Path(out_dir) / f"{head}{meta.launch:05d}-{safe}"
 
 
-def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta,
-             gz: bool = False) -> tuple[Path, Path]:
-    """Write ``<prefix>.bin`` (raw bytes; ``.bin.gz`` if ``gz``) and ``<prefix>.json`` (meta);
-    returns both paths."""
-    prefix = Path(path_prefix)
-    data = _as_bytes(buffer).tobytes()
-    bin_path = prefix.with_name(prefix.name + (".bin.gz" if gz else ".bin"))
-    json_path = prefix.with_name(prefix.name + ".json")
-    if gz:  # level 1: buffers are mostly zeros and record words; -6 buys little, costs 4x
-        data = gzip.compress(data, compresslevel=1, mtime=0)
-    write_atomic(bin_path, data)
-    d = meta.to_dict()
-    d["bin"] = bin_path.name
-    write_atomic(json_path, json.dumps(d, indent=1) + "\n")
-    return bin_path, json_path
 
 
-def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
-    """Read one raw launch given its prefix, ``.json``, ``.bin`` or ``.bin.gz`` path."""
-    p = Path(path)
-    name = p.name
-    for suffix in (".bin.gz", ".bin", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    json_path = p.with_name(name + ".json")
-    if not json_path.is_file():
-        raise UserError(f"{json_path}: launch metadata not found (expected next to the .bin file)")
-    d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`")
-    meta = LaunchMeta.from_dict(d, str(json_path))
-    candidates = [p.with_name(d["bin"])] if d.get("bin") else []
-    candidates += [p.with_name(name + ".bin"), p.with_name(name + ".bin.gz")]
-    # The grid bounds the bytes worth reading: a huge or gzip-bomb file costs no more memory.
-    want = min(meta.num_ctas * meta.bytes_per_cta + meta.bytes_per_cta, sys.maxsize)
-    for c in candidates:
-        if c.is_file():
-            try:
-                with open(c, "rb") as f:
-                    # (read(n) allocates n bytes up front: never more than the file holds)
-                    raw = f.read(min(want, os.fstat(f.fileno()).st_size) if not
-                                 c.name.endswith(".gz") else -1)
-            except OSError as e:
-                raise UserError(f"{c}: cannot read the raw buffer: {e.strerror or e}") from None
-            if c.name.endswith(".gz"):
-                raw = _gunzip(raw, want, c)
-            return np.frombuffer(raw, np.uint8), meta
-    raise UserError(f"{json_path}: raw buffer {name}.bin not found next to it")
 
 
-def _gunzip(data: bytes, limit: int, path: Path) -> bytes:
-    """At most ``limit`` bytes of a gzip stream; a damaged stream is a UserError."""
-    z = zlib.decompressobj(wbits=31)
-    try:
-        out = z.decompress(data, limit)
-        if len(out) < limit and not z.eof:
-            out += z.flush()
-            if not z.eof:
-                raise zlib.error("the stream ends early")
-    except zlib.error as e:
-        raise UserError(f"{path}: damaged gzip file ({e}); copy it again from the run's "
-                        "raw/ directory") from None
-    return out
 
 
-def is_raw_json(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is the ``.json`` half of a raw launch (reads only its first bytes)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(512)
-    except OSError:
-        return False
-    return f'"format": "{RAW_FORMAT}"'.encode() in head
 
 
-def find_raw(path: str | os.PathLike) -> list[Path]:
-    """The raw launch ``.json`` files in a directory (or the file itself), in launch order."""
-    p = Path(path)
-    if not p.is_dir():
-        return [p]
-    found = []
-    for j in sorted(p.glob("*.json")):
-        if not is_raw_json(j):  # traces beside them can be huge: never parse those here
-            continue
-        try:
-            launch = read_json(j, "launch metadata", "").get("launch", 0)
-        except (UserError, AttributeError):
-            launch = 0  # load_raw reports what is wrong with it
-        found.append((launch if is_int(launch) else 0, j))
-    return [j for _, j in sorted(found)]
 
 
 def scopes_from_ttgir(path: str | os.PathLike) -> tuple[dict[int, str], dict[int, int]]:
@@ -343,7 +133,7 @@ def scopes_from_ttgir(path: str | os.PathLike) -> tuple[dict[int, str], dict[int
 
     Parses the instrumented TTGIR with Triton's own MLIR parser (works without a GPU).
     """
-    from .lowering import scope_names_of
+    from proton_inject.lower.proton import scope_names_of
 
     try:
         names, parents = scope_names_of(str(path))
@@ -787,7 +577,13 @@ def _expand_direct(buffer: Any, meta: LaunchMeta, where: str
     the order they ran, tagged from ``meta.direct_records``. A CTA whose header is zero did not
     write its block. Also returns, when loops ran more iterations than their sections keep,
     the records each CTA did not keep and the ``--buffer-size`` that would have kept them."""
-    from .direct import DIRECT_HEADER_WORDS, SM_ID_BITS, block_bytes, layout, loop_bytes_needed
+    from proton_inject.formats.direct_layout import (
+        DIRECT_HEADER_WORDS,
+        SM_ID_BITS,
+        block_bytes,
+        layout,
+        loop_bytes_needed,
+    )
 
     rows = [list(r) for r in meta.direct_records or []]
     loops = [list(x) for x in meta.direct_loops or []]
@@ -994,7 +790,7 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
 
     if clock_mhz:
         return build(_fixed_rate(a, clock_mhz), "--clock-mhz")
-    br = bracket_mod.rate(bracket)
+    br = clock_bracket.rate(bracket)
     detail = _bracket_detail(br, bracket, span)
     fit = _fit_rate_curve(a, bool(st.any()))
     if fit is None:
@@ -1021,18 +817,18 @@ def _fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.
         clock = build(_fixed_rate(a, br.mhz), "clock-bracket")
         clock.reason, clock.uncertainty_pct, clock.bracket = reason, br.uncertainty_pct, detail
         diff = br.sides_differ_pct
-        if diff is not None and abs(diff) > 100 * bracket_mod.MAX_SIDE_DIFF:
+        if diff is not None and abs(diff) > 100 * clock_bracket.MAX_SIDE_DIFF:
             _warn(warn, "clock changed across the launch",
                   f"{where}: the SM clock measured right before the launch "
                   f"({br.before['mhz']:.0f} MHz) and right after it ({br.after['mhz']:.0f} MHz) "
                   f"differ by {diff:+.1f}%; cycles converted at their mean, "
                   f"{br.mhz:.0f} MHz +-{br.uncertainty_pct:.1f}%",
                   why="before and after differ by more than "
-                      f"{100 * bracket_mod.MAX_SIDE_DIFF:g}%",
+                      f"{100 * clock_bracket.MAX_SIDE_DIFF:g}%",
                   then="cycles converted at the mean of the two; ns carry half their difference "
                        "as uncertainty")
         return clock
-    missing = bracket_mod.missing_reason(bracket)
+    missing = clock_bracket.missing_reason(bracket)
     ok = st & (c_last[sel] > c_first[sel])
     if device_mhz:
         mhz, source = float(device_mhz), "device-clock"
@@ -1060,12 +856,12 @@ def _short(missing: str) -> str:
     return missing.split(" (")[0]
 
 
-def _bracket_detail(br: bracket_mod.BracketRate | None, bracket: dict[str, Any] | None,
+def _bracket_detail(br: clock_bracket.BracketRate | None, bracket: dict[str, Any] | None,
                     span: tuple[int, int] | None) -> dict[str, Any]:
     """The bracket as the clock summary shows it: each side's rate and how far (us) it ran
     from the launch's own timer reads; or why there is none."""
     if br is None:
-        return {"missing": bracket_mod.missing_reason(bracket)}
+        return {"missing": clock_bracket.missing_reason(bracket)}
     out: dict[str, Any] = {"mhz": round(br.mhz, 2), "uncertainty_pct": round(br.uncertainty_pct, 3)}
     for name, side in (("before", br.before), ("after", br.after)):
         if not side:

@@ -15,18 +15,13 @@ cache, and instrumented and plain builds of one kernel never replace each other.
 
 from __future__ import annotations
 
-import functools
-import os
 import re
-import sys
-import tempfile
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from .errors import UserError
+from proton_inject.errors import UserError
+from proton_inject.lower.probes import _HIP_TARGET, first_warps, is_persistent, num_warps_of, records_per_warp_bound
 
 # The pass computes the real scratch size itself; a size hint of 1 byte and 128-byte alignment
 # are what Triton 3.6's own instrumentation hook passes (and what made the H100 fixtures).
@@ -179,7 +174,7 @@ class LoweringOptions:
         if btype in ("auto", "direct"):
             if hip is None:
                 hip = _HIP_TARGET.search(text) is not None
-            from . import direct
+            from proton_inject.lower import direct
 
             # Proton's per-CTA set-up and header are the floor of short CTAs (H100, Inductor
             # gelu 2^26, 65,536 CTAs: 1.040 in Proton's global buffer, 1.008 direct).
@@ -339,102 +334,18 @@ def suggest_buffer_size(free_shared: int, num_warps: int, options: LoweringOptio
     return (1 << (per.bit_length() - 1)) * segments
 
 
-@functools.lru_cache(maxsize=16)  # for_kernel asks twice per kernel (buffer type, size)
-def records_per_warp_bound(text: str) -> int | None:
-    """Most records one warp can write in a run of this instrumented TTGIR, if the IR fixes it.
-
-    Each ``proton.record`` outside any loop (scf.for/while, or a branch back to an earlier
-    block) runs at most once per warp, so their count bounds a warp's records: kernel scope
-    and whole-loop regions give two per region. None when a record may repeat, or when the
-    kernel is warp-specialized (its partitions' warps are not the module's ``num-warps``).
-    """
-    from .ttgir import parse
-    from .ttgir.tree import LOOP_OPS
-
-    module = parse(text)
-    count = 0
-    for op in module.walk():
-        if op.name == "ttg.warp_specialize":
-            return None
-        if op.name == "proton.record":
-            if any(a.name in LOOP_OPS for a in op.ancestors()):
-                return None
-            count += 1
-        for region in op.regions:  # a branch back to an earlier (or its own) block is a loop
-            labels = [b.label for b in region.blocks]
-            for i, block in enumerate(region.blocks):
-                term = block.terminator
-                if term is None or not term.name.startswith("cf."):
-                    continue
-                for target in re.findall(r"\^[\w$.-]+", term.head):
-                    if target in labels and labels.index(target) <= i:
-                        return None
-    return count
 
 
-# A persistent kernel's tile loop steps by the grid size (``range(pid, n, tl.num_programs(0))``);
-# the CTA sampler's own reads of it (``%pi_cta0_gx``) do not count.
-_PERSISTENT = re.compile(r"%(?!pi_cta\d|pi_d)[\w$.-]+ = tt\.get_num_programs\b")
-# ... or by a constant the caller set to the grid size (``range(pid, n, NUM_SMS)``, as in
-# Triton's persistent matmul tutorial): a loop from the program id with a step other than 1.
-_PROGRAM_ID = re.compile(r"(%(?!pi_)[\w$.-]+) = tt\.get_program_id\b")
-_FOR_FROM = re.compile(r"scf\.for %[\w$.-]+ = (%[\w$.-]+) to %[\w$.-]+ step (%[\w$.-]+)")
-_ONE = re.compile(r"(%[\w$.-]+) = arith\.constant 1 : i(?:32|64)\b")
 
 
-def is_persistent(text: str) -> bool:
-    """Whether a kernel's CTAs loop over tiles: it reads the grid size, or a loop starts at
-    its program id and steps by more than 1."""
-    if _PERSISTENT.search(text):
-        return True
-    pids, ones = set(_PROGRAM_ID.findall(text)), set(_ONE.findall(text))
-    return any(lb in pids and step not in ones for lb, step in _FOR_FROM.findall(text))
 
 
-_PARTITION_WARPS = re.compile(r"\bnum_warps\((\d+)\)\s*\{")
 
 
-def first_warps(text: str) -> tuple[int, ...]:
-    """The first warp of each partition of a kernel: ``(0,)`` without ``ttg.warp_specialize``.
-
-    Partition warps follow the module's ``ttg.num-warps`` and are placed as Triton 3.6's
-    AllocateWarpGroups pass places them: every ``ttg.warp_specialize`` is padded with empty
-    partitions to whole warp groups of the largest one, then its partitions get start ids by
-    size, largest first (ties in partition order). ``tests/test_lowering.py`` checks this
-    against the pass itself.
-    """
-    if "ttg.warp_specialize" not in text:
-        return (0,)
-    from .ttgir import parse
-
-    base = num_warps_of(text) or 4
-    module = parse(text)
-    specs = [[int(n) for n in _PARTITION_WARPS.findall(module.text, op.start, op.end)]
-             for op in module.walk() if op.name == "ttg.warp_specialize"]
-    groups = -(-max((sum(s) for s in specs), default=0) // 4)
-    out = {0}
-    for sizes in specs:
-        pad, left = [], groups * 4 - sum(sizes)
-        while left > 0:  # padding partitions: powers of two, largest first
-            pad.append(1 << (left.bit_length() - 1))
-            left -= pad[-1]
-        order = sorted(range(len(sizes) + len(pad)), key=lambda i: -(sizes + pad)[i])
-        start = base
-        for i in order:
-            if i < len(sizes):
-                out.add(start)
-            start += (sizes + pad)[i]
-    return tuple(sorted(out))
 
 
-_NUM_WARPS = re.compile(r'"ttg\.num-warps"\s*=\s*(\d+)')
-_HIP_TARGET = re.compile(r'"?ttg\.target"?\s*=\s*"hip:')
 
 
-def num_warps_of(text: str) -> int | None:
-    """The module's ``ttg.num-warps`` (None if the TTGIR does not say)."""
-    m = _NUM_WARPS.search(text)
-    return int(m.group(1)) if m else None
 
 
 def _per_warp_share(text: str, options: LoweringOptions, max_shared: int | None) -> int:
@@ -466,242 +377,29 @@ def auto_buffer_bytes(text: str, options: LoweringOptions) -> int | None:
     return per_warp * options.segments(num_warps)
 
 
-def caller_local(name: str, depth: int, accept: Callable[[Any, dict], bool]) -> Any:
-    """The first local ``name`` that ``accept(value, frame_locals)`` takes, looking ``depth``
-    frames up from the caller's caller (None if none). Triton's stage functions hold what a
-    hook needs (the compile's ``src``, the module being lowered) only as their locals."""
-    f = sys._getframe(2)
-    for _ in range(depth):
-        if f is None:
-            break
-        value = f.f_locals.get(name)
-        if value is not None and accept(value, f.f_locals):
-            return value
-        f = f.f_back
-    return None
 
 
 # --- the hook ----------------------------------------------------------------------
 
 
-class ProtonLowering:
-    """The object a Triton backend calls as ``instrumentation``: adds Proton's passes."""
-
-    def __init__(
-        self, backend: str, options: LoweringOptions, max_shared: int, arch: str | None = None
-    ) -> None:
-        self.backend = backend  # "nvidia" or "amd"
-        self.options = options
-        self.max_shared = max_shared
-        self.arch = arch  # AMD only: gfx name for the LLVM conversion
-
-    def load_dialects(self, ctx: Any) -> None:
-        from triton._C.libtriton import proton
-
-        proton.load_dialects(ctx)
-
-    def direct_module(self, mod: Any) -> Any:
-        """``mod`` with its records lowered by ``direct.py`` where the options resolve to
-        "direct" for it; ``mod`` itself otherwise, and if that fails (Proton's passes then
-        lower the records into its global buffer, which ``decode`` reads under the same
-        metadata)."""
-        if skipping() or self.backend != "nvidia" or self.options.buffer_type not in (
-                "auto", "direct"):
-            return mod
-        try:
-            text = str(mod)
-            if "proton.record" not in text:
-                return mod
-            o = self.options.for_kernel(text, self.max_shared, hip=False)
-            if o.buffer_type != "direct":
-                return mod
-            from triton._C.libtriton import ir
-
-            from . import direct
-
-            lowered = direct.lower(text, o.buffer_size, o.sample_iterations)  # 32-bit clocks
-            with tempfile.TemporaryDirectory(prefix="proton-inject-") as tmp:
-                path = os.path.join(tmp, "direct.ttgir")
-                with open(path, "w", encoding="latin-1") as f:
-                    f.write(lowered)
-                out = ir.parse_mlir_module(path, mod.context)
-            out.context = mod.context
-            return out
-        except Exception:  # noqa: BLE001 - Proton's lowering is the fallback
-            return mod
-
-    def patch(self, stage: str, pm: Any, ctx: Any) -> None:
-        from triton._C.libtriton import passes, proton
-
-        self.load_dialects(ctx)
-        if skipping():
-            return
-        o = self.options
-        if stage == "ttgpuir_to_llvmir":
-            if o.auto_size or o.warps == "first" or o.buffer_type in ("auto", "direct"):
-                # The backend's make_llir, which calls this, holds the module as ``mod``.
-                mod = caller_local("mod", 3, lambda m, _: hasattr(m, "get_entry_func_name"))
-                o = (o.for_kernel(str(mod), self.max_shared, hip=self.backend == "amd")
-                     if mod is not None else replace(o, auto_size=False, buffer_type="shared"))
-                if o.buffer_type == "direct":  # direct_module failed: Proton's global buffer
-                    o = replace(self.options, buffer_type="global").for_kernel(
-                        str(mod), self.max_shared, hip=False)
-            warps = o.selected
-            sampling = (
-                proton.SAMPLING_STRATEGY.SELECTIVE if warps else proton.SAMPLING_STRATEGY.NONE
-            )
-            granularity = (
-                proton.GRANULARITY.WARP
-                if o.granularity == "warp"
-                else proton.GRANULARITY.WARP_GROUP
-            )
-            proton.add_convert_proton_to_protongpu(
-                pm,
-                proton.METRIC_TYPE.CYCLE,
-                sampling,
-                ",".join(map(str, warps)) if warps else "",
-                granularity,
-                proton.BUFFER_STRATEGY.CIRCULAR,
-                proton.BUFFER_TYPE.GLOBAL
-                if o.buffer_type == "global"
-                else proton.BUFFER_TYPE.SHARED,
-                o.buffer_size,
-                self.max_shared,
-                PROFILE_SCRATCH_SIZE_HINT,
-                PROFILE_SCRATCH_ALIGNMENT,
-                o.clock == 64,
-            )
-            passes.common.add_cse(pm)
-            if o.sched_stores:
-                proton.add_schedule_buffer_store(pm)
-            proton.add_allocate_proton_shared_memory(pm)
-        elif stage == "llvmir_to_llvm":
-            proton.add_allocate_proton_global_scratch_buffer(pm)
-            if self.backend == "nvidia":
-                proton.add_convert_proton_nvidia_gpu_to_llvm(pm)
-            else:
-                proton.add_convert_proton_amd_gpu_to_llvm(pm, self.arch or "gfx942")
 
 
-_install_lock = threading.RLock()
-_skip = threading.local()
 
 
-@contextmanager
-def lowering_skipped() -> Iterator[None]:
-    """Compiles on this thread add no Proton passes: a kernel left plain is built as without us."""
-    prev = getattr(_skip, "on", False)
-    _skip.on = True
-    try:
-        yield
-    finally:
-        _skip.on = prev
 
 
-def skipping() -> bool:
-    """Whether compiles on this thread are inside ``lowering_skipped()``."""
-    return bool(getattr(_skip, "on", False))
 
 
-def _backend_classes() -> dict[str, Any]:
-    from triton.backends import backends
-
-    return {name: backends[name].compiler for name in ("nvidia", "amd") if name in backends}
 
 
-def device_target() -> tuple[Any, int]:
-    """The active GPU's ``GPUTarget`` and its opt-in shared memory per CTA."""
-    from triton.runtime import driver
-
-    target = driver.active.get_current_target()
-    props = driver.active.utils.get_device_properties(driver.active.get_current_device())
-    return target, int(props["max_shared_mem"])
 
 
-@contextmanager
-def installed(
-    options: LoweringOptions | None = None,
-    target: Any = None,
-    max_shared: int | None = None,
-    tag: str = "",
-) -> Iterator[dict[str, ProtonLowering]]:
-    """Install the Proton lowering on the NVIDIA and AMD backends; restore everything on exit.
-
-    ``target`` (a ``GPUTarget``) sizes the buffer for a compile without a GPU; without it the
-    active device is asked. ``tag`` goes into the instrumentation mode so a new session does
-    not reuse kernels the JIT compiled in an earlier one (its override files may differ).
-    """
-    import triton
-
-    options = options or LoweringOptions()
-    if target is None:
-        target, dev_max = device_target()
-        max_shared = max_shared or dev_max
-    elif max_shared is None:
-        max_shared = max_shared_mem_for(target)
-    arch = str(target.arch).split(":")[0] if target.backend == "hip" else None
-
-    with _install_lock:
-        classes = _backend_classes()
-        saved = {name: cls.__dict__.get("instrumentation") for name, cls in classes.items()}
-        # Only NVIDIA has a direct lowering (its make_llir is a plain method; AMD's is static).
-        saved_llir = {name: cls.__dict__.get("make_llir") if name == "nvidia" else None
-                      for name, cls in classes.items()}
-        saved_mode = triton.knobs.compilation.instrumentation_mode
-        hooks = {
-            name: ProtonLowering(name, options, max_shared, arch if name == "amd" else None)
-            for name in classes
-        }
-        try:
-            for name, cls in classes.items():
-                cls.instrumentation = hooks[name]
-                if saved_llir[name] is not None:
-                    cls.make_llir = _direct_first(saved_llir[name], hooks[name])
-            triton.knobs.compilation.instrumentation_mode = options.mode() + (
-                f":{tag}" if tag else ""
-            )
-            yield hooks
-        finally:
-            for name, cls in classes.items():
-                cls.instrumentation = saved[name]
-                if saved_llir[name] is not None:
-                    cls.make_llir = saved_llir[name]
-            triton.knobs.compilation.instrumentation_mode = saved_mode
 
 
-def _direct_first(make_llir: Callable, hook: ProtonLowering) -> Callable:
-    """The backend's ``make_llir`` run on ``hook.direct_module(src)``: records that ``direct.py``
-    can lower are lowered before Proton's passes see the module."""
-
-    @functools.wraps(make_llir)
-    def wrapped(self: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
-        return make_llir(self, hook.direct_module(src), *args, **kwargs)
-
-    return wrapped
 
 
-def mlir_context():
-    """A Triton MLIR context that can parse any TTGIR we handle: core, NVIDIA, AMD and Proton."""
-    from triton._C.libtriton import amd, ir, nvidia, proton
-
-    ctx = ir.context()
-    ir.load_dialects(ctx)
-    nvidia.load_dialects(ctx)
-    amd.load_dialects(ctx)
-    proton.load_dialects(ctx)
-    return ctx
 
 
-def scope_names_of(ttgir_path: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
-    """``(get_scope_id_names, get_scope_id_parents)`` of a TTGIR file: the lowering's scope ids."""
-    from triton._C.libtriton import ir, proton
-
-    ctx = mlir_context()
-    module = ir.parse_mlir_module(str(ttgir_path), ctx)
-    module.context = ctx
-    names = [(int(i), str(n)) for i, n in proton.get_scope_id_names(module)]
-    parents = [(int(c), int(p)) for c, p in proton.get_scope_id_parents(module)]
-    return names, parents
 
 
 def options_from_cli(

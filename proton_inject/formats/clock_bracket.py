@@ -1,14 +1,5 @@
-"""The clock bracket: the SM clock measured right before and right after a profiled launch.
-
-A launch's own timer reads pin its clock only when they differ enough within an SM; on a short
-launch whose CTAs all start together they are a few 32 ns globaltimer ticks apart and the fit
-is noise, and the device's max clock is a guess (36% off on an H100 right after a heavy
-matmul). So the runtime launches ``clock_bracket`` (``_clock_kernel.py``: one CTA per SM,
-one warp each) on the launch's stream right before and right after it. Each CTA reads the
-globaltimer and ``%clock64`` at a timer edge, spins ``SPIN_NS``, reads both at the next edge
-past it; the rate of each CTA is cycles / ns and the mean over SMs beats the timer's tick.
-``summarize`` turns one bracket's rows into the few numbers kept in the launch metadata
-(``LaunchMeta.clock_bracket``); ``rate`` turns the two sides into a clock and an uncertainty.
+"""A clock bracket's rows (smid, clock and globaltimer at two timer edges, per CTA) and the few
+numbers kept from them in a launch's metadata; ``collect/bracket.py`` runs the kernel.
 """
 
 from __future__ import annotations
@@ -19,17 +10,11 @@ from typing import Any
 
 import numpy as np
 
-# Spin of each bracket side: ~10 us plus a launch on the stream, against 32 ns ticks.
-SPIN_NS = 10_000
-WORDS = 5  # per CTA: smid, c0, t0, c1, t1 (int64)
-# Before and after further apart than this (relative) are said to differ: the clock changed
-# around the launch and the mean of the two is only as good as their difference.
-MAX_SIDE_DIFF = 0.01
-
 
 def bracket_bytes(ctas: int) -> int:
     """Device bytes for both sides of one bracket of ``ctas`` CTAs."""
     return 2 * ctas * WORDS * 8
+
 
 
 def summarize(rows: np.ndarray) -> dict[str, Any] | None:
@@ -57,6 +42,7 @@ def summarize(rows: np.ndarray) -> dict[str, Any] | None:
     }
 
 
+
 @dataclass
 class BracketRate:
     """The clock a bracket measured: mean of the sides, and what it is worth."""
@@ -74,6 +60,7 @@ class BracketRate:
         return 100.0 * (self.after["mhz"] - self.before["mhz"]) / self.mhz
 
 
+
 def rate(bracket: dict[str, Any] | None) -> BracketRate | None:
     """The clock of a launch's bracket (``LaunchMeta.clock_bracket``), None when it has none."""
     if not bracket:
@@ -88,6 +75,7 @@ def rate(bracket: dict[str, Any] | None) -> BracketRate | None:
                        bracket.get("after"))
 
 
+
 def missing_reason(bracket: dict[str, Any] | None) -> str:
     """Why a launch has no bracket, in the report's words."""
     if bracket is None:
@@ -95,35 +83,10 @@ def missing_reason(bracket: dict[str, Any] | None) -> str:
     return str(bracket.get("missing") or "bracket kernel did not run")
 
 
-# --- on the GPU (the runtime) -----------------------------------------------------------------
+WORDS = 5  # per CTA: smid, c0, t0, c1, t1 (int64)
 
 
-def compile_for(device: int) -> Any:
-    """The bracket kernel compiled and loaded for ``device`` (torch's index).
 
-    Called before a session installs its hooks, so no lowering or rule touches it; it is
-    launched through the compiled kernel's own launcher without launch hooks. Built in the
-    tool's own cache (``fsutil.user_cache_dir()``), not the program's Triton cache.
-    """
-    import torch
-    import triton
-    from triton.compiler import ASTSource
-    from triton.runtime import driver
-
-    from ._clock_kernel import clock_bracket
-    from .fsutil import user_cache_dir
-
-    cache = user_cache_dir() / "triton"
-    cache.mkdir(parents=True, exist_ok=True)
-    with torch.cuda.device(device), triton.knobs.cache.scope():
-        triton.knobs.cache.dir = str(cache)
-        src = ASTSource(clock_bracket, signature={"out_ptr": "*i64", "spin_ns": "i64"})
-        ck = triton.compile(src, target=driver.active.get_current_target(),
-                            options={"num_warps": 1})
-        ck._init_handles()  # loads it on this device now, not inside a program's launch
-    return ck
-
-
-def launch(ck: Any, out: Any, ctas: int, stream: int) -> None:
-    """Enqueue one bracket side writing ``ctas`` rows into ``out`` (int64) on ``stream``."""
-    ck.run(ctas, 1, 1, stream, ck.function, ck.packed_metadata, None, None, None, out, SPIN_NS)
+# Before and after further apart than this (relative) are said to differ: the clock changed
+# around the launch and the mean of the two is only as good as their difference.
+MAX_SIDE_DIFF = 0.01

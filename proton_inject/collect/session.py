@@ -27,7 +27,6 @@ import tempfile
 import threading
 import time
 import traceback
-import warnings
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,19 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import autotune, bracket, calibrate
-from .errors import UserError
-from .fsutil import write_atomic
-from .lowering import (
-    LoweringOptions,
-    installed,
-    lowering_skipped,
-    records_per_warp_bound,
-    scope_names_of,
-    suggest_buffer_size,
-)
-from .override import jsonable as _jsonable
-from .override import split_program_argv
+from proton_inject.collect import bracket, device_ops
+from proton_inject.collect.device_ops import in_tool_work, tool_work
+from proton_inject.dump import tuning
+from proton_inject.dump.program import split_program_argv
+from proton_inject.errors import UserError
+from proton_inject.formats import autotune as autotune_file
+from proton_inject.formats import calibration, clock_bracket
+from proton_inject.formats.files import write_atomic
+from proton_inject.formats.manifest import jsonable as _jsonable
+from proton_inject.lower.options import LoweringOptions, suggest_buffer_size
+from proton_inject.lower.probes import records_per_warp_bound
+from proton_inject.lower.proton import installed, lowering_skipped, scope_names_of
 
 RUN_FORMAT = "proton-inject-run"  # run.json's "format": report tells it from a trace
 # Discard buffers captured into graphs we cannot follow: freeing them could let a later
@@ -277,7 +275,7 @@ def _compile_regex(text: str | None) -> re.Pattern[str] | None:
 
 def scope_locations(instrumented_dir: str | os.PathLike) -> dict[tuple[str, str], dict[int, str]]:
     """(hash, kernel) -> scope id -> source location, from the insert step's manifest.json."""
-    from .validate import read_manifest
+    from proton_inject.formats.manifest import read_manifest
 
     path = Path(instrumented_dir) / "manifest.json"
     out: dict[tuple[str, str], dict[int, str]] = {}
@@ -298,7 +296,7 @@ def manifest_parents(instrumented_dir: str | os.PathLike) -> dict[tuple[str, str
 
     Proton's scope analysis infers nesting from dominance, which records under sibling
     ``scf.if`` ops (``--sample-ctas``) lack; insert knows how its regions nest."""
-    from .validate import read_manifest
+    from proton_inject.formats.manifest import read_manifest
 
     path = Path(instrumented_dir) / "manifest.json"
     out: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -477,18 +475,16 @@ class Session:
         self._plain_mode = ""  # instrumentation_mode before the session (the plain builds')
         self._plain_cache = ""  # compile cache of the plain builds autotuners time
         self.rank = _rank()
-        self.write_traces = True
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
-        self.progress: Any = _stderr_line  # where long end-of-run work reports (None: quiet)
         # run: files of an earlier run in out would be mixed into this run's report.
         self.clear_out = False
         # Where the autotuning choices to pin come from (a dump, a tree, a run's output, or the
         # file itself); run: its tree, which insert gave the dump's autotune.json.
         self.autotune_from: str | None = self.instrumented_dir
-        self._tuner: autotune.Tuner | None = None
+        self._tuner: tuning.Tuner | None = None
         self._pins_file: Path | None = None
         self._pins_error: str | None = None
-        self._decided = autotune.Decisions()  # this run's own choices, written to autotune.json
+        self._decided = autotune_file.Decisions()  # this run's own choices, written to autotune.json
 
     # -- setup / teardown --
 
@@ -615,20 +611,20 @@ class Session:
         pins, src = None, self.autotune_from
         explicit = src is not None and src != self.instrumented_dir
         if src and not self.keep_tuning:  # --keep-tuning: the user wants the tuning launches
-            path = Path(src) if Path(src).is_file() else autotune.find_file(src)
+            path = Path(src) if Path(src).is_file() else autotune_file.find_file(src)
             if path is None and explicit:
-                raise UserError(f"--autotune-from {src}: no {autotune.FILE_NAME} there (dump writes one "
+                raise UserError(f"--autotune-from {src}: no {autotune_file.FILE_NAME} there (dump writes one "
                                 "when the program autotunes; run and profile write one into their -o)")
             if path is not None:
                 try:
-                    pins = autotune.load(path)
+                    pins = autotune_file.load(path)
                     self._pins_file = path
                 except ValueError as e:
                     if explicit:
                         raise UserError(f"--autotune-from: {e}") from e
                     self._pins_error = str(e)
                     self._note_once(f"warning: {e}; autotuners time the plain builds instead")
-        self._tuner = autotune.Tuner(pins, record=self._decided.add,
+        self._tuner = tuning.Tuner(pins, record=self._decided.add,
                                      note=lambda text: self._note_once(f"warning: {text}"))
 
     def _override_tree(self) -> None:
@@ -741,7 +737,7 @@ class Session:
         # While the autotuner runs, the launch hook can ask it which config won.
         self._patch(Autotuner, "_bench", bench)
         self._patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
-        tuner = self._tuner or autotune.Tuner()
+        tuner = self._tuner or tuning.Tuner()
         self._patch(Autotuner, "run", tuner.triton_run)  # recorded choices first, no timing
         heur = sys.modules.get("torch._inductor.runtime.triton_heuristics")
         if heur is None:
@@ -1027,6 +1023,8 @@ class Session:
                 ret = orig(ck, grid, stream, *args)
             except Exception as e:
                 raise session._explain_oor(ck, e, oor_type) from e
+            if in_tool_work():  # launched by a library under our own device work: not ours
+                return ret
             info = session._info(ck)
             tuning = getattr(session._tls, "tuning", None)
             if not info.instrumented:
@@ -1066,7 +1064,7 @@ class Session:
         opts = self._resolved(ck, built_for)
         if opts.in_global_memory:
             return e  # records use no shared memory: the kernel itself does not fit
-        from .check import _buffer_split
+        from proton_inject.lower.check import _buffer_split
 
         buf = _buffer_split(need, nw, built_for, opts) or 0
         fit = suggest_buffer_size(limit - (need - buf), nw, opts) if buf else 0
@@ -1096,7 +1094,12 @@ class Session:
 
     def _allocate(self, size: int, alignment: int, stream: int | None):
         try:
-            return self._allocate_buffer(size, stream)
+            if in_tool_work():  # a kernel a library launched from inside our own device work
+                import torch
+
+                return self._discard.get(size, torch.cuda.current_device())
+            with tool_work():
+                return self._allocate_buffer(size, stream)
         except Exception as e:  # never fail the program's launch because of us
             import torch
 
@@ -1140,9 +1143,10 @@ class Session:
         # one copy. A captured launch has none (a bracket kernel would join the user's graph).
         ctas = 0 if capturing or device not in self._brackets else self._brackets[device][1]
         at = -(-size // 128) * 128
-        buf = _device_empty(at + bracket.bracket_bytes(ctas) if ctas else size, device, inline)
-        with torch.cuda.stream(s):
-            buf.zero_()  # in a capture this memset becomes part of the graph: zero per replay
+        buf = _device_empty(at + clock_bracket.bracket_bytes(ctas) if ctas else size, device, inline)
+        # The driver's memset, not zero_(), which a library may re-route to a Triton kernel; in a
+        # capture it becomes part of the graph: zeroed on every replay.
+        device_ops.zero(buf, s.cuda_stream)
         pending.buffer = buf
         pending.keep = True
         pending.graph = graph if capturing else None
@@ -1176,6 +1180,8 @@ class Session:
         return True
 
     def _enter(self, lazy: Any) -> None:
+        if in_tool_work():
+            return
         p: _Pending | None = getattr(self._tls, "pending", None)
         if p is not None and p.keep:
             fn = lazy.data.get("function") if lazy is not None else None
@@ -1183,12 +1189,20 @@ class Session:
                 p.keep = False  # a different kernel: this buffer was not its own
 
     def _exit(self, lazy: Any) -> None:
-        import torch
-
+        if in_tool_work():
+            return
         p: _Pending | None = getattr(self._tls, "pending", None)
         self._tls.pending = None
         if p is None or not p.keep or p.buffer is None:
             return
+        with tool_work():
+            self._keep(p)
+
+    def _keep(self, p: _Pending) -> None:
+        """After a kept launch: its bracket's second half, its record, the copy to the host
+        (or, captured in a CUDA graph, the note to copy it after each replay)."""
+        import torch
+
         if p.graph is not None:
             # Captured: nothing ran yet. The buffer lives with the graph; each replay copies it.
             with self._lock:
@@ -1213,7 +1227,7 @@ class Session:
             copy_stream.wait_event(launched)
             host = _pinned(p.buffer.numel())
             with torch.cuda.stream(copy_stream):
-                host.copy_(p.buffer, non_blocking=True)
+                device_ops.copy_to_host(host, p.buffer, copy_stream.cuda_stream)
                 done = torch.cuda.Event()
                 done.record(copy_stream)
             self._inflight.append(_InFlight(rec, p.buffer, host, done))
@@ -1259,7 +1273,7 @@ class Session:
                 rec = self._record(p, cur.cuda_stream, device, replay=replays[0])
                 host = _pinned(p.buffer.numel())
                 with torch.cuda.stream(cur):
-                    host.copy_(p.buffer, non_blocking=True)
+                    device_ops.copy_to_host(host, p.buffer, cur.cuda_stream)
                     done = torch.cuda.Event()
                     done.record(cur)
                 self._inflight.append(_InFlight(rec, p.buffer, host, done))
@@ -1291,13 +1305,13 @@ class Session:
         self._finished_bytes = 0
 
     def _save(self, rec: LaunchRecord, data: Any) -> None:
-        from .decode import raw_prefix, save_raw
+        from proton_inject.formats.raw import raw_prefix, save_raw
 
         if rec.bracket_at is not None:
             at, ctas = rec.bracket_at
-            rows = data[at: at + bracket.bracket_bytes(ctas)].view("<i8").reshape(2, ctas, -1)
-            rec.clock_bracket = {"before": bracket.summarize(rows[0]),
-                                 "after": bracket.summarize(rows[1])}
+            rows = data[at: at + clock_bracket.bracket_bytes(ctas)].view("<i8").reshape(2, ctas, -1)
+            rec.clock_bracket = {"before": clock_bracket.summarize(rows[0]),
+                                 "after": clock_bracket.summarize(rows[1])}
             for side in rec.clock_bracket.values():
                 if side:
                     self._timer_refs[rec.device] = side["t0"]
@@ -1319,7 +1333,7 @@ class Session:
 
     def launch_meta(self, rec: LaunchRecord) -> Any:
         """The decoder's ``LaunchMeta`` for a kept launch."""
-        from .decode import LaunchMeta
+        from proton_inject.formats.raw import LaunchMeta
 
         name = rec.config_name
         return LaunchMeta(
@@ -1370,8 +1384,8 @@ class Session:
                                                      list[list[int]] | None]:
         """What the launch's instrumented IR says, read once per kernel: the resolved options,
         N of ``--sample-ctas``, and the record and loop tables if ``direct.py`` lowered it."""
-        from . import direct
-        from .instrument import sampled_ctas
+        from proton_inject.instrument.insert import sampled_ctas
+        from proton_inject.lower import direct
 
         cache = self.__dict__.setdefault("_kernel_ir_cache", {})
         key = (rec.hash, rec.kernel)
@@ -1409,7 +1423,7 @@ class Session:
         o = self._kernel_options(rec)
         key = (rec.device, o.buffer_type, o.selected is not None)
         if key not in self._record_costs:
-            self._record_costs[key] = calibrate.lookup(
+            self._record_costs[key] = calibration.lookup(
                 self._device_names.get(rec.device), o.clock, o.buffer_type, o.sched_stores,
                 selective=o.selected is not None)
         return self._record_costs[key]
@@ -1445,8 +1459,6 @@ class Session:
             except Exception as e:  # e.g. the program left the GPU in an error state
                 self.result.messages.append(f"could not read back {len(self._inflight)} profile buffers: {e}")
             self._diagnose()
-            if self.write_traces:
-                self._write_traces()
             self._write_decisions()
             self._write_index()
         finally:
@@ -1475,7 +1487,7 @@ class Session:
         """This run's autotuning choices, for a later run or profile (--autotune-from)."""
         if not len(self._decided):
             return
-        name = autotune.FILE_NAME if self.rank is None else f"rank{self.rank}-{autotune.FILE_NAME}"
+        name = autotune_file.FILE_NAME if self.rank is None else f"rank{self.rank}-{autotune_file.FILE_NAME}"
         try:
             path = write_atomic(self._decisions_dir() / name, json.dumps(self._decided.to_json(), indent=1) + "\n")
         except OSError as e:
@@ -1541,42 +1553,9 @@ class Session:
             extra = f", {replayed[name]} of them CUDA-graph replays" if name in replayed else ""
             msgs.append(f"kernel {name}: {n} instrumented builds, {kept.get(name, 0)} launches kept{extra}")
 
-    def _write_traces(self) -> None:
-        """Decode each written launch and write its Chrome trace beside ``raw/``."""
-        from .decode import DecodeWarning, decode, load_raw, raw_prefix
-        from .diagnostics import summarize
-        from .report import Progress
-        from .trace import write_trace
-
-        issues = []
-        # The program has ended: thousands of launches take minutes, so say how far it got.
-        tick = Progress(len(self.result.launches), self.progress, "wrote the traces of")
-        for i, rec in enumerate(self.result.launches):
-            tick(i)
-            meta = self.launch_meta(rec)
-            prefix = raw_prefix(self.out / "raw", meta)
-            if rec.all_zero or not prefix.with_name(prefix.name + ".json").exists():
-                continue
-            try:
-                data, meta = load_raw(prefix.with_name(prefix.name + ".json"))
-                with warnings.catch_warnings():  # summarized per kernel and cause below
-                    warnings.simplefilter("ignore", DecodeWarning)
-                    decoded = decode(data, meta, record_cost=meta.record_cost_cycles)
-                path = write_trace(decoded, self.out / f"{meta.label}.json", gz=self.gz)
-            except Exception as e:  # keep the raw data; report can retry later
-                self.result.messages.append(f"launch {rec.seq} ({rec.kernel}): not decoded: {e}")
-                continue
-            self.result.files.append(str(path))
-            issues += [(rec.kernel, i) for i in decoded.issues]
-            self.result.details += decoded.warnings
-        tick.end()
-        kernels: dict[str, int] = {}
-        for rec in self.result.launches:
-            kernels[rec.kernel] = kernels.get(rec.kernel, 0) + 1
-        self.result.messages += summarize(kernels, issues)
 
     def _write_index(self) -> None:
-        from .decode import raw_prefix
+        from proton_inject.formats.raw import raw_prefix
 
         # Always written (report reads it to explain a run that kept nothing).
         index = {
@@ -1614,50 +1593,17 @@ class Session:
         self.result.files.append(str(path))
 
 
-# --- public API ------------------------------------------------------------------------------
+# --- running a session (the API in ``api.py`` adds the analysis) -----------------------------
 
 
 @contextmanager
-def profile(
-    instrumented_dir: str | os.PathLike,
-    out: str | os.PathLike = "traces",
-    options: LoweringOptions | None = None,
-    kernel: str | None = None,
-    max_launches: int | None = None,
-    max_pending_mb: float = 256,
-    keep_tuning: bool = False,
-    quiet: bool = False,
-    gz: bool = True,
-) -> Iterator[RunResult]:
-    """Profile the instrumented kernels launched inside the ``with`` block.
-
-    Yields a ``RunResult`` that is filled in when the block ends (normally or not); its
-    ``messages`` are also printed to stderr unless ``quiet``.
-    """
-    session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning)
-    session.gz = gz
-    with session_block(session, quiet) as result:
-        yield result
-
-
-def _stderr_line(line: str) -> None:
-    print(f"proton-inject: {line}", file=sys.stderr)
-
-
-@contextmanager
-def session_block(session: Session, quiet: bool = False) -> Iterator[RunResult]:
-    """Start ``session``, yield its result, stop it however the block ends, and print its
-    messages to stderr unless ``quiet`` (the ``with profile(...)`` APIs)."""
-    if quiet:
-        session.progress = None
+def session_block(session: Session) -> Iterator[RunResult]:
+    """Start ``session``, yield its result, and stop it however the block ends."""
     session.start()
     try:
         yield session.result
     finally:
         session.stop()
-        if not quiet:
-            for m in session.result.messages:
-                print(f"proton-inject: {m}", file=sys.stderr)
 
 
 def clear_out_dir(out: Path, rank: int | None = None) -> None:
@@ -1683,28 +1629,6 @@ def clear_out_dir(out: Path, rank: int | None = None) -> None:
         if f.is_file():
             f.unlink()
 
-
-def run_program(
-    instrumented_dir: str | os.PathLike,
-    out: str | os.PathLike,
-    argv: Sequence[str],
-    options: LoweringOptions | None = None,
-    kernel: str | None = None,
-    max_launches: int | None = None,
-    max_pending_mb: float = 256,
-    keep_tuning: bool = False,
-    gz: bool = True,
-) -> RunResult:
-    """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled.
-
-    The program sees the argv, ``__main__`` and ``sys.path[0]`` it would see if run directly;
-    ``result.exit_code`` is the code it would have exited with. What was collected is written
-    even when it raises or calls ``sys.exit``.
-    """
-    session = Session(instrumented_dir, out, options, kernel, max_launches, max_pending_mb, keep_tuning)
-    session.gz = gz
-    session.clear_out = True
-    return run_in_session(session, argv, "run")
 
 
 def run_in_session(session: Session, argv: Sequence[str], command: str) -> RunResult:

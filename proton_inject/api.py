@@ -1,0 +1,135 @@
+"""The Python API: collect a profile (a block or a whole program), then analyze it, once.
+
+Collection (``collect/``) writes raw launches and run.json; analysis (``analyze/``) decodes
+each of those launches once, writing its trace beside ``raw/`` and building the summary the
+report prints. ``cli.py`` is a thin layer over these functions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from proton_inject.analyze.report import ReportResult, run_report
+from proton_inject.collect.compile_hook import CompileSession
+from proton_inject.collect.session import RunResult, Session, run_in_session, session_block
+from proton_inject.errors import UserError
+from proton_inject.instrument.rules import Rules
+from proton_inject.lower.options import LoweringOptions
+
+
+def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | None = None,
+                raw: bool = False, progress: Callable[[str], None] | None = None) -> ReportResult | None:
+    """Decode the launches ``result`` wrote (this process's only: other ranks share ``out``),
+    write their traces into ``result.out`` and return the report; its warnings join the run's
+    messages. None when no launch was kept or none could be decoded (said in the messages)."""
+    raws = [p for p in result.files if p.endswith(".json") and Path(p).parent.name == "raw"]
+    if not raws:
+        return None
+    try:
+        rep = run_report(raws, plot=plot, trace_dir=result.out, gz=gz, raw=raw, progress=progress)
+    except UserError as e:  # the raw files stay; `report` can retry
+        result.messages.append(f"no report: {e}")
+        return None
+    result.files += [str(f) for f in rep.files]
+    result.messages += rep.warnings
+    result.details += rep.details
+    return rep
+
+
+def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: str | os.PathLike | None,
+             options: LoweringOptions | None, kernel: str | None, max_launches: int | None,
+             max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
+             gz: bool) -> Session:
+    if instrumented is None:
+        if kernel is not None:
+            raise UserError("kernel= selects kernels of an instrumented tree; with compile-time "
+                            "instrumentation put it in the rules ({'kernel': REGEX})")
+        session: Session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning,
+                                          autotune_from)
+    else:
+        if rules is not None:
+            raise UserError("rules= applies at compile time; an instrumented tree already holds "
+                            "its records (give one or the other)")
+        session = Session(instrumented, out, options, kernel, max_launches, max_pending_mb, keep_tuning)
+        if autotune_from is not None:
+            session.autotune_from = autotune_from
+    session.gz = gz
+    return session
+
+
+@contextmanager
+def profile(
+    rules: Rules | dict | None = None,
+    out: str | os.PathLike = "traces",
+    *,
+    instrumented: str | os.PathLike | None = None,
+    options: LoweringOptions | None = None,
+    kernel: str | None = None,
+    max_launches: int | None = None,
+    max_pending_mb: float = 256,
+    keep_tuning: bool = False,
+    autotune_from: str | os.PathLike | None = None,
+    gz: bool = True,
+    quiet: bool = False,
+) -> Iterator[RunResult]:
+    """Profile the Triton kernels launched inside the ``with`` block.
+
+    Kernels are instrumented as they compile with ``rules`` (``insert``'s: a ``Rules`` or a
+    dict such as ``{"loops": "both"}``; None: kernel body and outer loops), or, with
+    ``instrumented=DIR``, taken from a tree that ``insert`` wrote. When the block ends
+    (normally or not) the launches are written to ``out`` and decoded once into traces; the
+    yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``.
+    """
+    session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
+                       keep_tuning, autotune_from, gz)
+    try:
+        with session_block(session) as result:
+            yield result
+    finally:
+        analyze_run(session.result, gz=gz)
+        if not quiet:
+            for m in session.result.messages:
+                print(f"proton-inject: {m}", file=sys.stderr)
+            kept = getattr(session, "inductor_kernels_left_instrumented", lambda: [])()
+            if kept:
+                print(f"proton-inject: {len(kept)} kernel(s) Inductor compiled inside the profile "
+                      f"block ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}) stay "
+                      "instrumented after it, slower than plain; torch._dynamo.reset() recompiles "
+                      "them", file=sys.stderr)
+
+
+def profile_program(
+    argv: Sequence[str],
+    rules: Rules | dict | None = None,
+    out: str | os.PathLike = "traces",
+    *,
+    instrumented: str | os.PathLike | None = None,
+    options: LoweringOptions | None = None,
+    kernel: str | None = None,
+    max_launches: int | None = None,
+    max_pending_mb: float = 256,
+    keep_tuning: bool = False,
+    autotune_from: str | os.PathLike | None = None,
+    gz: bool = True,
+    report: bool = True,
+    plot: str | os.PathLike | None = None,
+    raw: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[RunResult, ReportResult | None]:
+    """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
+    ``profile`` does, then analyze what it kept (``report=False``: raw files and run.json only).
+
+    ``result.exit_code`` is the code the program would have exited with; what was collected
+    is written and analyzed even when it raises or calls ``sys.exit``.
+    """
+    session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
+                       keep_tuning, autotune_from, gz)
+    if instrumented is not None:
+        session.clear_out = True
+    result = run_in_session(session, argv, "profile" if instrumented is None else "run")
+    rep = analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress) if report else None
+    return result, rep

@@ -1,0 +1,417 @@
+"""Raw launches: ``<prefix>.bin[.gz]`` (the profile buffer as the GPU left it) and
+``<prefix>.json`` (``LaunchMeta``, checked field by field before any decoding).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import sys
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from proton_inject.errors import UserError
+from proton_inject.formats.files import write_atomic
+from proton_inject.formats.schema import (
+    MAX_BYTES_PER_CTA,
+    MAX_GRID,
+    MAX_WARPS,
+    SAFE_NAME,
+    is_int,
+    read_json,
+    shown,
+    type_name,
+)
+
+RAW_FORMAT = "proton-inject-raw"
+
+
+
+RAW_VERSION = 1
+
+
+
+@dataclass
+class LaunchMeta:
+    """What the decoder must know about one instrumented launch besides its raw bytes."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    num_warps: int
+    bytes_per_cta: int
+    scopes: dict[int, str]
+    scope_parents: dict[int, int] = field(default_factory=dict)
+    scope_locs: dict[int, str] = field(default_factory=dict)
+    hash: str = ""
+    buffer_size: int | None = None
+    clock_bits: int = 64
+    granularity: str = "warp"
+    sampled_warps: list[int] | None = None
+    sample_ctas: int = 1  # records were written in every Nth CTA only (insert --sample-ctas)
+    buffer_type: str = "shared"  # where records lived during the run; same layout either way
+    config: str | None = None
+    launch: int = 0
+    device: str | None = None
+    # The device's max SM clock (driver's CU_DEVICE_ATTRIBUTE_CLOCK_RATE), the fallback rate
+    # when the timer reads of a launch cannot determine the clock.
+    sm_clock_mhz: float | None = None
+    rank: int | None = None  # torchrun's RANK of the process that launched it
+    # Cycles one record costs on this device and options (``calibrate``), when known.
+    record_cost_cycles: float | None = None
+    # The clock measured right before and after the launch (``bracket.py``): {"before":
+    # summary | null, "after": summary | null}, or {"missing": why}; None in older files.
+    clock_bracket: dict[str, Any] | None = None
+    # buffer_type "direct": [scope id, 1 if end(, loop)] of each record op (``direct.record_table``)
+    direct_records: list[list[int]] | None = None
+    # buffer_type "direct": [iterations kept, words per iteration(, every Nth iteration)] of
+    # each recording loop
+    direct_loops: list[list[int]] | None = None
+    # buffer_type "direct": a full globaltimer value (ns) read near the launch; its blocks keep
+    # bits 0-55 of their timer read and take bits 56-63 (2.3 years) from it
+    timer_ref_ns: int | None = None
+
+    @property
+    def sample_iterations(self) -> int:
+        """N when loops lowered directly kept every Nth iteration only (--sample-iterations)."""
+        return max([row[2] for row in self.direct_loops or [] if len(row) > 2] or [1])
+
+    @property
+    def loop_scopes(self) -> list[list[int]]:
+        """The scopes recorded inside each loop lowered directly (``direct_records``' third
+        column), one list per loop: each runs once per kept iteration."""
+        out: dict[int, list[int]] = {}
+        for row in self.direct_records or []:
+            if len(row) > 2 and row[0] not in out.setdefault(row[2], []):
+                out[row[2]].append(row[0])
+        return [out[k] for k in sorted(out)]
+
+    @property
+    def num_ctas(self) -> int:
+        """Number of CTAs in the grid."""
+        return math.prod(self.grid)  # Python ints: a large grid must not wrap around
+
+    @property
+    def segments(self) -> list[int]:
+        """Warp ids that own a data segment, in segment order."""
+        if self.sampled_warps:
+            return sorted(set(int(w) for w in self.sampled_warps))
+        return list(range(self.num_warps))
+
+    @property
+    def label(self) -> str:
+        """Launch label used in file names and titles: ``00003-add_kernel``
+        (``rank1-00003-add_kernel`` for one rank of a multi-process job)."""
+        head = "" if self.rank is None else f"rank{self.rank}-"
+        return f"{head}{self.launch:05d}-{self.kernel}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the ``.json`` half of a raw launch)."""
+        return {
+            "format": RAW_FORMAT,
+            "version": RAW_VERSION,
+            "kernel": self.kernel,
+            "hash": self.hash,
+            "grid": list(self.grid),
+            "num_warps": self.num_warps,
+            "scopes": {str(k): v for k, v in sorted(self.scopes.items())},
+            "scope_parents": {str(k): v for k, v in sorted(self.scope_parents.items())},
+            "scope_locs": {str(k): v for k, v in sorted(self.scope_locs.items())},
+            "bytes_per_cta": self.bytes_per_cta,
+            "buffer_size": self.buffer_size,
+            "clock_bits": self.clock_bits,
+            "granularity": self.granularity,
+            "sampled_warps": self.sampled_warps,
+            "sample_ctas": self.sample_ctas,
+            "buffer_type": self.buffer_type,
+            "config": self.config,
+            "launch": self.launch,
+            "device": self.device,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "rank": self.rank,
+            "record_cost_cycles": self.record_cost_cycles,
+            "clock_bracket": self.clock_bracket,
+            **({"direct_records": self.direct_records} if self.direct_records else {}),
+            **({"direct_loops": self.direct_loops} if self.direct_loops else {}),
+            **({"timer_ref_ns": self.timer_ref_ns} if self.timer_ref_ns is not None else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "launch metadata") -> LaunchMeta:
+        """Inverse of ``to_dict``; a missing or malformed field is a UserError naming it."""
+        return cls(**launch_meta(d, where))
+
+
+
+def _as_bytes(buffer: Any) -> np.ndarray:
+    """View a buffer (bytes, numpy array, CPU torch tensor) as flat uint8 without copying."""
+    if hasattr(buffer, "detach") and hasattr(buffer, "cpu"):  # torch tensor
+        buffer = buffer.detach().cpu().contiguous().numpy()
+    arr = np.asarray(buffer) if isinstance(buffer, np.ndarray) else np.frombuffer(buffer, np.uint8)
+    return arr.reshape(-1).view(np.uint8)
+
+
+
+def raw_prefix(out_dir: str | os.PathLike, meta: LaunchMeta) -> Path:
+    """Where ``save_raw`` should put a launch inside a ``raw/`` directory."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in meta.kernel)
+    head = "" if meta.rank is None else f"rank{meta.rank}-"
+    return Path(out_dir) / f"{head}{meta.launch:05d}-{safe}"
+
+
+
+def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta,
+             gz: bool = False) -> tuple[Path, Path]:
+    """Write ``<prefix>.bin`` (raw bytes; ``.bin.gz`` if ``gz``) and ``<prefix>.json`` (meta);
+    returns both paths."""
+    prefix = Path(path_prefix)
+    data = _as_bytes(buffer).tobytes()
+    bin_path = prefix.with_name(prefix.name + (".bin.gz" if gz else ".bin"))
+    json_path = prefix.with_name(prefix.name + ".json")
+    if gz:  # level 1: buffers are mostly zeros and record words; -6 buys little, costs 4x
+        data = gzip.compress(data, compresslevel=1, mtime=0)
+    write_atomic(bin_path, data)
+    d = meta.to_dict()
+    d["bin"] = bin_path.name
+    write_atomic(json_path, json.dumps(d, indent=1) + "\n")
+    return bin_path, json_path
+
+
+
+def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
+    """Read one raw launch given its prefix, ``.json``, ``.bin`` or ``.bin.gz`` path."""
+    p = Path(path)
+    name = p.name
+    for suffix in (".bin.gz", ".bin", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    json_path = p.with_name(name + ".json")
+    if not json_path.is_file():
+        raise UserError(f"{json_path}: launch metadata not found (expected next to the .bin file)")
+    d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`")
+    meta = LaunchMeta.from_dict(d, str(json_path))
+    candidates = [p.with_name(d["bin"])] if d.get("bin") else []
+    candidates += [p.with_name(name + ".bin"), p.with_name(name + ".bin.gz")]
+    # The grid bounds the bytes worth reading: a huge or gzip-bomb file costs no more memory.
+    want = min(meta.num_ctas * meta.bytes_per_cta + meta.bytes_per_cta, sys.maxsize)
+    for c in candidates:
+        if c.is_file():
+            try:
+                with open(c, "rb") as f:
+                    # (read(n) allocates n bytes up front: never more than the file holds)
+                    raw = f.read(min(want, os.fstat(f.fileno()).st_size) if not
+                                 c.name.endswith(".gz") else -1)
+            except OSError as e:
+                raise UserError(f"{c}: cannot read the raw buffer: {e.strerror or e}") from None
+            if c.name.endswith(".gz"):
+                raw = _gunzip(raw, want, c)
+            return np.frombuffer(raw, np.uint8), meta
+    raise UserError(f"{json_path}: raw buffer {name}.bin not found next to it")
+
+
+
+def _gunzip(data: bytes, limit: int, path: Path) -> bytes:
+    """At most ``limit`` bytes of a gzip stream; a damaged stream is a UserError."""
+    z = zlib.decompressobj(wbits=31)
+    try:
+        out = z.decompress(data, limit)
+        if len(out) < limit and not z.eof:
+            out += z.flush()
+            if not z.eof:
+                raise zlib.error("the stream ends early")
+    except zlib.error as e:
+        raise UserError(f"{path}: damaged gzip file ({e}); copy it again from the run's "
+                        "raw/ directory") from None
+    return out
+
+
+
+def is_raw_json(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is the ``.json`` half of a raw launch (reads only its first bytes)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return False
+    return f'"format": "{RAW_FORMAT}"'.encode() in head
+
+
+
+def find_raw(path: str | os.PathLike) -> list[Path]:
+    """The raw launch ``.json`` files in a directory (or the file itself), in launch order."""
+    p = Path(path)
+    if not p.is_dir():
+        return [p]
+    found = []
+    for j in sorted(p.glob("*.json")):
+        if not is_raw_json(j):  # traces beside them can be huge: never parse those here
+            continue
+        try:
+            launch = read_json(j, "launch metadata", "").get("launch", 0)
+        except (UserError, AttributeError):
+            launch = 0  # load_raw reports what is wrong with it
+        found.append((launch if is_int(launch) else 0, j))
+    return [j for _, j in sorted(found)]
+
+
+def _id_map(d: dict, key: str, where: str, value_ok, want: str) -> dict[int, Any]:
+    v = d.get(key, {})
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise UserError(f"{where}: {key} must be an object of scope id -> {want}, "
+                        f"not {type_name(v)}")
+    out = {}
+    for k, x in v.items():
+        if not (isinstance(k, str) and k.isascii() and k.isdigit() and len(k) < 10):
+            raise UserError(f"{where}: {key} has key {shown(k)}; scope ids are integers")
+        if not value_ok(x):
+            raise UserError(f"{where}: {key}[{k}] = {shown(x)} must be {want}")
+        out[int(k)] = x
+    return out
+
+
+
+def launch_meta(d: Any, where: str) -> dict[str, Any]:
+    """Keyword arguments for ``decode.LaunchMeta``, every field checked (types and bounds).
+
+    A zero, negative or overflowing grid, an impossible warp count or buffer size, or a buffer
+    file name that leaves the directory is a UserError, so decoding never sees them.
+    """
+    fix = "the file is damaged; rewrite it with `proton-inject run` (or decode.save_raw)"
+    if not isinstance(d, dict):
+        raise UserError(f"{where}: expected a JSON object, not {type_name(d)}; {fix}")
+    if d.get("format", RAW_FORMAT) != RAW_FORMAT:
+        raise UserError(f"{where}: not a proton-inject raw launch (format={shown(d.get('format'))})")
+
+    def need(key: str) -> Any:
+        if key not in d:
+            raise UserError(f"{where}: missing field {key!r}; {fix}")
+        return d[key]
+
+    def bad(key: str, want: str) -> UserError:
+        return UserError(f"{where}: {key} = {shown(d[key])} must be {want}; {fix}")
+
+    def int_field(key: str, lo: int, hi: int, default: Any = ...) -> Any:
+        if default is not ... and d.get(key) is None:
+            return default
+        v = need(key)
+        if not is_int(v) or not lo <= v <= hi:
+            raise bad(key, f"an integer from {lo} to {hi}")
+        return v
+
+    def str_field(key: str, default: Any = ...) -> Any:
+        if default is not ... and d.get(key) is None:
+            return default
+        v = need(key)
+        if not isinstance(v, str):
+            raise bad(key, "a string")
+        return v
+
+    kernel = str_field("kernel")
+    grid = need("grid")
+    if not (isinstance(grid, list) and 1 <= len(grid) <= 3 and all(map(is_int, grid))):
+        raise bad("grid", "a list of 1 to 3 integers")
+    grid = (list(grid) + [1, 1, 1])[:3]
+    for g, hi, axis in zip(grid, MAX_GRID, "xyz", strict=True):
+        if not 1 <= g <= hi:
+            raise UserError(f"{where}: grid {axis} = {g} is outside 1..{hi}: no CUDA launch has "
+                            f"that grid; {fix}")
+    num_warps = int_field("num_warps", 1, MAX_WARPS)
+    sampled = d.get("sampled_warps")
+    if sampled is not None:
+        if not (isinstance(sampled, list) and sampled and
+                all(is_int(w) and 0 <= w < num_warps for w in sampled)):
+            raise bad("sampled_warps", f"null or a non-empty list of warp ids below "
+                                       f"num_warps={num_warps}")
+    clock_bits = int_field("clock_bits", 32, 64, 64)
+    if clock_bits not in (32, 64):
+        raise bad("clock_bits", "32 or 64")
+    buffer_type = str_field("buffer_type", "shared")
+    if buffer_type not in ("shared", "global", "direct"):
+        raise bad("buffer_type", "'shared', 'global' or 'direct'")
+    config = d.get("config")
+    if config is not None and not isinstance(config, str):
+        raise bad("config", "null or a string")
+    device = d.get("device")
+    if device is not None and not isinstance(device, str):
+        raise bad("device", "null or a string")
+    mhz = d.get("sm_clock_mhz")
+    if mhz is not None and mhz != 0:
+        if not (isinstance(mhz, int | float) and not isinstance(mhz, bool) and
+                math.isfinite(mhz) and mhz > 0):
+            raise bad("sm_clock_mhz", "null or a positive number")
+    cost = d.get("record_cost_cycles")
+    if cost is not None and not (isinstance(cost, int | float) and not isinstance(cost, bool) and
+                                 math.isfinite(cost) and 0 <= cost < 10_000):
+        raise bad("record_cost_cycles", "null or a number of cycles from 0 to 10000")
+    bracket = d.get("clock_bracket")
+    if bracket is not None and not _clock_bracket_ok(bracket):
+        raise bad("clock_bracket", 'null, {"missing": "why"} or {"before": side, "after": side} '
+                                   "as proton-inject run writes it")
+    table, loops = d.get("direct_records"), d.get("direct_loops")
+    if buffer_type == "direct" or table is not None:
+        need("direct_records")
+        if not (isinstance(loops, list | None) and all(
+                isinstance(x, list) and len(x) in (2, 3) and all(is_int(v) for v in x)
+                and 1 <= x[0] <= 1 << 20 and 1 <= x[1] <= 1024
+                and (len(x) == 2 or 1 <= x[2] < 2**31) for x in loops or [])):
+            raise bad("direct_loops", "absent, or a list of [iterations kept, words per "
+                                      "iteration(, every Nth iteration)], one per recording loop")
+        if not (isinstance(table, list) and table and len(table) <= 512 and all(
+                isinstance(r, list) and len(r) in (2, 3) and all(is_int(x) for x in r)
+                and 0 <= r[0] < 256 and r[1] in (0, 1)
+                and (len(r) == 2 or 0 <= r[2] < len(loops or [])) for r in table)):
+            raise bad("direct_records", "a list of [scope id, 0 start | 1 end(, loop index)], "
+                                        "one per record op, with buffer_type 'direct'")
+    binary = d.get("bin")
+    if binary is not None and not (isinstance(binary, str) and SAFE_NAME.fullmatch(binary) and
+                                   binary.endswith((".bin", ".bin.gz"))):
+        raise bad("bin", "the name of a .bin or .bin.gz file in the same directory")
+    return dict(
+        kernel=kernel, grid=tuple(grid), num_warps=num_warps,
+        bytes_per_cta=int_field("bytes_per_cta", 4, MAX_BYTES_PER_CTA),
+        scopes=_id_map(d, "scopes", where, lambda x: isinstance(x, str), "a name"),
+        scope_parents=_id_map(d, "scope_parents", where, is_int, "an integer scope id"),
+        scope_locs=_id_map(d, "scope_locs", where, lambda x: isinstance(x, str), "a string"),
+        hash=str_field("hash", ""),
+        buffer_size=int_field("buffer_size", 0, MAX_BYTES_PER_CTA, None),
+        clock_bits=clock_bits, granularity=str_field("granularity", "warp"),
+        sampled_warps=None if sampled is None else list(sampled), buffer_type=buffer_type,
+        sample_ctas=int_field("sample_ctas", 1, 2**31 - 1, 1),
+        config=config, launch=int_field("launch", 0, 10**12, 0), device=device,
+        sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
+        record_cost_cycles=None if cost is None else float(cost), clock_bracket=bracket,
+        direct_records=None if table is None else [list(r) for r in table],
+        direct_loops=None if not loops else [list(x) for x in loops],
+        timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
+    )  # fmt: skip
+
+
+
+def _clock_bracket_ok(b: Any) -> bool:
+    """A launch's clock bracket: a reason it is missing, or up to two measured sides."""
+    if not isinstance(b, dict):
+        return False
+    if "missing" in b:
+        return set(b) == {"missing"} and isinstance(b["missing"], str)
+    if not set(b) <= {"before", "after"}:
+        return False
+
+    def num(v: Any, lo: float) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
+
+    for side in b.values():
+        if side is None:
+            continue
+        if not (isinstance(side, dict) and num(side.get("mhz"), 1e-9) and
+                num(side.get("sem_mhz"), 0) and all(is_int(side.get(k)) and side[k] >= 0
+                                                    for k in ("ctas", "sms", "spin_ns", "t0", "t1"))):
+            return False
+    return True
