@@ -1,0 +1,95 @@
+"""flash-linear-attention (fla-core 0.6.0): gated linear attention forward and backward.
+
+chunk_gla and fused_recurrent_gla, each with an initial state and the final state returned,
+on small shapes. (fla itself refuses its gated ``chunk_bwd_dqkwg`` on Hopper with Triton
+3.4-3.7.0, also without proton-inject; GLA does not use it.) Prints one line per step on
+stdout, ``name sha256`` of the outputs' (or gradients') bytes, or ``name error:<ExceptionType>``;
+anything else goes to stderr.
+
+    python tests/gpu/programs/fla_prog.py
+
+Needs a CUDA GPU and fla (pip install fla-core==0.6.0 einops).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sys
+
+import torch
+
+
+def digest(obj: object) -> str:
+    """sha256 of a (nested tuple of) tensor(s): dtype, shape and raw bytes, moved to the CPU."""
+    h = hashlib.sha256()
+
+    def feed(o: object) -> None:
+        if isinstance(o, torch.Tensor):
+            t = o.detach().cpu().contiguous()
+            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(o, (tuple, list)):
+            for x in o:
+                feed(x)
+        else:
+            h.update(repr(o).encode())
+
+    feed(obj)
+    return h.hexdigest()
+
+
+def steps(out) -> None:
+    import torch.nn.functional as F
+    from fla.ops.gla import chunk_gla, fused_recurrent_gla
+
+    dev, dt = "cuda", torch.bfloat16
+    B, T, H, K, V = 2, 256, 4, 64, 64
+
+    def emit(name: str, fn) -> None:
+        try:
+            res = fn()
+            torch.cuda.synchronize()
+            line = f"{name} {digest(res)}"
+        except Exception as e:  # one step never stops the others
+            print(f"fla_prog: {name}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+            line = f"{name} error:{type(e).__name__}"
+        print(line, file=out, flush=True)
+
+    for name, op in (("chunk_gla", chunk_gla), ("fused_recurrent_gla", fused_recurrent_gla)):
+        torch.manual_seed(0)
+        q = torch.randn(B, T, H, K, device=dev, dtype=dt).requires_grad_()
+        k = torch.randn(B, T, H, K, device=dev, dtype=dt).requires_grad_()
+        v = torch.randn(B, T, H, V, device=dev, dtype=dt).requires_grad_()
+        g = F.logsigmoid(torch.randn(B, T, H, K, device=dev, dtype=torch.float32)).to(dt).requires_grad_()
+        h0 = torch.randn(B, H, K, V, device=dev, dtype=torch.float32).requires_grad_()
+        do = torch.randn(B, T, H, V, device=dev, dtype=dt)
+        dht = torch.randn(B, H, K, V, device=dev, dtype=torch.float32)
+        st: dict = {}
+
+        def fwd(op=op, q=q, k=k, v=v, g=g, h0=h0, st=st):
+            if op is chunk_gla:
+                res = op(q, k, v, g, initial_state=h0, output_final_state=True)
+            else:
+                res = op(q, k, v, gk=g, initial_state=h0, output_final_state=True)
+            st["o"] = res
+            return res
+
+        def bwd(q=q, k=k, v=v, g=g, h0=h0, do=do, dht=dht, st=st):
+            o, ht = st["o"]
+            torch.autograd.backward([o, ht], [do, dht])
+            return q.grad, k.grad, v.grad, g.grad, h0.grad
+
+        emit(f"{name}.fwd", fwd)
+        emit(f"{name}.bwd", bwd)
+
+
+def main() -> int:
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):  # nothing but our lines on stdout
+        steps(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

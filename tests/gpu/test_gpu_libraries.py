@@ -1,0 +1,97 @@
+"""GPU: real libraries print the same bytes under ``proton-inject profile`` as plain (issue 27).
+
+Each program in tests/gpu/programs/ (FlagGems through use_gems, Liger-Kernel, fla, Inductor
+default and reduce-overhead) prints ``op sha256`` lines of its outputs. It runs plain, then
+under ``profile``; stdout must be identical and at least one launch must be decoded. Skipped
+without a CUDA GPU, and per library where it does not import. The whole matrix, with
+dump/insert/run and a table: scripts/library_matrix.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "tests" / "gpu" / "programs"
+CLI = [sys.executable, "-m", "proton_inject.cli"]
+TIMEOUT_S = 600  # per subprocess; FlagGems --quick and the rest take well under it on an H100
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")]
+
+CASES = [
+    pytest.param("flaggems_ops.py", ("--quick",), "flag_gems", id="flaggems"),
+    pytest.param("liger_prog.py", (), "liger_kernel", id="liger"),
+    pytest.param("fla_prog.py", (), "fla", id="fla"),
+    pytest.param("inductor_prog.py", ("--mode", "default"), None, id="inductor-default"),
+    pytest.param("inductor_prog.py", ("--mode", "reduce-overhead"), None, id="inductor-reduce-overhead"),
+]
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    """The checkout on PYTHONPATH; Triton, FlagGems and Inductor caches of this test's own,
+    shared by its plain and profiled run (the plain run tunes, as a user's first run would)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    for var, sub in (("TRITON_CACHE_DIR", "triton"), ("FLAGGEMS_CACHE_DIR", "flaggems"),
+                     ("TORCHINDUCTOR_CACHE_DIR", "inductor")):
+        env[var] = str(tmp / "caches" / sub)
+    return env
+
+
+def _sh(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(args, env=_env(tmp), cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def _need(module: str, tmp: Path) -> None:
+    """Skip unless ``module`` imports (in a child: FlagGems registers itself on import)."""
+    p = _sh([sys.executable, "-c", f"import {module}"], tmp)
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["?"])[-1]
+        pytest.skip(f"{module} does not import: {last}")
+
+
+def _differ(plain: str, other: str) -> list[str]:
+    a = dict(ln.split(" ", 1) for ln in plain.splitlines() if " " in ln)
+    b = dict(ln.split(" ", 1) for ln in other.splitlines() if " " in ln)
+    return sorted(n for n in a.keys() | b.keys() if a.get(n) != b.get(n))
+
+
+@pytest.mark.parametrize(("script", "args", "module"), CASES)
+def test_library_profiled_same_outputs(tmp_path, script, args, module):
+    if module:
+        _need(module, tmp_path)
+    prog = [str(PROGRAMS / script), *args]
+    plain = _sh([sys.executable, *prog], tmp_path)
+    assert plain.returncode == 0, plain.stderr[-4000:]
+    lines = plain.stdout.splitlines()
+    assert lines and all(len(ln.split(" ")) == 2 for ln in lines), plain.stdout[-2000:]
+
+    prof = _sh([*CLI, "profile", "-o", "prof", "--no-report", "--max-launches", "200", "--", "python", *prog],
+               tmp_path)
+    assert prof.returncode == 0, prof.stderr[-4000:]
+    differ = ", ".join(_differ(plain.stdout, prof.stdout))
+    assert prof.stdout == plain.stdout, f"outputs differ under profile: {differ}\n{prof.stderr[-3000:]}"
+    index = json.loads((tmp_path / "prof" / "run.json").read_text())
+    assert index["launches"], "no launch kept:\n" + "\n".join(index.get("messages") or [])
+
+    rep = _sh([*CLI, "report", "prof", "--json"], tmp_path)
+    assert rep.returncode == 0, rep.stderr[-4000:]
+    summary = json.loads(rep.stdout)
+    decoded = sum(len(k["launches"]) for k in summary["kernels"])
+    assert decoded >= 1, rep.stderr[-3000:]
