@@ -26,7 +26,7 @@ def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | No
     """Decode the launches ``result`` wrote (this process's only: other ranks share ``out``),
     write their traces into ``result.out`` and return the report; its warnings join the run's
     messages. None when no launch was kept or none could be decoded (said in the messages)."""
-    raws = [p for p in result.files if p.endswith(".json") and Path(p).parent.name == "raw"]
+    raws = [Path(p) for p in result.files if str(p).endswith(".json") and Path(p).parent.name == "raw"]
     if not raws:
         return None
     try:

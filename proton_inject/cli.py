@@ -320,7 +320,8 @@ def _aot_spec(args: tuple[str, ...]) -> tuple[str, str] | None:
 @click.option("--signature", help="AOT: NAME=TYPE pairs for the non-constexpr parameters, e.g. "
               "'a_ptr=*fp16,M=i32:16' (:16 = divisible by 16; pointers are 16-aligned unless :1).")
 @click.option("--constexpr", "constexprs", multiple=True, metavar="NAME=VALUE",
-              help="AOT: a constexpr parameter (int, float, true/false or string); repeatable. "
+              help="AOT: a constexpr parameter (int, float, true/false, none, tl.DTYPE or string; "
+                   "quote a string that looks like another type: ACT='none'); repeatable. "
               "Arguments the JIT specializes to 1 (unit strides) go here too.")
 @click.option("--num-warps", type=int, default=None,
               help="AOT: num_warps (default: the autotune config's, else Triton's: 4).")
@@ -367,13 +368,17 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
 def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages, num_ctas,
               config):
     from proton_inject.dump import aot as override
-    from proton_inject.dump.signature import parse_constexprs
+    from proton_inject.dump.signature import constexpr_text, constexpr_type, parse_constexprs
 
     source_file, kernel = spec
     _check_outputs([("kernel source", source_file)], [("-o", out_dir, "dir")])
     sig = override.parse_signature(signature) if signature else {}
+    values = parse_constexprs(constexprs)
+    if values:  # what each value was read as: a string that looks like another type is quoted
+        click.echo("constexprs: " + ", ".join(f"{k}={constexpr_text(v)} ({constexpr_type(v)})"
+                                              for k, v in values.items()), err=True)
     results = override.compile_aot_all(
-        source_file, kernel, sig, parse_constexprs(constexprs), target,
+        source_file, kernel, sig, values, target,
         num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas, config=config,
     )
     results, notes = override.one_per_hash(results)
@@ -510,7 +515,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
         if not no_report:  # (its warnings are among the messages above)
             click.echo(rep.text, err=True)
         for f in rep.files:
-            if f.endswith(".png"):
+            if str(f).endswith(".png"):  # (traces are listed in run.json)
                 click.echo(f"wrote {f}", err=True)
     sys.exit(result.exit_code or 0)
 

@@ -120,6 +120,19 @@ def test_parse_constexprs():
     assert type(got["B"]) is int and type(got["T"]) is bool
 
 
+def test_constexpr_strings_that_look_like_other_types_stay_strings():
+    """Issue 27 item 4: `ACT=none` meant the string for a library's activation switch; quoted,
+    a value is never converted, and writing a value back quotes what would not read back."""
+    got = signature.parse_constexprs(["A='none'", 'B="1e-5"', "C='08'", "D='true'", "E=none", "F=1e-5"])
+    assert got == {"A": "none", "B": "1e-5", "C": "08", "D": "true", "E": None, "F": 1e-5}
+    for v in ("none", "1e-5", "08", "true", "gelu", None, 7, 0.5, True):
+        assert signature.parse_constexpr_value(signature.constexpr_text(v)) == v
+        assert type(signature.parse_constexpr_value(signature.constexpr_text(v))) is type(v)
+    with pytest.raises(UserError, match="leading zero"):
+        signature.parse_constexprs(["C=08"])
+    assert signature.constexpr_type("none") == "str" and signature.constexpr_type(None) == "NoneType"
+
+
 @pytest.mark.parametrize("items,needle", [(["B"], "expected NAME=VALUE"), (["B="], "missing value"),
                                           (["B=1", "B=2"], "given twice"), (["=3"], "not a parameter")])
 def test_parse_constexprs_rejects(items, needle):

@@ -112,8 +112,17 @@ def _split_hint(name: str, ty: str) -> tuple[str, int | None]:
 
 
 def parse_constexpr_value(text: str) -> Any:
-    """``"128"`` -> 128, ``"0.5"`` -> 0.5, ``"true"`` -> True, ``"None"`` -> None, else a string."""
+    """``"128"`` -> 128, ``"0.5"`` -> 0.5, ``"true"`` -> True, ``"None"`` -> None, ``"tl.fp16"``
+    -> the dtype, ``"'none'"`` (quoted, single or double) -> the string ``none``; anything
+    else -> the string. A quoted value is never converted, so a string that looks like another
+    type (none, true, 1e-5, 08) can be given; an integer with a leading zero is refused
+    rather than guessed at."""
     s = text.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        return s[1:-1]
+    if re.fullmatch(r"[+-]?0\d+", s):
+        raise UserError(f"--constexpr value {s!r}: an integer with a leading zero is ambiguous; "
+                        f"write {int(s)} for the integer or '{s}' (quoted) for the string")
     try:
         return int(s)
     except ValueError:
@@ -135,6 +144,12 @@ def parse_constexpr_value(text: str) -> Any:
     return s
 
 
+def constexpr_type(v: Any) -> str:
+    """The Python type a constexpr value was read as, for summaries (``str``, ``int``, ...)."""
+    import triton.language as tl
+
+    return "dtype" if isinstance(v, tl.dtype) else type(v).__name__
+
 
 def constexpr_text(v: Any) -> str:
     """The ``--constexpr`` text that ``parse_constexpr_value`` reads back as ``v``."""
@@ -148,7 +163,15 @@ def constexpr_text(v: Any) -> str:
         name = next((n for n in dir(tl) if isinstance(getattr(tl, n), tl.dtype)
                      and getattr(tl, n) == v), str(v))
         return f"tl.{name}"
-    return repr(v) if isinstance(v, float) else str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):  # quoted when unquoted it would read back as another value
+        try:
+            same = parse_constexpr_value(v) == v
+        except UserError:
+            same = False
+        return v if same else repr(v)
+    return str(v)
 
 
 
