@@ -7,7 +7,7 @@ iteration), then launched once in two fresh processes that use the same override
   default mode (cycle metric, circular shared buffer of default size, warp granularity, no
   sampling, 64-bit clock, no optimizations), launch, synchronize, then time
   ``proton.finalize()``, which decodes the buffer and writes Proton's Chrome trace.
-* ours: ``proton_inject.runtime.profile`` with Proton's choices (``LoweringOptions(warps=
+* ours: ``proton_inject.api.profile`` with Proton's choices (``LoweringOptions(warps=
   "all", auto_size=False)``: every warp, default buffer; the same lowering options), launch;
   then time ``decode`` + ``write_trace`` of the raw buffer.
 

@@ -2,7 +2,7 @@
 
 One small memory-bound kernel (each CTA copies BLOCK fp32), compiled plain and with k empty
 regions (``proton.record start/end`` pairs at the top of the function, 2k records per warp)
-through Proton's lowering (``proton_inject.lowering.installed``), for a shared and a global
+through Proton's lowering (``proton_inject.lower.proton.installed``), for a shared and a global
 record buffer of several sizes. Variants are launched directly (``CompiledKernel``) into one
 reused profile buffer, in interleaved rounds, each launch after an L2 flush, and timed with
 CUDA events (median per round). From the differences to the plain kernel:

@@ -56,7 +56,7 @@ DRIVER = textwrap.dedent('''
         sys.argv = ["prog.py", n]
         runpy.run_path("prog.py", run_name="__main__")
     else:
-        from proton_inject.lowering import LoweringOptions
+        from proton_inject.lower.options import LoweringOptions
         from proton_inject.collect.session import Session, run_in_session
 
         # Every warp, Proton's buffer: 8 KiB per CTA, the sizes this test's limits are set for.
