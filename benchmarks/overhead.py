@@ -13,7 +13,7 @@ in shared memory, Proton's own (every warp, its default shared buffer), and sing
 Each (rules, options) pair first warms up (2 x plain and instrumented) so clocks and caches
 settle before the first round.
 
-How it times: one ``CompileSession`` per (rules, options), the same session ``profile()``
+How it times: one ``Session`` per (rules, options), the same session ``profile()``
 opens, with ``max_launches=0`` (records are written, nothing is copied to the host). Inside
 it the JIT holds both builds of each kernel, keyed by ``instrumentation_mode``: plain ones
 compiled before the session, instrumented ones inside it; the benchmark switches the knob to
@@ -271,9 +271,9 @@ def measure(work: dict[str, Callable], rules: Rules, options: LoweringOptions, r
     """Interleaved plain/instrumented times of each workload in one profiling session."""
     import triton
 
-    from proton_inject.collect.compile_hook import CompileSession
+    from proton_inject.collect.session import Session
 
-    session = CompileSession(rules, out, options, max_launches=0).start()
+    session = Session(rules, out, options, max_launches=0).start()
     results: dict[str, tuple[list, list, str]] = {}
     try:
         inst_mode = triton.knobs.compilation.instrumentation_mode

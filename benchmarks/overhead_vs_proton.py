@@ -8,7 +8,7 @@ the regions are the same on both sides).
 
 Rows, each a ratio to the plain kernel (median over rounds, min..max, plain ms):
 
-* ``default``: the example kernel profiled by our ``CompileSession`` with our defaults
+* ``default``: the example kernel profiled by our ``Session`` with our defaults
   (warp 0 records, ``--buffer-size auto``);
 * ``all+pbuf``: the same with Proton's choices, ``LoweringOptions(warps="all",
   auto_size=False)`` (every warp, Proton's default buffer);

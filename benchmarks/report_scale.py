@@ -51,11 +51,12 @@ def _fixture(name: str, ctas: int) -> tuple[np.ndarray, object, int]:
 def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> Any:
     """Write ``launches`` launches under ``out`` with the runtime's writers; returns the
     (never started) Session that wrote them."""
+    from proton_inject.collect.compile_hook import CompiledKernel
     from proton_inject.collect.session import LaunchRecord, Session
     from proton_inject.lower.options import LoweringOptions
 
     # Never started: only its writers are used. The fixtures were recorded by every warp.
-    session = Session(DATA, out, LoweringOptions(warps="all", auto_size=False, buffer_type="shared"))
+    session = Session(None, out, LoweringOptions(warps="all", auto_size=False, buffer_type="shared"))
     session._device_names[0] = "NVIDIA H100 80GB HBM3"
     kinds = {n: _fixture(n, ctas) for n in ("add", "mm")}
     every = max(1, round(1 / mm_share)) if mm_share > 0 else launches + 1
@@ -65,12 +66,14 @@ def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> Any:
         blk = rows.copy()
         shift_blocks(blk, meta_words, seq * GAP_NS, seq * GAP_CYCLES)
         rec = LaunchRecord(
-            seq=seq, kernel=meta.kernel, hash="H", compile_hash="C", grid=(ctas, 1, 1),
+            seq=seq, kernel=meta.kernel, hash="H", compile_hash=f"C{name}", grid=(ctas, 1, 1),
             num_warps=meta.num_warps, num_ctas=1, stream=0, device=0,
             scratch_bytes_per_cta=meta.bytes_per_cta,
             scope_names=sorted(meta.scopes.items()), scope_parents=sorted(meta.scope_parents.items()),
         )
-        session._locs[(rec.hash, rec.kernel)] = dict(meta.scope_locs)
+        session.hook.compiled[rec.compile_hash] = CompiledKernel(
+            meta.kernel, rec.hash, True, scope_names=rec.scope_names,
+            scope_parents=rec.scope_parents, scope_locs=dict(meta.scope_locs))
         session.result.launches.append(rec)
         session._save(rec, blk.reshape(-1).view(np.uint8))
     session._write_index()

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from proton_inject.analyze.report import ReportResult, run_report
-from proton_inject.collect.compile_hook import CompileSession
+from proton_inject.collect.compile_hook import TreeSource
 from proton_inject.collect.session import RunResult, Session, run_in_session, session_block
 from proton_inject.errors import UserError
 from proton_inject.instrument.rules import Rules
@@ -48,15 +48,14 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
         if kernel is not None:
             raise UserError("kernel= selects kernels of an instrumented tree; with compile-time "
                             "instrumentation put it in the rules ({'kernel': REGEX})")
-        session: Session = CompileSession(rules, out, options, max_launches, max_pending_mb, keep_tuning,
-                                          autotune_from)
+        source: Rules | dict | TreeSource | None = rules
     else:
         if rules is not None:
             raise UserError("rules= applies at compile time; an instrumented tree already holds "
                             "its records (give one or the other)")
-        session = Session(instrumented, out, options, kernel, max_launches, max_pending_mb, keep_tuning)
-        if autotune_from is not None:
-            session.autotune_from = autotune_from
+        source = TreeSource(instrumented, kernel)
+    session = Session(source, out, options, max_launches, max_pending_mb, keep_tuning,
+                             autotune_from)
     session.gz = gz
     return session
 
@@ -128,8 +127,6 @@ def profile_program(
     """
     session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
                        keep_tuning, autotune_from, gz)
-    if instrumented is not None:
-        session.clear_out = True
     result = run_in_session(session, argv, "profile" if instrumented is None else "run")
     rep = analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress) if report else None
     return result, rep

@@ -117,8 +117,7 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
     from proton_inject._calibration_kernel import plain_reference, record_cost_calibration
     from proton_inject.analyze.decode import DecodeWarning, decode
     from proton_inject.analyze.report import expand_inputs
-    from proton_inject.collect.compile_hook import CompileSession
-    from proton_inject.collect.session import session_block
+    from proton_inject.collect.session import Session, session_block
     from proton_inject.formats.raw import load_raw
     from proton_inject.instrument.rules import Rules
     from proton_inject.lower.options import LoweringOptions
@@ -152,7 +151,7 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
             # stretches drifted (the same plain loop read 2,018-2,098 cycles across runs).
             reference()  # compiled and warmed before the profile starts
             rules = Rules(loops="outer", marks=False, kernel="^record_cost_calibration$")
-            with session_block(CompileSession(rules, tmp, options)) as res:  # decoded below
+            with session_block(Session(rules, tmp, options)) as res:  # decoded below
                 for _ in range(launches):
                     record_cost_calibration[(2 * sms,)](out, LOOP_ITERATIONS, num_warps=4)
                     torch.cuda.synchronize()

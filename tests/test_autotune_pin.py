@@ -155,7 +155,7 @@ def test_run_takes_recorded_choices_and_times_the_rest(tmp_path):
     # The plain run chose BLOCK 32 for n=100 (its timing then said so).
     decisions, *_ = _record(tmp_path / "plain", {32: 1.0, 64: 1.01}, sizes=(100,))
     session = _session("run", tmp_path)
-    decisions.write(session.instrumented_dir)
+    decisions.write(session.source.tree)
     at, timed = _tuned({32: 1.01, 64: 1.0})  # this run's timing would choose BLOCK 64
     with _compile_side(session, tmp_path / "run"):
         pinned = _launch(at, 100)
@@ -202,15 +202,15 @@ def test_a_recorded_config_the_autotuner_lacks_is_timed_with_a_warning(tmp_path,
 
 
 def test_profile_autotune_from_must_name_a_file(tmp_path):
-    from proton_inject.collect.compile_hook import CompileSession
+    from proton_inject.collect.session import Session
     from proton_inject.errors import UserError
 
-    session = CompileSession(None, tmp_path / "out", autotune_from=tmp_path)
+    session = Session(None, tmp_path / "out", autotune_from=tmp_path)
     with pytest.raises(UserError, match="--autotune-from .*no autotune.json"):
         session._load_pins()
     (tmp_path / "ir").mkdir()
     (tmp_path / "ir" / autotune_file.FILE_NAME).write_text("[]")
-    session = CompileSession(None, tmp_path / "out", autotune_from=tmp_path)
+    session = Session(None, tmp_path / "out", autotune_from=tmp_path)
     with pytest.raises(UserError, match="--autotune-from: .*format 1"):
         session._load_pins()
 
@@ -291,7 +291,7 @@ def test_inductor_autotuner_keeps_the_recorded_config_untimed(tmp_path, monkeypa
     pins = autotune.Decisions()
     pins.add({"kind": "inductor", **autotune.Tuner._inductor_names(at), "autotune": want, "coordesc": None})
     session = _session("run", tmp_path, compile=lambda: [at._precompile_config(c).kernel for c in at.configs][-1])
-    pins.write(session.instrumented_dir)
+    pins.write(session.source.tree)
     with _compile_side(session, tmp_path / "run"):
         at.launchers = [at._precompile_config(c) for c in at.configs]
         monkeypatch.setattr(at, "bench", lambda *a, **k: pytest.fail("a config was timed"))

@@ -20,7 +20,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from proton_inject.collect.compile_hook import CompileSession
+from proton_inject.collect.compile_hook import TreeSource
 from proton_inject.collect.session import Session
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions
@@ -70,12 +70,12 @@ def _session(kind: str, tmp_path: Path, keep_tuning: bool = False, compile: Any 
              options: LoweringOptions | None = None) -> Session:
     """A profile session, or a run session whose tree a profile session wrote while
     ``compile()`` built the kernel (default: as the JIT does)."""
-    prof = CompileSession(RULES, tmp_path / "prof", options, keep_tuning=keep_tuning)
+    prof = Session(RULES, tmp_path / "prof", options, keep_tuning=keep_tuning)
     if kind == "profile":
         return prof
     with _compile_side(prof, tmp_path / "p"):
         assert _instrumented((compile or _jit_compile)())  # writes prof/ir
-    return Session(tmp_path / "prof" / "ir", tmp_path / "run", options, keep_tuning=keep_tuning)
+    return Session(TreeSource(tmp_path / "prof" / "ir"), tmp_path / "run", options, keep_tuning=keep_tuning)
 
 
 def _plain_reference(tmp_path: Path):

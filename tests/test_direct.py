@@ -452,15 +452,17 @@ def test_runtime_metadata_of_a_direct_kernel_matches_the_h100_run(tmp_path):
     import json
     import time
 
+    from proton_inject.collect.compile_hook import CompiledKernel
     from proton_inject.collect.session import LaunchRecord, Session
 
     want = json.loads((H100_DIRECT / "00000-layernorm_fwd_kernel.json").read_text())
-    session = Session(tmp_path / "inst", tmp_path / "out")
-    session._tmp = str(tmp_path)  # where a started session keeps its override tree
-    ir = tmp_path / "override" / want["hash"] / "layernorm_fwd_kernel.ttgir"
+    session = Session(None, tmp_path / "out")
+    rel = f"{want['hash']}/layernorm_fwd_kernel.ttgir"  # where the compile hook writes it
+    ir = tmp_path / "out" / "ir" / rel
     ir.parent.mkdir(parents=True)
     ir.write_text((H100_DIRECT / "layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1"))
-    rec = LaunchRecord(seq=0, kernel="layernorm_fwd_kernel", hash=want["hash"], compile_hash="",
+    session.hook.compiled["C"] = CompiledKernel("layernorm_fwd_kernel", want["hash"], True, file=rel)
+    rec = LaunchRecord(seq=0, kernel="layernorm_fwd_kernel", hash=want["hash"], compile_hash="C",
                        grid=(1151, 1, 1), num_warps=8, num_ctas=1, stream=0, device=0,
                        scratch_bytes_per_cta=40)
     meta = session.launch_meta(rec)
@@ -474,17 +476,18 @@ def test_sample_iterations_in_the_metadata_and_a_note_where_it_does_not_apply(tm
     """--sample-iterations: a kernel whose loop records are lowered directly says so in its
     launch metadata (the loops' third entry); a kernel whose loop records Proton lowers (a loop
     of dots) records every iteration, and the run says that once."""
+    from proton_inject.collect.compile_hook import CompiledKernel
     from proton_inject.collect.session import LaunchRecord, Session
 
-    session = Session(tmp_path / "inst", tmp_path / "out", LoweringOptions(sample_iterations=4))
-    session._tmp = str(tmp_path)
+    session = Session(None, tmp_path / "out", LoweringOptions(sample_iterations=4))
     for name, warps, rules in (("layernorm_fwd_kernel", 8, Rules(kernel_scope=True, loops="both")),
                                ("matmul_kernel", 8, Rules(kernel_scope=True, loops="both"))):
         text = insert_text((SAMPLES / f"cuda-90/{name}.ttgir").read_text(encoding="latin-1"), rules).text
-        ir = tmp_path / "override" / name / f"{name}.ttgir"
+        ir = tmp_path / "out" / "ir" / name / f"{name}.ttgir"
         ir.parent.mkdir(parents=True)
         ir.write_text(text, encoding="latin-1")
-        rec = LaunchRecord(seq=0, kernel=name, hash=name, compile_hash="", grid=(4, 1, 1),
+        session.hook.compiled[name] = CompiledKernel(name, name, True, file=f"{name}/{name}.ttgir")
+        rec = LaunchRecord(seq=0, kernel=name, hash=name, compile_hash=name, grid=(4, 1, 1),
                            num_warps=warps, num_ctas=1, stream=0, device=0, scratch_bytes_per_cta=0)
         meta = session.launch_meta(rec)
         if name == "layernorm_fwd_kernel":

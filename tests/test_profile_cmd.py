@@ -20,8 +20,8 @@ from ttgir_helpers import compile_with_hook
 
 import proton_inject
 from proton_inject.cli import main
-from proton_inject.collect.compile_hook import CompileHook, as_rules
-from proton_inject.collect.session import clear_out_dir, prepare_override_tree, scope_locations
+from proton_inject.collect.compile_hook import CompileHook, TreeSource, as_rules
+from proton_inject.collect.session import clear_out_dir
 from proton_inject.errors import UserError
 from proton_inject.formats.rules_file import LineRange
 from proton_inject.instrument.rules import Rules
@@ -82,14 +82,49 @@ def test_hook_instruments_at_compile_time_and_writes_reviewable_ir(kernel_mod, t
     ir_file = tmp_path / "ir" / c.file
     text = ir_file.read_text(encoding="latin-1")
     assert text.count("proton.record") == ck.asm["ttgir"].count("proton.record") == 8
-    found = prepare_override_tree(tmp_path / "ir", tmp_path / "copy")
-    assert found == {"scale_kernel": {c.hash}}
-    assert scope_locations(tmp_path / "ir")[(c.hash, "scale_kernel")]
+    tree = TreeSource(tmp_path / "ir").load()
+    assert set(tree.files) == {(c.hash, "scale_kernel")} and tree.wants("scale_kernel")
+    assert any(r.get("source") for r in tree.files[(c.hash, "scale_kernel")][2])
     manifest = json.loads((tmp_path / "ir" / "manifest.json").read_text())
     (entry,) = manifest["kernels"]
     assert entry["dump"]["constexprs"] == {"BLOCK": 256, "REPS": 3}
     assert entry["dump"]["compile_hash"] == ck.metadata.hash
     assert hook.summary() == ["instrumented 1 kernel(s) at compile time: scale_kernel"]
+
+
+def test_run_takes_the_tree_file_only_for_the_config_it_was_dumped_with(kernel_mod, tmp_path):
+    """Issue 27 item 3: Triton's override keys a file by source hash alone, so a config with
+    other warps took another config's IR. A tree now gives its file to a compile of the same
+    kernel, hash and config; another config is instrumented from its own TTGIR with the tree's
+    rules, and the run says so."""
+    src = _source(kernel_mod)
+    dumped = CompileHook(Rules(kernel_scope=True, loops="both"), tmp_path / "ir")
+    compile_with_hook(src, tmp_path / "c0", dumped, num_warps=4)  # the tree: num_warps 4
+    (c,) = dumped.compiled.values()
+    tree_text = (tmp_path / "ir" / c.file).read_text(encoding="latin-1")
+    assert '"ttg.num-warps" = 4' in tree_text
+
+    same = CompileHook(TreeSource(tmp_path / "ir"), tmp_path / "run4")
+    ck4 = compile_with_hook(src, tmp_path / "c1", same, num_warps=4)
+    (c4,) = same.compiled.values()
+    assert c4.instrumented and (tmp_path / "run4" / c4.file).read_text(encoding="latin-1") == tree_text
+    assert not same.notes and ck4.metadata.num_warps == 4
+    assert [n for _, n in c4.scope_names] == [n for _, n in c.scope_names]
+
+    other = CompileHook(TreeSource(tmp_path / "ir"), tmp_path / "run8")
+    ck8 = compile_with_hook(src, tmp_path / "c2", other, num_warps=8)
+    (c8,) = other.compiled.values()
+    text8 = (tmp_path / "run8" / c8.file).read_text(encoding="latin-1")
+    assert c8.instrumented and '"ttg.num-warps" = 8' in text8 and ck8.metadata.num_warps == 8
+    assert text8.count("proton.record") == tree_text.count("proton.record")
+    assert any("num_warps=4" in n and "num_warps=8" in n and "tree's rules" in n for n in other.notes)
+
+    # --kernel and a tree without a manifest
+    assert not TreeSource(tmp_path / "ir", kernel="^other$").wants("scale_kernel")
+    with pytest.raises(UserError, match="no manifest.json"):
+        TreeSource(tmp_path / "c0").load()
+    with pytest.raises(UserError, match="not a valid regular expression"):
+        TreeSource(tmp_path / "ir", kernel="(")
 
 
 def test_kernel_left_out_compiles_as_without_the_tool(kernel_mod, tmp_path):

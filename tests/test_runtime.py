@@ -23,8 +23,6 @@ from proton_inject.collect.session import (
     config_name,
     config_of_autotune,
     config_of_kernel,
-    prepare_override_tree,
-    scope_locations,
 )
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
@@ -43,44 +41,24 @@ def fill_kernel(out_ptr, n, VALUE: tl.constexpr, BLOCK: tl.constexpr):
 
 
 def _tree(tmp_path: Path) -> Path:
-    """A dump-like tree: instrumented .ttgir next to stale binaries that must not travel."""
+    """An instrumented tree as insert writes one (stale binaries beside it are ignored)."""
     root = tmp_path / "inst"
+    kernels = []
     for name in ("add_kernel", "mm_kernel"):
         d = root / f"HASH{name.upper()}"
         d.mkdir(parents=True)
         shutil.copy(DATA / f"{name}.ttgir", d / f"{name}.ttgir")
         (d / f"{name}.cubin").write_bytes(b"\x7fELF stale")
-        (d / f"{name}.ptx").write_text("// stale")
+        kernels.append({"kernel": name, "file": f"{d.name}/{name}.ttgir", "target": "cuda:90",
+                        "regions": []})
+    (root / "manifest.json").write_text(json.dumps({
+        "format": 1, "rules": {"kernel_scope": True, "loops": "outer", "loop_depth": 1},
+        "kernels": kernels}))
     return root
 
 
-def test_override_tree_copies_only_ttgir_and_filters_kernels(tmp_path):
-    root = _tree(tmp_path)
-    dest = tmp_path / "override"
-    found = prepare_override_tree(root, dest, kernel="^add")
-    assert found == {"add_kernel": {"HASHADD_KERNEL"}}
-    copied = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
-    assert copied == ["HASHADD_KERNEL/add_kernel.ttgir"]
 
 
-def test_override_tree_errors(tmp_path):
-    with pytest.raises(UserError, match="no such directory"):
-        prepare_override_tree(tmp_path / "missing", tmp_path / "o")
-    loose = tmp_path / "loose"
-    loose.mkdir()
-    shutil.copy(DATA / "add_kernel.ttgir", loose / "add_kernel.ttgir")
-    with pytest.raises(UserError, match="needs <hash>/<kernel>.ttgir"):
-        prepare_override_tree(loose, tmp_path / "o")
-    with pytest.raises(UserError, match="matching --kernel 'nothing'"):
-        prepare_override_tree(_tree(tmp_path), tmp_path / "o2", kernel="nothing")
-    with pytest.raises(UserError, match="not a valid regular expression"):
-        prepare_override_tree(_tree(tmp_path / "x"), tmp_path / "o3", kernel="(")
-    plain = tmp_path / "plain" / "H"
-    plain.mkdir(parents=True)
-    text = (DATA / "add_kernel.ttgir").read_text()
-    (plain / "add_kernel.ttgir").write_text("".join(ln for ln in text.splitlines(True) if "proton.record" not in ln))
-    with pytest.raises(UserError, match="no file has a proton.record"):
-        prepare_override_tree(plain.parent, tmp_path / "o4")
 
 
 def test_split_program_argv(tmp_path):
@@ -128,7 +106,7 @@ def test_shared_memory_overflow_message_names_kernel_and_fix(tmp_path):
         with installed(every_warp, target=H100):
             mode = triton.knobs.compilation.instrumentation_mode
             ck = triton.compile(str(DATA / "mm_kernel.ttgir"), target=H100, options={"instrumentation_mode": mode})
-    s = Session(tmp_path / "unused", options=every_warp)
+    s = Session(None, tmp_path / "unused", options=every_warp)
     # As if the device allowed 100 KiB: the 96 KiB pipeline fits, its 8 KiB of records do not.
     oor = OutOfResources(106496, 102400, "shared memory")
     err = s._explain_oor(ck, oor, _out_of_resources_type(), build_max_shared=232448)
@@ -157,7 +135,7 @@ def test_shared_memory_advice_counts_the_warps_that_record(tmp_path):
     assert opts.selected == (0, 4, 8)
     need = int(ck.metadata.shared)
     oor = OutOfResources(need, need - 256, "shared memory")  # as if 256 B were missing
-    msg = str(Session(tmp_path / "unused")._explain_oor(ck, oor, _out_of_resources_type(),
+    msg = str(Session(None, tmp_path / "unused")._explain_oor(ck, oor, _out_of_resources_type(),
                                                         build_max_shared=232448))
     buf = int(msg.split(" B of it for the record buffer")[0].rsplit("(", 1)[1])
     fit = int(msg.split("--buffer-size ")[1].split(" ")[0])
@@ -166,32 +144,13 @@ def test_shared_memory_advice_counts_the_warps_that_record(tmp_path):
     assert buf - 256 >= fit > (buf - 256) // 2, msg  # the largest that fits
 
 
-def test_scope_locations_from_manifest(tmp_path):
-    (tmp_path / "manifest.json").write_text(
-        json.dumps(
-            {
-                "kernels": [
-                    {
-                        "kernel": "add_kernel",
-                        "file": "ABC/add_kernel.ttgir",
-                        "regions": [
-                            {"name": "kernel", "scope_id": 0, "source": "vector_add.py:13"},
-                            {"name": "loop", "scope_id": 1, "source": None},
-                        ],
-                    }
-                ]
-            }
-        )
-    )
-    assert scope_locations(tmp_path) == {("ABC", "add_kernel"): {0: "vector_add.py:13"}}
-    assert scope_locations(tmp_path / "none") == {}
 
 
 def test_session_rejects_bad_limits(tmp_path):
     with pytest.raises(UserError, match="--max-launches must be >= 0"):
-        Session(tmp_path, max_launches=-1)
+        Session(None, tmp_path, max_launches=-1)
     with pytest.raises(UserError, match="--max-pending-mb must be > 0"):
-        Session(tmp_path, max_pending_mb=0)
+        Session(None, tmp_path, max_pending_mb=0)
 
 
 @no_gpu

@@ -195,7 +195,7 @@ def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path, iteratio
 def test_nesting_of_sampled_regions_comes_from_the_manifest(tmp_path):
     # Proton infers parents from dominance, which records under sibling scf.if ops lack; the
     # runtime takes them from insert's manifest instead (as a launch's scope_parents).
-    from proton_inject.collect.session import manifest_parents
+    from proton_inject.collect.compile_hook import TreeSource
     from proton_inject.instrument.insert import instrument_tree, write_tree
     from proton_inject.lower.proton import scope_names_of
 
@@ -207,6 +207,7 @@ def test_nesting_of_sampled_regions_comes_from_the_manifest(tmp_path):
     inst = write_tree(outputs, manifest, tmp_path / "inst")
     names, parents = scope_names_of(str(inst / "H" / "layernorm_fwd_kernel.ttgir"))
     assert len(names) == 4 and parents == []  # what Proton's analysis gives
-    got = manifest_parents(inst)[("H", "layernorm_fwd_kernel")]
+    regions = TreeSource(inst).load().files[("H", "layernorm_fwd_kernel")][2]
+    got = [(r["scope_id"], r["parent_id"]) for r in regions if r["parent_id"] is not None]
     assert sorted(got) == [(1, 0), (2, 0), (3, 0)]  # the three loops inside the kernel region
     assert {i: n for i, n in names}[0] == "kernel"

@@ -53,19 +53,21 @@ def compile_lowered(path: str | Path, options: LoweringOptions, cache: Path, tar
             return triton.compile(str(path), target=target, options={"instrumentation_mode": mode})
 
 
-def compile_with_hook(src, cache: Path, hook, target=H100, options: LoweringOptions | None = None):
+def compile_with_hook(src, cache: Path, hook, target=H100, options: LoweringOptions | None = None,
+                      num_warps: int | None = None):
     """Compile ``src`` as a profiled process would: Proton lowering, ``hook`` (a CompileHook) on
     the stages, the given cache; ``hook`` None compiles plain."""
+    extra = {} if num_warps is None else {"num_warps": num_warps}
     with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
         triton.knobs.cache.dir = str(cache)
         if hook is None:
-            return triton.compile(src, target=target, options={"instrumentation_mode": ""})
+            return triton.compile(src, target=target, options={"instrumentation_mode": "", **extra})
         prev = triton.knobs.runtime.add_stages_inspection_hook
         triton.knobs.runtime.add_stages_inspection_hook = hook
         try:
             with installed(options or LoweringOptions(), target=target, tag="test"):
                 # The JIT passes the mode in the options (part of the cache key); so do we.
                 mode = triton.knobs.compilation.instrumentation_mode
-                return triton.compile(src, target=target, options={"instrumentation_mode": mode})
+                return triton.compile(src, target=target, options={"instrumentation_mode": mode, **extra})
         finally:
             triton.knobs.runtime.add_stages_inspection_hook = prev

@@ -7,34 +7,25 @@ module, insert records with the engine ``insert`` uses, write the result to
 context) and ``llir`` (lower it with Proton's passes; if that fails, lower the plain module
 instead and say so). Kernels the rules leave out are lowered without Proton's passes.
 
-``CompileSession`` is the runtime's ``Session`` with this hook in place of the override tree,
-so buffers, autotune handling, torch.compile settings and the private cache are the same as
-for ``run``. ``profile()`` and ``profile_program()`` are its Python and command-line entries.
+Where a compile's instrumented IR comes from is a source: ``RulesSource`` (``profile``: the
+compile's own TTGIR with records inserted by the rules) or ``TreeSource`` (``run``: the tree
+``insert`` wrote, by kernel, hash and config). ``collect.session.Session`` installs the hook.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import re
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proton_inject.collect.session import (
-    LaunchRecord,
-    Session,
-    clear_out_dir,
-    run_index_name,
-)
 from proton_inject.errors import ParseError, UserError
 from proton_inject.formats.files import write_atomic
-from proton_inject.instrument.rules import Rules, rules_from_table
+from proton_inject.instrument.insert import InsertResult, KernelManifest, RegionInfo, insert_text
+from proton_inject.instrument.rules import Rules, rules_from_manifest, rules_from_table
 from proton_inject.lower.inline import inline_callees
-from proton_inject.lower.options import LoweringOptions
 from proton_inject.lower.proton import caller_local, lowering_skipped, skipping
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -68,7 +59,7 @@ def _kernel_info(src: Any, metadata: dict[str, Any]) -> dict[str, Any]:
         idx = key[0] if isinstance(key, tuple) and key else key
         consts[names[idx] if isinstance(idx, int) and idx < len(names) else str(key)] = jsonable(v)
     target = metadata.get("target")
-    info["target"] = f"{target.backend}:{target.arch}" if hasattr(target, "backend") else str(target)
+    info["target"] = str(_target_text(target))
     for k in ("num_warps", "num_stages", "num_ctas"):
         if k in metadata:
             info[k] = jsonable(metadata[k])
@@ -81,11 +72,119 @@ def _kernel_info(src: Any, metadata: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
-class CompileHook:
-    """The stages-inspection hook: instruments each compiled kernel the rules select."""
+class RulesSource:
+    """Where a compile's instrumented IR comes from under ``profile``: the compile's own TTGIR
+    with records inserted by ``rules``."""
 
-    def __init__(self, rules: Rules, ir_dir: str | os.PathLike, prev: Any = None) -> None:
+    def __init__(self, rules: Rules) -> None:
         self.rules = rules
+
+    def wants(self, name: str) -> bool:
+        return self.rules.wants_kernel(name)
+
+    def instrument(self, name: str, text: str, ohash: str, config: dict[str, Any]) -> InsertResult:
+        return insert_text(text, self.rules, f"{name}.ttgir", inline=inline_callees)
+
+
+class TreeSource:
+    """Where a compile's instrumented IR comes from under ``run``: the tree ``insert`` wrote.
+
+    Triton's own override keys a file by source hash alone, so configs that differ only in
+    num_warps, num_stages or target took one config's IR (FlagGems layer_norm and var_mean
+    computed other values under ``run``, H100, 2026-11-26). Here a compile takes the tree's
+    file only when its kernel, hash and config are the ones the file was dumped with; any
+    other compile of a kernel the tree holds (another config, or a hash that moved since the
+    dump) is instrumented from its own TTGIR with the rules the tree was made with, and the
+    run says so once per kernel."""
+
+    def __init__(self, tree: str | os.PathLike, kernel: str | None = None) -> None:
+        self.tree = Path(tree)
+        self.pattern = _kernel_regex(kernel)
+        # (override hash, kernel) -> (the dump's config, file, regions); filled by load()
+        self.files: dict[tuple[str, str], tuple[dict[str, Any], Path, list[dict]]] = {}
+        self.names: set[str] = set()
+        self.rules = Rules()
+        self._loaded = False
+
+    def load(self) -> TreeSource:
+        """Read the tree's manifest (once); a missing or unusable tree is a UserError."""
+        from proton_inject.formats.manifest import read_manifest
+        from proton_inject.formats.schema import read_json
+
+        if self._loaded:
+            return self
+        if not self.tree.is_dir():
+            raise UserError(f"{self.tree}: no such directory (give the output of insert)")
+        path = self.tree / "manifest.json"
+        if not path.is_file():
+            raise UserError(f"{self.tree}: no manifest.json: give a directory that "
+                            "`proton-inject insert` wrote")
+        kernels = read_manifest(path)
+        data = read_json(path, "manifest", "write the tree again with `proton-inject insert`")
+        recorded = data.get("rules") if isinstance(data, dict) else None
+        # (a tree written by hand may lack them: other configs then get the default rules)
+        self.rules = Rules() if recorded is None else rules_from_manifest(recorded, str(path))
+        for k in kernels:
+            rel = str(k.get("file") or "")
+            parts = rel.split("/")
+            if len(parts) != 2 or not (self.tree / rel).is_file():
+                continue
+            dump = k.get("dump") if isinstance(k.get("dump"), dict) else {}
+            config = {key: dump.get(key) for key in ("num_warps", "num_stages", "target")}
+            self.files[(parts[0], str(k.get("kernel")))] = (config, self.tree / rel, list(k.get("regions") or []))
+        self.names = {name for _, name in self.files}
+        if not self.files:
+            raise UserError(f"{self.tree}: its manifest lists no instrumented .ttgir file: instrument "
+                            "a dump first (proton-inject insert DUMP -o INSTRUMENTED)")
+        self._loaded = True
+        return self
+
+    def wants(self, name: str) -> bool:
+        self.load()
+        return name in self.names and (self.pattern is None or bool(self.pattern.search(name)))
+
+    def instrument(self, name: str, text: str, ohash: str, config: dict[str, Any]) -> InsertResult:
+        entry = self.load().files.get((ohash, name))
+        if entry is not None:
+            want, path, regions = entry
+            if all(want.get(k) is None or want.get(k) == config.get(k) for k in want):
+                return InsertResult(path.read_bytes().decode("latin-1"),
+                                    [KernelManifest(name, "", config.get("target"),
+                                                    [_region(r) for r in regions])], [])
+            why = (f"the tree's IR was dumped with {_config_text(want)}, this compile has "
+                   f"{_config_text(config)}")
+        else:
+            why = "its hash is not in the tree (source, constexprs or argument specialization changed since the dump)"
+        res = insert_text(text, self.rules, f"{name}.ttgir", inline=inline_callees)
+        res.notes.append(f"kernel {name}: {why}: instrumented from its own TTGIR with the tree's rules")
+        return res
+
+
+def _config_text(c: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={c.get(k)}" for k in ("num_warps", "num_stages", "target"))
+
+
+def _region(d: dict) -> RegionInfo:
+    return RegionInfo(**{**{f: d.get(f) for f in RegionInfo.__dataclass_fields__},
+                         "ir_lines": tuple(d.get("ir_lines") or (0, 0))})
+
+
+def _kernel_regex(text: str | None) -> re.Pattern[str] | None:
+    if not text:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise UserError(f"--kernel {text!r} is not a valid regular expression: {e}") from e
+
+
+class CompileHook:
+    """The stages-inspection hook: instruments each compiled kernel its source selects."""
+
+    def __init__(self, source: Rules | RulesSource | TreeSource, ir_dir: str | os.PathLike,
+                 prev: Any = None) -> None:
+        self.source = RulesSource(source) if isinstance(source, Rules) else source
+        self.rules = self.source.rules
         self.ir_dir = Path(ir_dir)
         self.prev = prev  # a hook installed before ours: it still runs, first
         self.compiled: dict[str, CompiledKernel] = {}  # compile hash -> what happened
@@ -150,14 +249,14 @@ class CompileHook:
         from triton._C.libtriton import ir
         from triton.runtime.cache import _base32
 
-        from proton_inject.instrument.insert import _kernel_dict, insert_text
+        from proton_inject.instrument.insert import _kernel_dict
 
         chash = str(metadata.get("hash", ""))
         name = str(mod.get_entry_func_name())
         ohash = _base32(src.hash()) if src is not None else chash[:52]
         entry = CompiledKernel(name, ohash, False)
         self.compiled[chash] = entry
-        if not self.rules.wants_kernel(name):
+        if not self.source.wants(name):
             entry.reason = "not matched by --kernel"
             return None
         if name in self.plain_only:
@@ -167,7 +266,9 @@ class CompileHook:
         # inline_callees), so Proton's lowering sees one function; one it cannot inline raises.
         text = str(mod)
         try:
-            res = insert_text(text, self.rules, f"{name}.ttgir", inline=inline_callees)
+            config = {k: (_target_text(metadata.get(k)) if k == "target" else metadata.get(k))
+                      for k in ("num_warps", "num_stages", "target")}
+            res = self.source.instrument(name, text, ohash, config)
         except UserError as e:
             entry.reason = ("its IR could not be parsed" if isinstance(e, ParseError)
                             else "a rule could not be placed")
@@ -229,6 +330,11 @@ class CompileHook:
         return out
 
 
+def _target_text(target: Any) -> str | None:
+    """``GPUTarget("cuda", 90, 32)`` -> ``"cuda:90"``, as dump records a target."""
+    return f"{target.backend}:{target.arch}" if hasattr(target, "backend") else target
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0][:200]}" if text else type(e).__name__
@@ -246,114 +352,3 @@ def as_rules(rules: Rules | dict | None) -> Rules:
     if isinstance(rules, dict):
         return rules_from_table(rules, "rules")
     raise UserError(f"rules: expected a Rules or a dict, got {type(rules).__name__}")
-
-
-class CompileSession(Session):
-    """A profiling session that instruments kernels as they compile (no instrumented tree)."""
-
-    def __init__(
-        self,
-        rules: Rules | dict | None = None,
-        out: str | os.PathLike = "traces",
-        options: LoweringOptions | None = None,
-        max_launches: int | None = None,
-        max_pending_mb: float = 256,
-        keep_tuning: bool = False,
-        autotune_from: str | os.PathLike | None = None,
-    ) -> None:
-        out = Path(out)
-        super().__init__(out / "ir", out, options, None, max_launches, max_pending_mb, keep_tuning)
-        self.hook = CompileHook(as_rules(rules), out / "ir")
-        self._unhooked: set[str] = set()  # kernels launched that never went through the hook
-        self.autotune_from = None if autotune_from is None else str(autotune_from)
-
-    def _decisions_dir(self) -> Path:
-        """Beside the instrumented IR: ``run OUT/ir`` then takes the same choices."""
-        return self.out / "ir"
-
-    def _override_tree(self) -> None:
-        import triton
-
-        clear_out_dir(self.out, self.rank)
-        self.out.mkdir(parents=True, exist_ok=True)
-        knobs_rt = triton.knobs.runtime
-        self.hook.prev = knobs_rt.add_stages_inspection_hook
-        knobs_rt.add_stages_inspection_hook = self.hook
-        self._undo.append(lambda: setattr(knobs_rt, "add_stages_inspection_hook", self.hook.prev))
-        triton.knobs.compilation.override = False
-
-    def _overrides(self, name: str, src: Any = None) -> bool:
-        """A kernel the hook instrumented: if a later stage fails, compile it again plain."""
-        return any(c.instrumented and c.name == name for c in self.hook.compiled.values())
-
-    def _wanted(self, info: Any) -> bool:
-        """A kernel the rules instrument (its plain build is what autotuners time)."""
-        if info.wanted is None:
-            info.wanted = self.hook.rules.wants_kernel(info.name) and info.name not in self.hook.plain_only
-        return info.wanted
-
-    def _fallback(self, name: str, error: BaseException, compile_plain: Any, why: str = "failed to compile") -> Any:
-        self.hook.plain_only.add(name)
-        for c in self.hook.compiled.values():
-            if c.name == name and c.instrumented:
-                c.instrumented, c.reason = False, f"instrumented build {why}"
-        return super()._fallback(name, error, compile_plain, why)
-
-    def _info(self, ck: Any):
-        info = super()._info(ck)
-        chash = str(getattr(ck.metadata, "hash", ""))
-        plain = getattr(self._tls, "plain", False)  # a plain build an autotuner times
-        if chash not in self.hook.compiled and hasattr(ck.src, "fn") and not plain:
-            self._unhooked.add(info.name)
-        return info
-
-    def _ir_path(self, rec: LaunchRecord) -> Path | None:
-        c = self.hook.compiled.get(rec.compile_hash)
-        return self.out / "ir" / c.file if c and c.file else None
-
-    def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
-        c = self.hook.compiled.get(rec.compile_hash)
-        return (list(c.scope_names), list(c.scope_parents)) if c else ([], [])
-
-    def launch_meta(self, rec: LaunchRecord) -> Any:
-        meta = super().launch_meta(rec)
-        c = self.hook.compiled.get(rec.compile_hash)
-        return dataclasses.replace(meta, scope_locs=dict(c.scope_locs)) if c else meta
-
-    def inductor_kernels_left_instrumented(self) -> list[str]:
-        """Instrumented kernels Inductor compiled: it keeps them past the session (the JIT's own
-        kernels are keyed by the instrumentation knob and compile plain again)."""
-        if "torch._inductor" not in sys.modules:
-            return []
-        return sorted({c.name for c in self.hook.compiled.values()
-                       if c.instrumented and c.name.startswith(INDUCTOR_PREFIXES)})
-
-    def _diagnose(self) -> None:
-        msgs = self.result.messages
-        msgs.extend(self.hook.notes)
-        msgs.extend(self.hook.summary())
-        if self._unhooked:
-            msgs.append(
-                f"{', '.join(sorted(self._unhooked))} ran uninstrumented: compiled outside this "
-                "process's compiler (a worker process or an on-disk cache of the program's own)"
-            )
-        super()._diagnose()
-
-    def _write_index(self) -> None:
-        super()._write_index()
-        path = self.out / run_index_name(self.rank)
-        if path.is_file():  # record what each compile became, for report and review
-            data = json.loads(path.read_text())
-            data["instrumented_dir"] = "ir"
-            data["compiled"] = {
-                h: {"kernel": c.name, "hash": c.hash, "instrumented": c.instrumented,
-                    "reason": c.reason, "file": c.file}
-                for h, c in sorted(self.hook.compiled.items())
-            }
-            write_atomic(path, json.dumps(data, indent=1) + "\n")
-
-
-# --- public API -----------------------------------------------------------------------------
-
-
-

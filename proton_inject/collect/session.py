@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import runpy
 import shutil
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.collect import bracket, device_ops
+from proton_inject.collect.compile_hook import INDUCTOR_PREFIXES, CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.device_ops import in_tool_work, tool_work
 from proton_inject.dump import tuning
 from proton_inject.dump.program import split_program_argv
@@ -43,9 +43,10 @@ from proton_inject.formats import autotune as autotune_file
 from proton_inject.formats import calibration, clock_bracket
 from proton_inject.formats.files import write_atomic
 from proton_inject.formats.manifest import jsonable as _jsonable
+from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions, suggest_buffer_size
 from proton_inject.lower.probes import records_per_warp_bound
-from proton_inject.lower.proton import installed, lowering_skipped, scope_names_of
+from proton_inject.lower.proton import installed, lowering_skipped
 
 RUN_FORMAT = "proton-inject-run"  # run.json's "format": report tells it from a trace
 # Discard buffers captured into graphs we cannot follow: freeing them could let a later
@@ -222,93 +223,12 @@ def sm_clock_mhz(device: int) -> float | None:
     return float(khz) / 1000.0 if khz else None
 
 
-def prepare_override_tree(
-    instrumented_dir: str | os.PathLike, dest: str | os.PathLike, kernel: str | None = None
-) -> dict[str, set[str]]:
-    """Copy ``<hash>/<kernel>.ttgir`` files (only those) into ``dest``; returns name -> hashes.
-
-    Only kernels whose name matches ``kernel`` (a regex, searched) are copied: the others run
-    their original build.
-    """
-    src = Path(instrumented_dir)
-    if not src.is_dir():
-        raise UserError(f"{instrumented_dir}: no such directory (give the output of insert)")
-    pattern = _compile_regex(kernel)
-    found: dict[str, set[str]] = {}
-    instrumented = 0
-    loose = [p.name for p in src.glob("*.ttgir")]
-    for f in sorted(src.glob("*/*.ttgir")):
-        name = f.stem
-        if pattern and not pattern.search(name):
-            continue
-        text = f.read_bytes()
-        instrumented += b"proton.record" in text
-        out = Path(dest) / f.parent.name / f.name
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(text)
-        found.setdefault(name, set()).add(f.parent.name)
-    if not found:
-        hint = (
-            f" ({', '.join(loose[:3])} lie directly in it; the override needs "
-            "<hash>/<kernel>.ttgir, as dump and insert write it)"
-            if loose
-            else ""
-        )
-        which = f" matching --kernel {kernel!r}" if kernel else ""
-        raise UserError(f"{instrumented_dir}: no <hash>/<kernel>.ttgir files{which}{hint}")
-    if not instrumented:
-        raise UserError(
-            f"{instrumented_dir}: no file has a proton.record: instrument the dump first "
-            "(proton-inject insert DUMP -o INSTRUMENTED)"
-        )
-    return found
 
 
-def _compile_regex(text: str | None) -> re.Pattern[str] | None:
-    if not text:
-        return None
-    try:
-        return re.compile(text)
-    except re.error as e:
-        raise UserError(f"--kernel {text!r} is not a valid regular expression: {e}") from e
 
 
-def scope_locations(instrumented_dir: str | os.PathLike) -> dict[tuple[str, str], dict[int, str]]:
-    """(hash, kernel) -> scope id -> source location, from the insert step's manifest.json."""
-    from proton_inject.formats.manifest import read_manifest
-
-    path = Path(instrumented_dir) / "manifest.json"
-    out: dict[tuple[str, str], dict[int, str]] = {}
-    if not path.is_file():
-        return out
-    for k in read_manifest(path):  # a damaged manifest is a UserError before the program runs
-        parts = (k.get("file") or k.get("ttgir") or "").split("/")
-        if len(parts) != 2:
-            continue
-        locs = {r["scope_id"]: r["source"] for r in k.get("regions", [])
-                if r.get("source") and r.get("scope_id") is not None}
-        out[(parts[0], Path(parts[1]).stem)] = locs
-    return out
 
 
-def manifest_parents(instrumented_dir: str | os.PathLike) -> dict[tuple[str, str], list[tuple[int, int]]]:
-    """(hash, kernel) -> (child scope id, parent scope id) pairs, from insert's manifest.json.
-
-    Proton's scope analysis infers nesting from dominance, which records under sibling
-    ``scf.if`` ops (``--sample-ctas``) lack; insert knows how its regions nest."""
-    from proton_inject.formats.manifest import read_manifest
-
-    path = Path(instrumented_dir) / "manifest.json"
-    out: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    if not path.is_file():
-        return out
-    for k in read_manifest(path):
-        parts = (k.get("file") or k.get("ttgir") or "").split("/")
-        if len(parts) == 2:
-            out[(parts[0], Path(parts[1]).stem)] = [
-                (r["scope_id"], r["parent_id"]) for r in k.get("regions", [])
-                if r.get("scope_id") is not None and r.get("parent_id") is not None]
-    return out
 
 
 # --- describing launches ------------------------------------------------------------------
@@ -418,28 +338,36 @@ def _setting(tls: threading.local, attr: str, value_of: Any) -> Any:
 
 
 class Session:
-    """One profiling session; use ``profile()`` or ``run_program()`` rather than this directly."""
+    """One profiling session: the program's kernels are instrumented as they compile, from
+    ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
+    instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
 
     def __init__(
         self,
-        instrumented_dir: str | os.PathLike,
+        source: Rules | dict | RulesSource | TreeSource | str | os.PathLike | None = None,
         out: str | os.PathLike = "traces",
         options: LoweringOptions | None = None,
-        kernel: str | None = None,
         max_launches: int | None = None,
         max_pending_mb: float = 256,
         keep_tuning: bool = False,
+        autotune_from: str | os.PathLike | None = None,
     ) -> None:
         if max_launches is not None and max_launches < 0:
             raise UserError(f"--max-launches must be >= 0, got {max_launches}")
         if max_pending_mb <= 0:
             raise UserError(f"--max-pending-mb must be > 0, got {max_pending_mb}")
-        self.instrumented_dir = str(instrumented_dir)
-        self.out = Path(out)
         self.options = options or LoweringOptions()
-        self.kernel = kernel
         self.max_launches = max_launches
         self.max_pending = int(max_pending_mb * 2**20)
+        self.out = Path(out)
+        # Where each compile's instrumented IR comes from: rules (profile) or a tree (run).
+        if isinstance(source, str | os.PathLike):
+            source = TreeSource(source)
+        if not isinstance(source, RulesSource | TreeSource):
+            source = RulesSource(as_rules(source))
+        self.source = source
+        self.hook = CompileHook(source, self.out / "ir")
+        self._unhooked: set[str] = set()  # kernels launched that never went through the hook
         self.keep_tuning = keep_tuning
         self.result = RunResult(out=str(self.out))
         self._tls = threading.local()
@@ -455,10 +383,7 @@ class Session:
         self._compiled: dict[str, set[str]] = {}  # kernel name -> override hashes compiled
         self._undo: list[Any] = []
         self._tmp: str | None = None
-        self._tree: dict[str, set[str]] = {}
         self._max_shared: int | None = None
-        self._locs: dict[tuple[str, str], dict[int, str]] = {}
-        self._parents: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self._device_names: dict[int, str] = {}
         self._device_clocks: dict[int, float | None] = {}
         # The latest full globaltimer value a clock bracket read on each device (direct
@@ -476,11 +401,16 @@ class Session:
         self._plain_cache = ""  # compile cache of the plain builds autotuners time
         self.rank = _rank()
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
-        # run: files of an earlier run in out would be mixed into this run's report.
-        self.clear_out = False
+        # Files of an earlier run in out would be mixed into this run's report (once the pins
+        # that may come from out are read).
+        self.clear_out = True
         # Where the autotuning choices to pin come from (a dump, a tree, a run's output, or the
         # file itself); run: its tree, which insert gave the dump's autotune.json.
-        self.autotune_from: str | None = self.instrumented_dir
+        if autotune_from is None and isinstance(source, TreeSource):
+            autotune_from = source.tree  # run: the tree carries the dump's autotune.json
+        self.autotune_from: str | None = None if autotune_from is None else str(autotune_from)
+        # Named by the user (profile --autotune-from): missing or damaged is an error.
+        self._explicit_pins = autotune_from is not None and not isinstance(source, TreeSource)
         self._tuner: tuning.Tuner | None = None
         self._pins_file: Path | None = None
         self._pins_error: str | None = None
@@ -514,6 +444,8 @@ class Session:
                 "record stores to global memory; use --buffer-type shared on AMD GPUs"
             )
 
+        if isinstance(self.source, TreeSource):
+            self.source.load()  # a bad tree stops the run before the program starts
         self._load_pins()  # before out is cleared: it may be where the pins come from
         if self.clear_out:
             clear_out_dir(self.out, self.rank)
@@ -558,7 +490,7 @@ class Session:
         triton.knobs.compilation.dump_ir = False
         self._set_env("TRITON_CACHE_DIR", cache_dir)
         self._load_pins()
-        self._override_tree()
+        self._install_hook()
         self._setup_inductor()
         # Autotuners time the plain builds (_plain_builds): what the program would build.
         self._plain_mode = triton.knobs.compilation.instrumentation_mode
@@ -609,7 +541,7 @@ class Session:
         if self._tuner is not None:
             return
         pins, src = None, self.autotune_from
-        explicit = src is not None and src != self.instrumented_dir
+        explicit = self._explicit_pins
         if src and not self.keep_tuning:  # --keep-tuning: the user wants the tuning launches
             path = Path(src) if Path(src).is_file() else autotune_file.find_file(src)
             if path is None and explicit:
@@ -627,18 +559,42 @@ class Session:
         self._tuner = tuning.Tuner(pins, record=self._decided.add,
                                      note=lambda text: self._note_once(f"warning: {text}"))
 
-    def _override_tree(self) -> None:
-        """Point Triton's kernel override at a private copy of the instrumented tree."""
+
+    def _install_hook(self) -> None:
+        """The compile hook in place: each compile's instrumented IR comes from ``source``."""
         import triton
 
-        override_dir = os.path.join(self._tmp or "", "override")
-        self._tree = prepare_override_tree(self.instrumented_dir, override_dir, self.kernel)
-        self._locs = scope_locations(self.instrumented_dir)
-        self._parents = manifest_parents(self.instrumented_dir)
-        triton.knobs.cache.override_dir = override_dir
-        triton.knobs.compilation.override = True
-        self._set_env("TRITON_OVERRIDE_DIR", override_dir)
-        self._set_env("TRITON_KERNEL_OVERRIDE", "1")
+        self.out.mkdir(parents=True, exist_ok=True)
+        knobs_rt = triton.knobs.runtime
+        self.hook.prev = knobs_rt.add_stages_inspection_hook
+        knobs_rt.add_stages_inspection_hook = self.hook
+        self._undo.append(lambda: setattr(knobs_rt, "add_stages_inspection_hook", self.hook.prev))
+        triton.knobs.compilation.override = False
+
+    def _decisions_dir(self) -> Path:
+        """profile: beside the instrumented IR (``run OUT/ir`` then takes the same choices);
+        run: in OUT, as before (its tree keeps the dump's)."""
+        return self.out if isinstance(self.source, TreeSource) else self.out / "ir"
+
+    def _overrides(self, name: str, src: Any = None) -> bool:
+        """A kernel the hook instrumented: if a later stage fails, compile it again plain."""
+        return any(c.instrumented and c.name == name for c in self.hook.compiled.values())
+
+    def _ir_path(self, rec: LaunchRecord) -> Path | None:
+        c = self.hook.compiled.get(rec.compile_hash)
+        return self.out / "ir" / c.file if c and c.file else None
+
+    def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
+        c = self.hook.compiled.get(rec.compile_hash)
+        return (list(c.scope_names), list(c.scope_parents)) if c else ([], [])
+
+    def inductor_kernels_left_instrumented(self) -> list[str]:
+        """Instrumented kernels Inductor compiled: it keeps them past the session (the JIT's own
+        kernels are keyed by the instrumentation knob and compile plain again)."""
+        if "torch._inductor" not in sys.modules:
+            return []
+        return sorted({c.name for c in self.hook.compiled.values()
+                       if c.instrumented and c.name.startswith(INDUCTOR_PREFIXES)})
 
     def _push_scope(self, cm: Any) -> Any:
         value = cm.__enter__()
@@ -860,6 +816,10 @@ class Session:
                     lambda orig: self._with_fallback(orig, lambda jf: (getattr(jf, "__name__", ""), None)))
 
     def _fallback(self, name: str, error: BaseException, compile_plain: Any, why: str = "failed to compile") -> Any:
+        self.hook.plain_only.add(name)
+        for c in self.hook.compiled.values():
+            if c.name == name and c.instrumented:
+                c.instrumented, c.reason = False, f"instrumented build {why}"
         """Compile the original kernel after its instrumented build failed; warn once."""
         first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
         with self._plain_builds():  # its own cache: the instrumented build may sit under its key
@@ -893,17 +853,6 @@ class Session:
 
         return self._explain_oor(ck, OutOfResources(shared, limit, "shared memory"), _out_of_resources_type())
 
-    def _overrides(self, name: str, src: Any = None) -> bool:
-        if name not in self._tree:
-            return False
-        if src is None or not hasattr(src, "hash"):
-            return True
-        from triton.runtime.cache import _base32
-
-        try:
-            return _base32(src.hash()) in self._tree[name]
-        except Exception:
-            return True
 
     def _with_fallback(self, orig: Any, identify: Any) -> Any:
         """``orig`` (Triton's compile or JITFunction._do_compile), falling back to the original
@@ -1012,6 +961,10 @@ class Session:
             scratch = int(getattr(ck.metadata, "profile_scratch_size", 0) or 0)
             info = _KernelInfo(name, h, scratch > 0, scratch, ck)
             self._kernels[id(ck)] = info
+            chash = str(getattr(ck.metadata, "hash", ""))
+            plain = getattr(self._tls, "plain", False)  # a plain build an autotuner times
+            if chash not in self.hook.compiled and hasattr(ck.src, "fn") and not plain:
+                self._unhooked.add(info.name)
         return info
 
     def _wrap_launch_metadata(self, orig: Any):
@@ -1157,9 +1110,9 @@ class Session:
         return buf[:size] if ctas else buf
 
     def _wanted(self, info: _KernelInfo) -> bool:
-        """Whether ``info``, a plain build, is of a kernel this session instruments."""
+        """A kernel the source instruments (its plain build is what autotuners time)."""
         if info.wanted is None:
-            info.wanted = self._overrides(info.name, info.ck.src)
+            info.wanted = self.hook.source.wants(info.name) and info.name not in self.hook.plain_only
         return info.wanted
 
     def _count_drop(self, reason: str) -> None:
@@ -1343,7 +1296,7 @@ class Session:
             bytes_per_cta=rec.scratch_bytes_per_cta,
             scopes=dict(rec.scope_names),
             scope_parents=dict(rec.scope_parents),
-            scope_locs=self._locs.get((rec.hash, rec.kernel), {}),
+            scope_locs=dict(c.scope_locs) if (c := self.hook.compiled.get(rec.compile_hash)) else {},
             hash=rec.hash,
             clock_bits=self.options.clock,
             granularity=self.options.granularity,
@@ -1370,10 +1323,6 @@ class Session:
             return None
         return self._timer_refs.get(rec.device) or time.time_ns()
 
-    def _ir_path(self, rec: LaunchRecord) -> Path | None:
-        """The instrumented TTGIR this launch's kernel was compiled from."""
-        path = Path(self._tmp or "") / "override" / rec.hash / f"{rec.kernel}.ttgir"
-        return path if path.is_file() else None
 
     def _kernel_options(self, rec: LaunchRecord) -> LoweringOptions:
         """The options as the lowering resolved them for this launch's kernel
@@ -1388,7 +1337,7 @@ class Session:
         from proton_inject.lower import direct
 
         cache = self.__dict__.setdefault("_kernel_ir_cache", {})
-        key = (rec.hash, rec.kernel)
+        key = (rec.compile_hash or rec.hash, rec.kernel)  # configs may share a hash, not their IR
         if key not in cache:
             path = self._ir_path(rec)
             text = path.read_text(encoding="latin-1") if path else ""
@@ -1428,20 +1377,6 @@ class Session:
                 selective=o.selected is not None)
         return self._record_costs[key]
 
-    def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
-        """Scope ids of the IR this launch ran: its override file (what was compiled)."""
-        cache = self.__dict__.setdefault("_scope_cache", {})
-        key = (rec.hash, rec.kernel)
-        if key not in cache:
-            path = Path(self._tmp or "") / "override" / rec.hash / f"{rec.kernel}.ttgir"
-            try:
-                cache[key] = scope_names_of(str(path)) if path.is_file() else ([], [])
-            except Exception as e:  # the names are a convenience; the buffer is what matters
-                self.result.messages.append(f"{rec.kernel}: could not read scope names: {e}")
-                cache[key] = ([], [])
-            if cache[key][0] and not cache[key][1] and self._sampling(rec)[1] > 1:
-                cache[key] = (cache[key][0], list(self._parents.get(key, [])))
-        return cache[key]
 
     # -- the end --
 
@@ -1495,37 +1430,28 @@ class Session:
             return
         self.result.files.append(str(path))
 
-    def _decisions_dir(self) -> Path:
-        return self.out
 
     def _diagnose(self) -> None:
         msgs = self.result.messages
-        ran: dict[str, set[str]] = {}
-        for info in self._kernels.values():
-            ran.setdefault(info.name, set()).add(info.override_hash)
-        for name, hashes in sorted(self._tree.items()):
-            seen = ran.get(name, set()) | self._compiled.get(name, set())
-            if seen & hashes:
-                continue
-            if seen:
-                msgs.append(
-                    f"kernel {name} ran with hash {', '.join(sorted(seen))}, but the instrumented "
-                    f"tree has it under {', '.join(sorted(hashes))}: its source, constexprs or "
-                    "argument specialization changed since the dump, so the original build ran. "
-                    "Dump and insert again."
-                )
-            else:
-                msgs.append(
-                    f"kernel {name} ({', '.join(sorted(hashes))}) was never compiled: the program "
-                    "did not launch it (or launched it before profiling started)"
-                )
+        msgs.extend(self.hook.notes)
+        msgs.extend(self.hook.summary())
+        if self._unhooked:
+            msgs.append(
+                f"{', '.join(sorted(self._unhooked))} ran uninstrumented: compiled outside this "
+                "process's compiler (a worker process or an on-disk cache of the program's own)"
+            )
+        if isinstance(self.source, TreeSource):
+            seen = {c.name for c in self.hook.compiled.values()}
+            never = sorted(n for n in self.source.names if n not in seen and self.source.wants(n))
+            if never:
+                msgs.append(f"{', '.join(never)}: in the tree but never compiled: the program did "
+                            "not launch them (or launched them before profiling started)")
         zero = [r for r in self.result.launches if r.all_zero]
         if zero:
             names = sorted({r.kernel for r in zero})
             msgs.append(
                 f"{len(zero)} profile buffers are all zeros ({', '.join(names)}): the kernel ran "
-                "without writing records, i.e. the original binary was used. Make sure the "
-                "instrumented tree holds only .ttgir files and no .cubin/.ptx/.llir."
+                "without writing records (its records sit where this launch did not go)"
             )
         if not self.result.launches and not msgs:
             msgs.append("no instrumented kernel was launched while profiling")
@@ -1562,7 +1488,8 @@ class Session:
             "version": 1,
             "format": RUN_FORMAT,
             "rank": self.rank,
-            "instrumented_dir": self.instrumented_dir,
+            "instrumented_dir": "ir",
+            **({"tree": str(self.source.tree)} if isinstance(self.source, TreeSource) else {}),
             "options": self.options.to_json(),
             "launches": [
                 {
@@ -1585,6 +1512,11 @@ class Session:
             "autotune": {"pinned": self._tuner.pinned if self._tuner else 0,
                          "timed": self._tuner.timed if self._tuner else 0,
                          "from": str(self._pins_file) if self._pins_file else None},
+            "compiled": {
+                h: {"kernel": c.name, "hash": c.hash, "instrumented": c.instrumented,
+                    "reason": c.reason, "file": c.file}
+                for h, c in sorted(self.hook.compiled.items())
+            },
             "exit_code": self.result.exit_code,
             "messages": self.result.messages,
             "details": self.result.details,

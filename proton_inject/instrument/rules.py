@@ -16,6 +16,7 @@ import tokenize
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from proton_inject.errors import UserError
 from proton_inject.formats.rules_file import LOOP_MODES, LineRange
@@ -84,6 +85,18 @@ def rules_from_table(table: dict, where: str) -> Rules:
     from proton_inject.formats.rules_file import rules_table
 
     return Rules(**rules_table(table, where))
+
+
+def rules_from_manifest(d: Any, where: str) -> Rules:
+    """The rules a tree was instrumented with, from its manifest's ``rules`` (as ``insert``
+    and ``profile`` write them: the rules after their defaults)."""
+    if not isinstance(d, dict):
+        raise UserError(f"{where}: no rules recorded; write the tree again with `proton-inject insert`")
+    keys = {"kernel_scope": "kernel-scope", "loops": "loops", "loop_depth": "loop-depth",
+            "ranges": "region", "ops": "op", "kernel": "kernel", "marks": "marks",
+            "sample_ctas": "sample-ctas"}
+    table = {keys[k]: v for k, v in d.items() if k in keys and v is not None}
+    return rules_from_table(table, f"{where}: rules")
 
 
 def _toml(path: Path, what: str) -> dict:
