@@ -264,16 +264,18 @@ def test_torch_compile_kernels_are_traced(tmp_path):
         assert len(d.events) > 0
 
 
-def test_changed_kernel_is_reported(tmp_path):
-    """A dump made for other constexprs: the original build runs and the run says why."""
+def test_changed_kernel_is_instrumented_with_the_trees_rules(tmp_path):
+    """A dump made for other constexprs (issue 27 item 3): the kernel is instrumented from its
+    own TTGIR with the rules the tree was made with, kept, and the run says why."""
     inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
     va = _load(EXAMPLES / "vector_add.py", "pi_vector_add")
     x = torch.randn(1_000_003, device="cuda")
     with profile(instrumented=inst, out=tmp_path / "traces", quiet=True) as result:
         out = va.add(x, x, blocks_per_prog=2)  # dumped with 4
     assert torch.equal(out, x + x)
-    assert not result.launches
-    assert any("changed since the dump" in m for m in result.messages), result.messages
+    assert [r.kernel for r in result.launches] == ["add_kernel"]
+    assert any("hash is not in the tree" in m and "tree's rules" in m for m in result.messages), \
+        result.messages
 
 
 def test_run_program_exit_codes_and_draining(tmp_path):

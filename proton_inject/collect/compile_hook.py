@@ -213,7 +213,12 @@ class CompileHook:
                     "src", 4, lambda v, loc: hasattr(v, "hash") and "fn_cache_manager" in loc)
                 inst = self._instrument(mod, metadata, src_of_compile)
             except Exception as e:  # never break the user's compile over instrumentation
-                self._note(f"a kernel was left plain: instrumenting it failed: {e}")
+                name = str(mod.get_entry_func_name())
+                ck = self.compiled.get(str(metadata.get("hash", "")))
+                if ck is not None:
+                    ck.instrumented, ck.reason = False, "its instrumented IR could not be used"
+                self._note(f"kernel {name} runs uninstrumented: its instrumented IR could not be "
+                           f"used ({_first_line(e)})")
                 inst = None
             state["inst"] = inst
             return inst if inst is not None else mod
