@@ -372,3 +372,44 @@ def test_global_buffer_keeps_every_iteration_on_the_gpu(tmp_path):
         assert (per_unit == want).all(), (name, per_unit.min(), per_unit.max())
         assert (ev.cycles[m] > 0).all() and ev.cycles[m].max() < 5e8, name
     assert any(n.startswith("iter") for n in names) and any(n.startswith("loop") for n in names)
+
+
+@pytest.mark.parametrize("buffer_type", ["auto", "global"])
+def test_early_return_kernel_has_one_kernel_region_per_cta(tmp_path, buffer_type):
+    """Issue 27 item 5: a kernel with an early return gets one `kernel` region, from its start
+    to whichever return the CTA takes (a single exit block in the instrumented copy). CTAs
+    past ``n`` return at once; the others run the loop. Outputs are those of the plain run."""
+    from test_real_kernels import SKIP_ROWS_REGIONS, skip_rows_kernel
+
+    from proton_inject.lower.options import LoweringOptions
+
+    n, block, ctas = 1000, 128, 16  # CTAs 8..15 start at or past n: they return early
+    x = torch.randn(n, device="cuda")
+    want = torch.zeros(n, device="cuda")
+    skip_rows_kernel[(ctas,)](x, want, n, BLOCK=block)
+    got = torch.zeros(n, device="cuda")
+    out = tmp_path / "traces"
+    opts = LoweringOptions(buffer_type=buffer_type)
+    with profile(rules={"kernel-scope": True, "loops": "both", "marks": False}, out=out,
+                 options=opts, kernel="^skip_rows_kernel$") as result:
+        skip_rows_kernel[(ctas,)](x, got, n, BLOCK=block)
+    torch.cuda.synchronize()
+    assert torch.equal(want, got)
+    assert [r.kernel for r in result.launches] == ["skip_rows_kernel"], result.messages
+    [d] = _decoded(out)
+    assert d.meta.buffer_type != "direct"  # several blocks: Proton's lowering
+    names = d.meta.scopes
+    assert sorted(names.values()) == sorted(SKIP_ROWS_REGIONS), names
+    ids = {v: k for k, v in names.items()}
+    kernel, loop, it = (ids[name] for name in SKIP_ROWS_REGIONS)
+    ev = d.events
+    assert d.unmatched_starts == d.unmatched_ends == 0 and d.drops.dropped == 0
+    k = ev.scope == kernel
+    assert sorted(ev.cta[k].tolist()) == list(range(ctas))  # once per CTA (warp 0 records)
+    assert sorted(ev.cta[ev.scope == loop].tolist()) == list(range(8))  # the CTAs that ran on
+    assert np.bincount(ev.cta[ev.scope == it], minlength=8).tolist() == [4] * 8
+    early = ev.cycles[k & (ev.cta >= 8)]
+    full = ev.cycles[k & (ev.cta < 8)]
+    assert (early > 0).all() and np.median(early) < np.median(full), (early, full)
+    print(f"\nearly-return kernel ({buffer_type}): kernel cycles early {np.median(early):.0f}, "
+          f"full {np.median(full):.0f}; clock {d.clock.summary()}")

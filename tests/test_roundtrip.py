@@ -64,6 +64,35 @@ def test_insert_then_strip_is_the_identity(data):
     assert strip_text(res.text.encode("latin-1"), "m.ttgir").encode("latin-1") == raw
 
 
+# Kernels with an early return (Liger's cross entropy: several blocks, cf terminators): kernel
+# scope rewrites each tt.return into a branch to one exit block, which strip must undo.
+_EARLY_RETURN = sorted(p for name in ("cross_entropy", "fused_linear_cross_entropy")
+                       for p in (SAMPLES / "thirdparty").glob(f"*/{name}.ttgir"))
+
+
+@settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES <= 100,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_insert_then_strip_is_the_identity_with_early_returns(data):
+    path = data.draw(st.sampled_from(_EARLY_RETURN))
+    raw = b"".join(_mutate(path.read_bytes().splitlines(keepends=True), data))
+    rules = Rules(kernel_scope=True, loops=data.draw(st.sampled_from([None, "both"])),
+                  marks=False, sample_ctas=data.draw(st.sampled_from([1, 3])))
+    try:
+        res = insert_text(raw, rules, "m.ttgir")
+    except UserError:
+        return
+    assert strip_text(res.text.encode("latin-1"), "m.ttgir").encode("latin-1") == raw
+
+
+def test_early_return_samples_get_an_exit_block():
+    for path in _EARLY_RETURN:
+        raw = path.read_bytes()
+        res = insert_text(raw, _RULES, path.name)
+        assert "  ^pi_exit:\n" in res.text, path
+        assert strip_text(res.text, path.name).encode("latin-1") == raw
+
+
 def _ws_sample() -> bytes:
     return (SAMPLES / "cuda-100/attn_fwd_ws_kernel.ttgir").read_bytes()
 

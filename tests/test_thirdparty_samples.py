@@ -10,6 +10,7 @@ needs the pinned packages of the `dev` extra and is skipped where they are not i
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -64,6 +65,34 @@ def test_instrumented_compiles(instrumented):
     assert not skipped and len(reports) == len(SOURCES)
     bad = [(r.path, r.error) for r in reports if not r.ok]
     assert not bad, bad
+    # The scope ids and parents Proton's lowering gives are the manifest's.
+    manifest = {k["file"]: k["regions"] for k in
+                json.loads((out / "manifest.json").read_text())["kernels"]}
+    for r in reports:
+        regions = manifest[Path(r.path).relative_to(out).as_posix()]
+        assert sorted(r.regions) == sorted((x["scope_id"], x["name"]) for x in regions), r.path
+        assert sorted(r.parents) == sorted((x["scope_id"], x["parent_id"]) for x in regions
+                                           if x["parent_id"] is not None), r.path
+
+
+EARLY_RETURN = ["cross_entropy", "fused_linear_cross_entropy"]  # Liger: ignored rows return
+
+
+def test_early_return_kernels_get_one_kernel_region(instrumented):
+    """Issue 27 item 5 on Liger 0.8.5's cross entropy: one `kernel` region, from the entry to
+    whichever return the CTA takes (a single exit block), with every loop inside it."""
+    target, out, _ = instrumented
+    kernels = {k["file"]: k for k in json.loads((out / "manifest.json").read_text())["kernels"]}
+    for name in EARLY_RETURN:
+        assert "cf.cond_br" in (THIRDPARTY / target / f"{name}.ttgir").read_text()
+        regions = kernels[f"{name}.ttgir"]["regions"]
+        scope = [r for r in regions if r["origin"] == "kernel-scope"]
+        assert [(r["name"], r["scope_id"], r["parent"]) for r in scope] == [("kernel", 0, None)]
+        loops = [r for r in regions if r["name"].startswith("loop ")]
+        assert len(loops) == 3 and all(r["parent"] == "kernel" for r in loops)
+        text = (out / f"{name}.ttgir").read_text()
+        assert text.count("cf.br ^pi_exit") == 2 and text.count("tt.return") == 1
+        assert text.count('proton.record end "kernel"') == 1
 
 
 # --- the hash of the AOT dump, against real launches and Triton's binder ------------------

@@ -1,8 +1,10 @@
 """Rewrite TTGIR: insert `proton.record` lines for selected regions, or strip them.
 
 Only whole lines are inserted, so every other byte of the input is kept and a
-reviewer's diff shows just the records. Output is deterministic: identical
-input and rules give identical bytes.
+reviewer's diff shows just the records; the one exception is kernel scope on a
+kernel with an early return, whose `tt.return`s become `cf.br ^pi_exit` to a
+single exit block (strip undoes it). Output is deterministic: identical input
+and rules give identical bytes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from proton_inject import __version__
 from proton_inject.errors import UserError
 from proton_inject.formats.files import find_ttgir, replace_tree, write_atomic
 from proton_inject.formats.manifest import manifest_json
-from proton_inject.instrument.rules import Region, Rules, select
+from proton_inject.instrument.rules import EXIT_BLOCK, Region, Rules, returns_of, select
 from proton_inject.ttgir import Module, parse, parse_file
 from proton_inject.ttgir.tree import LOOP_OPS, Block, Op
 
@@ -80,23 +82,29 @@ def insert_text(text: str | bytes, rules: Rules, path: str = "<string>", force: 
     notes: list[str] = []
     selected = select(module, rules, notes)
     inserts: list[tuple[tuple, str]] = []
+    replaced: list[tuple[int, int, str]] = []  # (start, end, new text): `tt.return`s only
     index: dict[int, Region] = {}
     sampler = _Sampler(module, rules, path) if selected else None
     for regions in selected.values():
         for r in regions:
             index[len(index)] = r
             inserts.extend(_records_for(module, r, len(index) - 1, sampler))
+            if r.to_exit:
+                replaced.extend(_returns_to_exit(r))
     if sampler is not None:
         inserts.extend(sampler.inserts)
     inserts.sort(key=lambda x: x[0])
+    # Lines go in at line starts, a replaced `tt.return` starts after its indent: at one
+    # offset the inserted lines come first.
+    edits = sorted([(key[0], 0, i, key[0], line) for i, (key, line) in enumerate(inserts)]
+                   + [(a, 1, 0, b, new) for a, b, new in replaced])
     out: list[str] = []
     pos = 0
     src = module.text
-    for key, line in inserts:
-        offset = key[0]
+    for offset, _, _, end, line in edits:
         out.append(src[pos:offset])
         out.append(line)
-        pos = offset
+        pos = end
     out.append(src[pos:])
     new_text = "".join(out)
     if inserts and len(module.functions) > 1:
@@ -284,9 +292,42 @@ def _records_for(module: Module, r: Region, idx: int,
         end_line = f"{end_indent}scf.if {pred} {{{newline}  {end_line}{end_indent}}}{newline}"
     if nl < 0:  # last op ends the file without a newline
         end_line = newline + end_line.rstrip("\r\n")
+    if r.to_exit:  # the end record goes in the exit block, after the function's last op
+        end_at, end_line = _exit_block(module, r, end_line, newline)
     start_key = (start_at, 1, -last.end, r.rank, idx, idx)
     end_key = (end_at, 0, -first.start, -r.rank, -idx, idx)
     return [(start_key, start_line), (end_key, end_line)]
+
+
+def _exit_block(module: Module, r: Region, end_line: str, newline: str) -> tuple[int, str]:
+    """Where the single exit block of a kernel with an early return goes (after the
+    function body's last op) and its text: the label, ``end_line`` (the kernel scope's end
+    record), and the one ``tt.return``, with the location of the last return in the text."""
+    text = module.text
+    blocks = r.block.parent.blocks
+    last = blocks[-1].ops[-1]
+    nl = text.find("\n", last.end)
+    if nl < 0:
+        raise UserError(f"{module.path}:{last.line}: the function body does not end with a "
+                        "line break; cannot add the kernel scope's exit block")
+    label = blocks[1]
+    label_indent = text[_line_start(text, label.start):label.start]
+    ret = returns_of(r.block.parent.parent)[-1]
+    indent = text[_line_start(text, ret.start):ret.start]
+    if label_indent.strip() or indent.strip():
+        raise UserError(f"{module.path}:{ret.line}: a block label or tt.return of kernel "
+                        "scope's function does not start its line; cannot add the exit block "
+                        "a kernel with an early return needs; leave out --kernel-scope")
+    rest = text[ret.start + len("tt.return"):ret.end]
+    block = (f"{label_indent}{EXIT_BLOCK}:{newline}{end_line}"
+             f"{indent}tt.return{rest}{newline}")
+    return nl + 1, block
+
+
+def _returns_to_exit(r: Region) -> list[tuple[int, int, str]]:
+    """Each ``tt.return`` of the function becomes ``cf.br ^pi_exit`` (its location kept)."""
+    return [(op.start, op.start + len("tt.return"), f"cf.br {EXIT_BLOCK}")
+            for op in returns_of(r.block.parent.parent)]
 
 
 def _manifest_regions(regions: list[Region], index: dict[int, Region],
@@ -315,7 +356,9 @@ def _manifest_regions(regions: list[Region], index: dict[int, Region],
             parent=by_id[pid].name if pid is not None else None,
             parent_id=ids[pid] if pid is not None else None,
             origin=r.origin, source=r.source,
-            ir_lines=(r.first_op.line, r.last_op.line), partition=r.partition))
+            ir_lines=(r.first_op.line, (returns_of(r.block.parent.parent)[-1] if r.to_exit
+                                        else r.last_op).line),
+            partition=r.partition))
     return out
 
 
@@ -334,23 +377,26 @@ def strip_text(data: str | bytes, path: str = "<string>") -> str:
     """
     module = parse(data, path)
     text = module.text
-    cuts = set()
+    cuts = set()  # (start, end, text that replaces it)
     for op in module.walk():
+        if op.name == "tt.func":
+            cuts.update(_exit_cuts(module, op, path))
+            continue
         if (op.name == "scf.if" and SAMPLE_PREFIX.match(op.head.strip()) and len(op.regions) == 2
                 and op.regions[1].blocks and op.regions[1].blocks[0].ops
                 and op.regions[1].blocks[0].ops[0].name in LOOP_OPS):
             # A loop insert ran in two copies: keep the else copy (the original bytes).
             original = op.regions[1].blocks[0].ops[0]
             nl, last = text.find("\n", original.end), text.find("\n", op.end)
-            cuts.add((_line_start(text, op.start), _line_start(text, original.start)))
-            cuts.add((nl + 1, len(text) if last < 0 else last + 1))
+            cuts.add((_line_start(text, op.start), _line_start(text, original.start), ""))
+            cuts.add((nl + 1, len(text) if last < 0 else last + 1, ""))
             continue
         sampled = (op.name == "scf.if" and SAMPLE_PREFIX.match(op.head.strip())
                    and [c.name for c in op.regions[0].blocks[0].ops] == [RECORD_OP])
         if sampled or (op.result_name and SAMPLE_PREFIX.match("%" + op.result_name)):
             # A sampling line of insert's: the predicate's ops, the scf.if around a record.
             nl = text.find("\n", op.end)
-            cuts.add((_line_start(text, op.start), len(text) if nl < 0 else nl + 1))
+            cuts.add((_line_start(text, op.start), len(text) if nl < 0 else nl + 1, ""))
             continue
         if op.name != RECORD_OP or (op.parent_op() is not None and op.parent_op().name == "scf.if"
                                     and SAMPLE_PREFIX.match(op.parent_op().head.strip())):
@@ -364,14 +410,46 @@ def strip_text(data: str | bytes, path: str = "<string>") -> str:
                             "cannot strip it without losing the rest; edit the line by hand")
         if nl < 0 and start > 0:  # the record ended the file: drop the newline before it
             start -= 1
-        cuts.add((start, end))
+        cuts.add((start, end, ""))
     out, pos = [], 0
-    for a, b in sorted(cuts):  # records inside a cut copy overlap its cut
-        if a > pos:
+    for a, b, new in sorted(cuts):  # records inside a cut copy or block overlap its cut
+        if a >= pos:
             out.append(text[pos:a])
+            out.append(new)
         pos = max(pos, b)
     out.append(text[pos:])
     return "".join(out)
+
+
+_EXIT_BRANCH = f"cf.br {EXIT_BLOCK}"
+
+
+def _exit_cuts(module: Module, fn_op: Op, path: str) -> set[tuple[int, int, str]]:
+    """Undo a kernel scope's single exit block (``_exit_block``): the block goes, and each
+    ``cf.br ^pi_exit`` is a ``tt.return`` again."""
+    text = module.text
+    blocks = fn_op.regions[0].blocks if fn_op.regions else []
+    exits = [b for b in blocks if module.block_name(b) == EXIT_BLOCK]
+    if not exits:
+        return set()
+    exit_block = exits[0]
+    shape = [op.name for op in exit_block.ops]
+    if len(exits) > 1 or exit_block is not blocks[-1] or shape not in (
+            [RECORD_OP, "tt.return"], ["scf.if", "tt.return"]):
+        raise UserError(f"{path}:{exit_block.ops[0].line if exit_block.ops else fn_op.line}: "
+                        f"the block {EXIT_BLOCK} is not the exit block proton-inject writes "
+                        "(the function's last block: a proton.record end and tt.return); "
+                        "cannot strip it; edit it by hand")
+    ret = exit_block.ops[-1]
+    nl = text.find("\n", ret.end)
+    cuts = {(_line_start(text, exit_block.start), len(text) if nl < 0 else nl + 1, "")}
+    for block in blocks[:-1]:
+        for op in block.ops:
+            if op.name == "cf.br" and text.startswith(_EXIT_BRANCH, op.start):
+                after = text[op.start + len(_EXIT_BRANCH):op.start + len(_EXIT_BRANCH) + 1]
+                if after in ("", " ", "\n", "\r"):
+                    cuts.add((op.start, op.start + len(_EXIT_BRANCH), "tt.return"))
+    return cuts
 
 
 # ---- trees and files ---------------------------------------------------------------

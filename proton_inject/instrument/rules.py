@@ -2,7 +2,8 @@
 
 A region is a run of consecutive ops in one straight-line block of the IR; the
 instrumenter puts a start record before its first op and an end record after
-its last op. Rules: the whole kernel body, loops (around the loop and/or each
+its last op (kernel scope on a kernel with an early return: in the single exit
+block the instrumenter adds). Rules: the whole kernel body, loops (around the loop and/or each
 iteration), `# proton:` marks in the kernel source, line ranges given on the
 command line, and op-name patterns.
 """
@@ -143,6 +144,9 @@ class Region:
     source: str | None  # "file:line" or "file:start-end"
     partition: str | None = None
     rank: int = 0  # breaks ties between regions over the same ops: lower is outer
+    # The whole body of a function of several blocks (an early return): it starts at the
+    # entry block's first op and ends in a single exit block that insert adds (EXIT_BLOCK).
+    to_exit: bool = False
 
     @property
     def first_op(self) -> Op:
@@ -166,10 +170,11 @@ class _Kernel:
     def where(self, op: Op) -> str:
         return f"{self.module.path}:{op.line}"
 
-    def add(self, name, block, first, last, origin, source, rank, partition=None) -> None:
+    def add(self, name, block, first, last, origin, source, rank, partition=None,
+            to_exit=False) -> None:
         self.regions.append(Region(name, block, first, last, origin, source,
                                    partition if partition is not None else
-                                   partition_of(block.ops[first]), rank))
+                                   partition_of(block.ops[first]), rank, to_exit))
 
 
 def straight_line(block: Block) -> bool:
@@ -254,22 +259,57 @@ def select(module: Module, rules: Rules,
     return out
 
 
-def _kernel_scope(k: _Kernel) -> None:
-    """The kernel body as one region per block of the function: `kernel` for the entry block,
-    `kernel ^bb2` for the others, each up to the block's terminator.
+# The label of the block that the instrumented copy of a kernel with an early return ends
+# in: every `tt.return` becomes `cf.br ^pi_exit`, and `^pi_exit` holds the kernel scope's end
+# record and the one `tt.return` (strip undoes both).
+EXIT_BLOCK = "^pi_exit"
 
-    One scope cannot have its start in the entry block and ends before several
-    `tt.return`s in other blocks (an early return): Triton 3.6's scope analysis refuses it
-    ("The scope name 'kernel' is closed without being opened").
+
+def returns_of(fn_op: Op) -> list[Op]:
+    """The `tt.return`s of a function's body (``fn_op``: its `tt.func`), in text order."""
+    return [op for region in fn_op.regions for block in region.blocks for op in block.ops
+            if op.name == "tt.return"]
+
+
+def return_operands(op: Op, text: str) -> str:
+    """What a `tt.return` returns ('' for a kernel's, which returns nothing)."""
+    rest = text[op.start + len("tt.return"):op.end]
+    i = rest.find("loc(")
+    return (rest[:i] if i >= 0 else rest).strip()
+
+
+def _kernel_scope(k: _Kernel) -> None:
+    """The kernel body as one region, `kernel`, from its first op to whichever return the CTA
+    takes.
+
+    A body of several blocks (an early return gives `cf.cond_br` to blocks that each end in
+    `tt.return`) cannot have its end record before each `tt.return`: Triton 3.6's scope
+    analysis refuses one scope closed in several blocks ("The scope name 'kernel' is closed
+    without being opened"). So insert gives the instrumented copy a single exit block: each
+    `tt.return` becomes `cf.br ^pi_exit`, and `^pi_exit` holds the end record and the one
+    `tt.return`. A body whose returns return values (not a kernel's) keeps one region per
+    block instead: `kernel` for the entry block, `kernel ^bb2` for the others.
     """
     module = k.module
-    for region in k.fn.op.regions:
-        for block in region.blocks:
-            end = _end_index(block)
-            if end < 0:
-                continue  # only a terminator (or nothing): nothing to measure
-            name = "kernel" if block is region.blocks[0] else f"kernel {module.block_name(block)}"
-            k.add(name, block, 0, end, "kernel-scope", None, rank=0)
+    region = k.fn.op.regions[0]
+    blocks = region.blocks
+    if len(blocks) > 1:
+        if any(module.block_name(b) == EXIT_BLOCK for b in blocks):
+            raise UserError(f"{k.where(k.fn.op)}: kernel {k.fn.name} already has a block "
+                            f"{EXIT_BLOCK}, which kernel scope adds to a kernel with an early "
+                            "return; rename that block, or leave out --kernel-scope")
+        returns = returns_of(k.fn.op)
+        if returns and not any(return_operands(op, module.text) for op in returns):
+            entry = blocks[0]
+            k.add("kernel", entry, 0, max(0, _end_index(entry)), "kernel-scope", None, rank=0,
+                  to_exit=True)
+            return
+    for block in blocks:
+        end = _end_index(block)
+        if end < 0:
+            continue  # only a terminator (or nothing): nothing to measure
+        name = "kernel" if block is blocks[0] else f"kernel {module.block_name(block)}"
+        k.add(name, block, 0, end, "kernel-scope", None, rank=0)
 
 
 def _loops(k: _Kernel) -> None:
@@ -377,6 +417,15 @@ def _line_range(k: _Kernel, rng: LineRange) -> None:
             blocks = {id(inner): inner}
     if len(blocks) > 1:
         a, b = outer[0], next(op for op in outer if op.parent is not outer[0].parent)
+        split = _body_blocks_of(k, outer)
+        if len(split) > 1:  # blocks of the function body: a return lies between the ops
+            names = ", ".join(k.module.block_name(blk) for blk in split)
+            raise UserError(
+                f"kernel {k.fn.name}: {rule}: the ops from {lines} lie on both sides of an "
+                f"early return (in blocks {names} of the kernel body: {a.name} at IR line "
+                f"{a.line}, {b.name} at IR line {b.line}); a region cannot span a return. "
+                "Mark lines on one side of it, or use --kernel-scope for the whole kernel "
+                "(one region from its start to whichever return the CTA takes).")
         raise UserError(
             f"kernel {k.fn.name}: {rule}: the ops from {lines} lie in different blocks of the "
             f"IR: {a.name} (IR line {a.line}{_in(a)}) and {b.name} (IR line {b.line}{_in(b)}); "
@@ -407,6 +456,21 @@ def _line_range(k: _Kernel, rng: LineRange) -> None:
                             f"{block.ops[first].name} (IR line {block.ops[first].line}); "
                             "there is nothing to measure.")
     k.add(rng.name, block, first, last, rng.origin, lines, rank=2)
+
+
+def _body_blocks_of(k: _Kernel, ops: list[Op]) -> list[Block]:
+    """The blocks of the kernel's body (several where it returns early) that hold ``ops`` or
+    the ops they are nested in, in text order."""
+    body = k.fn.op.regions[0].blocks
+    held = set()
+    for op in ops:
+        top = op
+        for anc in op.ancestors():
+            if anc is k.fn.op:
+                break
+            top = anc
+        held.add(id(top.parent))
+    return [blk for blk in body if id(blk) in held]
 
 
 def _hoisting_block(outer: list[Op], rng: LineRange) -> tuple[Block, list[Op]] | None:

@@ -144,8 +144,12 @@ def _plan(text: str, budget: int, every: int = 1) -> _Plan:
             return plan
         if func is None:
             func = top
-        if top is not func or len(top.regions[0].blocks) != 1:
-            plan.why = "records in several functions or blocks"
+        if top is not func:
+            plan.why = "records in several functions"
+            return plan
+        if len(top.regions[0].blocks) != 1:  # each record would not run once, in text order
+            plan.why = ("a kernel body of several blocks (an early return): not every record "
+                        "runs in every CTA")
             return plan
         plan.loop_of.append(where)
     plan.loops, plan.func = list(loops.values()), func
