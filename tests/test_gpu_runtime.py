@@ -390,8 +390,8 @@ def test_early_return_kernel_has_one_kernel_region_per_cta(tmp_path, buffer_type
     got = torch.zeros(n, device="cuda")
     out = tmp_path / "traces"
     opts = LoweringOptions(buffer_type=buffer_type)
-    with profile(rules={"kernel-scope": True, "loops": "both", "marks": False}, out=out,
-                 options=opts, kernel="^skip_rows_kernel$") as result:
+    with profile(rules={"kernel-scope": True, "loops": "both", "marks": False,
+                        "kernel": "^skip_rows_kernel$"}, out=out, options=opts) as result:
         skip_rows_kernel[(ctas,)](x, got, n, BLOCK=block)
     torch.cuda.synchronize()
     assert torch.equal(want, got)
