@@ -52,7 +52,8 @@ def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> Any:
     """Write ``launches`` launches under ``out`` with the runtime's writers; returns the
     (never started) Session that wrote them."""
     from proton_inject.collect.compile_hook import CompiledKernel
-    from proton_inject.collect.session import LaunchRecord, Session
+    from proton_inject.collect.launches import LaunchRecord
+    from proton_inject.collect.session import Session
     from proton_inject.lower.options import LoweringOptions
 
     # Never started: only its writers are used. The fixtures were recorded by every warp.

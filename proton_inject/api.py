@@ -15,7 +15,8 @@ from pathlib import Path
 
 from proton_inject.analyze.report import ReportResult, run_report
 from proton_inject.collect.compile_hook import TreeSource
-from proton_inject.collect.session import RunResult, Session, run_in_session, session_block
+from proton_inject.collect.launches import RunResult
+from proton_inject.collect.session import Session, run_in_session, session_block
 from proton_inject.errors import UserError
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions

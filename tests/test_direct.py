@@ -453,7 +453,8 @@ def test_runtime_metadata_of_a_direct_kernel_matches_the_h100_run(tmp_path):
     import time
 
     from proton_inject.collect.compile_hook import CompiledKernel
-    from proton_inject.collect.session import LaunchRecord, Session
+    from proton_inject.collect.launches import LaunchRecord
+    from proton_inject.collect.session import Session
 
     want = json.loads((H100_DIRECT / "00000-layernorm_fwd_kernel.json").read_text())
     session = Session(None, tmp_path / "out")
@@ -477,7 +478,8 @@ def test_sample_iterations_in_the_metadata_and_a_note_where_it_does_not_apply(tm
     launch metadata (the loops' third entry); a kernel whose loop records Proton lowers (a loop
     of dots) records every iteration, and the run says that once."""
     from proton_inject.collect.compile_hook import CompiledKernel
-    from proton_inject.collect.session import LaunchRecord, Session
+    from proton_inject.collect.launches import LaunchRecord
+    from proton_inject.collect.session import Session
 
     session = Session(None, tmp_path / "out", LoweringOptions(sample_iterations=4))
     for name, warps, rules in (("layernorm_fwd_kernel", 8, Rules(kernel_scope=True, loops="both")),

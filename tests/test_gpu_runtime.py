@@ -23,7 +23,7 @@ from conftest import requires_gpu
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.report import run_report
 from proton_inject.api import profile
-from proton_inject.collect.session import RunResult
+from proton_inject.collect.launches import RunResult
 from proton_inject.dump.program import dump_program
 from proton_inject.formats.raw import find_raw, load_raw
 from proton_inject.instrument.insert import instrument_tree, write_tree

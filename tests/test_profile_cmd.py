@@ -384,7 +384,7 @@ def test_after_a_session_instrumented_kernels_get_throwaway_scratch():
     throwaway one behind instead, and gives back a program's own allocator as it was."""
     from triton.runtime import _allocation
 
-    from proton_inject.collect.session import _after_session, _throwaway_scratch
+    from proton_inject.collect.buffers import _after_session, _throwaway_scratch
 
     assert _after_session(_allocation.NullAllocator()) is _throwaway_scratch
 

@@ -16,14 +16,8 @@ from triton.runtime.errors import OutOfResources
 
 from proton_inject.api import profile
 from proton_inject.cli import main
-from proton_inject.collect.session import (
-    ProfileBufferTooLarge,
-    Session,
-    _out_of_resources_type,
-    config_name,
-    config_of_autotune,
-    config_of_kernel,
-)
+from proton_inject.collect.launches import config_name, config_of_autotune, config_of_kernel
+from proton_inject.collect.session import ProfileBufferTooLarge, Session, _out_of_resources_type
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
 from proton_inject.lower.options import LoweringOptions
@@ -245,7 +239,7 @@ def test_own_tensors_ignore_the_programs_default_device():
     """Pinned host buffers once came out as CUDA tensors under the program's default device."""
     import torch
 
-    from proton_inject.collect.session import _no_modes
+    from proton_inject.collect.buffers import _no_modes
 
     with torch.device("meta"):
         assert torch.empty(2).device.type == "meta"

@@ -1,0 +1,80 @@
+"""CUDA graphs: launches captured into a graph are profiled on every replay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proton_inject.collect import device_ops
+from proton_inject.collect.buffers import _pinned
+from proton_inject.collect.launches import _InFlight, _Pending
+
+
+class CudaGraphs:
+    """Launches captured into a CUDA graph run on every replay: each gets its own buffer, kept
+    alive with the graph and copied out after every replay."""
+
+    def _patch_cuda_graphs(self) -> None:
+        """Launches captured into a CUDA graph run on every replay: each captured launch gets
+        its own buffer, kept alive with the graph, copied out after every replay."""
+        import torch
+
+        cls = getattr(torch.cuda, "CUDAGraph", None)
+        if cls is None or "capture_begin" not in cls.__dict__ or "replay" not in cls.__dict__:
+            return  # captured launches then run unprofiled (counted in in_cuda_graphs)
+        tls = self._tls
+        session = self
+
+        def capture_begin(orig: Any) -> Any:
+            def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
+                tls.capture = (graph, mode)
+                return orig(graph, *args, **kwargs)
+
+            return wrapper
+
+        def capture_end(orig: Any) -> Any:
+            def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                tls.capture = None
+                return orig(graph, *args, **kwargs)
+
+            return wrapper
+
+        def replay(orig: Any) -> Any:
+            def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                ret = orig(graph, *args, **kwargs)
+                captured = graph.__dict__.get("_proton_inject")
+                if captured and captured[0] is session and not session._stopped:
+                    session._replayed(captured[1], captured[2])
+                return ret
+
+            return wrapper
+
+        self.patches.patch(cls, "capture_begin", capture_begin)
+        self.patches.patch(cls, "capture_end", capture_end)
+        self.patches.patch(cls, "replay", replay)
+
+    def _replayed(self, captured: list[_Pending], replays: list[int]) -> None:
+        """After a graph replay: copy each captured launch's buffer out, on the replay's
+        stream, so the next replay (same stream) cannot overwrite it before the copy."""
+        import torch
+
+        with self._lock:
+            replays[0] += 1
+            self._poll()
+            for p in captured:
+                if self.max_launches is not None and len(self.result.launches) >= self.max_launches:
+                    reason = "past --max-launches"
+                    self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
+                    continue
+                device = p.buffer.device.index
+                cur = torch.cuda.current_stream(device)
+                rec = self._record(p, cur.cuda_stream, device, replay=replays[0])
+                host = _pinned(p.buffer.numel())
+                with torch.cuda.stream(cur):
+                    device_ops.copy_to_host(host, p.buffer, cur.cuda_stream)
+                    done = torch.cuda.Event()
+                    done.record(cur)
+                self._inflight.append(_InFlight(rec, p.buffer, host, done))
+                self._pending_bytes += p.buffer.numel()
+            while self._pending_bytes > self.max_pending and self._inflight:
+                self._retire(self._inflight.popleft(), wait=True)

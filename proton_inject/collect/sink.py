@@ -1,0 +1,213 @@
+"""The raw sink: kept launches from device to host to disk (raw files, their metadata, run.json)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from proton_inject.collect.compile_hook import TreeSource
+from proton_inject.collect.launches import LaunchRecord, _InFlight
+from proton_inject.formats import calibration, clock_bracket
+from proton_inject.formats.files import write_atomic
+from proton_inject.formats.run_index import RUN_FORMAT, run_index_name
+from proton_inject.lower.options import LoweringOptions
+from proton_inject.lower.probes import records_per_warp_bound
+
+
+class RawSink:
+    """Kept launches, from device to disk: copies retired in order, raw files with their metadata,
+    run.json."""
+
+    def _ir_path(self, rec: LaunchRecord) -> Path | None:
+        c = self.hook.compiled.get(rec.compile_hash)
+        return self.out / "ir" / c.file if c and c.file else None
+
+    def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
+        c = self.hook.compiled.get(rec.compile_hash)
+        return (list(c.scope_names), list(c.scope_parents)) if c else ([], [])
+
+    def _poll(self) -> None:
+        while self._inflight and self._inflight[0].done.query():
+            self._retire(self._inflight.popleft(), wait=False)
+
+    def _retire(self, item: _InFlight, wait: bool) -> None:
+        if wait:
+            item.done.synchronize()
+        self._pending_bytes -= item.device_buffer.numel()
+        item.device_buffer = None
+        self._finished.append(item)
+        self._finished_bytes += item.host_buffer.numel()
+        if self._finished_bytes > self.max_pending:
+            self._write_finished()
+
+    def _write_finished(self) -> None:
+        for item in self._finished:
+            self._save(item.record, item.host_buffer.numpy())
+            item.host_buffer = None
+        self._finished.clear()
+        self._finished_bytes = 0
+
+    def _save(self, rec: LaunchRecord, data: Any) -> None:
+        from proton_inject.formats.raw import raw_prefix, save_raw
+
+        if rec.bracket_at is not None:
+            at, ctas = rec.bracket_at
+            rows = data[at: at + clock_bracket.bracket_bytes(ctas)].view("<i8").reshape(2, ctas, -1)
+            rec.clock_bracket = {"before": clock_bracket.summarize(rows[0]),
+                                 "after": clock_bracket.summarize(rows[1])}
+            for side in rec.clock_bracket.values():
+                if side:
+                    self._timer_refs[rec.device] = side["t0"]
+        else:
+            rec.clock_bracket = {"missing": self._why_no_bracket(rec)}
+        data = data[: rec.scratch_bytes_per_cta * rec.num_blocks]  # without a bracket's tail
+        rec.all_zero = not bool(data.any())
+        if not rec.scope_names:
+            rec.scope_names, rec.scope_parents = self._scopes(rec)
+        meta = self.launch_meta(rec)
+        for path in save_raw(raw_prefix(self.out / "raw", meta), data, meta, gz=self.gz):
+            self.result.files.append(str(path))
+
+    def _why_no_bracket(self, rec: LaunchRecord) -> str:
+        if rec.graph_replay is not None:
+            return ("CUDA-graph replay (a bracket kernel cannot be added to the program's graph; "
+                    "ns then come from the launch's own timer reads or a guess)")
+        return self._bracket_error or "bracket kernel did not run"
+
+    def launch_meta(self, rec: LaunchRecord) -> Any:
+        """The decoder's ``LaunchMeta`` for a kept launch."""
+        from proton_inject.formats.raw import LaunchMeta
+
+        name = rec.config_name
+        return LaunchMeta(
+            kernel=rec.kernel,
+            grid=rec.grid,
+            num_warps=rec.num_warps,
+            bytes_per_cta=rec.scratch_bytes_per_cta,
+            scopes=dict(rec.scope_names),
+            scope_parents=dict(rec.scope_parents),
+            scope_locs=dict(c.scope_locs) if (c := self.hook.compiled.get(rec.compile_hash)) else {},
+            hash=rec.hash,
+            clock_bits=self.options.clock,
+            granularity=self.options.granularity,
+            sampled_warps=self._sampling(rec)[0],
+            sample_ctas=self._sampling(rec)[1],
+            buffer_type=self._kernel_options(rec).buffer_type,
+            config=f"[tuning] {name}" if rec.tuning else name,
+            launch=rec.seq,
+            device=self._device_names.get(rec.device),
+            sm_clock_mhz=self._device_clocks.get(rec.device),
+            rank=self.rank,
+            record_cost_cycles=self._record_cost(rec),
+            clock_bracket=rec.clock_bracket,
+            direct_records=self._direct_records(rec),
+            direct_loops=self._kernel_ir(rec)[3],
+            timer_ref_ns=self._timer_ref(rec),
+        )
+
+    def _timer_ref(self, rec: LaunchRecord) -> int | None:
+        """A full globaltimer value near a direct launch: a clock bracket's read on its device
+        (its own or, for a graph replay, an earlier launch's), else the host's clock (the
+        NVIDIA globaltimer counts Unix-epoch ns; only bits 56-63, 2.3 years, are taken)."""
+        if self._direct_records(rec) is None:
+            return None
+        return self._timer_refs.get(rec.device) or time.time_ns()
+
+    def _kernel_options(self, rec: LaunchRecord) -> LoweringOptions:
+        """The options as the lowering resolved them for this launch's kernel
+        (``LoweringOptions.for_kernel`` on the IR it was compiled from)."""
+        return self._kernel_ir(rec)[0]
+
+    def _kernel_ir(self, rec: LaunchRecord) -> tuple[LoweringOptions, int, list[list[int]] | None,
+                                                     list[list[int]] | None]:
+        """What the launch's instrumented IR says, read once per kernel: the resolved options,
+        N of ``--sample-ctas``, and the record and loop tables if ``direct.py`` lowered it."""
+        from proton_inject.instrument.insert import sampled_ctas
+        from proton_inject.lower import direct
+
+        cache = self.__dict__.setdefault("_kernel_ir_cache", {})
+        key = (rec.compile_hash or rec.hash, rec.kernel)  # configs may share a hash, not their IR
+        if key not in cache:
+            path = self._ir_path(rec)
+            text = path.read_text(encoding="latin-1") if path else ""
+            opts = self.options.for_kernel(text, self._max_shared)
+            if opts.buffer_type == "direct":
+                o = self.options
+                table = direct.record_table(text, o.buffer_size, o.sample_iterations)
+                loops = direct.loop_table(text, o.buffer_size, o.sample_iterations) or None
+            else:
+                table = loops = None
+                n = self.options.sample_iterations
+                if n > 1 and records_per_warp_bound(text) is None:  # records inside loops
+                    why = direct.eligible(text, self.options.buffer_size, n) or opts.buffer_type
+                    self._note_once(f"kernel {rec.kernel}: --sample-iterations {n} does not apply "
+                                    f"(its records are lowered by Proton: {why}); every iteration "
+                                    "is recorded")
+            cache[key] = (opts, sampled_ctas(text), table, loops)
+        return cache[key]
+
+    def _direct_records(self, rec: LaunchRecord) -> list[list[int]] | None:
+        """The record slots of a kernel ``direct.py`` lowered (None for Proton's lowering)."""
+        return self._kernel_ir(rec)[2]
+
+    def _sampling(self, rec: LaunchRecord) -> tuple[list[int] | None, int]:
+        """What this launch's kernel sampled: the warps that recorded, as the lowering chose
+        them (None: every warp), and N of ``--sample-ctas``."""
+        opts, every_nth, _, _ = self._kernel_ir(rec)
+        return (list(opts.selected) if opts.selected else None, every_nth)
+
+    def _record_cost(self, rec: LaunchRecord) -> float | None:
+        """The calibrated cost of one record for this launch's device and resolved options."""
+        o = self._kernel_options(rec)
+        key = (rec.device, o.buffer_type, o.selected is not None)
+        if key not in self._record_costs:
+            self._record_costs[key] = calibration.lookup(
+                self._device_names.get(rec.device), o.clock, o.buffer_type, o.sched_stores,
+                selective=o.selected is not None)
+        return self._record_costs[key]
+
+    def _write_index(self) -> None:
+        from proton_inject.formats.raw import raw_prefix
+
+        # Always written (report reads it to explain a run that kept nothing).
+        index = {
+            "version": 1,
+            "format": RUN_FORMAT,
+            "rank": self.rank,
+            "instrumented_dir": "ir",
+            **({"tree": str(self.source.tree)} if isinstance(self.source, TreeSource) else {}),
+            "options": self.options.to_json(),
+            "launches": [
+                {
+                    "seq": r.seq,
+                    "kernel": r.kernel,
+                    "hash": r.hash,
+                    "grid": list(r.grid),
+                    "num_warps": r.num_warps,
+                    "config": r.config_name,
+                    "tuning": r.tuning,
+                    "raw": f"raw/{raw_prefix(Path(), self.launch_meta(r)).name}.bin{'.gz' if self.gz else ''}",
+                    "all_zero": r.all_zero,
+                    "graph_replay": r.graph_replay,
+                }  # fmt: skip
+                for r in self.result.launches
+            ],
+            "dropped": self.result.dropped,
+            "in_cuda_graphs": self.result.in_cuda_graphs,
+            "compile_fallbacks": self.result.compile_fallbacks,
+            "autotune": {"pinned": self._tuner.pinned if self._tuner else 0,
+                         "timed": self._tuner.timed if self._tuner else 0,
+                         "from": str(self._pins_file) if self._pins_file else None},
+            "compiled": {
+                h: {"kernel": c.name, "hash": c.hash, "instrumented": c.instrumented,
+                    "reason": c.reason, "file": c.file}
+                for h, c in sorted(self.hook.compiled.items())
+            },
+            "exit_code": self.result.exit_code,
+            "messages": self.result.messages,
+            "details": self.result.details,
+        }
+        path = write_atomic(self.out / run_index_name(self.rank), json.dumps(index, indent=1) + "\n")
+        self.result.files.append(str(path))

@@ -1,0 +1,254 @@
+"""Autotuners and Inductor under a session: configs timed on plain builds or pinned to recorded choices."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from proton_inject.collect.compile_hook import TreeSource
+from proton_inject.dump import tuning
+from proton_inject.errors import UserError
+from proton_inject.formats import autotune as autotune_file
+from proton_inject.formats.files import write_atomic
+from proton_inject.lower.proton import lowering_skipped
+
+
+class TuningHooks:
+    """How a session treats the program's autotuners and Inductor: configs are timed on plain
+    builds (or pinned to recorded choices), Inductor compiles in this process."""
+
+    def _load_pins(self) -> None:
+        """The autotuning choices this session pins (``autotune_from``), once. A damaged file
+        in the tree is a warning (autotuners then time, as without one); one named explicitly
+        (profile --autotune-from) that is missing or damaged is a UserError."""
+        if self._tuner is not None:
+            return
+        pins, src = None, self.autotune_from
+        explicit = self._explicit_pins
+        if src and not self.keep_tuning:  # --keep-tuning: the user wants the tuning launches
+            path = Path(src) if Path(src).is_file() else autotune_file.find_file(src)
+            if path is None and explicit:
+                raise UserError(f"--autotune-from {src}: no {autotune_file.FILE_NAME} there (dump writes one "
+                                "when the program autotunes; run and profile write one into their -o)")
+            if path is not None:
+                try:
+                    pins = autotune_file.load(path)
+                    self._pins_file = path
+                except ValueError as e:
+                    if explicit:
+                        raise UserError(f"--autotune-from: {e}") from e
+                    self._pins_error = str(e)
+                    self._note_once(f"warning: {e}; autotuners time the plain builds instead")
+        self._tuner = tuning.Tuner(pins, record=self._decided.add,
+                                     note=lambda text: self._note_once(f"warning: {text}"))
+
+    def _decisions_dir(self) -> Path:
+        """profile: beside the instrumented IR (``run OUT/ir`` then takes the same choices);
+        run: in OUT, as before (its tree keeps the dump's)."""
+        return self.out if isinstance(self.source, TreeSource) else self.out / "ir"
+
+    def _setup_inductor(self) -> None:
+        """torch.compile: compile in this process, skip its caches, use Triton's launcher."""
+        self.patches.set_env("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        self.patches.set_env("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+        self.patches.set_env("TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER", "0")
+        try:
+            import torch._inductor.config as icfg
+        except Exception:  # Inductor missing or broken: plain Triton still works
+            return
+        # The worker pool would compile without our lowering; the static launcher passes no
+        # profile buffer; cached graphs would skip compiling (and the override) altogether.
+        self.patches.set_attr(icfg, "compile_threads", 1)
+        self.patches.set_attr(icfg, "force_disable_caches", True)
+        self.patches.set_attr(icfg, "use_static_cuda_launcher", False)
+        self.patches.set_attr(icfg, "autotune_local_cache", False)
+        self.patches.set_attr(icfg, "fx_graph_cache", False)
+
+    @contextmanager
+    def _plain_builds(self) -> Iterator[None]:
+        """Compiles and launches of this block use the program's own builds: no override, no
+        Proton lowering, the instrumentation mode of before the session (the JIT keys its
+        kernels by it, so it picks the plain build) and a cache of their own (Inductor's
+        compile options leave the mode out, so plain and instrumented builds share a key)."""
+        import triton
+
+        comp, cache = triton.knobs.compilation, triton.knobs.cache
+        prev = (comp.instrumentation_mode, comp.override, cache.dir, getattr(self._tls, "plain", False))
+        comp.instrumentation_mode, comp.override = self._plain_mode, False
+        cache.dir, self._tls.plain = self._plain_cache or cache.dir, True
+        try:
+            with lowering_skipped():
+                yield
+        finally:
+            comp.instrumentation_mode, comp.override, cache.dir, self._tls.plain = prev
+
+    @contextmanager
+    def _tuning(self, what: Any) -> Iterator[bool]:
+        """Launches of this block are autotune benchmarking (``what``: the config, or
+        "inductor"). Unless they are kept (--keep-tuning), they run the plain builds, so the
+        autotuner times what it times without us and picks the config a plain run picks.
+        Yields whether the plain builds are in use."""
+        tls = self._tls
+        prev = getattr(tls, "tuning", None)
+        tls.tuning = what
+        try:
+            if self.keep_tuning:
+                yield False
+            else:
+                with self._plain_builds():
+                    yield True
+        finally:
+            tls.tuning = prev
+
+    def _patch_autotuners(self) -> None:
+        from triton.runtime.autotuner import Autotuner
+
+        session = self
+
+        def bench(orig: Any) -> Any:
+            def wrapper(at: Any, *args: Any, **kwargs: Any) -> Any:
+                with session._tuning(kwargs.get("config")):
+                    return orig(at, *args, **kwargs)
+
+            return wrapper
+
+        # While the autotuner runs, the launch hook can ask it which config won.
+        self.patches.patch(Autotuner, "_bench", bench)
+        self.patches.patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
+        tuner = self._tuner or tuning.Tuner()
+        self.patches.patch(Autotuner, "run", tuner.triton_run)  # recorded choices first, no timing
+        heur = sys.modules.get("torch._inductor.runtime.triton_heuristics")
+        if heur is None:
+            try:
+                import torch._inductor.runtime.triton_heuristics as heur
+            except Exception:
+                heur = None
+        cls = getattr(heur, "CachingAutotuner", None) if heur else None
+        if cls is not None and "benchmark_all_configs" in cls.__dict__:
+            self.patches.patch(cls, "benchmark_all_configs", self._inductor_benchmark)
+        if cls is not None and "coordinate_descent_tuning" in cls.__dict__:
+            self.patches.patch(cls, "coordinate_descent_tuning", self._inductor_coordesc)
+            self.patches.patch(cls, "coordinate_descent_tuning", tuner.inductor_coordesc)
+        if cls is not None and "autotune_to_one_config" in cls.__dict__:
+            self.patches.patch(cls, "autotune_to_one_config", tuner.inductor_autotune)
+
+    def _plain_launcher(self, at: Any, launcher: Any) -> Any:
+        """An Inductor launcher of ``launcher``'s config built from the plain kernel."""
+        with self._plain_builds():
+            return at._precompile_config(launcher.config).make_launcher()
+
+    def _inductor_benchmark(self, orig: Any) -> Any:
+        """CachingAutotuner.benchmark_all_configs: its launchers were made from instrumented
+        builds at precompile, so it times launchers of plain builds of the same configs and
+        answers with the instrumented ones (autotune_to_one_config keeps the fastest)."""
+        session = self
+
+        def wrapper(at: Any, *args: Any, **kwargs: Any) -> Any:
+            pinned = session._tuner.inductor_pinned_timings(at) if session._tuner else None
+            if pinned is not None:  # the recorded config wins; nothing is timed
+                reset = getattr(at, "reset_to_zero_args", None)
+                if reset is not None:
+                    reset(*args, **kwargs)  # as after Inductor's own benchmarking
+                return pinned
+            with session._tuning("inductor") as plain:
+                inst = list(getattr(at, "launchers", None) or [])
+                if not plain or not inst:
+                    return orig(at, *args, **kwargs)
+                try:
+                    twins = [session._plain_launcher(at, launcher) for launcher in inst]
+                except Exception as e:  # time the instrumented builds, as before, and say so
+                    session._note_once(f"autotuning timed instrumented builds (a plain build failed: {e}); "
+                                       "it may choose other configs than a plain run")
+                    return orig(at, *args, **kwargs)
+                at.launchers = twins
+                try:
+                    timings = orig(at, *args, **kwargs)
+                finally:
+                    at.launchers = inst
+                back = {id(t): launcher for t, launcher in zip(twins, inst, strict=True)}
+                return {back[id(t)]: v for t, v in timings.items()}
+
+        return wrapper
+
+    def _inductor_coordesc(self, orig: Any) -> Any:
+        """CachingAutotuner.coordinate_descent_tuning: compiles and times configs it tries;
+        all of that on plain builds, then the winner is built instrumented."""
+        session = self
+
+        def wrapper(at: Any, launcher: Any, *args: Any, **kwargs: Any) -> Any:
+            pinned = session._tuner.inductor_pinned_coordesc(at) if session._tuner else None
+            if pinned is not None:
+                return pinned
+            with session._tuning("inductor") as plain:
+                try:
+                    start = session._plain_launcher(at, launcher) if plain else None
+                except Exception as e:
+                    session._note_once(f"autotuning timed instrumented builds (a plain build failed: {e}); "
+                                       "it may choose other configs than a plain run")
+                    start = None
+                if start is None:
+                    return orig(at, launcher, *args, **kwargs)
+                winner = orig(at, start, *args, **kwargs)
+            if winner is start:
+                return launcher
+            try:
+                return at._precompile_config(winner.config).make_launcher()
+            except Exception as e:  # the winner's plain build still runs the program
+                session._note_once(f"kernel {getattr(at.fn, '__name__', '?')}: the instrumented build "
+                                   f"of its tuned config failed ({e}); it runs uninstrumented")
+                return winner
+
+        return wrapper
+
+    def _autotune_summary(self) -> list[str]:
+        """One line: how many autotuning choices were pinned to recorded ones, how many timed."""
+        t = self._tuner
+        if t is None or not (t.pinned or t.timed):
+            return []
+        timed = (f"{t.timed} timed on the plain builds" if not self.keep_tuning
+                 else f"{t.timed} timed on the instrumented builds (--keep-tuning)")
+        if t.near_tied:
+            timed += f" ({t.near_tied} with configs within 2% of the fastest: a plain run may choose another)"
+        if self._pins_file is not None:
+            tail = " (not recorded: other shapes or kernels than then)" if t.timed else ""
+            return [f"autotuning: {t.pinned} choice(s) taken from {self._pins_file}, {timed}{tail}"]
+        hint = ("" if self.keep_tuning or self._pins_error else
+                "; near-tied configs may be chosen differently than in a plain run: "
+                + ("--autotune-from DIR uses recorded choices" if self.autotune_from is None
+                   else "dump and insert again to record the plain run's choices"))
+        return [f"autotuning: {timed}{hint}"]
+
+    def _write_decisions(self) -> None:
+        """This run's autotuning choices, for a later run or profile (--autotune-from)."""
+        if not len(self._decided):
+            return
+        name = autotune_file.FILE_NAME if self.rank is None else f"rank{self.rank}-{autotune_file.FILE_NAME}"
+        try:
+            path = write_atomic(self._decisions_dir() / name, json.dumps(self._decided.to_json(), indent=1) + "\n")
+        except OSError as e:
+            self.result.messages.append(f"could not write {name}: {e}")
+            return
+        self.result.files.append(str(path))
+
+
+def _setting(tls: threading.local, attr: str, value_of: Any) -> Any:
+    """A method wrapper factory: while the method runs, ``tls.<attr>`` is
+    ``value_of(self, kwargs)``; the previous value comes back afterwards."""
+
+    def make(orig: Any) -> Any:
+        def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            prev = getattr(tls, attr, None)
+            setattr(tls, attr, value_of(obj, kwargs))
+            try:
+                return orig(obj, *args, **kwargs)
+            finally:
+                setattr(tls, attr, prev)
+
+        return wrapper
+
+    return make
