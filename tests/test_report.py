@@ -12,7 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from proton_inject.analyze.decode import decode
-from proton_inject.analyze.report import LaunchData, overhead_class, run_report, sampled_line, summarize
+from proton_inject.analyze.overhead import overhead_class
+from proton_inject.analyze.report import run_report
+from proton_inject.analyze.summary import LaunchData, summarize
+from proton_inject.analyze.text import sampled_line
 from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.formats.raw import load_raw, raw_prefix, save_raw
@@ -259,7 +262,7 @@ def test_a_guessed_clock_names_what_fitted_launches_measured():
 def test_report_says_what_was_sampled_and_what_the_options_cost():
     from dataclasses import replace
 
-    from proton_inject.analyze.report import format_text
+    from proton_inject.analyze.text import format_text
 
     # The H100 fixture: kernel + every iteration, every warp, Proton's 8 KiB buffer: measured.
     text = run_report([DATA / "profile_scratch_add.bin.gz"]).text
