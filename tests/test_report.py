@@ -148,6 +148,35 @@ def test_plot_writes_a_png(tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 
 
+def _pictures(monkeypatch) -> list:
+    """The matplotlib figures plot_timeline draws, kept as it closes them."""
+    import matplotlib.pyplot as plt
+
+    figs = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    return figs
+
+
+@pytest.mark.parametrize("name", ["h100-direct", "h100-direct-loops"])
+def test_plot_of_direct_data_starts_at_the_first_cta(tmp_path, monkeypatch, name):
+    """A direct block has no timer read at entry: the CTA's first record stands in for its
+    start, before the launch's time 0 (its earliest timer read, after the last record). The
+    picture's time axis still starts at 0, the first CTA's start, for the raw launch and for
+    its trace, and no bar lies before it (was: -8.3 us on the H100 layer norm)."""
+    pytest.importorskip("matplotlib")
+    figs = _pictures(monkeypatch)
+    run_report([DATA.parent / name], plot=tmp_path / "raw.png", trace_dir=tmp_path / "tr")
+    run_report([tmp_path / "tr"], plot=tmp_path / "trace.png")
+    assert len(figs) == 2
+    for fig in figs:
+        ax = fig.axes[0]
+        lo, hi = ax.get_xlim()
+        xs = np.concatenate([p.vertices[:, 0] for c in ax.collections for p in c.get_paths()])
+        assert lo == 0.0 and xs.min() >= 0.0 and hi >= xs.max(), (lo, xs.min(), xs.max(), hi)
+        assert xs.min() < 0.05  # the first CTA's band begins at the origin (within 50 ns)
+
+
 def test_per_warp_rows_when_warps_differ():
     ctas = []
     for i in range(2):

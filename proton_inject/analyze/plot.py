@@ -47,7 +47,8 @@ def plot_timeline(x: LaunchData, path: str | os.PathLike, max_sms: int = 16) -> 
     lane_of, sm_rows, n_rows = _lanes(x, on)
 
     first_warp = int(x.warp.min()) if len(x.warp) else 0
-    scope, t0, t1, y = _bars(x, first_warp, lane_of)
+    origin = _first_start(x)
+    scope, t0, t1, y = _bars(x, first_warp, lane_of, origin)
 
     names = sorted(set(np.unique(scope).tolist()))
     depth = _depths(names, x.scope_parents)
@@ -58,7 +59,7 @@ def plot_timeline(x: LaunchData, path: str | os.PathLike, max_sms: int = 16) -> 
     fig, ax = plt.subplots(figsize=(14, height), dpi=150)
     # CTA lifetimes as grey bands.
     cy = np.array([lane_of[int(c)] for c in x.cta_ids[on].tolist()], np.float64)
-    ci, cp = x.cta_init_ns[on] / 1000.0, x.cta_prefinal_ns[on] / 1000.0
+    ci, cp = (x.cta_init_ns[on] - origin) / 1000.0, (x.cta_prefinal_ns[on] - origin) / 1000.0
     band = np.stack([np.stack([ci, cy + 0.05], 1), np.stack([cp, cy + 0.05], 1),
                      np.stack([cp, cy + 0.95], 1), np.stack([ci, cy + 0.95], 1)], 1)
     ax.add_collection(PolyCollection(band, facecolors="0.88", edgecolors="none", rasterized=True))
@@ -72,7 +73,8 @@ def plot_timeline(x: LaunchData, path: str | os.PathLike, max_sms: int = 16) -> 
         ax.add_collection(PolyCollection(verts, facecolors=[colors[s]], edgecolors="none",
                                          rasterized=True))
     xmax = float(max(cp.max() if len(cp) else 1.0, t1.max() if len(t1) else 1.0))
-    xmin = float(min(ci.min() if len(ci) else 0.0, t0.min() if len(t0) else 0.0))
+    # 0 is the first CTA's start; a record the clock places before its CTA's start stays seen
+    xmin = float(min(0.0, ci.min() if len(ci) else 0.0, t0.min() if len(t0) else 0.0))
     ax.set_xlim(xmin, xmin + (xmax - xmin) * 1.01)
     ax.set_ylim(n_rows, 0)
     for _, r0, _ in sm_rows[1:]:
@@ -126,14 +128,26 @@ def _lanes(x: LaunchData, on: np.ndarray) -> tuple[dict[int, int], list[tuple[in
     return lane_of, sm_rows, max(1, row)
 
 
-def _bars(x: LaunchData, warp: int, lane_of: dict[int, int]
+def _first_start(x: LaunchData) -> float:
+    """The launch's first CTA start (ns on its time axis): the picture's time 0.
+
+    Proton's blocks read the timer at entry, and time 0 is already the earliest such read.
+    A direct block reads it once, after its last record, so time 0 is the earliest END and
+    each CTA's start is its first record's placed time, before that (-8 us on the H100
+    layer norm fixture)."""
+    if len(x.cta_init_ns):
+        return float(x.cta_init_ns.min())
+    return float(x.start_ns.min()) if len(x.start_ns) else 0.0  # a trace without CTA times
+
+
+def _bars(x: LaunchData, warp: int, lane_of: dict[int, int], origin: float
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The region instances of ``warp`` in CTAs that have a lane: scope, start and end (us),
-    lane."""
+    """The region instances of ``warp`` in CTAs that have a lane: scope, start and end (us
+    from ``origin`` ns), lane."""
     m = x.warp == warp
     scope = x.scope[m]
-    t0 = x.start_ns[m] / 1000.0
-    t1 = (x.start_ns[m] + x.dur_ns[m]) / 1000.0
+    t0 = (x.start_ns[m] - origin) / 1000.0
+    t1 = (x.start_ns[m] + x.dur_ns[m] - origin) / 1000.0
     y = np.array([lane_of.get(int(c), -1) for c in x.cta[m].tolist()], np.float64)
     keep = y >= 0
     return scope[keep], t0[keep], t1[keep], y[keep]
