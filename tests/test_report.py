@@ -52,6 +52,37 @@ def test_json_numbers(fixture_report):
     assert add["clock"]["sources"] == mm["clock"]["sources"] == ["globaltimer-fit"]
 
 
+@pytest.mark.filterwarnings("ignore::proton_inject.analyze.issues.DecodeWarning")
+@pytest.mark.parametrize("where", ["h100-triton3.6", "h100-direct", "h100-shortlaunch"])
+def test_kernel_wall_time_and_cta_time_sum(tmp_path, where):
+    """``kernel_wall_ns`` is the kernel's time: first CTA start to last CTA end, per launch,
+    summed over launches; the sum of CTA lifetimes over profiled warps (the shares'
+    denominator) is ``cta_time_sum_ns`` (was ``kernel_time_ns``: 7.1 ms for the add kernel,
+    which ran 2.8 us). The same from a trace; the table's title says the wall time."""
+    res = run_report([DATA.parent / where], trace_dir=tmp_path / "tr")
+    again = run_report([tmp_path / "tr"])
+    raws = sorted((DATA.parent / where).glob("*.json"))
+    raws = [p for p in raws if not p.name.startswith("proton_trace")]
+    for k, t in zip(res.summary["kernels"], again.summary["kernels"], strict=True):
+        assert "kernel_time_ns" not in k
+        wall = 0.0
+        for p in raws:
+            d = decode(*load_raw(p))
+            if d.meta.kernel == k["kernel"] and d.meta.config == k["config"]:
+                wall += float(d.ctas.prefinal_ns.max() - d.ctas.init_ns.min())
+        assert k["kernel_wall_ns"] == pytest.approx(wall) and t["kernel_wall_ns"] == pytest.approx(wall)
+        assert 0 < k["kernel_wall_ns"] < k["cta_time_sum_ns"]
+        assert t["cta_time_sum_ns"] == pytest.approx(k["cta_time_sum_ns"], rel=1e-5)
+        top = max(r["share"] for r in k["regions"])
+        r = next(r for r in k["regions"] if r["share"] == top)
+        assert top == pytest.approx(r["ns"]["total"] / k["cta_time_sum_ns"])
+        us = f"{k['kernel_wall_ns'] / 1000:,.1f} us"
+        assert f"regions, wall {us}; clock" in res.text, res.text
+    if where == "h100-triton3.6":
+        add = res.summary["kernels"][0]
+        assert add["kernel_wall_ns"] == 2784.0 and add["cta_time_sum_ns"] > 7e6
+
+
 def _short_with_device_clock(tmp_path: Path) -> Path:
     """The 96-CTA short launch as the runtime writes it now: with the device's max clock."""
     buf, meta = load_raw(SHORT / "00000-matmul_kernel.json")

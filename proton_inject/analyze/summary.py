@@ -56,7 +56,7 @@ class LaunchData:
     sample_ctas: int = 1  # records in every Nth CTA only
     sample_iterations: int = 1  # records inside loops lowered directly: every Nth iteration only
     loop_scopes: list[list[int]] = field(default_factory=list)  # LaunchMeta.loop_scopes
-    cta_time: tuple[float, int, int, float, int, int] | None = None  # _cta_time, once slimmed
+    cta_time: tuple[float, int, int, float, int, int, float] | None = None  # _cta_time, once slimmed
 
     @classmethod
     def from_decoded(cls, d: Decoded) -> LaunchData:
@@ -127,18 +127,21 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
     """Numbers of one kernel (one or more launches of the same kernel and config)."""
     first = launches[0]
     ranks = sorted({x.rank for x in launches if x.rank is not None})
-    # Kernel time = sum over profiled (launch, CTA, warp) of that CTA's lifetime.
-    kernel_ns = 0.0
+    # CTA time = sum over profiled (launch, CTA, warp) of that CTA's lifetime: the shares'
+    # denominator, not the kernel's duration (that is the wall time, per launch, summed).
+    cta_ns = 0.0
+    wall_ns = 0.0
     # CTAs whose records outlast their timer reads: on guessed / measured clocks, CTAs
     # checked, worst ratio
     overlong = [0, 0, 0, 0.0]
     for x in launches:
         t = _cta_time(x)
-        kernel_ns += t[0]
+        cta_ns += t[0]
+        wall_ns += t[6]
         overlong[1 if x.clock.get("source") in MEASURED else 0] += t[1]
         overlong[2] += t[2]
         overlong[3] = max(overlong[3], t[3])
-    regions, n_events = _regions(launches, ranks, kernel_ns)
+    regions, n_events = _regions(launches, ranks, cta_ns)
     mhz = [x.clock.get("mhz_median") for x in launches if x.clock.get("mhz_median")]
     return {
         "kernel": first.kernel,
@@ -154,7 +157,8 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
             "mhz_median": float(np.median(mhz)) if mhz else None,
             "per_launch": [x.clock for x in launches],
         },
-        "kernel_time_ns": kernel_ns,
+        "kernel_wall_ns": wall_ns,
+        "cta_time_sum_ns": cta_ns,
         "ctas_overlong": {"count": overlong[0] + overlong[1], "of": overlong[2],
                           "on_measured_clock": overlong[1],
                           "max_ratio": round(overlong[3], 3) if overlong[0] + overlong[1] else None},
@@ -175,7 +179,7 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
 
 
 def _regions(launches: Sequence[LaunchData], ranks: list[int],
-             kernel_ns: float) -> tuple[list[dict[str, Any]], int]:
+             cta_ns: float) -> tuple[list[dict[str, Any]], int]:
     """One entry per region (scope) of a kernel's launches, and their instances in all."""
     first = launches[0]
     W = first.num_warps
@@ -192,12 +196,12 @@ def _regions(launches: Sequence[LaunchData], ranks: list[int],
     for s in present:
         n_events += n_of[s]
         name = scopes[s] if counts[scopes[s]] == 1 else f"{scopes[s]} [{s}]"
-        regions.append(_region(launches, s, n_of[s], name, group, ranks, kernel_ns, held.get(s)))
+        regions.append(_region(launches, s, n_of[s], name, group, ranks, cta_ns, held.get(s)))
     return regions, n_events
 
 
 def _region(launches: Sequence[LaunchData], s: int, n: int, name: str, group: int,
-            ranks: list[int], kernel_ns: float, held: float | None) -> dict[str, Any]:
+            ranks: list[int], cta_ns: float, held: float | None) -> dict[str, Any]:
     """The numbers of region ``s`` (``n`` instances) over a kernel's launches."""
     first = launches[0]
     # One scope's instances at a time, not every event of the kernel at once (a run of
@@ -227,7 +231,7 @@ def _region(launches: Sequence[LaunchData], s: int, n: int, name: str, group: in
         })
     meds = [p["median_cycles"] for p in per_unit]
     differs = len(meds) > 1 and (max(meds) - min(meds)) > SPLIT_THRESHOLD * max(1.0, max(meds))
-    share = float(dur.sum() / kernel_ns) if kernel_ns > 0 else None
+    share = float(dur.sum() / cta_ns) if cta_ns > 0 else None
     per_rank = [
         {"rank": r, "count": int((rank_ev == r).sum()),
          "cycles": _stats(cycles[rank_ev == r], True), "ns": _stats(dur[rank_ev == r], True)}
@@ -288,19 +292,30 @@ def _scope_ids(scope: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.bincount(scope - lo)) + lo
 
 
-def _cta_time(x: LaunchData) -> tuple[float, int, int, float, int, int]:
-    """One launch's part of its kernel's numbers: kernel time (sum over profiled (CTA, warp)
+def _cta_time(x: LaunchData) -> tuple[float, int, int, float, int, int, float]:
+    """One launch's part of its kernel's numbers: CTA time (sum over profiled (CTA, warp)
     of that CTA's lifetime), CTAs whose records outlast them, CTAs checked for that, the worst
-    ratio, CTAs with records, and CTAs."""
+    ratio, CTAs with records, CTAs, and the launch's wall time (``_wall_ns``)."""
     if x.cta_time is not None:
         return x.cta_time
     if len(x.cta) == 0:
-        return 0.0, 0, 0, 0.0, 0, len(x.cta_ids)
+        return 0.0, 0, 0, 0.0, 0, len(x.cta_ids), _wall_ns(x)
     ids, life, n_over, n_checked, worst = _cta_lifetimes(x)
     stride = int(x.warp.max()) + 1
     pairs = np.unique(x.cta * stride + x.warp)  # profiled (CTA, warp) streams
     return (float(life[np.searchsorted(ids, pairs // stride)].sum()), n_over, n_checked, worst,
-            len(ids), len(x.cta_ids))
+            len(ids), len(x.cta_ids), _wall_ns(x))
+
+
+def _wall_ns(x: LaunchData) -> float:
+    """The launch's wall time: from its first CTA's start to its last CTA's end (their timer
+    reads, init and pre-final; a direct block's start is its first record); in a trace
+    without CTA times, from its first region's start to its last region's end."""
+    if len(x.cta_ids):
+        return float(x.cta_prefinal_ns.max() - x.cta_init_ns.min())
+    if len(x.start_ns):
+        return float((x.start_ns + x.dur_ns).max() - x.start_ns.min())
+    return 0.0
 
 
 def _cta_lifetimes(x: LaunchData) -> tuple[np.ndarray, np.ndarray, int, int, float]:

@@ -185,10 +185,11 @@ def format_text(summary: dict[str, Any]) -> str:
         launches = k["launches"]
         clk = k["clock"]
         grid = "x".join(str(g) for g in k["grid"])
+        wall = _fmt(k["kernel_wall_ns"] / 1000, 1) + " us" + (" summed" if len(launches) > 1 else "")
         title = (f"{k['kernel']}" + (f" [{k['config']}]" if k["config"] else "") +
                  f": {len(launches)} launch{'es' if len(launches) != 1 else ''}, grid {grid}, "
-                 f"{k['num_warps']} warps, {k['ctas']:,} CTAs, {k['events']:,} regions; clock "
-                 f"{_fmt(clk['mhz_median'])} MHz ({', '.join(clk['sources'])})")
+                 f"{k['num_warps']} warps, {k['ctas']:,} CTAs, {k['events']:,} regions, wall "
+                 f"{wall}; clock {_fmt(clk['mhz_median'])} MHz ({', '.join(clk['sources'])})")
         out.append(title)
         out += _table(k)
         line = sampled_line(k)
@@ -206,9 +207,10 @@ def format_text(summary: dict[str, Any]) -> str:
         if d["unmatched_starts"] or d["unmatched_ends"]:
             out.append(f"  note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
                        "records had no partner (regions cut by the buffer window, or left early)")
-        out.append("  share = region time / sum over profiled warps of their CTA's lifetime "
-                   "(init to pre-final, or its records' span where longer); nested regions "
-                   "overlap their parents")
+        out.append("  wall = first CTA start to last CTA end, per launch; share = region time / "
+                   f"CTA time ({_fmt(k['cta_time_sum_ns'] / 1000, 1)} us: the sum over profiled "
+                   "warps of their CTA's lifetime, init to pre-final or its records' span where "
+                   "longer); nested regions overlap their parents")
         out.append("")
     return "\n".join(out)
 
