@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from proton_inject import calibrate  # noqa: E402
 from proton_inject._calibration_kernel import record_cost_calibration  # noqa: E402
-from proton_inject.analyze.decode import DecodeWarning, decode  # noqa: E402
+from proton_inject.analyze.decode import decode  # noqa: E402
+from proton_inject.analyze.issues import DecodeWarning  # noqa: E402
 from proton_inject.analyze.report import expand_inputs  # noqa: E402
 from proton_inject.api import profile  # noqa: E402
 from proton_inject.formats.raw import load_raw  # noqa: E402

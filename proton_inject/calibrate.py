@@ -115,7 +115,8 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
     import triton
 
     from proton_inject._calibration_kernel import plain_reference, record_cost_calibration
-    from proton_inject.analyze.decode import DecodeWarning, decode
+    from proton_inject.analyze.decode import decode
+    from proton_inject.analyze.issues import DecodeWarning
     from proton_inject.analyze.report import expand_inputs
     from proton_inject.collect.session import Session, session_block
     from proton_inject.formats.raw import load_raw

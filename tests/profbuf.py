@@ -1,6 +1,6 @@
 """A tiny writer of Proton circular profile buffers, for synthetic decoder inputs.
 
-It writes what the Triton 3.6 lowering writes (see the layout in proton_inject/decode.py):
+It writes what the Triton 3.6 lowering writes (see the layout in proton_inject/formats/proton_layout.py):
 record k of a warp goes to slot k mod slots, the count word holds 2 x records written.
 """
 

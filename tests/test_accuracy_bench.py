@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from conftest import requires_gpu
 
-from proton_inject.analyze.decode import DecodeWarning, decode
+from proton_inject.analyze.decode import decode
+from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.formats.raw import load_raw
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proton_inject.analyze.decode import DecodeWarning, decode
+from proton_inject.analyze.decode import decode
+from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.report import run_report
 from proton_inject.collect import bracket
 from proton_inject.errors import UserError
@@ -220,7 +221,8 @@ def test_cta_lifetime_note_is_tick_aware_and_does_not_blame_a_measured_clock():
     """The demo's note (252 of 3,072 CTAs 'span longer than the CTA lived, up to 1.41x: the
     clock is too slow', on a bracket-measured clock) came from warps that record before warp
     0 reads the init time, and from the 32 ns tick on a 1 us CTA."""
-    from proton_inject.analyze.report import OVERLONG_SHARE, LaunchData, clock_notes, kernel_summary
+    from proton_inject.analyze.summary import LaunchData, kernel_summary
+    from proton_inject.analyze.text import OVERLONG_SHARE, clock_notes
 
     buf, meta = load_raw(DATA / "profile_scratch_add.json")
     fit = _decode(buf, meta)

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from proton_inject import calibrate
-from proton_inject.analyze.decode import DecodeWarning, decode
+from proton_inject.analyze.decode import decode
+from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.report import run_report
 from proton_inject.cli import main
 from proton_inject.formats import calibration

@@ -14,7 +14,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proton_inject.analyze.decode import DecodeWarning, decode, scopes_from_ttgir
+from proton_inject.analyze.decode import decode, scopes_from_ttgir
+from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.errors import UserError
 from proton_inject.formats.raw import LaunchMeta, find_raw, load_raw, raw_prefix, save_raw
 

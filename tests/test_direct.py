@@ -505,7 +505,7 @@ def test_sample_iterations_in_the_metadata_and_a_note_where_it_does_not_apply(tm
 
 
 def test_timer_bits_56_to_63_come_from_the_reference():
-    from proton_inject.analyze.decode import _timer_from
+    from proton_inject.analyze.direct_blocks import _timer_from
 
     t = np.array([0x18E_A5A5_1234_5678, 0x18E_A5A5_FFFF_FFF0, 0x18F_0000_0000_0010], np.int64)
     hi, lo = (t >> 32) & 0xFFFFFF, t & 0xFFFFFFFF

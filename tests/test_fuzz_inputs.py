@@ -26,8 +26,9 @@ from conftest import DATA, SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proton_inject.analyze.decode import DecodeWarning, decode
-from proton_inject.analyze.report import LaunchData, summarize
+from proton_inject.analyze.decode import decode
+from proton_inject.analyze.issues import DecodeWarning
+from proton_inject.analyze.summary import LaunchData, summarize
 from proton_inject.analyze.trace import trace_bytes
 from proton_inject.errors import UserError
 from proton_inject.formats.raw import load_raw

@@ -12,7 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from proton_inject.analyze.decode import decode
-from proton_inject.analyze.report import LaunchData, overhead_class, run_report, sampled_line, summarize
+from proton_inject.analyze.overhead import overhead_class
+from proton_inject.analyze.report import run_report
+from proton_inject.analyze.summary import LaunchData, summarize
+from proton_inject.analyze.text import sampled_line
 from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.formats.raw import load_raw, raw_prefix, save_raw
@@ -47,6 +50,37 @@ def test_json_numbers(fixture_report):
     assert mm["drops"]["records_dropped"] == 16384 and mm["drops"]["needed_buffer_size"] == 16384
     assert add["drops"]["records_dropped"] == 0
     assert add["clock"]["sources"] == mm["clock"]["sources"] == ["globaltimer-fit"]
+
+
+@pytest.mark.filterwarnings("ignore::proton_inject.analyze.issues.DecodeWarning")
+@pytest.mark.parametrize("where", ["h100-triton3.6", "h100-direct", "h100-shortlaunch"])
+def test_kernel_wall_time_and_cta_time_sum(tmp_path, where):
+    """``kernel_wall_ns`` is the kernel's time: first CTA start to last CTA end, per launch,
+    summed over launches; the sum of CTA lifetimes over profiled warps (the shares'
+    denominator) is ``cta_time_sum_ns`` (was ``kernel_time_ns``: 7.1 ms for the add kernel,
+    which ran 2.8 us). The same from a trace; the table's title says the wall time."""
+    res = run_report([DATA.parent / where], trace_dir=tmp_path / "tr")
+    again = run_report([tmp_path / "tr"])
+    raws = sorted((DATA.parent / where).glob("*.json"))
+    raws = [p for p in raws if not p.name.startswith("proton_trace")]
+    for k, t in zip(res.summary["kernels"], again.summary["kernels"], strict=True):
+        assert "kernel_time_ns" not in k
+        wall = 0.0
+        for p in raws:
+            d = decode(*load_raw(p))
+            if d.meta.kernel == k["kernel"] and d.meta.config == k["config"]:
+                wall += float(d.ctas.prefinal_ns.max() - d.ctas.init_ns.min())
+        assert k["kernel_wall_ns"] == pytest.approx(wall) and t["kernel_wall_ns"] == pytest.approx(wall)
+        assert 0 < k["kernel_wall_ns"] < k["cta_time_sum_ns"]
+        assert t["cta_time_sum_ns"] == pytest.approx(k["cta_time_sum_ns"], rel=1e-5)
+        top = max(r["share"] for r in k["regions"])
+        r = next(r for r in k["regions"] if r["share"] == top)
+        assert top == pytest.approx(r["ns"]["total"] / k["cta_time_sum_ns"])
+        us = f"{k['kernel_wall_ns'] / 1000:,.1f} us"
+        assert f"regions, wall {us}; clock" in res.text, res.text
+    if where == "h100-triton3.6":
+        add = res.summary["kernels"][0]
+        assert add["kernel_wall_ns"] == 2784.0 and add["cta_time_sum_ns"] > 7e6
 
 
 def _short_with_device_clock(tmp_path: Path) -> Path:
@@ -143,6 +177,35 @@ def test_plot_writes_a_png(tmp_path):
     assert res.files == [png]
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def _pictures(monkeypatch) -> list:
+    """The matplotlib figures plot_timeline draws, kept as it closes them."""
+    import matplotlib.pyplot as plt
+
+    figs = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    return figs
+
+
+@pytest.mark.parametrize("name", ["h100-direct", "h100-direct-loops"])
+def test_plot_of_direct_data_starts_at_the_first_cta(tmp_path, monkeypatch, name):
+    """A direct block has no timer read at entry: the CTA's first record stands in for its
+    start, before the launch's time 0 (its earliest timer read, after the last record). The
+    picture's time axis still starts at 0, the first CTA's start, for the raw launch and for
+    its trace, and no bar lies before it (was: -8.3 us on the H100 layer norm)."""
+    pytest.importorskip("matplotlib")
+    figs = _pictures(monkeypatch)
+    run_report([DATA.parent / name], plot=tmp_path / "raw.png", trace_dir=tmp_path / "tr")
+    run_report([tmp_path / "tr"], plot=tmp_path / "trace.png")
+    assert len(figs) == 2
+    for fig in figs:
+        ax = fig.axes[0]
+        lo, hi = ax.get_xlim()
+        xs = np.concatenate([p.vertices[:, 0] for c in ax.collections for p in c.get_paths()])
+        assert lo == 0.0 and xs.min() >= 0.0 and hi >= xs.max(), (lo, xs.min(), xs.max(), hi)
+        assert xs.min() < 0.05  # the first CTA's band begins at the origin (within 50 ns)
 
 
 def test_per_warp_rows_when_warps_differ():
@@ -259,7 +322,7 @@ def test_a_guessed_clock_names_what_fitted_launches_measured():
 def test_report_says_what_was_sampled_and_what_the_options_cost():
     from dataclasses import replace
 
-    from proton_inject.analyze.report import format_text
+    from proton_inject.analyze.text import format_text
 
     # The H100 fixture: kernel + every iteration, every warp, Proton's 8 KiB buffer: measured.
     text = run_report([DATA / "profile_scratch_add.bin.gz"]).text

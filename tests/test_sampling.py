@@ -156,7 +156,9 @@ def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path, iteratio
     import importlib.util
 
     import proton_inject
-    from proton_inject.analyze.report import LaunchData, decode_raw, expand_inputs, format_text, summarize
+    from proton_inject.analyze.report import decode_raw, expand_inputs
+    from proton_inject.analyze.summary import LaunchData, summarize
+    from proton_inject.analyze.text import format_text
 
     spec = importlib.util.spec_from_file_location(
         "ln_example", Path(__file__).resolve().parent.parent / "examples" / "layernorm.py")

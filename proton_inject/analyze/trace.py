@@ -136,12 +136,22 @@ def _json_str(s: str) -> str:
 
 def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[list, dict]:
     """Byte chunks of all events of one launch (each line ends with ',\\n'), and its summary."""
+    ev = d.events
+    shift = d.base_ns - t0_ns  # this launch's time 0 on the file's time axis
+    ts = np.round(ev.start_ns).astype(np.int64) + shift
+    te = np.round(ev.end_ns).astype(np.int64) + shift
+    parts = _region_parts(d, pid_base, ts, te)
+    fin, has = _finalize_parts(d, pid_base, shift, ts, te)
+    parts += fin
+    parts += _name_parts(d, pid_base, merged, has)
+    return parts, _launch_summary(d, pid_base, shift)
+
+
+def _region_parts(d: Decoded, pid_base: int, ts: np.ndarray, te: np.ndarray) -> list:
+    """A complete event per region instance (start ``ts``, end ``te``: ns on the file's axis)."""
     meta = d.meta
     ev = d.events
     W = meta.num_warps
-    shift = d.base_ns - t0_ns  # this launch's time 0 on the file's time axis
-    parts: list[bytes] = []
-
     # Region events. Per-scope constant text goes into one table column.
     scopes = sorted(set(meta.scopes) | set(np.unique(ev.scope).tolist()))
     pos = {s: i for i, s in enumerate(scopes)}
@@ -154,8 +164,6 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
     lut = np.zeros(max(scopes) + 1 if scopes else 1, np.int64)
     for s, i in pos.items():
         lut[s] = i
-    ts = np.round(ev.start_ns).astype(np.int64) + shift
-    te = np.round(ev.end_ns).astype(np.int64) + shift
     pid = pid_base + ev.sm
     tid = ev.cta * W + ev.warp + 1
     cycles = ev.cycles
@@ -182,8 +190,15 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
         r.const("},\n")
         return r.build()
 
-    parts += _rows_in_chunks(len(ev), region_rows)
+    return _rows_in_chunks(len(ev), region_rows)
 
+
+def _finalize_parts(d: Decoded, pid_base: int, shift: int, ts: np.ndarray, te: np.ndarray
+                    ) -> tuple[list, np.ndarray]:
+    """A ``finalize`` slice per CTA with regions, and which CTAs have regions."""
+    meta = d.meta
+    ev = d.events
+    W = meta.num_warps
     # Finalize slices: on the thread of the CTA's first profiled warp, after its last region.
     c = d.ctas
     first_warp = meta.segments[0]
@@ -231,9 +246,15 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
         r.const("},\n")
         return r.build()
 
-    parts += _rows_in_chunks(int(has.sum()), fin_rows)
+    return _rows_in_chunks(int(has.sum()), fin_rows), has
 
-    # Name and order processes (SMs) and threads (CTA x warp) that have events.
+
+def _name_parts(d: Decoded, pid_base: int, merged: bool, has: np.ndarray) -> list:
+    """Names and sort order of the processes (SMs) and threads (CTA x warp) that have events."""
+    meta = d.meta
+    ev = d.events
+    c = d.ctas
+    W = meta.num_warps
     sms = np.unique(c.sm[has])
     label = f"{meta.kernel} #{meta.launch} " if merged else ""
     if meta.rank is not None:
@@ -243,7 +264,7 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
         p = pid_base + s
         lines.append(f'{{"ph":"M","name":"process_name","pid":{p},"args":{{"name":"{_json_str(label)}SM {s}"}}}},\n')
         lines.append(f'{{"ph":"M","name":"process_sort_index","pid":{p},"args":{{"sort_index":{p}}}}},\n')
-    parts.append("".join(lines).encode())
+    parts = ["".join(lines).encode()]
     if len(ev):
         key = np.unique(ev.cta * W + ev.warp)
         cta_t, warp_t = key // W, key % W
@@ -260,7 +281,14 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
             for p, t, c, w in zip(pids, tids, cta_t.tolist(), warp_t.tolist(), strict=True)
         ]
         parts.append("".join(names).encode())
+    return parts
 
+
+def _launch_summary(d: Decoded, pid_base: int, shift: int) -> dict[str, Any]:
+    """What the trace's ``otherData`` keeps of one launch (``report`` rebuilds it from this)."""
+    meta = d.meta
+    W = meta.num_warps
+    ev = d.events
     summary = {
         "kernel": meta.kernel,
         "launch": meta.launch,
@@ -295,7 +323,7 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
     }
     if meta.rank is not None:
         summary["rank"] = meta.rank
-    return parts, summary
+    return summary
 
 
 def time_zero(d: Decoded) -> int:

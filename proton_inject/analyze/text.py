@@ -1,0 +1,250 @@
+"""The report as text: a table per kernel, then its notes (what was sampled, what profiling
+cost, dropped records, which clock turned cycles into ns and what that is worth).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proton_inject.analyze.clock import CLOCK_MEANING, MEASURED
+from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES, overhead_class
+
+# ... and said in the text when more than this share of CTAs is (a few are timer noise).
+OVERLONG_SHARE = 0.05
+
+
+def _fmt(v: float | None, digits: int = 0) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+def drop_warning(k: dict[str, Any]) -> str | None:
+    """The dropped-record sentence for one kernel, or None when nothing was lost."""
+    d = k["drops"]
+    if not d["records_dropped"]:
+        return None
+    pct = 100.0 * d["records_dropped"] / max(1, d["records_written"])
+    need = d["needed_buffer_size"]
+    if d.get("buffer_type") == "direct":
+        return (f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) "
+                f"were not kept: in {d['ctas_with_drops']:,} CTAs a loop ran more iterations than "
+                "it keeps, so only its first iterations have regions. "
+                f"--buffer-size {need} (bytes per CTA for records inside loops) would have held "
+                "them all; --sample-iterations N keeps iterations 0, N, 2N, ... instead.")
+    per_warp = need // max(1, k["num_warps"]) if need else None
+    head = (
+        f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) were "
+        f"dropped: the circular buffer wrapped in {d['warps_with_drops']:,} warps of "
+        f"{d['ctas_with_drops']:,} CTAs, so the oldest regions are missing. --buffer-size {need} "
+        f"({per_warp} bytes per warp)"
+    )
+    if d.get("buffer_type") == "global":
+        return f"{head} with --buffer-type global would have held them all."
+    return (
+        f"{head} would have held them all, if the kernel leaves that much shared memory free "
+        "(`proton-inject check` shows it); else add --buffer-type global (records in global "
+        "memory, no shared-memory limit) or record fewer regions or warps (--loop-depth, --warps)."
+    )
+
+
+def sampled_line(k: dict[str, Any]) -> str | None:
+    """What the profile sampled (which warps, every Nth CTA); counts and totals are of the
+    sampled records only, never scaled up."""
+    smp = k.get("sampled") or {}
+    parts = []
+    warps = smp.get("warps")
+    if warps:
+        parts.append(f"warps {','.join(map(str, warps))} of {k['num_warps']} recorded "
+                     "(the first of each partition unless --warps named them; --warps all: every warp)")
+    n = smp.get("every_nth_cta") or 1
+    if n > 1:
+        parts.append(f"1 CTA in {n} recorded (--sample-ctas {n}): "
+                     f"{smp.get('ctas_with_records', 0):,} of {k['ctas']:,} CTAs have regions")
+    n = smp.get("every_nth_iteration") or 1
+    if n > 1:
+        parts.append(f"iterations 0, {n}, {2 * n}, ... of each loop lowered directly recorded "
+                     f"(--sample-iterations {n})")
+    if not parts:
+        return None
+    return "sampled: " + "; ".join(parts) + "; counts and totals are of these only, not scaled"
+
+
+def held_iterations_note(k: dict[str, Any]) -> str | None:
+    """One note naming the regions around loops whose iterations were recorded directly: each
+    kept iteration's store is in their durations, and nothing subtracts it."""
+    lo, hi = DIRECT_ITERATION_CYCLES
+    held = [(r, r["recorded_iterations_inside"]) for r in k["regions"]
+            if r.get("recorded_iterations_inside")]
+    if not held:
+        return None
+    worst, n = max(held, key=lambda h: h[1] / max(1.0, h[0]["cycles"]["median"]))
+    med = max(1.0, worst["cycles"]["median"])
+    names = ", ".join(f"{r['name']} ({n:,.1f} per instance)" for r, n in held)
+    return (f"note: recorded loop iterations run inside {names}: each stored its clocks as it "
+            f"ended, inside its loop, and nothing subtracts those stores from the regions around "
+            f"them (on an H100 a recorded iteration added {lo}-{hi} cycles to its loop, depending "
+            f"on the loop body): up to ~{hi * n:,.0f} of {worst['name']}'s {med:,.0f} median "
+            f"cycles ({100 * hi * n / med:.1f}%); time those regions with no records inside their "
+            "loops (e.g. --loops outer) for their plain length")
+
+
+def fitted_rates(summary: dict[str, Any]) -> dict[str | None, list[float]]:
+    """Per device, the clocks of every launch in the report whose globaltimer fit held."""
+    out: dict[str | None, list[float]] = {}
+    for k in summary["kernels"]:
+        for c in k["clock"]["per_launch"]:
+            if c.get("source") in MEASURED and c.get("mhz_median"):
+                out.setdefault(k.get("device"), []).append(float(c["mhz_median"]))
+    return out
+
+
+def clock_line(k: dict[str, Any], fitted: dict[str | None, list[float]] | None = None) -> str:
+    """Which clock turned this kernel's cycles into ns, and what that is worth: a fit's
+    quality, or that a fallback is a guess, never presented as a measurement. ``fitted``
+    (``fitted_rates``): what other launches on the device measured, as a hint for a guess."""
+    per = k["clock"]["per_launch"]
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for c in per:
+        by_source.setdefault(str(c.get("source")), []).append(c)
+    parts = []
+    for source, cs in sorted(by_source.items(), key=lambda kv: -len(kv[1])):
+        mhz = sorted({c["mhz_median"] for c in cs if c.get("mhz_median")})
+        rate = ("-" if not mhz else f"{mhz[0]:,.0f}" if len(mhz) == 1
+                else f"{mhz[0]:,.0f}-{mhz[-1]:,.0f}") + " MHz"
+        head = f"{source} {rate} on {len(cs)} of {len(per)} launch{'es' if len(per) != 1 else ''}"
+        if source == "globaltimer-fit":
+            r2 = [c["fit_r2"] for c in cs if c.get("fit_r2") is not None]
+            res = [c["residual_ns"] for c in cs if c.get("residual_ns") is not None]
+            q = []
+            if r2:
+                q.append(f"R^2 >= {min(r2):.3f}")
+            if res:
+                q.append(f"residual <= {max(res):,.0f} ns RMS")
+            parts.append(f"{head} (measured: {', '.join(q) or 'fit'}{_within(cs)})")
+        elif source == "clock-bracket":
+            differ = [abs(c["bracket"].get("sides_differ_pct") or 0) for c in cs
+                      if isinstance(c.get("bracket"), dict)]
+            note = (f", before and after differ by up to {max(differ):.1f}%"
+                    if differ and max(differ) > 0.1 else "")
+            parts.append(f"{head} ({CLOCK_MEANING[source]}{_within(cs)}{note})")
+        else:
+            why = f"; globaltimer fit rejected: {cs[0]['reason']}" if cs[0].get("reason") else ""
+            br = cs[0].get("bracket")
+            if isinstance(br, dict) and br.get("missing") and source != "--clock-mhz":
+                why += f"; no clock bracket: {br['missing']}"
+            parts.append(f"{head} ({CLOCK_MEANING.get(source, source)}{why})")
+    near = (fitted or {}).get(k.get("device"))
+    if near and set(by_source) - {*MEASURED, "--clock-mhz"}:
+        lo, hi = min(near), max(near)
+        rate = f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}-{hi:,.0f}"
+        parts.append(f"launches of these inputs whose fit held ran at {rate} MHz "
+                     f"({len(near)} launch{'es' if len(near) != 1 else ''}; --clock-mhz takes one)")
+    return "clock: " + "; ".join(parts)
+
+
+def _within(cs: list[dict[str, Any]]) -> str:
+    """The largest stated uncertainty of some launches' clocks, as ``: +-0.05%``."""
+    u = [c["uncertainty_pct"] for c in cs if c.get("uncertainty_pct") is not None]
+    return f"; ns within +-{max(u):.2g}%" if u else ""
+
+
+def clock_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None = None) -> list[str]:
+    """The clock line, the record-cost line, and whether the clock stretched records past
+    their CTA's lifetime."""
+    out = [clock_line(k, fitted)]
+    costs = k.get("record_cost_cycles") or []
+    cost = [c for c in costs if c]
+    if cost:
+        out.append(f"record cost: {', '.join(f'{c:g}' for c in cost)} cycles per record subtracted "
+                   "(calibrated; nested regions shifted with it; --raw shows raw durations)")
+    if None in costs:
+        out.append(f"record cost: not calibrated for {k.get('device') or 'this device'}: durations "
+                   "may include the records' own cost (on an H100 none lowered directly, "
+                   "70 per record with every warp in Proton's shared buffer); "
+                   "`proton-inject calibrate` on that GPU measures it")
+    o = k.get("ctas_overlong") or {}
+    n, measured = o.get("count", 0), o.get("on_measured_clock", 0)
+    if n > OVERLONG_SHARE * o.get("of", 0):
+        head = (f"note: the records of {n:,} of {o['of']:,} CTAs span longer than the CTA lived "
+                f"(its timer reads, +-1 tick; up to {o['max_ratio']:.2f}x)")
+        if n - measured > OVERLONG_SHARE * o.get("of", 0):
+            out.append(f"{head}: the clock is too slow for them; shares count their record "
+                       "span as their lifetime")
+        else:  # a measured clock is not to blame
+            out.append(f"{head} on a measured clock: their timer reads do not bound their records; "
+                       "shares count their record span as their lifetime")
+    return out
+
+
+def format_text(summary: dict[str, Any]) -> str:
+    """Human-readable tables, one per kernel."""
+    out = []
+    fitted = fitted_rates(summary)
+    for k in summary["kernels"]:
+        launches = k["launches"]
+        clk = k["clock"]
+        grid = "x".join(str(g) for g in k["grid"])
+        wall = _fmt(k["kernel_wall_ns"] / 1000, 1) + " us" + (" summed" if len(launches) > 1 else "")
+        title = (f"{k['kernel']}" + (f" [{k['config']}]" if k["config"] else "") +
+                 f": {len(launches)} launch{'es' if len(launches) != 1 else ''}, grid {grid}, "
+                 f"{k['num_warps']} warps, {k['ctas']:,} CTAs, {k['events']:,} regions, wall "
+                 f"{wall}; clock {_fmt(clk['mhz_median'])} MHz ({', '.join(clk['sources'])})")
+        out.append(title)
+        out += _table(k)
+        line = sampled_line(k)
+        if line:
+            out.append("  " + line)
+        out.append("  " + overhead_class(k))
+        w = drop_warning(k)
+        if w:
+            out.append("  " + w)
+        w = held_iterations_note(k)
+        if w:
+            out.append("  " + w)
+        out += [f"  {n}" for n in clock_notes(k, fitted)]
+        d = k["drops"]
+        if d["unmatched_starts"] or d["unmatched_ends"]:
+            out.append(f"  note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
+                       "records had no partner (regions cut by the buffer window, or left early)")
+        out.append("  wall = first CTA start to last CTA end, per launch; share = region time / "
+                   f"CTA time ({_fmt(k['cta_time_sum_ns'] / 1000, 1)} us: the sum over profiled "
+                   "warps of their CTA's lifetime, init to pre-final or its records' span where "
+                   "longer); nested regions overlap their parents")
+        out.append("")
+    return "\n".join(out)
+
+
+def _table(k: dict[str, Any]) -> list[str]:
+    """One kernel's table: a row per region, then per rank and per warp (group) where given."""
+    hdr = ["region", "count", "total cyc", "mean cyc", "median cyc", "p95 cyc", "max cyc",
+           "total us", "mean ns", "median ns", "p95 ns", "max ns", "share"]
+    rows = []
+    for r in k["regions"]:
+        c, n = r["cycles"], r["ns"]
+        rows.append([
+            r["name"], f"{r['count']:,}", _fmt(c["total"]), _fmt(c["mean"], 1),
+            _fmt(c["median"]), _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1),
+            _fmt(n["mean"], 1), _fmt(n["median"], 1), _fmt(n["p95"], 1), _fmt(n["max"], 1),
+            "-" if r["share"] is None else f"{100 * r['share']:.1f}%",
+        ])
+        for pr in r.get("per_rank") or []:
+            c, n = pr["cycles"], pr["ns"]
+            rows.append([
+                f"  rank {pr['rank']}", f"{pr['count']:,}", _fmt(c["total"]), _fmt(c["mean"], 1),
+                _fmt(c["median"]), _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1),
+                _fmt(n["mean"], 1), _fmt(n["median"], 1), _fmt(n["p95"], 1), _fmt(n["max"], 1), "",
+            ])
+        for u in r["per_unit"] or []:
+            rows.append([f"  {u['unit']}", f"{u['count']:,}", "", "", _fmt(u["median_cycles"]),
+                         "", "", "", "", _fmt(u["median_ns"], 1), "", "", ""])
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(hdr)]
+    out = ["  " + "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                            for i, (h, w) in enumerate(zip(hdr, widths, strict=True)))]
+    for row in rows:
+        out.append("  " + "  ".join(v.ljust(w) if i == 0 else v.rjust(w)
+                                    for i, (v, w) in enumerate(zip(row, widths, strict=True))))
+    if not rows:
+        out.append("  (no complete regions)")
+    return out
