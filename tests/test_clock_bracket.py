@@ -255,3 +255,30 @@ def test_cta_lifetime_note_is_tick_aware_and_does_not_blame_a_measured_clock():
     [note] = [n for n in clock_notes(ks) if n.startswith("note:")]
     assert "on a measured clock: their timer reads do not bound their records" in note
     assert "too slow" not in note
+
+
+def test_a_graph_replay_takes_the_rate_the_devices_other_brackets_measured(tmp_path):
+    """Issue 27 item 6: a CUDA-graph replay has no bracket of its own (a bracket kernel would
+    join the program's graph); where its timer reads cannot fit the clock, it takes the median
+    rate the brackets of the run's other launches on the same device measured, and says so."""
+    from proton_inject.analyze.report import iter_decoded
+
+    buf, meta = _one_cta_per_sm()
+    d0 = _decode(buf, meta)
+    end = d0.base_ns + int(d0.ctas.postfinal_ns.max())
+    bracketed = dataclasses.replace(with_bracket(meta, 1544.0, 1544.0, d0.base_ns, end), launch=1)
+    replay = dataclasses.replace(meta, launch=2, clock_bracket={
+        "missing": "CUDA-graph replay (a bracket kernel cannot be added to the program's graph)"})
+    save_raw(tmp_path / "raw" / "00001-mm_kernel", buf, bracketed)
+    save_raw(tmp_path / "raw" / "00002-mm_kernel", buf, replay)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DecodeWarning)
+        alone = list(iter_decoded([tmp_path / "raw" / "00002-mm_kernel.json"]))[0]
+        assert alone.clock.source != "device-bracket"  # nothing measured on the device: as before
+        first, second = iter_decoded(sorted((tmp_path / "raw").glob("*.json")))
+    assert first.clock.source == "clock-bracket"
+    assert second.clock.source == "device-bracket"
+    assert abs(second.clock.summary()["mhz_median"] - 1544.0) < 0.5
+    assert any("other launch" in i.detail and "1544 MHz" in i.detail for i in second.issues)
+    res = run_report([tmp_path / "raw"])
+    assert "device-bracket 1,544 MHz on 1 of 2 launches" in res.text, res.text

@@ -114,6 +114,8 @@ CLOCK_MEANING = {
     "clock-bracket": "measured on every SM right before and right after the launch: a "
                      "measurement",
     "--clock-mhz": "given by --clock-mhz",
+    "device-bracket": "the median rate clock brackets measured around this run's other launches "
+                      "on the device: a measurement near this launch, not of it",
     "device-clock": "device max clock: a guess, not a measurement; ns are lower bounds if "
                     "the SMs ran slower",
     "within-cta": "slowest clock that fits 95% of CTAs' records in their lifetime: a bound, "
@@ -159,7 +161,8 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
                c_last: np.ndarray, init: np.ndarray, pre: np.ndarray, clock_mhz: float | None,
                device_mhz: float | None, tick: int, warn: list[Issue], where: str,
                bracket: dict[str, Any] | None = None,
-               span: tuple[int, int] | None = None) -> ClockFit:
+               span: tuple[int, int] | None = None,
+               device_bracket: tuple[float, int] | None = None) -> ClockFit:
     """Fit cycles = offset[SM] + G(t) to the timer anchors every CTA gives.
 
     Anchors: (pre-final time, last record) of every CTA that has records - the pre-final time
@@ -175,8 +178,10 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
     one CTA per SM those differences are a few 32 ns timer ticks of jitter and the fit is
     noise (1,275 MHz for a 1,980 MHz H100). Such fits are rejected (``_doubts``) and the
     rate comes from the launch's clock bracket (``bracket``: measured right before and after
-    it; ``span`` is the launch's absolute init..post-final time), else falls back to the
-    device's max SM clock (a guess), else to the within-CTA bound.
+    it; ``span`` is the launch's absolute init..post-final time), else from the brackets of
+    the run's other launches on the device (``device_bracket``: median MHz and how many; a
+    CUDA-graph replay has no bracket of its own), else falls back to the device's max SM
+    clock (a guess), else to the within-CTA bound.
     """
     s_ids, inv = np.unique(sm[has], return_inverse=True)
     if len(s_ids) == 0:
@@ -223,6 +228,17 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
         _check_sides(br, warn, where)
         return clock
     missing = clock_bracket.missing_reason(bracket)
+    if device_bracket is not None:
+        mhz, n = device_bracket
+        add_issue(warn, "clock from the device's other launches",
+                  f"{where}: no clock bracket ({missing}) and the globaltimer fit was rejected "
+                  f"({reason}); used the median rate the brackets of {n} other launch(es) on "
+                  f"this device measured ({mhz:.0f} MHz)",
+                  why=f"no clock bracket: {_short(missing)}",
+                  then=f"cycles converted at {mhz:.0f} MHz ({CLOCK_MEANING['device-bracket']})")
+        clock = build(_fixed_rate(a, mhz), "device-bracket")
+        clock.reason, clock.bracket = reason, detail
+        return clock
     mhz, source = _fallback_rate(cta, device_mhz, tick)
     add_issue(warn, "globaltimer fit rejected",
               f"{where}: globaltimer clock fit rejected ({reason}); no clock bracket: {missing}; "

@@ -184,7 +184,8 @@ def _group_starts(lengths: np.ndarray) -> np.ndarray:
 
 
 def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
-           record_cost: float | None = None) -> Decoded:
+           record_cost: float | None = None,
+           device_bracket: tuple[float, int] | None = None) -> Decoded:
     """Decode one launch's raw profile buffer into events on one ns time axis.
 
     Damaged CTAs are skipped with a ``DecodeWarning`` (also kept in ``.warnings``); an
@@ -194,6 +195,9 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     the clock reads around it: each warp's k-th record is moved k costs earlier, so a region
     loses one cost per record from its start to its end (its own and those of regions nested
     in it), and back-to-back regions keep their gap. 0 or None keeps the raw clock reads.
+    ``device_bracket`` (median MHz, launches): what the clock brackets of the run's other
+    launches on this device measured, for a launch without a bracket of its own (a CUDA-graph
+    replay) whose timer reads cannot fit the clock.
     """
     warn: list[Issue] = []
     where = f"launch {meta.label}"
@@ -204,7 +208,7 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     r = _read_records(b, meta, where, warn, clock_mhz)
     si, ei, unmatched_starts, unmatched_ends = _pair(r, where, warn)
     direct = meta.buffer_type == "direct"
-    clock = _fit(b, r, direct, meta, clock_mhz, where, warn)
+    clock = _fit(b, r, direct, meta, clock_mhz, where, warn, device_bracket)
     ev = _events(b, r, si, ei, clock, record_cost)
 
     init_ns = b.init - b.base
@@ -483,7 +487,7 @@ def _pair(r: _Records, where: str, warn: list[Issue]) -> tuple[np.ndarray, np.nd
 
 
 def _fit(b: _Blocks, r: _Records, direct: bool, meta: LaunchMeta, clock_mhz: float | None,
-         where: str, warn: list[Issue]) -> ClockFit:
+         where: str, warn: list[Issue], device_bracket: tuple[float, int] | None = None) -> ClockFit:
     """The launch's clock fit (cycles -> ns per SM) from each CTA's first and last record
     and its timer reads."""
     n_ok, n_seg = len(b.rows), len(b.segs)
@@ -503,7 +507,7 @@ def _fit(b: _Blocks, r: _Records, direct: bool, meta: LaunchMeta, clock_mhz: flo
     span = (b.base, int(b.post.max())) if n_ok else None
     return fit_clock(b.sm, cta_has, start_anchor, c_first, c_last, b.init - b.base,
                      b.pre - b.base, clock_mhz, meta.sm_clock_mhz, tick, warn, where,
-                     bracket=meta.clock_bracket, span=span)
+                     bracket=meta.clock_bracket, span=span, device_bracket=device_bracket)
 
 
 def _events(b: _Blocks, r: _Records, si: np.ndarray, ei: np.ndarray, clock: ClockFit,

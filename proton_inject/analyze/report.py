@@ -29,11 +29,11 @@ from proton_inject.analyze.plot import plot_timeline
 from proton_inject.analyze.summary import LaunchData, summarize
 from proton_inject.analyze.text import format_text
 from proton_inject.errors import UserError
-from proton_inject.formats import calibration
+from proton_inject.formats import calibration, clock_bracket
 from proton_inject.formats import schema as validate
 from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.files import check_outputs
-from proton_inject.formats.raw import find_raw, is_raw_json, load_raw
+from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta
 from proton_inject.formats.schema import read_json
 
 # Long work says how far it got on stderr this often (seconds).
@@ -112,14 +112,32 @@ def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
                  raw: bool = False) -> Iterator[Decoded]:
     """Decode raw launches one at a time, in the order given; durations less the calibrated
     record cost (the run's, else this machine's cache for the launch's device) unless ``raw``."""
+    brackets = device_brackets(paths)
     for p in paths:
         buf, meta = load_raw(p)
         cost = 0.0 if raw else meta.record_cost_cycles
         if cost is None:
             cost = calibration.lookup(meta.device, meta.clock_bits, meta.buffer_type,
                                     selective=bool(meta.sampled_warps))
-        yield decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost)
+        yield decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost,
+                     device_bracket=brackets.get((meta.rank, meta.device)))
         del buf
+
+
+def device_brackets(paths: Sequence[Path]) -> dict[tuple[int | None, str | None], tuple[float, int]]:
+    """Per (rank, device): the median rate the clock brackets of these launches measured, and
+    how many had one. A CUDA-graph replay gets no bracket (a bracket kernel would join the
+    program's graph), so its clock comes from these when its own timer reads cannot fit it."""
+    rates: dict[tuple[int | None, str | None], list[float]] = {}
+    for p in paths:
+        try:
+            meta = read_launch_meta(p)
+        except UserError:
+            continue  # decoding it says what is wrong
+        r = clock_bracket.rate(meta.clock_bracket)
+        if r is not None:
+            rates.setdefault((meta.rank, meta.device), []).append(r.mhz)
+    return {k: (float(np.median(v)), len(v)) for k, v in rates.items()}
 
 
 def decode_raw(paths: Sequence[Path], clock_mhz: float | None = None, raw: bool = False) -> list[Decoded]:

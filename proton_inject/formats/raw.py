@@ -183,6 +183,19 @@ def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta,
 
 
 
+def read_launch_meta(path: str | os.PathLike) -> LaunchMeta:
+    """The metadata of one raw launch (its ``.json``; a ``.bin`` path names it too)."""
+    p = Path(path)
+    name = p.name
+    for suffix in (".bin.gz", ".bin", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    json_path = p.with_name(name + ".json")
+    d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`")
+    return LaunchMeta.from_dict(d, str(json_path))
+
+
 def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
     """Read one raw launch given its prefix, ``.json``, ``.bin`` or ``.bin.gz`` path."""
     p = Path(path)
