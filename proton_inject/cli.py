@@ -108,7 +108,11 @@ def _rules_from(kw: dict):
     from proton_inject.instrument.rules import Rules, load_rules_file, rules_from_pyproject
 
     rules_file = kw.pop("rules_file")
-    base = load_rules_file(rules_file) if rules_file else (rules_from_pyproject() or Rules())
+    from_pyproject = None if rules_file else rules_from_pyproject()
+    base = load_rules_file(rules_file) if rules_file else (from_pyproject or Rules())
+    if from_pyproject is not None:  # rules the user did not type on this command line
+        click.echo("proton-inject: rules from ./pyproject.toml [tool.proton-inject] (options given "
+                   "here add to them; --rules FILE replaces them)", err=True)
     loop_depth = kw.pop("loop_depth")
     return Rules(
         kernel_scope=kw.pop("kernel_scope") or base.kernel_scope,

@@ -268,6 +268,11 @@ def test_rules_from_pyproject_and_rules_file(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     text = (tmp_path / "o.ttgir").read_text()
     assert 'start "tail"' in text and 'start "kernel"' in text and 'start "iter acc @matmul.py:36"' in text
+    assert "rules from ./pyproject.toml [tool.proton-inject]" in res.output  # said, not silent
+    (tmp_path / "r.toml").write_text('loops = "both"\n')
+    res = CliRunner().invoke(main, ["insert", str(src), "-o", str(tmp_path / "p.ttgir"), "--rules",
+                                    str(tmp_path / "r.toml")])
+    assert res.exit_code == 0 and "rules from ./pyproject.toml" not in res.output
     bad = tmp_path / "bad.toml"
     bad.write_text('loops = "sometimes"\n')
     # Blamed on the file and its key, not on the command-line option.
