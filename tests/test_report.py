@@ -364,3 +364,35 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
             "1.00-1.13 (layer norm 8192^2 1.125") in overhead_class(k)
     assert ("iterations 0, 4, 8, ... of each loop lowered directly recorded (--sample-iterations 4)"
             in sampled_line(k))
+
+
+def test_every_region_row_states_its_error_bar(tmp_path):
+    """Issue 30 item 3: each region carries its uncertainty (record cost left after
+    calibration, or the cost itself when uncalibrated; ns add the clock's stated error), and a
+    region shorter than it is marked, in the JSON and in the table."""
+    import warnings
+
+    from proton_inject.analyze.uncertainty import CALIBRATED, UNCALIBRATED
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_report([DATA])
+    add = next(k for k in res.summary["kernels"] if k["kernel"] == "add_kernel")
+    assert add["record_cost_cycles"] == [None] and add["clock"]["sources"] == ["globaltimer-fit"]
+    for r in add["regions"]:
+        u = r["uncertainty"]
+        assert u["cycles"] == UNCALIBRATED["shared"]
+        assert u["ns"] > u["cycles"] * 1000 / add["clock"]["mhz_median"]  # plus the clock's share
+        assert r["below_uncertainty"] == (r["cycles"]["median"] < u["cycles"])
+    assert [r["name"] for r in add["regions"] if r["below_uncertainty"]] == ["iter"]  # 55 cycles
+    assert "+-cyc" in res.text and "iter (!)" in res.text and "shorter than their error bar" in res.text
+    # calibrated: what the calibration left; on a guessed clock, ns get no error bar
+    from proton_inject.analyze.uncertainty import add_uncertainty
+
+    k = json.loads(json.dumps(add))
+    k["record_cost_cycles"] = [34.5]
+    k["clock"]["per_launch"][0]["source"] = "device-clock"
+    k["clock"]["sources"] = ["device-clock"]
+    add_uncertainty(k)
+    assert {r["uncertainty"]["cycles"] for r in k["regions"]} == {CALIBRATED["shared"]}
+    assert {r["uncertainty"]["ns"] for r in k["regions"]} == {None}

@@ -13,6 +13,7 @@ import numpy as np
 
 from proton_inject.analyze.clock import MEASURED
 from proton_inject.analyze.decode import Decoded
+from proton_inject.analyze.uncertainty import add_uncertainty
 from proton_inject.formats import diagnostics
 from proton_inject.formats.diagnostics import Issue
 
@@ -143,7 +144,7 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
         overlong[3] = max(overlong[3], t[3])
     regions, n_events = _regions(launches, ranks, cta_ns)
     mhz = [x.clock.get("mhz_median") for x in launches if x.clock.get("mhz_median")]
-    return {
+    out = {
         "kernel": first.kernel,
         "config": first.config,
         "launches": [x.launch for x in launches],
@@ -176,6 +177,8 @@ def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
                                           [(first.kernel, i) for x in launches for i in x.issues]),
         "issues": [{"launch": x.launch, **i.to_dict()} for x in launches for i in x.issues],
     }
+    add_uncertainty(out)
+    return out
 
 
 def _regions(launches: Sequence[LaunchData], ranks: list[int],

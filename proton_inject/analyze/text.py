@@ -203,6 +203,10 @@ def format_text(summary: dict[str, Any]) -> str:
         if w:
             out.append("  " + w)
         out += [f"  {n}" for n in clock_notes(k, fitted)]
+        small = [r["name"] for r in k["regions"] if r.get("below_uncertainty")]
+        if small:
+            out.append(f"  (!) shorter than their error bar (+-cyc: what the records' cost may "
+                       f"still add or remove): {', '.join(small[:6])}{', ...' if len(small) > 6 else ''}")
         d = k["drops"]
         if d["unmatched_starts"] or d["unmatched_ends"]:
             out.append(f"  note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
@@ -217,27 +221,29 @@ def format_text(summary: dict[str, Any]) -> str:
 
 def _table(k: dict[str, Any]) -> list[str]:
     """One kernel's table: a row per region, then per rank and per warp (group) where given."""
-    hdr = ["region", "count", "total cyc", "mean cyc", "median cyc", "p95 cyc", "max cyc",
-           "total us", "mean ns", "median ns", "p95 ns", "max ns", "share"]
+    hdr = ["region", "count", "total cyc", "mean cyc", "median cyc", "+-cyc", "p95 cyc", "max cyc",
+           "total us", "mean ns", "median ns", "+-ns", "p95 ns", "max ns", "share"]
     rows = []
     for r in k["regions"]:
         c, n = r["cycles"], r["ns"]
+        u = r.get("uncertainty") or {}
         rows.append([
-            r["name"], f"{r['count']:,}", _fmt(c["total"]), _fmt(c["mean"], 1),
-            _fmt(c["median"]), _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1),
-            _fmt(n["mean"], 1), _fmt(n["median"], 1), _fmt(n["p95"], 1), _fmt(n["max"], 1),
+            r["name"] + (" (!)" if r.get("below_uncertainty") else ""), f"{r['count']:,}",
+            _fmt(c["total"]), _fmt(c["mean"], 1), _fmt(c["median"]), _fmt(u.get("cycles")),
+            _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1), _fmt(n["mean"], 1),
+            _fmt(n["median"], 1), _fmt(u.get("ns"), 1), _fmt(n["p95"], 1), _fmt(n["max"], 1),
             "-" if r["share"] is None else f"{100 * r['share']:.1f}%",
         ])
         for pr in r.get("per_rank") or []:
             c, n = pr["cycles"], pr["ns"]
             rows.append([
                 f"  rank {pr['rank']}", f"{pr['count']:,}", _fmt(c["total"]), _fmt(c["mean"], 1),
-                _fmt(c["median"]), _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1),
-                _fmt(n["mean"], 1), _fmt(n["median"], 1), _fmt(n["p95"], 1), _fmt(n["max"], 1), "",
+                _fmt(c["median"]), "", _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1),
+                _fmt(n["mean"], 1), _fmt(n["median"], 1), "", _fmt(n["p95"], 1), _fmt(n["max"], 1), "",
             ])
         for u in r["per_unit"] or []:
-            rows.append([f"  {u['unit']}", f"{u['count']:,}", "", "", _fmt(u["median_cycles"]),
-                         "", "", "", "", _fmt(u["median_ns"], 1), "", "", ""])
+            rows.append([f"  {u['unit']}", f"{u['count']:,}", "", "", _fmt(u["median_cycles"]), "",
+                         "", "", "", "", _fmt(u["median_ns"], 1), "", "", "", ""])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(hdr)]
     out = ["  " + "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
