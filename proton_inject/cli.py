@@ -372,6 +372,7 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
 def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages, num_ctas,
               config):
     from proton_inject.dump import aot as override
+    from proton_inject.dump import dump_tree
     from proton_inject.dump.signature import constexpr_text, constexpr_type, parse_constexprs
 
     source_file, kernel = spec
@@ -385,10 +386,10 @@ def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stage
         source_file, kernel, sig, values, target,
         num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas, config=config,
     )
-    results, notes = override.one_per_hash(results)
+    results, notes = dump_tree.one_per_hash(results)
     for note in notes:
         click.echo(f"note: {note}", err=True)
-    written = override.write_dump(results, out_dir)
+    written = dump_tree.write_dump(results, out_dir)
     click.echo(f"wrote {len(written)} kernel(s) to {out_dir}:")
     for r in results:
         cfg = f"config [{r.config}] {r.config_desc}: " if r.config is not None else ""

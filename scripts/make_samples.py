@@ -76,7 +76,8 @@ def relativize_locs(text: str) -> str:
 
 def _compile_job(job: tuple[str, int, str]) -> tuple[str, int, str, str | None, str | None, float]:
     """Worker: compile one (example, spec index, target); return (..., ttgir or None, error)."""
-    from proton_inject.dump.aot import compile_aot, load_module
+    from proton_inject.dump.aot import compile_aot
+    from proton_inject.dump.kernel_source import load_module
 
     rel, idx, target = job
     path = ROOT / rel
@@ -91,7 +92,7 @@ def _compile_job(job: tuple[str, int, str]) -> tuple[str, int, str, str | None, 
 
 
 def collect_specs() -> list[tuple[str, int, dict]]:
-    from proton_inject.dump.aot import load_module
+    from proton_inject.dump.kernel_source import load_module
 
     out = []
     for path in sorted(EXAMPLES.glob("*.py")):

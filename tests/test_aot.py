@@ -17,7 +17,7 @@ from conftest import requires_gpu
 
 from proton_inject.cli import main
 from proton_inject.dump import aot as override
-from proton_inject.dump import program, signature
+from proton_inject.dump import dump_tree, program, signature
 from proton_inject.errors import UserError
 
 KERNEL_SRC = textwrap.dedent(
@@ -214,7 +214,7 @@ def test_dump_is_picked_up_by_triton_override(result, tmp_path, capfd):
 
     fn = override.load_kernel(result.source_file, "scale_kernel")
     src, *_ = override._build_source(fn, override.parse_signature(SIG), CONSTEXPRS, "t")
-    override.write_dump([result], tmp_path / "dump")
+    dump_tree.write_dump([result], tmp_path / "dump")
     with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
         triton.knobs.cache.dir = str(tmp_path / "cache")
         triton.knobs.cache.override_dir = str(tmp_path / "dump")
@@ -226,7 +226,7 @@ def test_dump_is_picked_up_by_triton_override(result, tmp_path, capfd):
 
 def test_write_dump_layout(result, tmp_path):
     out = tmp_path / "dump"
-    written = override.write_dump([result], out)
+    written = dump_tree.write_dump([result], out)
     assert written == [out / result.hash / "scale_kernel.ttgir"]
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert files == sorted([f"{result.hash}/scale_kernel.ttgir", "manifest.json"])
@@ -254,15 +254,15 @@ def test_write_dump_layout(result, tmp_path):
 def test_write_dump_merges_and_rejects_hash_clash(result, tmp_path):
     out = tmp_path / "dump"
     other = override.AotResult(**{**result.__dict__, "kernel_name": "other", "hash": "X" * 52})
-    override.write_dump([result], out)
-    override.write_dump([other], out)
+    dump_tree.write_dump([result], out)
+    dump_tree.write_dump([other], out)
     names = [e["name"] for e in json.loads((out / "manifest.json").read_text())["kernels"]]
     assert names == ["other", "scale_kernel"]
-    override.write_dump([result], out)  # rewriting the same kernel replaces its entry
+    dump_tree.write_dump([result], out)  # rewriting the same kernel replaces its entry
     assert len(json.loads((out / "manifest.json").read_text())["kernels"]) == 2
     clash = override.AotResult(**{**result.__dict__, "num_warps": 8, "ttgir": "different"})
     with pytest.raises(UserError, match="same override hash"):
-        override.write_dump([result, clash], tmp_path / "other")
+        dump_tree.write_dump([result, clash], tmp_path / "other")
 
 
 def test_compile_aot_errors(kernel_file, tmp_path):
@@ -483,7 +483,7 @@ def test_autotune_dumps_one_file_per_config(tuned_file):
     for r in results:
         assert r.hash == _binder_hash(fn, "cuda:90", x, None, 1024, BLOCK=r.constexprs["BLOCK"],
                                       HAS_B=False, EVEN=True)
-    kept, notes = override.one_per_hash(results)
+    kept, notes = dump_tree.one_per_hash(results)
     assert [r.config for r in kept] == [0, 1]
     assert len(notes) == 1 and "config [2]" in notes[0] and "--config 2" in notes[0]
     (one,) = override.compile_aot_all(tuned_file, "tuned_kernel", TUNED_SIG, {"EVEN": True},

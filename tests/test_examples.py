@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from proton_inject.dump.aot import load_kernel, load_module
+from proton_inject.dump.kernel_source import load_kernel, load_module
 from proton_inject.dump.signature import parse_signature
 
 ROOT = Path(__file__).resolve().parents[1]

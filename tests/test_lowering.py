@@ -188,7 +188,8 @@ def test_suggest_buffer_size():
 
 
 def _layernorm_ttgir(rules) -> str:
-    from proton_inject.dump.aot import compile_aot, load_module
+    from proton_inject.dump.aot import compile_aot
+    from proton_inject.dump.kernel_source import load_module
     from proton_inject.instrument.insert import insert_text
 
     path = Path(__file__).parent.parent / "examples" / "layernorm.py"

@@ -48,7 +48,7 @@ KERNEL_SRC = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def kernel_mod(tmp_path_factory):
-    from proton_inject.dump.aot import load_module
+    from proton_inject.dump.kernel_source import load_module
 
     path = tmp_path_factory.mktemp("src") / "kern.py"
     path.write_text(KERNEL_SRC)

@@ -16,218 +16,37 @@ or integer argument gets an attribute entry, ``[["tt.divisibility", 16]]`` or ``
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
 import os
-import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proton_inject.dump.signature import _UNSPECIALIZED_SCALARS, _split_hint, constexpr_text, parse_signature
+from proton_inject.dump.kernel_source import (
+    KernelSpec,
+    apply_heuristics,
+    describe_config,
+    load_kernel,
+    load_kernel_spec,
+)
+from proton_inject.dump.signature import _UNSPECIALIZED_SCALARS, _split_hint, parse_signature
 from proton_inject.errors import UserError
-from proton_inject.formats.files import write_atomic
-from proton_inject.formats.manifest import MANIFEST_NAME, MANIFEST_VERSION, jsonable, read_dump_manifest, source_sha256
 from proton_inject.lower.target import format_target, parse_target
-
-# --- targets ------------------------------------------------------------------
-
-
-
-
-
-
-# --- signatures ---------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-# --- loading a kernel from a file ---------------------------------------------
-
-_MODULES: dict[tuple[str, float], Any] = {}
-
-
-def load_module(path: Path):
-    """Import a Python file by path (cached per path and mtime)."""
-    key = (str(path), path.stat().st_mtime)
-    if key in _MODULES:
-        return _MODULES[key]
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
-    mod_name = f"_proton_inject_aot_{path.stem}_{digest}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise UserError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    # Sibling imports work as when the file is run as a script.
-    sys.path.insert(0, str(path.parent))
-    sys.modules[mod_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except SystemExit as e:
-        sys.modules.pop(mod_name, None)
-        raise UserError(f"{path}: importing it called exit({e.code})") from e
-    except Exception as e:
-        sys.modules.pop(mod_name, None)
-        raise UserError(f"{path}: importing it failed: {type(e).__name__}: {e}") from e
-    finally:
-        try:
-            sys.path.remove(str(path.parent))
-        except ValueError:
-            pass
-    _MODULES[key] = module
-    return module
-
-
-def _unwrap_jit(obj):
-    """The JITFunction behind ``@triton.autotune`` / ``@triton.heuristics`` wrappers, or None."""
-    from triton.runtime.jit import JITFunction
-
-    for _ in range(8):
-        if isinstance(obj, JITFunction):
-            return obj
-        obj = getattr(obj, "fn", None)
-        if obj is None:
-            return None
-    return None
-
-
-def load_kernel(source_file: str | os.PathLike, kernel_name: str):
-    """The ``JITFunction`` named ``kernel_name`` in ``source_file``; UserError if absent."""
-    path = Path(source_file)
-    if not path.is_file():
-        raise UserError(f"{source_file}: no such file")
-    module = load_module(path.resolve())
-    obj = getattr(module, kernel_name, None)
-    fn = _unwrap_jit(obj) if obj is not None else None
-    if fn is None:
-        found = sorted(n for n, v in vars(module).items() if _unwrap_jit(v) is not None)
-        what = "no Triton kernel" if obj is None else "an object that is not a Triton kernel"
-        listing = ", ".join(found) if found else "none"
-        raise UserError(
-            f"{source_file}: {what} named {kernel_name!r} (Triton kernels there: {listing})"
-        )
-    return fn
-
 
 # --- autotune and heuristics wrappers --------------------------------------------
 
 
-@dataclass
-class KernelSpec:
-    """A kernel as its module defines it: the JITFunction, its autotune configs (in the
-    decorator's order, None without ``@triton.autotune``) and its ``@triton.heuristics``
-    values (name -> function of the launch's arguments), in the order the launch applies them."""
-
-    fn: Any
-    configs: list | None
-    heuristics: dict[str, Any]
 
 
-def load_kernel_spec(source_file: str | os.PathLike, kernel_name: str) -> KernelSpec:
-    """``load_kernel`` plus what its autotune/heuristics wrappers decide at launch time."""
-    fn = load_kernel(source_file, kernel_name)
-    obj = getattr(load_module(Path(source_file).resolve()), kernel_name)
-    configs, heuristics = None, {}
-    chain = []
-    while obj is not None and obj is not fn:
-        chain.append(obj)
-        obj = getattr(obj, "fn", None)
-    # A launch runs the outermost wrapper first; heuristics see the config's values, so they
-    # are applied innermost-last in the order the wrappers call each other.
-    for w in chain:
-        cfgs = getattr(w, "configs", None)
-        if configs is None and isinstance(cfgs, list | tuple) and cfgs and all(
-                hasattr(c, "kwargs") for c in cfgs):
-            configs = list(cfgs)
-        values = getattr(w, "values", None)
-        if isinstance(values, dict) and all(callable(v) for v in values.values()):
-            heuristics.update(values)
-    return KernelSpec(fn, configs, heuristics)
 
 
-def describe_config(cfg) -> str:
-    """``BLOCK=64, num_warps=4, num_stages=3`` for an autotune config."""
-    parts = [f"{k}={v}" for k, v in cfg.kwargs.items()]
-    parts += [f"{k}={getattr(cfg, k)}" for k in ("num_warps", "num_stages", "num_ctas", "maxnreg")
-              if getattr(cfg, k, None) is not None and not (k == "num_ctas" and cfg.num_ctas == 1)]
-    return ", ".join(parts)
 
 
-class _Unknown:
-    """A runtime argument's value in a heuristic's ``args`` (known only at launch time)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def _fail(self, *a, **k):
-        raise _NeedsValue(self.name)
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = _fail
-    __rfloordiv__ = __truediv__ = __rtruediv__ = __mod__ = __rmod__ = __pow__ = _fail
-    __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __int__ = __float__ = __index__ = _fail
-    __and__ = __or__ = __rshift__ = __lshift__ = __neg__ = __abs__ = __getattr__ = _fail
-    __getitem__ = __len__ = __iter__ = _fail
-
-    def __eq__(self, other):
-        raise _NeedsValue(self.name)
-
-    __hash__ = object.__hash__
 
 
-class _NeedsValue(Exception):
-    pass
 
 
-def apply_heuristics(spec: KernelSpec, signature: Mapping[str, str], constexprs: dict[str, Any],
-                     options: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """``constexprs`` plus the value of each heuristic not given explicitly.
-
-    A heuristic is called as the launch calls it, with every argument by name: constexprs by
-    value, ``none`` arguments as None, tensors and scalars as stand-ins that only allow
-    ``is None`` tests. One that needs a runtime value is a UserError saying what to pass.
-    """
-    out = dict(constexprs)
-    for name, heur in spec.heuristics.items():
-        if name in constexprs:
-            continue  # the user's value wins, as for a launch that passes it
-        args: dict[str, Any] = {}
-        for p in spec.fn.arg_names:
-            if p in out:
-                args[p] = out[p]
-            elif str(signature.get(p, "")).lower() == "none":
-                args[p] = None
-            else:
-                args[p] = _Unknown(p)
-        args.update({k: v for k, v in options.items() if v is not None})
-        try:
-            out[name] = heur(args)
-        except _NeedsValue as e:
-            raise UserError(
-                f"{where}: @triton.heuristics computes {name} from the value of {e.args[0]!r}, "
-                f"which is only known at launch: pass --constexpr {name}=VALUE"
-            ) from None
-        except Exception as e:
-            raise UserError(
-                f"{where}: @triton.heuristics value {name} failed ({type(e).__name__}: {e}): "
-                f"pass --constexpr {name}=VALUE"
-            ) from None
-    return out
 
 
 # --- compiling ------------------------------------------------------------------
@@ -548,117 +367,16 @@ def _error_text(e: BaseException, max_lines: int = 8) -> str:
 
 
 
-def one_per_hash(results: Iterable[AotResult]) -> tuple[list[AotResult], list[str]]:
-    """The first result of each (hash, kernel), and a note for each config it stands for.
-
-    Autotune configs that differ only in num_warps/num_stages share an override file (the
-    hash leaves those out), so a dump can hold only one of them.
-    """
-    kept: dict[tuple[str, str], AotResult] = {}
-    notes = []
-    for r in results:
-        first = kept.setdefault((r.hash, r.kernel_name), r)
-        if first is not r:
-            notes.append(
-                f"{r.kernel_name}: config [{r.config}] ({r.config_desc}) has the same override "
-                f"hash as config [{first.config}] ({first.config_desc}): Triton's hash ignores "
-                f"num_warps/num_stages, so only [{first.config}] is dumped and an instrumented "
-                f"run uses its IR for both; dump the other with --config {r.config} into another "
-                "-o directory"
-            )
-    return list(kept.values()), notes
-
-
-def manifest_entry(r: AotResult) -> dict[str, Any]:
-    """The manifest's record of one kernel."""
-    return {
-        "name": r.kernel_name,
-        "hash": r.hash,
-        "ttgir": r.ttgir_relpath,
-        "source_file": r.source_file,
-        "target": r.target,
-        "num_warps": r.num_warps,
-        "num_stages": r.num_stages,
-        "num_ctas": r.num_ctas,
-        "signature": dict(r.signature),
-        "constexprs": {k: jsonable(v) for k, v in r.constexprs.items()},
-        "divisibility_16": list(r.divisibility_16),
-        "mode": "aot",
-        **({"config": r.config, "config_desc": r.config_desc} if r.config is not None else {}),
-        "source_sha256": source_sha256(r.source_file),
-    }
 
 
 
 
-def _config_text(e: Mapping[str, Any]) -> str:
-    cfg = f"config [{e['config']}] {e.get('config_desc')}, " if e.get("config") is not None else ""
-    return f"{cfg}{e.get('target')}, {e.get('num_warps')} warps, {e.get('num_stages')} stages"
 
 
 
 
-def write_dump(results: Iterable[AotResult], out_dir: str | os.PathLike) -> list[Path]:
-    """Write ``<out>/<hash>/<kernel>.ttgir`` for each result and merge them into the manifest.
 
-    Only ``.ttgir`` files go under the hash directories: Triton overrides every stage it
-    finds there, and a stale ``.cubin`` would silently replace an instrumented build.
-    Entries already in the manifest for other kernels are kept. Returns the written paths.
-    """
-    import triton
 
-    results = list(results)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: exists and is not a directory")
-    by_key: dict[tuple[str, str], AotResult] = {}
-    for r in results:
-        key = (r.hash, r.kernel_name)
-        prev = by_key.get(key)
-        if prev is not None and prev.ttgir != r.ttgir:
-            raise UserError(
-                f"{r.source_file}:{r.kernel_name}: two compiles ({prev.target}, {prev.num_warps} "
-                f"warps, {prev.num_stages} stages and {r.target}, {r.num_warps} warps, "
-                f"{r.num_stages} stages) have the same override hash {r.hash}: Triton's override "
-                "hash ignores target and launch options, so dump them into separate directories "
-                "(for autotune configs: choose one with --config N)"
-            )
-        by_key[key] = r
-
-    manifest = read_dump_manifest(out)
-    # Triton's override hash ignores target, num_warps and num_stages: a file already dumped
-    # there for another of them would be silently replaced, and a launch would use this one.
-    for e in manifest["kernels"]:
-        r = by_key.get((e.get("hash"), e.get("name")))
-        if r is None or not (out / r.ttgir_relpath).is_file():
-            continue
-        new_e = manifest_entry(r)
-        fields = ("target", "num_warps", "num_stages", "num_ctas")
-        if any(e.get(f) != new_e.get(f) for f in fields):
-            raise UserError(
-                f"{out / r.ttgir_relpath}: holds {r.kernel_name} dumped for "
-                f"{_config_text(e)}; this dump ({_config_text(new_e)}) has the same override "
-                "hash (Triton's hash ignores target, num_warps and num_stages) and would replace "
-                "it: dump into another -o directory, or delete that one first"
-            )
-    written: list[Path] = []
-    for r in by_key.values():
-        written.append(write_atomic(out / r.ttgir_relpath, r.ttgir))
-    new_keys = set(by_key)
-    kept = [
-        e for e in manifest["kernels"] if (e.get("hash"), e.get("name")) not in new_keys
-    ]
-    entries = kept + [manifest_entry(r) for r in by_key.values()]
-    entries.sort(key=lambda e: (str(e.get("name")), str(e.get("hash"))))
-    extra = {k: v for k, v in manifest.items() if k not in ("version", "triton_version", "kernels")}
-    manifest = {
-        "version": MANIFEST_VERSION,
-        "triton_version": triton.__version__,
-        **extra,
-        "kernels": entries,
-    }
-    write_atomic(out / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
-    return written
 
 
 # --- dumping the kernels of a running program (program form of `dump`) ---------------------
@@ -688,31 +406,6 @@ def write_dump(results: Iterable[AotResult], out_dir: str | os.PathLike) -> list
 
 
 
-def aot_command(r: AotResult, out_dir: str | os.PathLike) -> str:
-    """The ``proton-inject dump`` command line that compiles this kernel ahead of time under
-    the same hash, from what the launch specialized (types, divisibility, constexprs)."""
-    import shlex
-
-    sig = []
-    for name, ty in r.signature.items():
-        if ty == "constexpr":
-            continue
-        if ty.startswith("*"):
-            ty += "" if name in r.divisibility_16 else ":1"
-        elif ty not in _UNSPECIALIZED_SCALARS and not ty.startswith("tensordesc"):
-            ty += ":16" if name in r.divisibility_16 else ""
-        sig.append(f"{name}={ty}")
-    cmd = ["proton-inject", "dump", "--target", r.target, f"{r.source_file}:{r.kernel_name}"]
-    if sig:
-        cmd += ["--signature", ",".join(sig)]
-    texts = r.metadata.get("constexpr_args") or {k: constexpr_text(v) for k, v in
-                                                 r.constexprs.items()}
-    for name, text in texts.items():
-        cmd += ["--constexpr", f"{name}={text}"]
-    cmd += ["--num-warps", str(r.num_warps), "--num-stages", str(r.num_stages)]
-    if r.num_ctas != 1:
-        cmd += ["--num-ctas", str(r.num_ctas)]
-    return shlex.join([*cmd, "-o", str(out_dir)])
 
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.dump import tuning
-from proton_inject.dump.aot import AotResult, aot_command, override_hash, write_dump
+from proton_inject.dump.aot import AotResult, override_hash
+from proton_inject.dump.dump_tree import aot_command, write_dump
 from proton_inject.dump.signature import constexpr_text
 from proton_inject.errors import UserError
 from proton_inject.formats import autotune as autotune_file
