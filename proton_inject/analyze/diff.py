@@ -45,8 +45,9 @@ DIFF_VERSION = 1
 RESAMPLES = 400  # bootstrap resamples per region and side
 CONFIDENCE = 0.95
 # Instances per region and side that the bootstrap draws from (a random subset, seeded, of
-# more): 400 resamples x 50,000 instances take ~0.2 s; the subset only widens the interval.
-MAX_BOOT_INSTANCES = 50_000
+# more): bounds memory on runs of thousands of launches; the subset only widens the interval.
+# 400 resamples of 200,000 instances in 1,024 CTAs take ~0.1 s (boot_medians).
+MAX_BOOT_INSTANCES = 200_000
 # With this many launches of a kernel or more, launches are resampled (their differences are
 # noise too); with fewer, the CTAs of all launches are.
 LAUNCH_CLUSTERS = 8
@@ -56,7 +57,10 @@ LAUNCH_CLUSTERS = 8
 MIN_CHANGE_PCT = 1.0
 UNITS = ("cycles", "ns")
 SLOWER, FASTER, SAME, NA = "slower", "faster", "within noise", "n/a"
-_CHUNK = 8_000_000  # bootstrap weights held at once (resamples x instances)
+# The bootstrap's resolution: sorted instances in this many bins of equal rank (the median
+# is interpolated inside its bin), clusters dealt into at most this many groups.
+BINS = 2048
+MAX_CLUSTERS = 4096
 
 
 # --- one side --------------------------------------------------------------------------------
@@ -330,22 +334,36 @@ def match_kernels(base: Side, new: Side
 def boot_medians(values: np.ndarray, clusters: np.ndarray, n_clusters: int, resamples: int,
                  rng: np.random.Generator) -> np.ndarray:
     """Medians of ``resamples`` cluster-bootstrap resamples: each draws ``n_clusters``
-    clusters with replacement and takes the (lower) median of their instances. Vectorized:
-    each resample is a row of weights (how often each instance's cluster was drawn) over the
-    sorted instances; its median is where the cumulated weight passes half."""
-    order = np.argsort(values, kind="stable")
-    v, c = values[order], clusters[order]
-    out = np.empty(resamples)
-    step = max(1, _CHUNK // max(1, len(v)))
-    for lo in range(0, resamples, step):
-        b = min(step, resamples - lo)
-        draws = rng.integers(0, n_clusters, (b, n_clusters))
-        counts = np.bincount((draws + np.arange(b)[:, None] * n_clusters).ravel(),
-                             minlength=b * n_clusters).reshape(b, n_clusters)
-        cw = np.cumsum(counts[:, c], axis=1, dtype=np.int64)
-        idx = np.minimum((2 * cw < cw[:, -1:]).sum(axis=1), len(v) - 1)
-        out[lo:lo + b] = v[idx]
-    return out
+    clusters with replacement and takes the median of their instances.
+
+    Vectorized: the sorted instances fall into ``BINS`` bins of equal rank; a table holds how
+    many instances of each cluster lie in each bin, so one matrix product gives every
+    resample's histogram, and its median is read where the cumulated count passes half,
+    interpolated by rank inside that bin. More than ``MAX_CLUSTERS`` clusters are first
+    dealt at random into that many groups (independent clusters grouped keep their variance)."""
+    n = len(values)
+    v = np.sort(values, kind="stable")
+    c = clusters[np.argsort(values, kind="stable")]
+    k = n_clusters
+    if k > MAX_CLUSTERS:
+        c = rng.permutation(k)[c] % MAX_CLUSTERS
+        k = MAX_CLUSTERS
+    nb = min(n, BINS)
+    start = (np.arange(nb + 1) * n) // nb  # bin j holds sorted instances start[j]..start[j+1]-1
+    bin_of = np.repeat(np.arange(nb), np.diff(start))
+    table = np.bincount(c * nb + bin_of, minlength=k * nb).reshape(k, nb).astype(np.float32)
+    draws = rng.integers(0, k, (resamples, k))
+    counts = np.bincount((draws + np.arange(resamples)[:, None] * k).ravel(),
+                         minlength=resamples * k).reshape(resamples, k).astype(np.float32)
+    hist = counts @ table  # resamples x bins (exact: integers below 2^24)
+    cum = np.cumsum(hist, axis=1)
+    half = cum[:, -1] / 2
+    j = np.minimum((cum < half[:, None]).sum(axis=1), nb - 1)
+    rows = np.arange(resamples)
+    before = np.where(j > 0, cum[rows, np.maximum(j - 1, 0)], 0.0)
+    inside = np.clip((half - before) / np.maximum(hist[rows, j], 1.0), 0.0, 1.0)
+    rank = start[j] + inside * (start[j + 1] - start[j]) - 0.5
+    return np.interp(np.clip(rank, 0, n - 1), np.arange(n), v)
 
 
 def _seed_of(seed: int, *parts: Any) -> int:
@@ -430,6 +448,11 @@ def run_diff(base: str | os.PathLike, new: str | os.PathLike, unit: str = "cycle
     sides = [load_side(p, unit, seed) for p in (base, new)]
     data = diff_sides(*sides, unit=unit, fail_above=fail_above, min_change=min_change,
                       resamples=resamples, seed=seed)
+    return render(data, fmt)
+
+
+def render(data: dict[str, Any], fmt: str = "text") -> DiffResult:
+    """``diff_sides``' comparison as text, Markdown or JSON, with its exit code."""
     text = (json.dumps(data, indent=1) if fmt == "json" else format_markdown(data)
             if fmt == "markdown" else format_text(data))
     return DiffResult(data=data, text=text, exit_code=1 if data["failed"] else 0)
