@@ -340,3 +340,26 @@ def test_verdict_rule():
     assert verdict(-5.0, [-7.0, -3.0], 1.0) == FASTER
     assert verdict(0.5, None, 1.0) == SAME and verdict(2.0, None, 1.0) == SLOWER
     assert verdict(None, None, 1.0) == "n/a"
+
+
+def test_many_launches_resample_launches(tmp_path):
+    """With 8 launches of a kernel or more, whole launches are redrawn (their differences are
+    noise too); here 8 copies of the add launch, so the interval of a copy against itself is
+    as narrow as it gets, and a 5% slower loop in every launch is flagged."""
+    def write(out, factor):
+        buf, meta = load_raw(DATA / "profile_scratch_add.json")
+        if factor != 1:
+            buf = scale_region(buf, meta, 1, factor)
+        for n in range(8):
+            m = replace(meta, launch=n)
+            save_raw(raw_prefix(out / "raw", m), buf, m)
+        return out
+
+    base, slow = write(tmp_path / "b", 1), write(tmp_path / "s", 1.05)
+    d = run_diff(base, base).data
+    it = _rows(d)[("add_kernel", "iter")]
+    assert it["base"]["resampled"] == "8 launches" and it["base"]["count"] == 8 * 32768
+    assert d["counts"][SAME] == 2 and it["interval_pct"] == [0.0, 0.0]
+    d = run_diff(base, slow).data
+    assert _rows(d)[("add_kernel", "iter")]["verdict"] == SLOWER
+    assert _rows(d)[("add_kernel", "kernel")]["verdict"] == SAME

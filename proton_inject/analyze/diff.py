@@ -147,7 +147,8 @@ def load_side(path: str | os.PathLike, unit: str = "cycles", seed: int = 0) -> S
                 k = np.sort(rng.choice(k, per_launch, replace=False))
             acc.values.setdefault(s, []).append(np.asarray(v[k], np.float64))
             acc.ctas.setdefault(s, []).append(np.asarray(x.cta[k], np.int64))
-            acc.launch.setdefault(s, []).append(np.full(len(k), x.launch, np.int64))
+            # the launch's place among this kernel's (launch numbers repeat across ranks)
+            acc.launch.setdefault(s, []).append(np.full(len(k), len(acc.slim), np.int64))
         acc.slim.append(x.slim())
 
     with warnings.catch_warnings():  # report says them; diff is about timings
