@@ -578,7 +578,7 @@ def diff(base, new, fail_above, markdown, as_json, unit, min_change, resamples, 
     if markdown and as_json:
         raise UserError("diff: give --markdown or --json, not both")
     res = run_diff(base, new, unit=unit, fail_above=fail_above, min_change=min_change,
-                   resamples=resamples, seed=seed,
+                   resamples=resamples, seed=seed, progress=_progress,
                    fmt="json" if as_json else "markdown" if markdown else "text")
     click.echo(res.text)
     sys.exit(res.exit_code)

@@ -23,6 +23,7 @@ import os
 import re
 import warnings
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import numpy as np
 from proton_inject.analyze.report import (
     DecodeWarning,
     LaunchData,
+    Progress,
     expand_inputs,
     iter_decoded,
     launches_from_trace,
@@ -125,8 +127,10 @@ def is_report_json(path: Path) -> bool:
     return b'"proton-inject-report"' in head
 
 
-def load_side(path: str | os.PathLike, unit: str = "cycles", seed: int = 0) -> Side:
-    """Decode one input (raw launches or traces) or read a ``report --json`` file."""
+def load_side(path: str | os.PathLike, unit: str = "cycles", seed: int = 0,
+              progress: Callable[[str], None] | None = None) -> Side:
+    """Decode one input (raw launches or traces) or read a ``report --json`` file;
+    ``progress`` gets a line every few seconds of decoding (``report.Progress``)."""
     p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such file or directory")
@@ -153,10 +157,13 @@ def load_side(path: str | os.PathLike, unit: str = "cycles", seed: int = 0) -> S
 
     with warnings.catch_warnings():  # report says them; diff is about timings
         warnings.simplefilter("ignore", DecodeWarning)
-        for d in iter_decoded(raws):
+        tick = Progress(len(raws), progress, f"{p}: decoded")
+        for i, d in enumerate(iter_decoded(raws)):
             x = LaunchData.from_decoded(d)
             del d
             take(x)
+            tick(i + 1)
+        tick.end()
         for t in traces:
             for x in launches_from_trace(t):
                 take(x)
@@ -436,7 +443,8 @@ class DiffResult:
 
 def run_diff(base: str | os.PathLike, new: str | os.PathLike, unit: str = "cycles",
              fail_above: float | None = None, min_change: float = MIN_CHANGE_PCT,
-             resamples: int = RESAMPLES, seed: int = 0, fmt: str = "text") -> DiffResult:
+             resamples: int = RESAMPLES, seed: int = 0, fmt: str = "text",
+             progress: Callable[[str], None] | None = None) -> DiffResult:
     """Compare two runs region by region (see the module's docstring)."""
     if unit not in UNITS:
         raise UserError(f"--unit {unit}: give one of {', '.join(UNITS)}")
@@ -446,7 +454,7 @@ def run_diff(base: str | os.PathLike, new: str | os.PathLike, unit: str = "cycle
         raise UserError(f"--fail-above {fail_above}: give a percentage >= 0 (e.g. 5)")
     if min_change < 0:
         raise UserError(f"--min-change {min_change}: give a percentage >= 0")
-    sides = [load_side(p, unit, seed) for p in (base, new)]
+    sides = [load_side(p, unit, seed, progress) for p in (base, new)]
     data = diff_sides(*sides, unit=unit, fail_above=fail_above, min_change=min_change,
                       resamples=resamples, seed=seed)
     return render(data, fmt)
