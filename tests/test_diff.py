@@ -288,6 +288,7 @@ def test_report_json_inputs_are_summary_only(runs, tmp_path):
     # a report on one side only: still no interval; the same numbers as from the raw launches
     mixed = run_diff(runs["base"], paths["mm_slow"]).data
     raw = run_diff(runs["base"], runs["mm_slow"]).data
+    assert _rows(mixed).keys() == _rows(raw).keys() and mixed["counts"]["only_new"] == 0
     for key, r in _rows(mixed).items():
         assert r["interval_pct"] is None
         assert r["change_pct"] == pytest.approx(_rows(raw)[key]["change_pct"])

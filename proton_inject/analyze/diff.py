@@ -12,8 +12,8 @@ A region is identified by what survives an edit of the kernel: kernel name, conf
 (constexprs and launch options, order-free), the region's name (its kind, variable and
 source line, as ``insert`` names it), its source location and the names of the regions
 around it (loop nesting), never the IR hash or scope id. Regions left over are matched once
-more without line numbers (a line inserted above moves every region below it), then listed
-as present on one side only.
+more without line numbers and nesting (a line inserted above moves every region below it),
+in source order, then listed as present on one side only.
 """
 
 from __future__ import annotations
@@ -267,10 +267,11 @@ _LINE = re.compile(r"(@?[\w./-]+\.\w+):\d+")
 
 
 def _loose(r: RegionSide) -> tuple:
-    """A region's identity without line numbers or ``#n``."""
+    """A region's identity without line numbers, ``#n`` or nesting (a report --json file
+    knows no enclosing region that had no complete instance)."""
     def strip(s: str | None) -> str:
         return re.sub(r" #\d+$", "", _LINE.sub(r"\1", s or ""))
-    return strip(r.name), strip(r.loc), tuple(strip(p) for p in r.path)
+    return strip(r.name), strip(r.loc)
 
 
 def _line_of(r: RegionSide) -> int:
@@ -484,7 +485,7 @@ def diff_sides(base: Side, new: Side, unit: str = "cycles", fail_above: float | 
             row = {
                 "name": rb.name, "loc": rb.loc, "path": list(rb.path),
                 "kind": rb.name.split(" ")[0],
-                "moved_from": ra.loc if moved else None,
+                "moved_from": ra.loc if moved and ra.loc != rb.loc else None,
                 "base": _side_json(ra), "new": _side_json(rb), **cmp,
             }
             counts[row["verdict"]] += 1
