@@ -364,3 +364,18 @@ def test_many_launches_resample_launches(tmp_path):
     d = run_diff(base, slow).data
     assert _rows(d)[("add_kernel", "iter")]["verdict"] == SLOWER
     assert _rows(d)[("add_kernel", "kernel")]["verdict"] == SAME
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "proton-inject-report", "kernels": [{"kernel": "x"}]}')
+    cli = CliRunner()
+    r = cli.invoke(main, ["diff", str(bad), str(DATA)])
+    assert r.exit_code == 2 and "bad.json: a kernel or region of this report lacks 'regions'" in r.output
+    bad.write_text('{"format": "proton-inject-report", "kernels": 3}')
+    r = cli.invoke(main, ["diff", str(bad), str(bad)])
+    assert r.exit_code == 2 and "not a `report --json` file" in r.output
+    r = cli.invoke(main, ["diff", str(DATA), str(DATA), "--resamples", "5"])
+    assert r.exit_code == 2 and "--resamples 5: give at least 20" in r.output
+    r = cli.invoke(main, ["diff", str(DATA), str(DATA), "--fail-above", "-1"])
+    assert r.exit_code == 2 and "--fail-above -1.0: give a percentage >= 0" in r.output
