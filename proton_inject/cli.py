@@ -562,6 +562,34 @@ def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, verbose, raw,
 
 
 @main.command()
+@click.argument("base", type=click.Path())
+@click.argument("new", type=click.Path())
+@click.option("--fail-above", type=float, metavar="PCT",
+              help="Exit 1 when a region is slower by more than PCT percent beyond noise (CI).")
+@click.option("--markdown", is_flag=True, help="Print Markdown tables (a pull-request comment).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--unit", type=click.Choice(["cycles", "ns"]), default="cycles", show_default=True,
+              help="Compare cycles (the records' own clock) or ns (through each launch's clock).")
+@click.option("--min-change", type=float, default=1.0, show_default=True, metavar="PCT",
+              help="Changes within +-PCT percent are within noise whatever the interval says.")
+@click.option("--resamples", type=int, default=400, show_default=True,
+              help="Bootstrap resamples per region and side.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+def diff(base, new, fail_above, markdown, as_json, unit, min_change, resamples, seed) -> None:
+    """Compare two runs region by region: BASE and NEW are run/profile directories, raw
+    launches, traces or `report --json` files."""
+    from proton_inject.analyze.diff import run_diff
+
+    if markdown and as_json:
+        raise UserError("diff: give --markdown or --json, not both")
+    res = run_diff(base, new, unit=unit, fail_above=fail_above, min_change=min_change,
+                   resamples=resamples, seed=seed, progress=_progress,
+                   fmt="json" if as_json else "markdown" if markdown else "text")
+    click.echo(res.text)
+    sys.exit(res.exit_code)
+
+
+@main.command()
 @_lowering_options
 @click.option("--device", type=int, default=0, show_default=True, help="CUDA device to calibrate.")
 def calibrate(device, **kw) -> None:
