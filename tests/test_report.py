@@ -59,7 +59,8 @@ def _short_with_device_clock(tmp_path: Path) -> Path:
 
 def test_short_launch_shares_stay_within_the_cta(tmp_path):
     """The globaltimer fit said 1,275 MHz here and the kernel region got a 129% share."""
-    res = run_report([_short_with_device_clock(tmp_path)], trace_dir=tmp_path / "tr")
+    res = run_report([_short_with_device_clock(tmp_path)], trace_dir=tmp_path / "tr",
+                     trace_format="json")
     [k] = res.summary["kernels"]
     assert k["clock"]["sources"] == ["device-clock"] and k["clock"]["mhz_median"] == 1980
     assert "clock 1,980 MHz (device-clock)" in res.text
@@ -124,7 +125,8 @@ def test_drop_warning_for_a_global_buffer(tmp_path):
 
 
 def test_trace_round_trip_gives_same_numbers(tmp_path, fixture_report):
-    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, gz=True)
+    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, gz=True,
+                     trace_format="json")
     assert [p.name for p in res.files] == ["00000-add_kernel.json.gz"]
     again = run_report(res.files, as_json=True).summary["kernels"][0]
     first = json.loads(fixture_report.text)["kernels"][0]
@@ -202,7 +204,8 @@ def test_ranks_merge_into_one_table_and_one_trace(tmp_path):
     out = _two_ranks(tmp_path)
     assert sorted(p.name for p in (out / "raw").glob("*.json")) == [
         "rank0-00000-add_kernel.json", "rank1-00000-add_kernel.json"]
-    res = run_report([out], as_json=True, trace_dir=tmp_path / "tr", merge=True)
+    res = run_report([out], as_json=True, trace_dir=tmp_path / "tr", merge=True,
+                     trace_format="json")
     (add,) = json.loads(res.text)["kernels"]
     assert add["ranks"] == [0, 1] and add["launches"] == [0, 0]
     it = _region(add, "iter")
@@ -240,7 +243,8 @@ def test_report_on_a_run_that_kept_nothing(tmp_path):
 
 def test_report_ignores_run_json_beside_traces(tmp_path):
     """A run directory with traces and run.json (raw/ removed): the traces are read."""
-    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, merge=False)
+    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, merge=False,
+                     trace_format="json")
     (tmp_path / "run.json").write_text('{\n "version": 1,\n "format": "proton-inject-run",\n "launches": []\n}\n')
     (add,) = json.loads(run_report([tmp_path], as_json=True).text)["kernels"]
     assert add["kernel"] == "add_kernel" and len(res.files) == 1

@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from proton_inject.analyze.decode import Decoded
-from proton_inject.analyze.trace import time_zero
+from proton_inject.analyze.trace import TraceFile, time_zero
+from proton_inject.errors import UserError
 from proton_inject.formats.files import atomic_writer
 
 SUFFIX = ".pftrace"
@@ -505,3 +506,15 @@ def write_perfetto(launches: Decoded | Sequence[Decoded], path: str | os.PathLik
         raise
     w.commit()
     return path
+
+
+FORMATS = ("perfetto", "json")
+
+
+def trace_writer(trace_format: str, gz: bool) -> tuple[Any, str]:
+    """The writer class (``PerfettoFile`` or ``trace.TraceFile``, same arguments) and the file
+    suffix of ``trace_format``."""
+    if trace_format not in FORMATS:
+        raise UserError(f"--trace-format {trace_format}: must be one of {', '.join(FORMATS)}")
+    writer, ext = (PerfettoFile, SUFFIX) if trace_format == "perfetto" else (TraceFile, ".json")
+    return writer, ext + (".gz" if gz else "")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from proton_inject.analyze import perfetto
 from proton_inject.analyze import trace as trace_mod
 from proton_inject.analyze.decode import CLOCK_MEANING, Decoded, DecodeWarning, decode
 from proton_inject.errors import UserError
@@ -233,6 +234,9 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
             raws.append(p)
         elif p.name.endswith((".json", ".json.gz")):
             traces.append(p)
+        elif p.name.endswith((perfetto.SUFFIX, perfetto.SUFFIX + ".gz")):
+            raise UserError(f"{p}: a native Perfetto trace: open it at ui.perfetto.dev; report "
+                            "reads raw launches or JSON traces (--trace-format json)")
         else:
             raise UserError(f"{p}: expected a raw launch (.json/.bin), a trace (.json[.gz]) or a dir")
     return raws, traces
@@ -1069,14 +1073,17 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                as_json: bool = False, clock_mhz: float | None = None,
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
                gz: bool = False, raw: bool = False, launches: str | None = None,
-               progress: Callable[[str], None] | None = None) -> ReportResult:
-    """Load raw launches or traces, summarize, and optionally plot and write traces.
+               progress: Callable[[str], None] | None = None,
+               trace_format: str = "perfetto") -> ReportResult:
+    """Load raw launches or traces, summarize, and optionally plot and write traces
+    (``trace_format`` "perfetto": native ``.pftrace``; "json": Chrome JSON).
 
     Raw launches are decoded one at a time: each one's trace and plot are written and what the
     summary needs is kept, so memory does not hold whole launches. ``launches`` keeps only
     the launches whose numbers it names ("0-99,250"); ``progress`` receives a line every
     ``PROGRESS_EVERY_S`` seconds of decoding."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
+    writer, ext = perfetto.trace_writer(trace_format, gz)
     if plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -1109,7 +1116,6 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
 
     kept: list[LaunchData] = []
     traced: list[tuple[Path, int, int]] = []  # trace file, JSON bytes, events
-    ext = ".json.gz" if gz else ".json"
     merged = merged_path = None
     if trace_dir is not None and merge:
         merged_path = Path(trace_dir) / f"merged{ext}"
@@ -1124,12 +1130,12 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                     t = trace_mod.time_zero(d)
                     t_min = t if t_min is None else min(t_min, t)
                     if merged is None:
-                        merged = trace_mod.TraceFile(merged_path, t, len(raws) > 1, gz)
+                        merged = writer(merged_path, t, len(raws) > 1, gz)
                     redo |= t < merged.t0
                     if not redo:
                         merged.add(d)
                 elif trace_dir is not None:
-                    w = trace_mod.TraceFile(Path(trace_dir) / f"{d.meta.label}{ext}",
+                    w = writer(Path(trace_dir) / f"{d.meta.label}{ext}",
                                             trace_mod.time_zero(d), False, gz)
                     w.add(d)
                     traced.append((w.commit(), w.json_bytes, w.events))
@@ -1141,7 +1147,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         tick.end()
         if redo:  # rare (several streams or ranks): a second pass from the earliest launch
             merged.abort()
-            merged = trace_mod.TraceFile(merged_path, t_min, len(raws) > 1, gz)
+            merged = writer(merged_path, t_min, len(raws) > 1, gz)
             again = Progress(len(raws), progress, "wrote the merged trace of")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DecodeWarning)
