@@ -282,16 +282,13 @@ class _Ids:
 
 
 def _descriptors(uuid: np.ndarray, parent: np.ndarray | None, names: list[str],
-                 rank: np.ndarray | None, ordered: bool) -> np.ndarray:
-    """TrackDescriptor packets (on the file's sequence)."""
+                 name_idx: np.ndarray, rank: np.ndarray | None, ordered: bool) -> np.ndarray:
+    """TrackDescriptor packets (on the file's sequence); track i is named ``names[name_idx[i]]``."""
     n = len(uuid)
-    table = sorted(set(names))
-    pos = {s: i for i, s in enumerate(table)}
     desc = [_Col(_tag(1, 0), value=uuid)]
     if parent is not None:
         desc.append(_Col(_tag(5, 0), value=parent))
-    desc.append(_Col(_tag(2, 2), table=[s.encode() for s in table],
-                     idx=np.array([pos[s] for s in names], np.int64)))
+    desc.append(_Col(_tag(2, 2), table=[s.encode() for s in names], idx=name_idx))
     if ordered:
         desc.append(_Col(_tag(11, 0), value=_EXPLICIT))
     if rank is not None:
@@ -340,13 +337,14 @@ def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[lis
                                     ids.take_uuids(len(wkeys)))
     label = f"rank {meta.rank} " if meta.rank is not None else ""
     label += f"{meta.kernel} #{meta.launch}" + (f" on {meta.device}" if meta.device else "")
-    parts.append(_descriptors(root, None, [label], None, True))
+    every = np.arange
+    parts.append(_descriptors(root, None, [label], every(1), None, True))
     parts.append(_descriptors(sm_uuid, np.full(len(sms_u), root[0]),
-                              [f"SM {s}" for s in sms_u.tolist()], sms_u, True))
-    parts.append(_descriptors(cta_uuid, sm_uuid[cta_sm_i],
-                              [f"CTA {x}" for x in ctas_u.tolist()], ctas_u, True))
-    parts.append(_descriptors(warp_uuid, cta_uuid[w_cta_i],
-                              [f"warp {w}" for w in w_warp.tolist()], w_warp, False))
+                              [f"SM {s}" for s in sms_u.tolist()], every(len(sms_u)), sms_u, True))
+    parts.append(_descriptors(cta_uuid, sm_uuid[cta_sm_i], [f"CTA {x}" for x in ctas_u.tolist()],
+                              every(len(ctas_u)), ctas_u, True))
+    parts.append(_descriptors(warp_uuid, cta_uuid[w_cta_i], [f"warp {w}" for w in range(W)],
+                              w_warp, w_warp, False))
 
     # One sequence per warp track: its head clears the state, sets the clock and the track,
     # and interns the names (the finalize slice's only on the CTA's first profiled warp).
