@@ -13,14 +13,17 @@ launch's time 0, or the run's earliest launch when merged):
   names, the debug annotation names and the regions' source locations (``file:line``); every
   other packet is a ``TrackEvent`` slice begin or end whose timestamp is the ns since the
   sequence's previous packet (1-3 bytes);
-- region slices carry ``cycles``, finalize slices ``finalize_ns``, ``init_ns``,
-  ``first_record_ns`` and ``prefinal_ns`` (debug annotations).
+- region slices carry their name and source location; no ``cycles`` (8 more bytes a region:
+  0.24 of the JSON's bytes instead of 0.19 on the H100 matmul, 2026-11-26); finalize slices
+  carry ``finalize_ns``, ``init_ns``, ``first_record_ns`` and ``prefinal_ns`` (debug
+  annotations).
 
 Begin/end slices must nest on a track: the ends of slices that overlap only partially (not
 seen in real data; JSON shows them as they are) are moved to the end of the slice around them.
 
-Speed: packets are encoded column-wise with numpy (each field of every packet at once, its
-varint bytes written at computed offsets), not one message object per event.
+Speed: packets are encoded column-wise with numpy (each field of every packet at once into a
+byte matrix, then its real bytes row by row), not one message object per event: 1.2-1.5x the
+JSON writer's events/s, and 4-7x the perfetto package's own protos (docs/host-performance.md).
 """
 
 from __future__ import annotations
@@ -299,7 +302,7 @@ def _descriptors(uuid: np.ndarray, parent: np.ndarray | None, names: list[str],
 
 def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[list[np.ndarray], int]:
     """Byte chunks of one launch's packets (descriptors, sequence heads, events), and how many
-    slices they hold."""
+    slices they hold. ``merged`` is unused: every launch's top track names it."""
     meta, ev, c = d.meta, d.events, d.ctas
     W = meta.num_warps
     shift = d.base_ns - t0_ns
