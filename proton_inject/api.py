@@ -23,7 +23,8 @@ from proton_inject.lower.options import LoweringOptions
 
 
 def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | None = None,
-                raw: bool = False, progress: Callable[[str], None] | None = None) -> ReportResult | None:
+                raw: bool = False, progress: Callable[[str], None] | None = None,
+                trace_format: str = "perfetto") -> ReportResult | None:
     """Decode the launches ``result`` wrote (this process's only: other ranks share ``out``),
     write their traces into ``result.out`` and return the report; its warnings join the run's
     messages. None when no launch was kept or none could be decoded (said in the messages)."""
@@ -31,7 +32,8 @@ def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | No
     if not raws:
         return None
     try:
-        rep = run_report(raws, plot=plot, trace_dir=result.out, gz=gz, raw=raw, progress=progress)
+        rep = run_report(raws, plot=plot, trace_dir=result.out, gz=gz, raw=raw, progress=progress,
+                         trace_format=trace_format)
     except UserError as e:  # the raw files stay; `report` can retry
         result.messages.append(f"no report: {e}")
         return None

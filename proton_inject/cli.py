@@ -538,20 +538,23 @@ def _progress(line: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON instead of tables.")
 @click.option("--clock-mhz", type=float, help="SM clock to turn cycles into ns, instead of the fit.")
 @click.option("--trace", "trace_dir", type=click.Path(file_okay=False),
-              help="Also write Chrome/Perfetto traces of raw inputs into this directory.")
+              help="Also write traces of raw inputs into this directory (Perfetto, or JSON).")
 @click.option("--merge", is_flag=True, help="With --trace: one file for all launches.")
-@click.option("--gz", is_flag=True, help="With --trace: write .json.gz.")
+@click.option("--gz", is_flag=True, help="With --trace: gzip the files (.pftrace.gz, .json.gz).")
+@click.option("--trace-format", type=click.Choice(["perfetto", "json"]), default="perfetto",
+              show_default=True, help="With --trace: native Perfetto (.pftrace) or Chrome JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
 @click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
 @click.option("--launches", "launches", metavar="SPEC",
               help="Only these launch numbers, e.g. 0-99,250,400- (a big run's first steps).")
-def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, verbose, raw, launches) -> None:
+def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format, verbose, raw,
+           launches) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from proton_inject.analyze.report import run_report
 
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz, raw=raw, launches=launches,
-                     progress=_progress)
+                     progress=_progress, trace_format=trace_format)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w}", err=True)
     for w in res.details if verbose else []:

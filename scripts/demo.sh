@@ -47,4 +47,4 @@ else
   "$PI" report tests/data/h100-triton3.6/profile_scratch_mm.json \
     --plot "$OUT/timeline.png" --trace "$OUT/traces"
 fi
-printf '\nDone. Open the .json traces in %s/traces with https://ui.perfetto.dev; the picture is %s/timeline.png\n' "$OUT" "$OUT"
+printf '\nDone. Open the .pftrace traces in %s/traces with https://ui.perfetto.dev; the picture is %s/timeline.png\n' "$OUT" "$OUT"

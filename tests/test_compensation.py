@@ -143,7 +143,7 @@ def test_report_compensates_by_default_and_says_so(tmp_path, cache):
     own = run_report([_raw_dir(tmp_path / "b", 20.0)], as_json=True).summary["kernels"][0]
     assert {r["name"]: r for r in own["regions"]}["iter"]["cycles"]["median"] == it_raw["cycles"]["median"] - 20
     # and a trace written from it carries the compensated numbers and the cost
-    res = run_report([tmp_path / "b"], trace_dir=tmp_path / "tr")
+    res = run_report([tmp_path / "b"], trace_dir=tmp_path / "tr", trace_format="json")
     again = run_report(res.files, as_json=True).summary["kernels"][0]
     assert again["record_cost_cycles"] == [20.0]
     assert {r["name"]: r for r in again["regions"]}["iter"]["cycles"] == \

@@ -399,7 +399,7 @@ def test_regions_around_recorded_iterations_say_their_stores_are_in_them(tmp_pat
 
     _, meta = load_raw(H100_LOOPS / "00000-layernorm_fwd_kernel.json")
     assert meta.loop_scopes == [[2], [4], [6]]
-    res = run_report([H100_LOOPS], as_json=True, trace_dir=tmp_path / "tr")
+    res = run_report([H100_LOOPS], as_json=True, trace_dir=tmp_path / "tr", trace_format="json")
     for summary in (res.summary, run_report(res.files, as_json=True).summary):
         held = {r["name"].split(" @")[0]: r["recorded_iterations_inside"]
                 for r in summary["kernels"][0]["regions"]}

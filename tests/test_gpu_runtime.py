@@ -105,7 +105,7 @@ def test_vector_add_cli_pipeline(tmp_path):
     assert "max abs error 0.000e+00" in out
     index = json.loads((tmp_path / "traces" / "run.json").read_text())
     assert [x["kernel"] for x in index["launches"]] == ["add_kernel"]
-    assert list((tmp_path / "traces").glob("00000-add_kernel.json.gz"))  # the Chrome trace
+    assert list((tmp_path / "traces").glob("00000-add_kernel.pftrace.gz"))  # the Perfetto trace
     [d] = _decoded(tmp_path / "traces")
     grid = int(np.prod(d.meta.grid))
     assert d.meta.sampled_warps == [0]  # the default: one recording warp

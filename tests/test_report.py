@@ -59,7 +59,7 @@ def test_kernel_wall_time_and_cta_time_sum(tmp_path, where):
     summed over launches; the sum of CTA lifetimes over profiled warps (the shares'
     denominator) is ``cta_time_sum_ns`` (was ``kernel_time_ns``: 7.1 ms for the add kernel,
     which ran 2.8 us). The same from a trace; the table's title says the wall time."""
-    res = run_report([DATA.parent / where], trace_dir=tmp_path / "tr")
+    res = run_report([DATA.parent / where], trace_dir=tmp_path / "tr", trace_format="json")
     again = run_report([tmp_path / "tr"])
     raws = sorted((DATA.parent / where).glob("*.json"))
     raws = [p for p in raws if not p.name.startswith("proton_trace")]
@@ -93,7 +93,8 @@ def _short_with_device_clock(tmp_path: Path) -> Path:
 
 def test_short_launch_shares_stay_within_the_cta(tmp_path):
     """The globaltimer fit said 1,275 MHz here and the kernel region got a 129% share."""
-    res = run_report([_short_with_device_clock(tmp_path)], trace_dir=tmp_path / "tr")
+    res = run_report([_short_with_device_clock(tmp_path)], trace_dir=tmp_path / "tr",
+                     trace_format="json")
     [k] = res.summary["kernels"]
     assert k["clock"]["sources"] == ["device-clock"] and k["clock"]["mhz_median"] == 1980
     assert "clock 1,980 MHz (device-clock)" in res.text
@@ -158,7 +159,8 @@ def test_drop_warning_for_a_global_buffer(tmp_path):
 
 
 def test_trace_round_trip_gives_same_numbers(tmp_path, fixture_report):
-    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, gz=True)
+    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, gz=True,
+                     trace_format="json")
     assert [p.name for p in res.files] == ["00000-add_kernel.json.gz"]
     again = run_report(res.files, as_json=True).summary["kernels"][0]
     first = json.loads(fixture_report.text)["kernels"][0]
@@ -197,7 +199,7 @@ def test_plot_of_direct_data_starts_at_the_first_cta(tmp_path, monkeypatch, name
     its trace, and no bar lies before it (was: -8.3 us on the H100 layer norm)."""
     pytest.importorskip("matplotlib")
     figs = _pictures(monkeypatch)
-    run_report([DATA.parent / name], plot=tmp_path / "raw.png", trace_dir=tmp_path / "tr")
+    run_report([DATA.parent / name], plot=tmp_path / "raw.png", trace_dir=tmp_path / "tr", trace_format="json")
     run_report([tmp_path / "tr"], plot=tmp_path / "trace.png")
     assert len(figs) == 2
     for fig in figs:
@@ -265,7 +267,8 @@ def test_ranks_merge_into_one_table_and_one_trace(tmp_path):
     out = _two_ranks(tmp_path)
     assert sorted(p.name for p in (out / "raw").glob("*.json")) == [
         "rank0-00000-add_kernel.json", "rank1-00000-add_kernel.json"]
-    res = run_report([out], as_json=True, trace_dir=tmp_path / "tr", merge=True)
+    res = run_report([out], as_json=True, trace_dir=tmp_path / "tr", merge=True,
+                     trace_format="json")
     (add,) = json.loads(res.text)["kernels"]
     assert add["ranks"] == [0, 1] and add["launches"] == [0, 0]
     it = _region(add, "iter")
@@ -303,7 +306,8 @@ def test_report_on_a_run_that_kept_nothing(tmp_path):
 
 def test_report_ignores_run_json_beside_traces(tmp_path):
     """A run directory with traces and run.json (raw/ removed): the traces are read."""
-    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, merge=False)
+    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path, merge=False,
+                     trace_format="json")
     (tmp_path / "run.json").write_text('{\n "version": 1,\n "format": "proton-inject-run",\n "launches": []\n}\n')
     (add,) = json.loads(run_report([tmp_path], as_json=True).text)["kernels"]
     assert add["kernel"] == "add_kernel" and len(res.files) == 1

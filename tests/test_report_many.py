@@ -47,7 +47,8 @@ def test_every_launch_in_table_and_merged_trace(run_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(report, "PROGRESS_EVERY_S", 0.0)  # a line after every launch
     monkeypatch.setattr(report, "TRACE_WARN_BYTES", 2**20)  # "too big for Perfetto" at 1 MiB
     res = CliRunner().invoke(main, ["report", str(run_dir), "--json", "--trace",
-                                    str(tmp_path / "tr"), "--merge", "--gz"])
+                                    str(tmp_path / "tr"), "--merge", "--gz",
+                                    "--trace-format", "json"])
     assert res.exit_code == 0, res.stderr
     summary = json.loads(res.stdout)  # stdout is the JSON alone: no progress there
     by = {k["kernel"]: k for k in summary["kernels"]}
@@ -88,7 +89,8 @@ def test_every_launch_in_table_and_merged_trace(run_dir, tmp_path, monkeypatch):
     assert {n.split(" SM ")[0] for _, n in procs} == {f"{_kernel_of(s)} #{s}" for s in range(N)}
 
 def test_launch_selection_and_trace_per_launch(run_dir, tmp_path):
-    res = report.run_report([run_dir], trace_dir=tmp_path, launches="5-14,299")
+    res = report.run_report([run_dir], trace_dir=tmp_path, launches="5-14,299",
+                            trace_format="json")
     assert res.summary["kernels"][0]["launches"] == [5, 6, 7, 8, 10, 11, 12, 13, 14]
     assert res.summary["kernels"][1]["launches"] == [9, 299]
     names = sorted(p.name for p in tmp_path.iterdir())
@@ -122,7 +124,8 @@ def test_merged_trace_when_a_later_launch_started_first(run_dir, tmp_path):
             if ext == ".json":
                 data = data.replace(b'"launch": %d,' % seq, b'"launch": %d,' % number)
             (raw / src.name).write_bytes(data)
-    res = report.run_report([tmp_path / "run"], trace_dir=tmp_path / "tr", merge=True)
+    res = report.run_report([tmp_path / "run"], trace_dir=tmp_path / "tr", merge=True,
+                            trace_format="json")
     doc = read_trace(res.files[0])
     assert [i["launch"] for i in doc["otherData"]["launches"]] == [1, 2, 7]
     ts = [e["ts"] for e in doc["traceEvents"] if e["ph"] == "X"]
@@ -146,5 +149,5 @@ def test_run_says_how_far_its_end_of_run_analysis_got(tmp_path, monkeypatch):
     assert [int(re.match(r"decoded (\d+) of 30 launches", x).group(1))
             for x in said[:-1]] == list(range(1, 30))
     assert re.fullmatch(r"decoded 30 launches in \d+ s", said[-1])
-    assert len(list(tmp_path.glob("0*.json"))) == 30
+    assert len(list(tmp_path.glob("0*.pftrace"))) == 30  # native traces by default
     assert sum(len(k["launches"]) for k in rep.summary["kernels"]) == 30

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from proton_inject.analyze import perfetto
 from proton_inject.analyze import trace as trace_mod
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
@@ -72,6 +73,9 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
             raws.append(p)
         elif p.name.endswith((".json", ".json.gz")):
             traces.append(p)
+        elif p.name.endswith((perfetto.SUFFIX, perfetto.SUFFIX + ".gz")):
+            raise UserError(f"{p}: a native Perfetto trace: open it at ui.perfetto.dev; report "
+                            "reads raw launches or JSON traces (--trace-format json)")
         else:
             raise UserError(f"{p}: expected a raw launch (.json/.bin), a trace (.json[.gz]) or a dir")
     return raws, traces
@@ -313,14 +317,17 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                as_json: bool = False, clock_mhz: float | None = None,
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
                gz: bool = False, raw: bool = False, launches: str | None = None,
-               progress: Callable[[str], None] | None = None) -> ReportResult:
-    """Load raw launches or traces, summarize, and optionally plot and write traces.
+               progress: Callable[[str], None] | None = None,
+               trace_format: str = "perfetto") -> ReportResult:
+    """Load raw launches or traces, summarize, and optionally plot and write traces
+    (``trace_format`` "perfetto": native ``.pftrace``; "json": Chrome JSON).
 
     Raw launches are decoded one at a time: each one's trace and plot are written and what the
     summary needs is kept, so memory does not hold whole launches. ``launches`` keeps only
     the launches whose numbers it names ("0-99,250"); ``progress`` receives a line every
     ``PROGRESS_EVERY_S`` seconds of decoding."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
+    writer, ext = perfetto.trace_writer(trace_format, gz)
     if plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -351,7 +358,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
             plots.append(plot_timeline(x, p if n_all == 1 else p.with_name(
                 f"{p.stem}.{x.launch:05d}-{x.kernel}{p.suffix}")))
 
-    kept, traced = _decode_all(raws, clock_mhz, raw, trace_dir, merge, gz, draw, progress)
+    kept, traced = _decode_all(raws, clock_mhz, raw, trace_dir, merge, gz, draw, progress, writer, ext)
     for x in sorted(from_traces, key=lambda x: x.launch):
         draw(x)
     launches_data = kept + from_traces
@@ -366,14 +373,14 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
 
 def _decode_all(raws: Sequence[Path], clock_mhz: float | None, raw: bool,
                 trace_dir: str | os.PathLike | None, merge: bool, gz: bool,
-                draw: Callable[[LaunchData], None], progress: Callable[[str], None] | None
+                draw: Callable[[LaunchData], None], progress: Callable[[str], None] | None,
+                writer: Callable[..., Any] = trace_mod.TraceFile, ext: str = ".json",
                 ) -> tuple[list[LaunchData], list[tuple[Path, int, int]]]:
     """Decode the raw launches one at a time: write each one's trace (or add it to the merged
     trace), ``draw`` it, and keep what the summary needs. Returns the kept launches and, per
     trace file written, its path, JSON bytes and events."""
     kept: list[LaunchData] = []
     traced: list[tuple[Path, int, int]] = []  # trace file, JSON bytes, events
-    ext = ".json.gz" if gz else ".json"
     merged = merged_path = None
     if trace_dir is not None and merge:
         merged_path = Path(trace_dir) / f"merged{ext}"
@@ -388,13 +395,13 @@ def _decode_all(raws: Sequence[Path], clock_mhz: float | None, raw: bool,
                     t = trace_mod.time_zero(d)
                     t_min = t if t_min is None else min(t_min, t)
                     if merged is None:
-                        merged = trace_mod.TraceFile(merged_path, t, len(raws) > 1, gz)
+                        merged = writer(merged_path, t, len(raws) > 1, gz)
                     redo |= t < merged.t0
                     if not redo:
                         merged.add(d)
                 elif trace_dir is not None:
-                    w = trace_mod.TraceFile(Path(trace_dir) / f"{d.meta.label}{ext}",
-                                            trace_mod.time_zero(d), False, gz)
+                    w = writer(Path(trace_dir) / f"{d.meta.label}{ext}",
+                               trace_mod.time_zero(d), False, gz)
                     w.add(d)
                     traced.append((w.commit(), w.json_bytes, w.events))
                 x = LaunchData.from_decoded(d)
@@ -405,7 +412,7 @@ def _decode_all(raws: Sequence[Path], clock_mhz: float | None, raw: bool,
         tick.end()
         if redo:  # rare (several streams or ranks): a second pass from the earliest launch
             merged.abort()
-            merged = trace_mod.TraceFile(merged_path, t_min, len(raws) > 1, gz)
+            merged = writer(merged_path, t_min, len(raws) > 1, gz)
             again = Progress(len(raws), progress, "wrote the merged trace of")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DecodeWarning)
