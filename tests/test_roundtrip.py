@@ -104,11 +104,16 @@ def test_record_before_a_partition_line_strips_to_that_line_only():
     assert strip_text(inst, "ws.ttgir").encode("latin-1") == raw
 
 
-def test_a_record_line_holding_more_is_refused_not_cut():
+@pytest.mark.parametrize("more,words", [
+    (b' {note = "mine"}', "holds more than a record"),
+    # A second op on the record's line: the parser refuses it (MLIR never prints two on a line).
+    (b" %9 = arith.constant 0 : i32", "stands inside the text of another op"),
+])
+def test_a_record_line_holding_more_is_refused_not_cut(more, words):
     raw = _ws_sample()
     at = raw.index(b"    ttg.warp_yield")
-    inst = raw[:at] + b'    proton.record end "x" %9 = arith.constant 0 : i32\n' + raw[at:]
-    with pytest.raises(UserError, match="holds more than a record"):
+    inst = raw[:at] + b'    proton.record end "x"' + more + b"\n" + raw[at:]
+    with pytest.raises(UserError, match=words):
         strip_text(inst, "ws.ttgir")
 
 

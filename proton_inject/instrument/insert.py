@@ -81,6 +81,8 @@ def insert_text(text: str | bytes, rules: Rules, path: str = "<string>", force: 
         module = parse(strip_text(module.text.encode("latin-1"), path), path)
     notes: list[str] = []
     selected = select(module, rules, notes)
+    for name, regions in selected.items():
+        _check_not_after_terminator(module, name, regions)
     inserts: list[tuple[tuple, str]] = []
     replaced: list[tuple[int, int, str]] = []  # (start, end, new text): `tt.return`s only
     index: dict[int, Region] = {}
@@ -120,6 +122,21 @@ def insert_text(text: str | bytes, rules: Rules, path: str = "<string>", force: 
 
 
 
+
+
+def _check_not_after_terminator(module: Module, kernel: str, regions: list[Region]) -> None:
+    """Refuse, before anything is written, a record that would follow its block's terminator:
+    MLIR refuses any op after one, so such IR can neither compile nor be stripped. Only a
+    damaged file has ops after a terminator (MLIR's parser takes it, its verifier does not)."""
+    for r in regions:
+        for i, op in enumerate(r.block.ops[: r.last + 1]):
+            if op.is_terminator:
+                which = "start" if i < r.first else "end"
+                raise UserError(
+                    f"{module.path}:{op.line}: kernel {kernel}: {r.origin} region {r.name!r}: its "
+                    f"{which} record would go after {op.name}, which must end its block, but more "
+                    "ops follow it there; MLIR refuses such IR (is the file damaged? dump the "
+                    "kernel again)")
 
 
 def _line_start(text: str, pos: int) -> int:

@@ -451,4 +451,19 @@ CASES: list[Case] = [
          {"x.py": "", "pyproject.toml": '[tool.proton-inject]\nloops = "all"\n'}),
     Case("inspect empty dir", ["inspect", "e"], "e: no .ttgir files in this directory",
          {"e/x.txt": "1"}),
+    # --- issue 31: stray tokens around ops ---------------------------------------------------
+    Case("IR stray word before the return", [*INS, "--kernel-scope"],
+         "a.ttgir:35:5: 'J' is not an op name: an op name has a dialect, like 'tt.load' (is it "
+         "stray text before an op?)\n      J tt.return loc(#loc17)\n      ^",
+         {"a.ttgir": TT.replace(b"    tt.return loc", b"    J tt.return loc")}),
+    Case("IR stray word glued to a brace", [*INS, "--kernel-scope"],
+         "a.ttgir:34:6: 'J' is not an op name: an op name has a dialect, like 'tt.load' (is it "
+         "stray text before an op?)\n      }J tt.return loc(#loc17)\n       ^",
+         {"a.ttgir": TT.replace(b"    } loc(#loc9)\n    tt.return", b"    }J tt.return")}),
+    Case("IR second return in the body", [*INS, "--kernel-scope"],
+         "a.ttgir:35: kernel add_kernel: kernel-scope region 'kernel': its end record would go "
+         "after tt.return, which must end its block, but more ops follow it there; MLIR refuses "
+         "such IR (is the file damaged? dump the kernel again)",
+         {"a.ttgir": TT.replace(b"    tt.return loc(#loc17)\n",
+                                b"    tt.return loc(#loc17)\n" * 2)}),
 ]
