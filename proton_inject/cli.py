@@ -58,7 +58,8 @@ def _check_outputs(inputs, outputs) -> None:
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--max-ops", default=12, show_default=True, help="Op kinds listed per kernel.")
+@click.option("--max-ops", type=click.IntRange(min=0), default=12, show_default=True,
+              help="Op kinds listed per kernel (0: only how many kinds).")
 def inspect(files: tuple[str, ...], max_ops: int) -> None:
     """Print an outline of TTGIR FILES (or dump directories): kernels, loops, ops, source lines."""
     from proton_inject.formats.files import find_ttgir
@@ -159,6 +160,8 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
         raise UserError(f"{src}: no such file or directory")
     _check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
                    [("-o", out, "tree" if srcp.is_dir() else "file")])
+    if check_against:
+        instrument.check_golden(check_against, tree=srcp.is_dir())
     rules = _rules_from(kw)
     if srcp.is_dir():
         def progress(i, n, rel):
@@ -260,9 +263,18 @@ def _lowering_options(f):
     return f
 
 
+# Proton's lowering takes the buffer size as a 32-bit int, and a power of two per warp.
+_MAX_BUFFER_SIZE = 2**30
+
+
 def _options_from(kw: dict):
     from proton_inject.lower.options import options_from_cli
 
+    size = kw["buffer_size"].strip()
+    if re.fullmatch("[0-9]+", size) and (len(size) > 10 or int(size) > _MAX_BUFFER_SIZE):
+        shown = size if len(size) <= 40 else f"{size[:20]}...({len(size)} digits)"
+        raise UserError(f"--buffer-size {shown}: too large; the record buffer is at most "
+                        f"{_MAX_BUFFER_SIZE} bytes (1 GiB) per CTA, e.g. 65536")
     return options_from_cli(
         clock=int(kw.pop("clock")), sched_stores=kw.pop("sched_stores"),
         buffer_size=kw.pop("buffer_size"), granularity=kw.pop("granularity"),

@@ -619,18 +619,36 @@ def _check_replaceable(out: Path) -> None:
                             "written by proton-inject; choose another -o or remove it")
 
 
+def check_golden(golden: str | Path, tree: bool) -> None:
+    """Refuse a golden that nothing can be compared with (missing, empty, or a file for a tree
+    input): checked before any work, so that nothing is written first."""
+    g = Path(golden)
+    opt = f"--check-against {golden}"
+    if g.is_dir():
+        if not any(q.is_file() for q in g.rglob("*.ttgir")):
+            raise UserError(f"{opt}: holds no .ttgir file; give the golden "
+                            f"{'tree' if tree else 'file'} that `insert -o` wrote")
+    elif g.is_file():
+        if tree:
+            raise UserError(f"{opt}: is a file, but the input is a tree; give the golden tree "
+                            "(a directory)")
+        if g.stat().st_size == 0:
+            raise UserError(f"{opt}: is empty; give the golden file that `insert -o` wrote")
+    elif g.exists():
+        raise UserError(f"{opt}: is neither a file nor a directory; give the golden that "
+                        "`insert -o` wrote")
+    else:
+        raise UserError(f"{opt}: no such golden file or directory")
+
+
 def diff_against(outputs: dict[str, str], manifest: dict | None, golden: str | Path) -> str:
     """Unified diff between generated output and a golden tree (or file); '' when equal."""
+    check_golden(golden, tree=manifest is not None)
     golden = Path(golden)
     chunks: list[str] = []
     if golden.is_file():
-        if manifest is not None:
-            raise UserError(f"--check-against {golden}: is a file, but the input is a tree; "
-                            "give the golden tree (a directory)")
         (rel, text), = outputs.items()
         return _diff(golden.read_bytes().decode("latin-1"), text, str(golden), rel)
-    if not golden.is_dir():
-        raise UserError(f"{golden}: no such golden file or directory")
     want = {p.relative_to(golden).as_posix(): p for p in find_ttgir([golden])}
     for rel in sorted(set(want) | set(outputs)):
         old = want[rel].read_bytes().decode("latin-1") if rel in want else ""

@@ -33,6 +33,7 @@ from proton_inject.lower.options import (
 )
 from proton_inject.lower.probes import num_warps_of
 from proton_inject.lower.proton import installed, scope_names_of
+from proton_inject.ttgir import parse
 
 _TARGET_RE = re.compile(r'\bttg\.target\s*=\s*"([^"]+)"')
 # Lines of MLIR/LLVM diagnostics worth showing; the reproducer dump around them is not.
@@ -177,6 +178,9 @@ def check_file(
     if not p.is_file():
         raise UserError(f"{path}: no such file")
     text = p.read_text(encoding="utf-8", errors="replace")
+    # Parsed here, with its name, before the probes below read it: a damaged file is named
+    # in the message (they parse the bare text and would call it <string>).
+    parse(text, str(path))
     own = file_target(text)
     if target is None:
         if own is None:

@@ -64,6 +64,8 @@ def outline(module: Module) -> list[KernelOutline]:
 
 def format_outline(module: Module, max_ops: int = 12) -> str:
     """Render the outline as text for `proton-inject inspect`."""
+    if isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 0:
+        raise ValueError(f"max_ops must be a whole number of 0 or more, got {max_ops!r}")
     lines = [f"{module.path}  (target {module.target() or '?'})"]
     for k in outline(module):
         total = sum(k.op_counts.values())
@@ -76,8 +78,10 @@ def format_outline(module: Module, max_ops: int = 12) -> str:
                          f" (IR line {lp.ir_line}){where}")
         common = k.op_counts.most_common()
         shown = ", ".join(f"{n} x{c}" for n, c in common[:max_ops])
-        more = f", ... {len(common) - max_ops} more kinds" if len(common) > max_ops else ""
-        lines.append(f"    ops: {shown}{more}")
+        more = len(common) - max_ops
+        if more > 0:
+            shown += f", ... {more} more kinds" if shown else f"{more} kinds"
+        lines.append(f"    ops: {shown}")
         lines.append("    source lines:")
         for src, ops in sorted(k.source_lines.items(), key=_source_key):
             names = ", ".join(f"{n}" + (f" x{c}" if c > 1 else "") for n, c in ops.most_common(4))

@@ -466,4 +466,34 @@ CASES: list[Case] = [
          "such IR (is the file damaged? dump the kernel again)",
          {"a.ttgir": TT.replace(b"    tt.return loc(#loc17)\n",
                                 b"    tt.return loc(#loc17)\n" * 2)}),
+    # --- issue 31: arguments checked before any output ------------------------------------------
+    Case("inspect negative --max-ops", ["inspect", "a.ttgir", "--max-ops", "-5"],
+         "inspect: Invalid value for '--max-ops': -5 is not in the range x>=0. (`inspect -h` "
+         "lists the options)", {"a.ttgir": TT}),
+    Case("check huge --buffer-size", ["check", "a.ttgir", "--buffer-size",
+                                      "1180591620717411303424"],
+         "--buffer-size 1180591620717411303424: too large; the record buffer is at most "
+         "1073741824 bytes (1 GiB) per CTA, e.g. 65536", {"a.ttgir": TT}),
+    Case("check 5000-digit --buffer-size", ["check", "a.ttgir", "--buffer-size", "9" * 5000],
+         f"--buffer-size {'9' * 20}...(5000 digits): too large; the record buffer is at most "
+         "1073741824 bytes (1 GiB) per CTA, e.g. 65536", {"a.ttgir": TT}),
+    Case("check truncated file", ["check", "a.ttgir"],
+         "a.ttgir:27:14: unexpected end of line; expected an op name after the results, like "
+         "'tt.load'\n        %x_4 = \n               ^", {"a.ttgir": TT[:2000]}),
+    Case("insert tree golden is an empty dir", ["insert", "dump", "-o", "o", "--check-against",
+                                                 "g"],
+         "--check-against g: holds no .ttgir file; give the golden tree that `insert -o` wrote",
+         {**dump(), "g/.keep": ""}),
+    Case("insert tree golden is an empty file", ["insert", "dump", "-o", "o", "--check-against",
+                                                  "g.ttgir"],
+         "--check-against g.ttgir: is a file, but the input is a tree; give the golden tree "
+         "(a directory)", {**dump(), "g.ttgir": ""}),
+    Case("insert file golden is an empty file", [*INS, "--check-against", "g.ttgir"],
+         "--check-against g.ttgir: is empty; give the golden file that `insert -o` wrote",
+         {"a.ttgir": TT, "g.ttgir": ""}),
+    Case("insert file golden is an empty dir", [*INS, "--check-against", "g"],
+         "--check-against g: holds no .ttgir file; give the golden file that `insert -o` wrote",
+         {"a.ttgir": TT, "g/.keep": ""}),
+    Case("insert golden missing", [*INS, "--check-against", "g.ttgir"],
+         "--check-against g.ttgir: no such golden file or directory", {"a.ttgir": TT}),
 ]
