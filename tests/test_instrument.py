@@ -127,9 +127,15 @@ def test_error_overlapping_regions():
 
 
 def test_error_no_ops_on_marked_line():
-    msg = _error((SAMPLES / "cuda-90/matmul_kernel.ttgir").read_text(),
-                 Rules(marks=False, ranges=[LineRange("doc", "examples/matmul.py", 1, 2)]))
+    text = (SAMPLES / "cuda-90/matmul_kernel.ttgir").read_text()
+    mark = LineRange("doc", "examples/matmul.py", 1, 2, "mark", "examples/matmul.py:1")
+    msg = _error(text, Rules(marks=False, ranges=[mark]))
     assert "no op of the IR comes from examples/matmul.py:1-2" in msg and "inspect" in msg
+    # A --region is a note, as --op is (issue 31): over a tree most kernels lack the lines.
+    res = insert_text(text, Rules(marks=False, ranges=[LineRange("doc", "examples/matmul.py", 1,
+                                                                 2)]), "k.ttgir")
+    assert not any(k.regions for k in res.kernels)
+    assert any("no op of this kernel comes from examples/matmul.py:1-2" in n for n in res.notes)
 
 
 def test_error_already_instrumented_unless_forced():

@@ -395,6 +395,12 @@ def _line_range(k: _Kernel, rng: LineRange) -> None:
 
     matched = [op for op in fn_op.walk() if op is not fn_op and in_range(op)]
     lines = f"{rng.file}:{rng.start}" + (f"-{rng.end}" if rng.end != rng.start else "")
+    if not matched and rng.origin == "region":
+        # As for --op: over a tree, most kernels may not hold the lines at all; the CLI refuses
+        # only when the rules selected nothing in the whole input.
+        k.notes.append(f"kernel {k.fn.name}: {rule}: no op of this kernel comes from {lines} "
+                       "(`proton-inject inspect` lists the lines that have ops)")
+        return
     if not matched:
         raise UserError(
             f"kernel {k.fn.name}: {rule}: no op of the IR comes from {lines}; the code there "
