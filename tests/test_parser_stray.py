@@ -154,3 +154,47 @@ def test_insert_never_places_a_record_after_a_terminator(what, text, old, new, r
     msg = str(err.value)
     assert msg.startswith(words), msg
     assert "\n" not in msg
+
+
+def test_insert_refuses_an_end_record_after_an_op_sharing_the_line():
+    """`} loc(#loc9)  tt.return` is two ops to MLIR and to the parser; the loop's end record goes
+    after its line, which would put it after the tt.return: refused."""
+    from proton_inject.errors import UserError
+    from proton_inject.instrument.insert import insert_text
+    from proton_inject.instrument.rules import Rules
+
+    text = _case(LOOP_END + RET, "    } loc(#loc9)  tt.return loc(#loc17)\n")
+    (fn,) = parse(text, "k.ttgir").functions
+    assert [op.name for op in fn.op.regions[0].blocks[0].ops[-2:]] == ["scf.for", "tt.return"]
+    for rules in (Rules(kernel_scope=True, marks=False), Rules(loops="outer", marks=False)):
+        with pytest.raises(UserError, match=r"k.ttgir:34: 'tt.return loc\(#loc17\)' follows "
+                                            "scf.for on its line; cannot insert a record"):
+            insert_text(text, rules, "k.ttgir")
+
+
+def test_an_end_record_after_an_op_not_starting_its_line_is_indented_with_blanks(tmp_path,
+                                                                                 mlir_context):
+    from triton._C.libtriton import ir
+
+    from proton_inject.instrument.insert import insert_text, strip_text
+    from proton_inject.instrument.rules import Rules
+
+    text = _case(LOOP_END, "    } loc(#loc9)%z = arith.constant 0 : i32\n")
+    out = insert_text(text, Rules(kernel_scope=True, marks=False), "k.ttgir").text
+    assert '\n    } loc(#loc9)%z = arith.constant 0 : i32\n    proton.record end "kernel"\n' in out
+    path = tmp_path / "k.ttgir"
+    path.write_text(out)
+    ir.parse_mlir_module(str(path), mlir_context)
+    assert strip_text(out) == text
+
+
+def test_sampling_refuses_a_loop_whose_last_line_holds_another_op():
+    """--sample-ctas copies a loop with records inside whole lines: a tt.return on the loop's
+    last line would be copied into both branches of the scf.if."""
+    from proton_inject.errors import UserError
+    from proton_inject.instrument.insert import insert_text
+    from proton_inject.instrument.rules import Rules
+
+    text = _case(LOOP_END + RET, "    } loc(#loc9)  tt.return loc(#loc17)\n")
+    with pytest.raises(UserError, match="does not sit on lines of its own"):
+        insert_text(text, Rules(loops="iteration", marks=False, sample_ctas=4), "k.ttgir")

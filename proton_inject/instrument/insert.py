@@ -205,7 +205,7 @@ class _Sampler:
         at = _line_start(text, loop.start)
         indent = text[at:loop.start]
         nl = text.find("\n", loop.end)
-        if indent.strip() or nl < 0:
+        if indent.strip() or nl < 0 or text[loop.end:nl].strip():
             raise UserError(f"{self.path}:{loop.line}: --sample-ctas: the loop around region "
                             f"'{name}' does not sit on lines of its own; cannot run it in two "
                             "copies. Do not sample, or record outside this loop")
@@ -298,7 +298,13 @@ def _records_for(module: Module, r: Region, idx: int,
                         "cannot insert a record before it")
     nl = text.find("\n", last.end)
     end_at = len(text) if nl < 0 else nl + 1
+    after = text[last.end:len(text) if nl < 0 else nl].strip()
+    if after and not r.to_exit:  # the record goes after the line: it would follow that too
+        raise UserError(f"{module.path}:{module.line_of(last.end)}: {after[:40]!r} follows "
+                        f"{last.name} on its line; cannot insert a record after it (put each "
+                        "op on a line of its own)")
     end_indent = text[_line_start(text, last.start):last.start]
+    end_indent = end_indent[: len(end_indent) - len(end_indent.lstrip(" \t"))]
     name = escape_name(r.name)
     newline = "\r\n" if text[end_at - 2:end_at] == "\r\n" else "\n"
     start_line = f'{indent}{RECORD_OP} start "{name}"{newline}'
