@@ -266,12 +266,15 @@ def find_ttgir(paths: Iterable[str | os.PathLike]) -> list[Path]:
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = sorted(q for q in p.rglob("*.ttgir") if q.is_file())
+            # (a FIFO or a link loop named .ttgir is kept: reading it says what it is)
+            found = sorted(q for q in p.rglob("*.ttgir") if not q.is_dir())
             if not found:
                 raise UserError(f"{raw}: no .ttgir files in this directory")
             out.extend(found)
         elif p.is_file():
             out.append(p)
         else:
-            raise UserError(f"{raw}: no such file or directory")
+            from proton_inject.formats.schema import not_found
+
+            raise not_found(raw)
     return out
