@@ -1,17 +1,20 @@
-"""Issue 31: inputs that are bombs, through the CLI.
+"""Issue 31: inputs that are bombs or outputs that hit a full disk, through the CLI.
 
-Each case ends in exit 2 with one message naming the file, no traceback, and the inputs
-unchanged. (The file kinds, deep nesting and wrong-typed fields are
+Each case ends in exit 2 with one message naming the file, no traceback, no output or temp
+file left, and the inputs unchanged. (The file kinds, deep nesting and wrong-typed fields are
 in the bad-input corpus, tests/bad_inputs/cases.py.)
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import zlib
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import DATA
 from limits import memory_limit
@@ -54,6 +57,54 @@ def _bomb(inflated_mib: int) -> bytes:
     block = zlib.compressobj(9, zlib.DEFLATED, -15)
     one = block.compress(bytes(2**20)) + block.flush(zlib.Z_FULL_FLUSH)
     return head + one * (inflated_mib - 1) + z.flush()
+
+
+# --- the disk fills while `report --trace` writes -------------------------------------------------
+
+
+class _FullDisk:
+    """A file that takes ``room`` bytes, then fails like a full disk."""
+
+    def __init__(self, f, room: int):
+        self._f, self._room = f, room
+
+    def write(self, b) -> int:
+        if len(b) > self._room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._room -= len(b)
+        return self._f.write(b)
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self._f.__exit__(*exc)
+
+
+@pytest.mark.parametrize("room", [0, 4096])
+@pytest.mark.parametrize("opts", [[], ["--gz"], ["--merge"], ["--merge", "--gz"]],
+                         ids=["plain", "gz", "merged", "merged-gz"])
+@pytest.mark.parametrize("fmt", ["perfetto", "json"])
+def test_full_disk_during_report_trace(tmp_path, monkeypatch, fmt, opts, room):
+    shutil.copytree(RAW, tmp_path / "raw")
+    before = _tree(tmp_path / "raw")
+    real = os.fdopen
+
+    def fdopen(fd, *a, **k):  # the atomic writer's file: full after `room` bytes
+        return _FullDisk(real(fd, *a, **k), room)
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    res = _cli(tmp_path, "report", "raw", "--trace", "t", "--trace-format", fmt, *opts)
+    monkeypatch.undo()
+    msg = _one_clean_error(res, "t/", "No space left on device", "free some space")
+    assert "cannot write" in msg
+    assert _tree(tmp_path / "raw") == before
+    # Nothing half-written: no trace file, no temp file (a launch before the full disk would
+    # have been complete; with room for 4 KiB none is).
+    assert not [p.name for p in (tmp_path / "t").iterdir()], msg
 
 
 # --- gzip bombs ------------------------------------------------------------------------------------

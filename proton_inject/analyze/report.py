@@ -410,8 +410,12 @@ def _decode_all(raws: Sequence[Path], clock_mhz: float | None, raw: bool,
                 elif trace_dir is not None:
                     w = writer(Path(trace_dir) / f"{d.meta.label}{ext}",
                                trace_mod.time_zero(d), False, gz)
-                    w.add(d)
-                    traced.append((w.commit(), w.json_bytes, w.events))
+                    try:
+                        w.add(d)
+                        traced.append((w.commit(), w.json_bytes, w.events))
+                    except BaseException:
+                        w.abort()  # (no temp file left behind)
+                        raise
                 x = LaunchData.from_decoded(d)
                 del d
                 draw(x)
