@@ -226,6 +226,9 @@ _WORD = st.tuples(st.integers(0, 2**20), st.binary(min_size=4, max_size=4))
 @example(direct=False, changes=[("scopes", {"0": "k", "999999999": "x"})], damage=[], gz=True)
 @example(direct=True, changes=[("scope_parents", {"1": 999_999_999})], damage=[], gz=True)
 @example(direct=True, changes=[("scopes", _DEEP)], damage=[], gz=False)
+@example(direct=False, changes=[("sm_clock_mhz", 1e308)], damage=[], gz=False)
+@example(direct=True, changes=[("clock_bracket", {"after": dict(_DMETA["clock_bracket"]["after"],
+                                                                mhz=1e308)})], damage=[], gz=False)
 def test_any_mutated_launch_metadata_gives_a_trace_or_one_clear_error(direct, changes, damage,
                                                                       gz):
     meta = {**(_DMETA if direct else _META), "grid": [_DCTAS if direct else _CTAS, 1, 1]}

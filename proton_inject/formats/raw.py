@@ -354,8 +354,8 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
     mhz = d.get("sm_clock_mhz")
     if mhz is not None and mhz != 0:
         if not (isinstance(mhz, int | float) and not isinstance(mhz, bool) and
-                math.isfinite(mhz) and mhz > 0):
-            raise bad("sm_clock_mhz", "null or a positive number")
+                math.isfinite(mhz) and 0 < mhz <= MAX_CLOCK_MHZ):
+            raise bad("sm_clock_mhz", f"null or a positive number of MHz up to {MAX_CLOCK_MHZ}")
     cost = d.get("record_cost_cycles")
     if cost is not None and not (isinstance(cost, int | float) and not isinstance(cost, bool) and
                                  math.isfinite(cost) and 0 <= cost < 10_000):
@@ -418,13 +418,19 @@ def _clock_bracket_ok(b: Any) -> bool:
         return False
 
     def num(v: Any, lo: float) -> bool:
-        return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
+        return (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and
+                lo <= v <= MAX_CLOCK_MHZ)
 
     for side in b.values():
         if side is None:
             continue
         if not (isinstance(side, dict) and num(side.get("mhz"), 1e-9) and
-                num(side.get("sem_mhz"), 0) and all(is_int(side.get(k)) and side[k] >= 0
+                num(side.get("sem_mhz"), 0) and all(is_int(side.get(k)) and 0 <= side[k] < 2**63
                                                     for k in ("ctas", "sms", "spin_ns", "t0", "t1"))):
             return False
     return True
+
+
+# A clock rate above this is not a GPU's (the H100's max SM clock is 1,980 MHz): a larger one
+# in metadata would overflow the cycle -> ns conversion.
+MAX_CLOCK_MHZ = 10_000

@@ -406,7 +406,8 @@ CASES: list[Case] = [
          "launch 00000-matmul_kernel: bytes_per_cta=64 cannot hold the header of 8 warps; it "
          "must be the kernel's profile_scratch_size", raw(bytes_per_cta=64)),
     Case("meta sm clock string", REPORT,
-         f"{RAWJ}: sm_clock_mhz = 'fast' must be null or a positive number; {FIX}",
+         f"{RAWJ}: sm_clock_mhz = 'fast' must be null or a positive number of MHz up to 10000; "
+         f"{FIX}",
          raw(sm_clock_mhz="fast")),
     Case("meta wrong format", ["report", RAWF],
          f"{RAWJ}: not a proton-inject raw launch (format='other')", raw(format="other")),
@@ -639,6 +640,15 @@ CASES: list[Case] = [
     Case("meta scope parent 999,999,999", REPORT,
          f"{RAWJ}: scope_parents[1] = 999999999 is not a scope id (0 to 255)",
          raw(scope_parents={"1": 999_999_999})),
+    Case("meta sm clock 1e308", [*REPORT, "--trace", "t"],
+         f"{RAWJ}: sm_clock_mhz = 1e+308 must be null or a positive number of MHz up to 10000; "
+         f"{FIX}", raw(sm_clock_mhz=1e308)),
+    Case("meta bracket clock 1e308", [*REPORT, "--trace", "t"],
+         f"{RAWJ}: clock_bracket = {{'before': {{'mhz': 1e+308, 'sem_mhz': 0, 'ctas': 1, 'sms'... "
+         'must be null, {"missing": "why"} or {"before": side, "after": side} as proton-inject '
+         f"run writes it; {FIX}",
+         raw(clock_bracket={"before": {"mhz": 1e308, "sem_mhz": 0, "ctas": 1, "sms": 1,
+                                       "spin_ns": 1, "t0": 1, "t1": 2}})),
     Case("raw buffer is a FIFO", REPORT,
          f"{RAWF}: is a named pipe (FIFO), not a regular file; give the raw buffer file",
          raw(binary=Fifo())),
