@@ -156,8 +156,10 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     if not out and not check_against:
         raise UserError("insert: give -o OUT (where to write) and/or --check-against GOLDEN")
     srcp = Path(src)
-    if not srcp.exists():
-        raise UserError(f"{src}: no such file or directory")
+    if not srcp.is_file() and not srcp.is_dir():
+        from proton_inject.formats.schema import not_found
+
+        raise not_found(src)
     _check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
                    [("-o", out, "tree" if srcp.is_dir() else "file")])
     if check_against:
@@ -443,7 +445,9 @@ def _carried_autotune(src) -> dict[str, bytes]:
         click.echo(f"warning: {e}; not carried: run times every autotuner", err=True)
         return {}
     click.echo(f"carried {autotune_file.FILE_NAME} ({n} autotuning decisions)", err=True)
-    return {autotune_file.FILE_NAME: path.read_bytes()}
+    from proton_inject.formats.schema import MAX_JSON_BYTES, read_bytes
+
+    return {autotune_file.FILE_NAME: read_bytes(path, "autotune", MAX_JSON_BYTES)}
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

@@ -124,7 +124,7 @@ def test_granularity_warp_group_is_refused_clearly():
 
 
 def test_user_errors(tmp_path):
-    with pytest.raises(UserError, match="no such file"):
+    with pytest.raises(UserError, match="no such TTGIR file"):
         check_file(tmp_path / "missing.ttgir")
     text = (DATA / "add_kernel.ttgir").read_text().replace(', ttg.target = "cuda:90"', "")
     p = tmp_path / "no_target.ttgir"

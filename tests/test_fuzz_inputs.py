@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import DATA, SAMPLES
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from limits import memory_limit
 
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.issues import DecodeWarning
@@ -159,6 +160,103 @@ def test_any_mutated_real_launch_gives_a_trace_or_one_clear_error(data):
                 return
         _check_trace(d)
         OUTCOMES["launch: decoded"] += 1
+    finally:
+        shutil.rmtree(tmp)
+
+
+# Metadata: every field of a raw launch's .json, of a shared-memory launch and of a launch
+# lowered directly (with loops), set to plausible, wrong-typed, out-of-range or deeply nested
+# values; with or without damage to its buffer.
+_DIRECT = DATA / "h100-direct-loops"
+_DMETA = json.loads((_DIRECT / "00000-layernorm_fwd_kernel.json").read_text())
+_DCTAS = 6
+_DBIN = gzip.decompress((_DIRECT / "00000-layernorm_fwd_kernel.bin.gz").read_bytes())[
+    : _DCTAS * _DMETA["bytes_per_cta"]]
+_META_FIELDS = sorted(set(_META) | set(_DMETA) | {"format", "version"})
+_IDS = st.sampled_from(["0", "1", "6", "255", "256", "999999999", "-1", "x", "01", "", "1e3"])
+_ID_MAPS = st.dictionaries(_IDS, st.one_of(st.text(max_size=4), st.integers(-2, 2**40),
+                                           st.none()), max_size=3)
+_TABLES_2D = st.one_of(st.lists(st.lists(st.integers(-2, 2**32), max_size=4), max_size=4),
+                       st.sampled_from([[[5, 2]], [[5, 2, 3]], [[0, 1]], [[5, 2]] * 4,
+                                        [[2**21, 2]], [[5, 2000]], [[0, 0], [0, 1]],
+                                        [[255, 0], [255, 1]], [[0, 0, 7]], [[0, 2]],
+                                        [[300, 0]], [["0", 0]], [[0]], [[0, 0, 0, 0]]]))
+_EDGE = st.sampled_from([None, True, -5, 0, 2**63, -2**63, 2**64, 999_999_999, 1e308, "x" * 300,
+                         "../../etc/passwd", [1, 2], {"a": 1}, [[[[0]]]]])
+# Per field, values of its own shape (some out of range) besides any value of any type.
+_PER_FIELD = {
+    "scopes": _ID_MAPS, "scope_parents": _ID_MAPS, "scope_locs": _ID_MAPS,
+    "direct_records": _TABLES_2D, "direct_loops": _TABLES_2D,
+    "buffer_type": st.sampled_from(["direct", "shared", "global", "tex"]),
+    "granularity": st.sampled_from(["warp", "cta", "warpgroup"]),
+    "format": st.sampled_from(["proton-inject-raw", "other"]),
+    "clock_bracket": st.sampled_from([{"missing": "why"}, {"before": None},
+                                      {"before": {"mhz": 1}}, {"before": None, "x": 1},
+                                      {"after": dict(_DMETA["clock_bracket"]["after"], t0=-1)}]),
+    "timer_ref_ns": st.integers(-1, 2**64), "sample_ctas": st.integers(-1, 2**32),
+    "rank": st.integers(-1, 2**21), "record_cost_cycles": st.floats(-1, 1e5),
+}
+
+
+class _Mark:
+    """A stand-in argument (hypothesis prints every argument: a 500-deep list would not)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_DROP = _Mark("DROP")  # the field is left out
+_DEEP = _Mark("DEEP")  # the field is a list nested 500 deep
+
+
+_CHANGE = st.sampled_from(_META_FIELDS).flatmap(lambda key: st.tuples(st.just(key), st.one_of(
+    st.just(_DROP), st.just(_DEEP), _PER_FIELD.get(key, st.nothing()), _EDGE, _FIELD_VALUES)))
+_WORD = st.tuples(st.integers(0, 2**20), st.binary(min_size=4, max_size=4))
+
+
+@_SETTINGS
+@given(direct=st.booleans(), changes=st.lists(_CHANGE, min_size=1, max_size=3),
+       damage=st.lists(_WORD, max_size=2), gz=st.booleans())
+# Classes that crashed once (issue 31), tried on every run whatever the budget:
+@example(direct=False, changes=[("direct_loops", 5)], damage=[], gz=True)
+@example(direct=False, changes=[("direct_loops", [[1, 2]])], damage=[], gz=False)
+@example(direct=False, changes=[("scopes", {"0": "k", "999999999": "x"})], damage=[], gz=True)
+@example(direct=True, changes=[("scope_parents", {"1": 999_999_999})], damage=[], gz=True)
+@example(direct=True, changes=[("scopes", _DEEP)], damage=[], gz=False)
+@example(direct=False, changes=[("sm_clock_mhz", 1e308)], damage=[], gz=False)
+@example(direct=True, changes=[("clock_bracket", {"after": dict(_DMETA["clock_bracket"]["after"],
+                                                                mhz=1e308)})], damage=[], gz=False)
+def test_any_mutated_launch_metadata_gives_a_trace_or_one_clear_error(direct, changes, damage,
+                                                                      gz):
+    meta = {**(_DMETA if direct else _META), "grid": [_DCTAS if direct else _CTAS, 1, 1]}
+    meta.pop("bin")
+    for key, value in changes:
+        if value is _DROP:
+            meta.pop(key, None)
+        else:
+            meta[key] = json.loads("[" * 500 + "]" * 500) if value is _DEEP else value
+    buf = bytearray(_DBIN if direct else _BIN)
+    for pos, word in damage:
+        pos = pos % (len(buf) - 4) & ~3
+        buf[pos: pos + 4] = word
+    blob = gzip.compress(bytes(buf), compresslevel=1, mtime=0) if gz else bytes(buf)
+    tmp = Path(tempfile.mkdtemp(prefix="pi-fuzz-"))
+    try:
+        path = _launch(tmp, meta, blob, gz)
+        with warnings.catch_warnings(), memory_limit():
+            warnings.simplefilter("ignore", DecodeWarning)
+            try:
+                raw, m = load_raw(path)
+                d = decode(raw, m)
+                _check_trace(d)
+            except UserError as e:
+                assert str(e) and "\n" not in str(e)
+                OUTCOMES["metadata: error"] += 1
+                return
+        OUTCOMES["metadata: decoded"] += 1
     finally:
         shutil.rmtree(tmp)
 

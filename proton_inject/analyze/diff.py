@@ -40,7 +40,7 @@ from proton_inject.analyze.report import (
     summarize,
 )
 from proton_inject.errors import UserError
-from proton_inject.formats.schema import read_json
+from proton_inject.formats.schema import not_found, read_head, read_json
 
 DIFF_FORMAT = "proton-inject-diff"
 DIFF_VERSION = 1
@@ -119,12 +119,7 @@ def is_report_json(path: Path) -> bool:
     """Whether ``path`` is a file written by ``report --json``."""
     if not (path.is_file() and path.suffix == ".json"):
         return False
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return b'"proton-inject-report"' in head
+    return b'"proton-inject-report"' in read_head(path, 4096)
 
 
 def load_side(path: str | os.PathLike, unit: str = "cycles", seed: int = 0,
@@ -132,8 +127,8 @@ def load_side(path: str | os.PathLike, unit: str = "cycles", seed: int = 0,
     """Decode one input (raw launches or traces) or read a ``report --json`` file;
     ``progress`` gets a line every few seconds of decoding (``report.Progress``)."""
     p = Path(path)
-    if not p.exists():
-        raise UserError(f"{p}: no such file or directory")
+    if not p.is_file() and not p.is_dir():
+        raise not_found(p)
     if is_report_json(p):
         return _side_from_summary(p, read_json(p, "report", "write it again with "
                                                "`proton-inject report RUN --json > FILE`"), unit)

@@ -52,8 +52,8 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
     raws: list[Path] = []
     traces: list[Path] = []
     for p in map(Path, paths):
-        if not p.exists():
-            raise UserError(f"{p}: no such file or directory")
+        if not p.is_file() and not p.is_dir():
+            raise validate.not_found(p)
         if p.is_dir():
             found = find_raw(p) or (find_raw(p / "raw") if (p / "raw").is_dir() else [])
             if found:
@@ -88,11 +88,7 @@ def _is_run_index(path: Path) -> bool:
     """Whether ``path`` is the run.json (run.rank<R>.json) that ``run`` writes."""
     if not (path.name.startswith("run") and path.name.endswith(".json")):
         return False
-    try:
-        with open(path, "rb") as f:
-            head = f.read(256)
-    except OSError:
-        return False
+    head = validate.read_head(path, 256)
     return b'"format": "proton-inject-run"' in head or b'"instrumented_dir"' in head
 
 
@@ -102,11 +98,14 @@ def _empty_run(runs: Sequence[Path]) -> str:
     code = None
     for r in runs:
         try:
-            d = json.loads(r.read_text())
-        except (OSError, ValueError):
+            d = read_json(r, "run index", "")
+        except UserError:
             continue
-        msgs += [str(m) for m in d.get("messages", [])][:3]
-        code = d.get("exit_code", code)
+        if not isinstance(d, dict):
+            continue
+        got = d.get("messages")
+        msgs += [m for m in got if isinstance(m, str)][:3] if isinstance(got, list) else []
+        code = d["exit_code"] if validate.is_int(d.get("exit_code")) else code
     why = "; ".join(msgs) or "no instrumented launch was kept"
     ended = f" (the program exited with code {code})" if code else ""
     return f"{runs[0].parent}: the run kept no launches{ended}: {why}"
@@ -123,9 +122,15 @@ def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
         if cost is None:
             cost = calibration.lookup(meta.device, meta.clock_bits, meta.buffer_type,
                                     selective=bool(meta.sampled_warps))
-        yield decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost,
-                     device_bracket=brackets.get((meta.rank, meta.device)))
+        try:
+            d = decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost,
+                       device_bracket=brackets.get((meta.rank, meta.device)))
+        except MemoryError:
+            raise UserError(f"{p}: not enough memory to decode this launch ({len(buf):,} bytes "
+                            "of buffer); free some memory, or report it on a machine with "
+                            "more") from None
         del buf
+        yield d
 
 
 def device_brackets(paths: Sequence[Path]) -> dict[tuple[int | None, str | None], tuple[float, int]]:
@@ -169,7 +174,7 @@ def _raw_launch(path: Path) -> int:
     """The launch number in a raw launch's metadata (load_raw reports what is wrong with it)."""
     try:
         n = read_json(path.with_name(re.sub(r"\.bin(\.gz)?$", ".json", path.name)),
-                      "launch metadata", "").get("launch", 0)
+                      "launch metadata", "", validate.MAX_META_BYTES).get("launch", 0)
     except (UserError, AttributeError):
         return 0
     return n if validate.is_int(n) else 0
@@ -204,6 +209,9 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
         doc = trace_mod.read_trace(path)
     except (OSError, ValueError, EOFError, zlib.error, RecursionError) as e:
         raise UserError(f"{path}: cannot read trace: {e}") from None
+    except MemoryError:
+        raise UserError(f"{path}: not enough memory to load this trace; report the raw "
+                        "launches it came from instead (`proton-inject report RAW`)") from None
     other = doc.get("otherData") if isinstance(doc, dict) else None
     if not isinstance(other, dict) or other.get("format") != trace_mod.TRACE_FORMAT:
         raise UserError(f"{path}: not a proton-inject trace (write it with `report --trace` or `run`)")
@@ -402,8 +410,12 @@ def _decode_all(raws: Sequence[Path], clock_mhz: float | None, raw: bool,
                 elif trace_dir is not None:
                     w = writer(Path(trace_dir) / f"{d.meta.label}{ext}",
                                trace_mod.time_zero(d), False, gz)
-                    w.add(d)
-                    traced.append((w.commit(), w.json_bytes, w.events))
+                    try:
+                        w.add(d)
+                        traced.append((w.commit(), w.json_bytes, w.events))
+                    except BaseException:
+                        w.abort()  # (no temp file left behind)
+                        raise
                 x = LaunchData.from_decoded(d)
                 del d
                 draw(x)

@@ -27,6 +27,13 @@ import numpy as np
 
 from proton_inject.analyze.decode import Decoded
 from proton_inject.formats.files import atomic_writer
+from proton_inject.formats.schema import (
+    MAX_TRACE_BYTES,
+    loads_json,
+    read_bytes,
+    read_gzip,
+    read_head,
+)
 
 TRACE_FORMAT = "proton-inject-trace"
 _CHUNK = 1 << 15  # rows per formatting pass: a few MB of scratch, cache friendly
@@ -440,8 +447,11 @@ def write_traces(launches: Sequence[Decoded], out_dir: str | os.PathLike, merge:
 
 
 def read_trace(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a trace file (plain or gzip) as a dict."""
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = _gzip.decompress(raw)
-    return json.loads(raw)
+    """Load a trace file (plain or gzip, at most ``MAX_TRACE_BYTES`` of JSON) as a dict."""
+    fix = "write it again with `proton-inject report RAW --trace DIR`"
+    big = "too large to load whole; report the raw launches it was written from instead"
+    if read_head(path, 2) == b"\x1f\x8b":
+        raw = read_gzip(path, "trace", MAX_TRACE_BYTES, fix, huge_fix=big)
+    else:
+        raw = read_bytes(path, "trace", MAX_TRACE_BYTES, huge_fix=big)
+    return loads_json(raw, path, fix)

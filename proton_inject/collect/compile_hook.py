@@ -23,6 +23,7 @@ from typing import Any
 
 from proton_inject.errors import ParseError, UserError
 from proton_inject.formats.files import write_atomic
+from proton_inject.formats.schema import read_ttgir
 from proton_inject.instrument.insert import InsertResult, KernelManifest, RegionInfo, insert_text
 from proton_inject.instrument.rules import Rules, rules_from_manifest, rules_from_table
 from proton_inject.lower.inline import inline_callees
@@ -148,7 +149,7 @@ class TreeSource:
         if entry is not None:
             want, path, regions = entry
             if all(want.get(k) is None or want.get(k) == config.get(k) for k in want):
-                return InsertResult(path.read_bytes().decode("latin-1"),
+                return InsertResult(read_ttgir(path).decode("latin-1"),
                                     [KernelManifest(name, "", config.get("target"),
                                                     [_region(r) for r in regions])], [])
             why = (f"the tree's IR was dumped with {_config_text(want)}, this compile has "

@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from proton_inject.errors import UserError
 from proton_inject.formats.files import write_atomic
+from proton_inject.formats.schema import MAX_JSON_BYTES, read_bytes, read_json
 
 FILE_NAME = "autotune.json"
 
@@ -105,9 +107,9 @@ def _check_config(c: Any) -> None:
 def load(path: str | os.PathLike) -> Decisions:
     """The decisions of an autotune file; ValueError (with the file's name) if it is bad."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: {e}") from e
+        data = read_json(path, "autotune", "dump the program again to rewrite it")
+    except UserError as e:  # (each message starts with the path)
+        raise ValueError(str(e)) from None
     try:
         return Decisions.from_json(data)
     except ValueError as e:
@@ -130,10 +132,11 @@ def from_lines(path: str | os.PathLike) -> Decisions:
     out = Decisions()
     if not os.path.exists(path):
         return out
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    text = read_bytes(path, "autotune lines", MAX_JSON_BYTES).decode("utf-8", "replace")
+    for line in text.splitlines():
+        if line:
             try:
                 out.add(json.loads(line))
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 continue
     return out

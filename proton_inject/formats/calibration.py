@@ -9,7 +9,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from proton_inject.errors import UserError
 from proton_inject.formats.files import user_cache_dir, write_atomic
+from proton_inject.formats.schema import read_json
 
 CACHE_VERSION = 2  # 1: a region around one clock read, no plain reference
 
@@ -32,8 +34,8 @@ def cache_key(device: str, clock_bits: int = 64, buffer_type: str = "shared",
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        doc = read_json(path, "calibration cache", "", 2**20)
+    except UserError:
         return {}  # no cache yet, or a damaged one: calibrate again
     if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
         return {}

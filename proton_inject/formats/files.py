@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from proton_inject.errors import UserError
 
@@ -70,6 +70,9 @@ def _remove(p: Path) -> None:
 
 
 def _oserror(path: Path, e: OSError) -> UserError:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return UserError(f"{path}: cannot write: {e.strerror or e} (nothing was written there); "
+                         "free some space or choose another output path")
     return UserError(f"{path}: cannot write: {e.strerror or e}; choose another output path")
 
 
@@ -82,6 +85,38 @@ def _sweep_dead(folder: Path, name: str = "*") -> None:
         m = re.fullmatch(r"\..+\.tmp-(\d+)\..*", q.name)
         if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
             _remove(q)
+
+
+class _Checked:
+    """The file ``atomic_writer`` yields. A write that fails (a full disk) removes the temp
+    file at once and is a UserError naming the output, however the caller holds the writer:
+    a streaming trace keeps it open across calls (an ExitStack), where an OSError would leave
+    the temp file and escape as a traceback."""
+
+    def __init__(self, f: IO, path: Path, tmp: str):
+        self._f, self._path, self._tmp = f, path, tmp
+
+    def _failed(self, e: OSError) -> UserError:
+        with suppress(OSError):
+            self._f.close()  # (its buffer cannot be flushed either)
+        with suppress(FileNotFoundError):
+            os.unlink(self._tmp)
+        return _oserror(self._path, e)
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._f.write(data)
+        except OSError as e:
+            raise self._failed(e) from None
+
+    def flush(self) -> None:
+        try:
+            self._f.flush()
+        except OSError as e:
+            raise self._failed(e) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
 
 
 @contextmanager
@@ -110,7 +145,7 @@ def atomic_writer(path: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
         else:
             f = os.fdopen(fd, "w", encoding="utf-8", newline="")
         with f:
-            yield f
+            yield _Checked(f, path, tmp)
         kill_point("file-written")
         os.replace(tmp, path)
     except BaseException as e:
@@ -266,12 +301,15 @@ def find_ttgir(paths: Iterable[str | os.PathLike]) -> list[Path]:
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = sorted(q for q in p.rglob("*.ttgir") if q.is_file())
+            # (a FIFO or a link loop named .ttgir is kept: reading it says what it is)
+            found = sorted(q for q in p.rglob("*.ttgir") if not q.is_dir())
             if not found:
                 raise UserError(f"{raw}: no .ttgir files in this directory")
             out.extend(found)
         elif p.is_file():
             out.append(p)
         else:
-            raise UserError(f"{raw}: no such file or directory")
+            from proton_inject.formats.schema import not_found
+
+            raise not_found(raw)
     return out

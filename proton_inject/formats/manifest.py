@@ -4,14 +4,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from proton_inject.errors import UserError
-from proton_inject.formats.schema import is_int, read_json, shown, type_name
+from proton_inject.formats.schema import (
+    MAX_SOURCE_BYTES,
+    FileError,
+    file_sha256,
+    is_int,
+    read_json,
+    shown,
+    type_name,
+)
 
 MANIFEST_NAME = "manifest.json"
 
@@ -29,12 +36,16 @@ def jsonable(v: Any) -> Any:
 
 
 
-def source_sha256(path: str) -> str | None:
-    """sha256 of a kernel's source file, so `insert` can tell when its marks may have moved."""
+def source_sha256(path: str, fix: str | None = None) -> str | None:
+    """sha256 of a kernel's source file, so `insert` can tell when its marks may have moved;
+    None when it is missing or unreadable. A FIFO, a device or a file over
+    ``MAX_SOURCE_BYTES`` is a UserError (ending in ``fix``): hashing one would never end."""
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return None
+        return file_sha256(path, "kernel source", MAX_SOURCE_BYTES, fix)
+    except FileError as e:
+        if e.reason in ("missing", "unreadable"):
+            return None
+        raise
 
 
 
@@ -64,21 +75,48 @@ def manifest_kernels(data: Any, path: str | Path) -> list[dict[str, Any]]:
     for i, k in enumerate(kernels):
         if not isinstance(k, dict):
             raise UserError(f"{path}: kernels[{i}] must be an object, not {type_name(k)}; {fix}")
-        for key in ("file", "ttgir", "kernel", "hash"):
-            if k.get(key) is not None and not isinstance(k[key], str):
-                raise UserError(f"{path}: kernels[{i}].{key} must be a string, not "
-                                f"{shown(k[key])}; {fix}")
+        _entry_fields(k, f"kernels[{i}]", path, fix)
+        dump = k.get("dump")
+        if dump is not None:
+            if not isinstance(dump, dict):
+                raise UserError(f"{path}: kernels[{i}].dump must be an object, not "
+                                f"{type_name(dump)}; {fix}")
+            _entry_fields(dump, f"kernels[{i}].dump", path, fix)
         regions = k.get("regions", [])
         if not isinstance(regions, list) or not all(isinstance(r, dict) for r in regions):
             raise UserError(f"{path}: kernels[{i}].regions must be a list of objects; {fix}")
         for j, r in enumerate(regions):
-            if r.get("scope_id") is not None and not is_int(r["scope_id"]):
-                raise UserError(f"{path}: kernels[{i}].regions[{j}].scope_id must be an "
-                                f"integer, not {shown(r['scope_id'])}; {fix}")
-            if r.get("source") is not None and not isinstance(r["source"], str):
-                raise UserError(f"{path}: kernels[{i}].regions[{j}].source must be a string; "
-                                f"{fix}")
+            for key in ("scope_id", "parent_id"):
+                if r.get(key) is not None and not (is_int(r[key]) and 0 <= r[key] < 2**31):
+                    raise UserError(f"{path}: kernels[{i}].regions[{j}].{key} must be a scope id "
+                                    f"(an integer from 0), not {shown(r[key])}; {fix}")
+            for key in ("source", "name", "parent", "origin", "partition"):
+                if r.get(key) is not None and not isinstance(r[key], str):
+                    raise UserError(f"{path}: kernels[{i}].regions[{j}].{key} must be a string, "
+                                    f"not {shown(r[key])}; {fix}")
+            lines = r.get("ir_lines")
+            if lines is not None and not (isinstance(lines, list) and len(lines) == 2 and
+                                          all(is_int(x) and x >= 0 for x in lines)):
+                raise UserError(f"{path}: kernels[{i}].regions[{j}].ir_lines must be [first, "
+                                f"last] line numbers, not {shown(lines)}; {fix}")
     return kernels
+
+
+# The fields of a kernel entry (of a dump's manifest, or the ``dump`` of an instrumented tree's)
+# that the tool reads, and the type each must have when present.
+_STRING_FIELDS = ("file", "ttgir", "kernel", "hash", "name", "source_file", "source_sha256",
+                  "target", "config_desc", "mode")
+_COUNT_FIELDS = ("num_warps", "num_stages", "num_ctas", "config")
+
+
+def _entry_fields(k: dict[str, Any], where: str, path: str | Path, fix: str) -> None:
+    for key in _STRING_FIELDS:
+        if k.get(key) is not None and not isinstance(k[key], str):
+            raise UserError(f"{path}: {where}.{key} must be a string, not {shown(k[key])}; {fix}")
+    for key in _COUNT_FIELDS:
+        if k.get(key) is not None and not (is_int(k[key]) and 0 <= k[key] < 2**31):
+            raise UserError(f"{path}: {where}.{key} must be an integer from 0, not "
+                            f"{shown(k[key])}; {fix}")
 
 
 def read_manifest(path: str | Path) -> list[dict[str, Any]]:

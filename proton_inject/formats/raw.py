@@ -8,8 +8,6 @@ import gzip
 import json
 import math
 import os
-import sys
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +19,15 @@ from proton_inject.formats.files import write_atomic
 from proton_inject.formats.schema import (
     MAX_BYTES_PER_CTA,
     MAX_GRID,
+    MAX_META_BYTES,
+    MAX_RAW_BYTES,
     MAX_WARPS,
     SAFE_NAME,
     is_int,
+    not_a_file,
+    read_bytes,
+    read_gzip,
+    read_head,
     read_json,
     shown,
     type_name,
@@ -192,7 +196,8 @@ def read_launch_meta(path: str | os.PathLike) -> LaunchMeta:
             name = name[: -len(suffix)]
             break
     json_path = p.with_name(name + ".json")
-    d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`")
+    d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`",
+                  MAX_META_BYTES)
     return LaunchMeta.from_dict(d, str(json_path))
 
 
@@ -205,54 +210,35 @@ def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
             name = name[: -len(suffix)]
             break
     json_path = p.with_name(name + ".json")
-    if not json_path.is_file():
+    if not os.path.lexists(json_path):
         raise UserError(f"{json_path}: launch metadata not found (expected next to the .bin file)")
-    d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`")
+    d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`",
+                  MAX_META_BYTES)
     meta = LaunchMeta.from_dict(d, str(json_path))
     candidates = [p.with_name(d["bin"])] if d.get("bin") else []
     candidates += [p.with_name(name + ".bin"), p.with_name(name + ".bin.gz")]
     # The grid bounds the bytes worth reading: a huge or gzip-bomb file costs no more memory.
-    want = min(meta.num_ctas * meta.bytes_per_cta + meta.bytes_per_cta, sys.maxsize)
+    # A grid asking for more than MAX_RAW_BYTES reads at most that, and a file holding more is
+    # refused rather than cut short.
+    want = meta.num_ctas * meta.bytes_per_cta + meta.bytes_per_cta
+    limit, cut = min(want, MAX_RAW_BYTES), want <= MAX_RAW_BYTES
+    big = ("more than proton-inject decodes of one launch: profile fewer warps or CTAs "
+           "(--warps, --sample-ctas)")
     for c in candidates:
-        if c.is_file():
-            try:
-                with open(c, "rb") as f:
-                    # (read(n) allocates n bytes up front: never more than the file holds)
-                    raw = f.read(min(want, os.fstat(f.fileno()).st_size) if not
-                                 c.name.endswith(".gz") else -1)
-            except OSError as e:
-                raise UserError(f"{c}: cannot read the raw buffer: {e.strerror or e}") from None
+        if os.path.lexists(c):
             if c.name.endswith(".gz"):
-                raw = _gunzip(raw, want, c)
+                raw = read_gzip(c, "raw buffer", limit, "copy it again from the run's raw/ "
+                                "directory", truncate=cut, huge_fix=big)
+            else:
+                raw = read_bytes(c, "raw buffer", limit, truncate=cut, huge_fix=big)
             return np.frombuffer(raw, np.uint8), meta
     raise UserError(f"{json_path}: raw buffer {name}.bin not found next to it")
 
 
 
-def _gunzip(data: bytes, limit: int, path: Path) -> bytes:
-    """At most ``limit`` bytes of a gzip stream; a damaged stream is a UserError."""
-    z = zlib.decompressobj(wbits=31)
-    try:
-        out = z.decompress(data, limit)
-        if len(out) < limit and not z.eof:
-            out += z.flush()
-            if not z.eof:
-                raise zlib.error("the stream ends early")
-    except zlib.error as e:
-        raise UserError(f"{path}: damaged gzip file ({e}); copy it again from the run's "
-                        "raw/ directory") from None
-    return out
-
-
-
 def is_raw_json(path: str | os.PathLike) -> bool:
     """Whether ``path`` is the ``.json`` half of a raw launch (reads only its first bytes)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(512)
-    except OSError:
-        return False
-    return f'"format": "{RAW_FORMAT}"'.encode() in head
+    return f'"format": "{RAW_FORMAT}"'.encode() in read_head(path, 512)
 
 
 
@@ -263,10 +249,12 @@ def find_raw(path: str | os.PathLike) -> list[Path]:
         return [p]
     found = []
     for j in sorted(p.glob("*.json")):
+        if not j.is_file() and not j.is_dir():  # a FIFO, a device, a link loop: never opened
+            raise not_a_file(j, "launch metadata", f"move it out of {p}")
         if not is_raw_json(j):  # traces beside them can be huge: never parse those here
             continue
         try:
-            launch = read_json(j, "launch metadata", "").get("launch", 0)
+            launch = read_json(j, "launch metadata", "", MAX_META_BYTES).get("launch", 0)
         except (UserError, AttributeError):
             launch = 0  # load_raw reports what is wrong with it
         found.append((launch if is_int(launch) else 0, j))
@@ -284,10 +272,18 @@ def _id_map(d: dict, key: str, where: str, value_ok, want: str) -> dict[int, Any
     for k, x in v.items():
         if not (isinstance(k, str) and k.isascii() and k.isdigit() and len(k) < 10):
             raise UserError(f"{where}: {key} has key {shown(k)}; scope ids are integers")
+        if int(k) > MAX_SCOPE_ID:
+            raise UserError(f"{where}: {key} has scope id {int(k)}; scope ids are 0 to "
+                            f"{MAX_SCOPE_ID} (a record keeps 8 bits of it)")
         if not value_ok(x):
             raise UserError(f"{where}: {key}[{k}] = {shown(x)} must be {want}")
+        if want.endswith("scope id") and not 0 <= x <= MAX_SCOPE_ID:
+            raise UserError(f"{where}: {key}[{k}] = {x} is not a scope id (0 to {MAX_SCOPE_ID})")
         out[int(k)] = x
     return out
+
+
+MAX_SCOPE_ID = 255  # a record's tag keeps 8 bits of scope id (decode.py)
 
 
 
@@ -358,8 +354,8 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
     mhz = d.get("sm_clock_mhz")
     if mhz is not None and mhz != 0:
         if not (isinstance(mhz, int | float) and not isinstance(mhz, bool) and
-                math.isfinite(mhz) and mhz > 0):
-            raise bad("sm_clock_mhz", "null or a positive number")
+                math.isfinite(mhz) and 0 < mhz <= MAX_CLOCK_MHZ):
+            raise bad("sm_clock_mhz", f"null or a positive number of MHz up to {MAX_CLOCK_MHZ}")
     cost = d.get("record_cost_cycles")
     if cost is not None and not (isinstance(cost, int | float) and not isinstance(cost, bool) and
                                  math.isfinite(cost) and 0 <= cost < 10_000):
@@ -369,6 +365,10 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         raise bad("clock_bracket", 'null, {"missing": "why"} or {"before": side, "after": side} '
                                    "as proton-inject run writes it")
     table, loops = d.get("direct_records"), d.get("direct_loops")
+    for key, v in (("direct_records", table), ("direct_loops", loops)):
+        if v is not None and buffer_type != "direct":
+            raise bad(key, f"absent: it belongs to a launch with buffer_type 'direct', not "
+                           f"{buffer_type!r}")
     if buffer_type == "direct" or table is not None:
         need("direct_records")
         if not (isinstance(loops, list | None) and all(
@@ -418,13 +418,19 @@ def _clock_bracket_ok(b: Any) -> bool:
         return False
 
     def num(v: Any, lo: float) -> bool:
-        return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
+        return (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and
+                lo <= v <= MAX_CLOCK_MHZ)
 
     for side in b.values():
         if side is None:
             continue
         if not (isinstance(side, dict) and num(side.get("mhz"), 1e-9) and
-                num(side.get("sem_mhz"), 0) and all(is_int(side.get(k)) and side[k] >= 0
+                num(side.get("sem_mhz"), 0) and all(is_int(side.get(k)) and 0 <= side[k] < 2**63
                                                     for k in ("ctas", "sms", "spin_ns", "t0", "t1"))):
             return False
     return True
+
+
+# A clock rate above this is not a GPU's (the H100's max SM clock is 1,980 MHz): a larger one
+# in metadata would overflow the cycle -> ns conversion.
+MAX_CLOCK_MHZ = 10_000

@@ -1,5 +1,12 @@
 """Checks on data where it enters the tool: rules files, manifests, raw launch metadata, traces.
 
+Every file the tool reads goes through the bounded reader here (``open_input`` under
+``read_bytes``, ``read_text``, ``read_json``, ``read_toml``, ``read_gzip``, ``read_ttgir``,
+``read_head``, ``file_sha256``): only a regular file is opened (a FIFO would block forever, a
+device never ends), and no more than the limit of its kind is read or inflated, so no input
+can hang the tool or exhaust its memory. Nesting deeper than ``MAX_DEPTH`` is refused before
+any code recurses over it. ``tests/unit/test_reads.py`` fails on a direct read elsewhere.
+
 Every reader of user-supplied structured data goes through here, so a value of the wrong type
 becomes one UserError naming the file and the key, never a traceback deep inside (and a new
 field gets its check here, next to the others).
@@ -7,53 +14,300 @@ field gets its check here, next to the others).
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import math
+import os
 import re
+import stat
+import tomllib
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from proton_inject.errors import UserError
 
-# Metadata and manifest files are small; a larger one is not ours (and reading it whole could
-# exhaust memory).
-MAX_JSON_BYTES = 64 * 2**20
+# Size limits per kind of input: far above any real file (the largest TTGIR of the samples is
+# 58 KB, a raw launch's metadata 2 KB; 2026-11-25), low enough that reading one whole cannot
+# exhaust memory.
+MAX_JSON_BYTES = 64 * 2**20  # manifest.json, autotune.json, run.json
+MAX_META_BYTES = 16 * 2**20  # a raw launch's .json
+MAX_TTGIR_BYTES = 64 * 2**20
+MAX_RULES_BYTES = 2**20  # a rules TOML or pyproject.toml
+MAX_SOURCE_BYTES = 64 * 2**20  # a kernel's Python source (marks, its sha256)
+# A trace, uncompressed: report warns from 500 MiB on; json.loads needs ~10x its size.
+MAX_TRACE_BYTES = 2**30
+# A raw profile buffer, uncompressed: a GiB of scratch for 65,536 CTAs (lower/options.py);
+# decoding one takes a few times its size.
+MAX_RAW_BYTES = 4 * 2**30
+# Structured files are a few levels deep (a manifest's kernels[i].regions[j].source is 4); a
+# deeper one is not ours, and nesting must never reach the interpreter's recursion limit.
+MAX_DEPTH = 64
 # CUDA's limits: grid x < 2^31, y and z < 2^16; at most 1024 threads (32 warps) per CTA.
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_WARPS = 32
 MAX_BYTES_PER_CTA = 2**31
 SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+_CHUNK = 2**20
 
 
-def read_text(path: str | Path, what: str, limit: int = MAX_JSON_BYTES) -> str:
-    """A UTF-8 text file's content; a missing, unreadable, huge or binary file is a UserError."""
+class FileError(UserError):
+    """An input file that cannot be read as one: ``reason`` is ``missing``, ``directory``,
+    ``special`` (a FIFO, a device, a socket), ``loop``, ``unreadable``, ``huge`` or ``binary``."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def size_text(n: int) -> str:
+    """``n`` bytes in the largest whole binary unit: 64 MiB, 4 GiB, 512 bytes."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n:,} bytes"
+
+
+def _kind(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
+            else "a character device" if stat.S_ISCHR(mode) else "a block device"
+            if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+
+
+def _os_error(p: Path, e: OSError, what: str, fix: str) -> FileError:
+    if isinstance(e, FileNotFoundError):
+        if os.path.islink(p):
+            return FileError(f"{p}: is a symbolic link to {os.readlink(p)}, which does not "
+                             f"exist; {fix}", "missing")
+        return FileError(f"{p}: no such {what} file", "missing")
+    if e.errno == errno.ELOOP:
+        return FileError(f"{p}: is a symbolic link loop; {fix}", "loop")
+    if isinstance(e, PermissionError):
+        return FileError(f"{p}: cannot read the {what} file: {e.strerror}; check its "
+                         "permissions", "unreadable")
+    return FileError(f"{p}: cannot read the {what} file: {e.strerror or e}", "unreadable")
+
+
+def not_a_file(path: str | Path, what: str, fix: str | None = None) -> FileError:
+    """Why ``path`` is not a regular file (missing, a directory, a FIFO, a link loop...)."""
+    p = Path(path)
+    fix = fix or f"give the {what} file"
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as e:
+        return _os_error(p, e, what, fix)
+    if stat.S_ISDIR(mode):
+        return FileError(f"{p}: is a directory; {fix}", "directory")
+    if stat.S_ISREG(mode):
+        return FileError(f"{p}: cannot read the {what} file", "unreadable")
+    return FileError(f"{p}: is {_kind(mode)}, not a regular file; {fix}", "special")
+
+
+def not_found(path: str | Path, what: str = "file or directory") -> FileError:
+    """The error for an input path that is neither a regular file nor a directory: a missing
+    path says so; a FIFO, a device or a symbolic link loop is named for what it is."""
+    p = Path(path)
+    if not os.path.lexists(p):
+        return FileError(f"{p}: no such {what}", "missing")
+    return not_a_file(p, what, "give a regular file or a directory")
+
+
+@contextmanager
+def open_input(path: str | Path, what: str, fix: str | None = None) -> Iterator[tuple[int, int]]:
+    """``(fd, size)`` of a regular file opened for reading; anything else is a FileError.
+
+    The path is stat'ed before it is opened, so a device is never opened, and opened without
+    blocking, so a FIFO put there in between cannot hang us (its fstat then refuses it).
+    """
+    p = Path(path)
+    fix = fix or f"give the {what} file"
+    try:
+        if not stat.S_ISREG(os.stat(p).st_mode):
+            raise not_a_file(p, what, fix)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise _os_error(p, e, what, fix) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileError(f"{p}: is {_kind(st.st_mode)}, not a regular file; {fix}", "special")
+        yield fd, st.st_size
+    finally:
+        os.close(fd)
+
+
+def _huge(p: Path, what: str, limit: int, inflated: bool = False,
+          fix: str | None = None) -> FileError:
+    verb = "inflates to more than" if inflated else "is larger than"
+    return FileError(f"{p}: {verb} {size_text(limit)}; {fix or f'not a {what} file'}", "huge")
+
+
+def _read_fd(fd: int, size: int, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes of an open file (``size``: what fstat said, a hint)."""
+    chunks: list[bytes] = []
+    n = 0
+    while n <= limit:
+        b = os.read(fd, min(limit + 1 - n, max(size + 1 - n, _CHUNK)))
+        if not b:
+            break
+        chunks.append(b)
+        n += len(b)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_bytes(path: str | Path, what: str, limit: int, fix: str | None = None,
+               truncate: bool = False, huge_fix: str | None = None) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (the first ``limit`` when
+    ``truncate``); a missing, special, unreadable or larger file is a FileError (``fix`` says
+    what to do instead of giving a FIFO or a device, ``huge_fix`` instead of a larger file).
+
+    Every input file the tool reads whole goes through here (or ``read_gzip``), so none can
+    hang it (a FIFO) or exhaust its memory (``/dev/zero``, a huge file).
+    """
     p = Path(path)
     try:
-        if p.is_dir():
-            raise UserError(f"{p}: is a directory; give the {what} file")
-        with open(p, "rb") as f:
-            data = f.read(limit + 1)
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such {what} file") from None
+        with open_input(p, what, fix) as (fd, size):
+            if size > limit and not truncate:
+                raise _huge(p, what, limit, fix=huge_fix)
+            data = _read_fd(fd, min(size, limit), limit)
+    except MemoryError:
+        raise FileError(f"{p}: not enough memory to read this {what} file; free some memory "
+                        "or use a machine with more", "huge") from None
     except OSError as e:
-        raise UserError(f"{p}: cannot read the {what} file: {e.strerror or e}") from None
+        raise _os_error(p, e, what, fix or f"give the {what} file") from None
     if len(data) > limit:
-        raise UserError(f"{p}: larger than {limit // 2**20} MiB; not a {what} file")
+        if not truncate:
+            raise _huge(p, what, limit, fix=huge_fix)
+        data = data[:limit]
+    return data
+
+
+def read_gzip(path: str | Path, what: str, limit: int, fix: str, truncate: bool = False,
+              huge_fix: str | None = None) -> bytes | bytearray:
+    """The inflated content of a gzip file, read and inflated in chunks: at most ``limit``
+    bytes (the first ``limit`` when ``truncate``, else more is a FileError), so a gzip bomb
+    costs no more memory than ``limit``. A damaged stream is a FileError ending in ``fix``."""
+    p = Path(path)
+    z = zlib.decompressobj(wbits=31)
+    data = bytearray()  # (grows in place: no second copy at the end)
+    try:
+        with open_input(p, what) as (fd, _):
+            while not z.eof and len(data) <= limit:
+                chunk = z.unconsumed_tail or os.read(fd, _CHUNK)
+                if not chunk:
+                    raise zlib.error("the stream ends early")
+                data += z.decompress(chunk, min(limit + 1 - len(data), 64 * _CHUNK))
+    except zlib.error as e:
+        raise FileError(f"{p}: damaged gzip file ({e}); {fix}", "binary") from None
+    except MemoryError:
+        raise FileError(f"{p}: not enough memory to inflate this {what} file; free some memory "
+                        "or use a machine with more", "huge") from None
+    except OSError as e:
+        raise _os_error(p, e, what, f"give the {what} file") from None
+    if len(data) > limit:
+        if not truncate:
+            raise _huge(p, what, limit, inflated=True, fix=huge_fix)
+        del data[limit:]
+    return bytes(data) if len(data) <= _CHUNK else data
+
+
+def read_head(path: str | Path, n: int) -> bytes:
+    """The first ``n`` bytes of a regular file; b"" for anything else (a FIFO, a device, a
+    missing or unreadable file), for sniffing a file's kind without ever blocking."""
+    try:
+        with open_input(path, "") as (fd, _):
+            return os.read(fd, n)
+    except (UserError, OSError):
+        return b""
+
+
+def file_sha256(path: str | Path, what: str, limit: int, fix: str | None = None) -> str:
+    """sha256 of a regular file of at most ``limit`` bytes, read in chunks."""
+    p = Path(path)
+    h = hashlib.sha256()
+    n = 0
+    try:
+        with open_input(p, what, fix) as (fd, _):
+            while b := os.read(fd, _CHUNK):
+                n += len(b)
+                if n > limit:
+                    raise _huge(p, what, limit)
+                h.update(b)
+    except OSError as e:
+        raise _os_error(p, e, what, fix or f"give the {what} file") from None
+    return h.hexdigest()
+
+
+def read_ttgir(path: str | Path) -> bytes:
+    """A TTGIR file's bytes (parsers and writers keep them as latin-1 text)."""
+    return read_bytes(path, "TTGIR", MAX_TTGIR_BYTES, "give a .ttgir file (e.g. from "
+                      "`proton-inject dump`)")
+
+
+def read_text(path: str | Path, what: str, limit: int = MAX_JSON_BYTES,
+              fix: str | None = None) -> str:
+    """A UTF-8 text file's content; a missing, special, unreadable, huge or binary file is a
+    FileError."""
+    data = read_bytes(path, what, limit, fix)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UserError(f"{p}: not UTF-8 text (byte {e.start}); not a {what} file") from None
+        raise FileError(f"{path}: not UTF-8 text (byte {e.start}); not a {what} file",
+                        "binary") from None
 
 
-def read_json(path: str | Path, what: str, fix: str) -> Any:
-    """Parsed JSON of a small file; ``fix`` says what to do when it is broken."""
-    text = read_text(path, what)
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether parsed JSON/TOML nests lists and tables more than ``limit`` deep (iterative:
+    code that recurses over the value later must not meet the recursion limit)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if items is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((x, depth + 1) for x in items if isinstance(x, dict | list))
+    return False
+
+
+def loads_json(data: str | bytes, where: str | Path, fix: str) -> Any:
+    """Parsed JSON text (of ``where``); invalid or too deeply nested JSON is a UserError."""
     try:
-        return json.loads(text)
-    except ValueError as e:
-        raise UserError(f"{path}: not valid JSON ({e}); {fix}") from None
+        value = json.loads(data)
     except RecursionError:
-        raise UserError(f"{path}: JSON nested too deeply; {fix}") from None
+        value = None
+        deep = True
+    except ValueError as e:
+        raise UserError(f"{where}: not valid JSON ({e}); {fix}") from None
+    else:
+        deep = too_deep(value)
+    if deep:
+        raise UserError(f"{where}: JSON nested more than {MAX_DEPTH} levels deep; {fix}")
+    return value
+
+
+def read_json(path: str | Path, what: str, fix: str, limit: int = MAX_JSON_BYTES) -> Any:
+    """Parsed JSON of a small file; ``fix`` says what to do when it is broken."""
+    return loads_json(read_text(path, what, limit), path, fix)
+
+
+def read_toml(path: str | Path, what: str, limit: int = MAX_RULES_BYTES) -> dict[str, Any]:
+    """A TOML file's table; invalid or too deeply nested TOML is a UserError."""
+    text = read_text(path, what, limit)
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        table = None
+    if table is None or too_deep(table):
+        raise UserError(f"{path}: TOML nested more than {MAX_DEPTH} levels deep; not a {what} "
+                        "file")
+    return table
 
 
 def type_name(v: Any) -> str:

@@ -10,6 +10,7 @@ and rules give identical bytes.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,6 +20,7 @@ from proton_inject import __version__
 from proton_inject.errors import UserError
 from proton_inject.formats.files import find_ttgir, replace_tree, write_atomic
 from proton_inject.formats.manifest import manifest_json
+from proton_inject.formats.schema import read_text, read_ttgir
 from proton_inject.instrument.rules import EXIT_BLOCK, Region, Rules, returns_of, select
 from proton_inject.ttgir import Module, parse, parse_file
 from proton_inject.ttgir.tree import LOOP_OPS, Block, Op
@@ -483,7 +485,7 @@ def _load_dump_manifest(root: Path) -> dict[str, dict]:
     from proton_inject.formats.manifest import read_manifest
 
     p = root / "manifest.json"
-    if not p.is_file():
+    if not os.path.lexists(p):
         return {}
     out = {}
     for k in read_manifest(p):
@@ -514,7 +516,7 @@ def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
         if progress:
             progress(i + 1, len(files), rel)
         try:
-            res = insert_text(path.read_bytes(), rules, str(path), force=force, inline=inline)
+            res = insert_text(read_ttgir(path), rules, str(path), force=force, inline=inline)
         except UserError as e:
             left_out.append({"file": rel, "reason": _one_line(str(e), str(path))})
             continue
@@ -527,13 +529,13 @@ def instrument_tree(src: str | Path, rules: Rules, force: bool = False,
             k.file = rel
             k.dump = dump_info.get(rel)
             kernels.append(_kernel_dict(k))
-            notes.extend(_changed_source_note(k))
+            notes.extend(_changed_source_note(k, src / "manifest.json"))
     manifest = {"tool": f"proton-inject {__version__}", "format": 1,
                 "rules": _rules_dict(rules), "kernels": kernels, "left_out": left_out}
     return outputs, manifest, notes
 
 
-def _changed_source_note(k: KernelManifest) -> list[str]:
+def _changed_source_note(k: KernelManifest, manifest: Path | str = "manifest.json") -> list[str]:
     """A warning when marks or line ranges are read from a source file that changed since the
     dump: the IR's line numbers are the old file's, so a region may cover other code."""
     dump = k.dump or {}
@@ -542,7 +544,9 @@ def _changed_source_note(k: KernelManifest) -> list[str]:
         return []
     from proton_inject.formats.manifest import source_sha256
 
-    if source_sha256(path) in (recorded, None):
+    fix = (f"{manifest} names it as the source_file of kernel {k.kernel}; re-run "
+           "`proton-inject dump` or correct that field")
+    if source_sha256(path, fix) in (recorded, None):
         return []
     return [f"warning: kernel {k.kernel}: {path} changed since it was dumped; its marks and "
             "line ranges are matched against the dumped IR's line numbers: re-run "
@@ -654,14 +658,19 @@ def diff_against(outputs: dict[str, str], manifest: dict | None, golden: str | P
     chunks: list[str] = []
     if golden.is_file():
         (rel, text), = outputs.items()
-        return _diff(golden.read_bytes().decode("latin-1"), text, str(golden), rel)
+        return _diff(read_ttgir(golden).decode("latin-1"), text, str(golden), rel)
+    if not golden.is_dir():
+        from proton_inject.formats.schema import not_found
+
+        raise not_found(golden, "golden file or directory")
     want = {p.relative_to(golden).as_posix(): p for p in find_ttgir([golden])}
     for rel in sorted(set(want) | set(outputs)):
-        old = want[rel].read_bytes().decode("latin-1") if rel in want else ""
+        old = read_ttgir(want[rel]).decode("latin-1") if rel in want else ""
         new = outputs.get(rel, "")
         chunks.append(_diff(old, new, f"golden/{rel}", f"generated/{rel}"))
-    if manifest is not None and (golden / "manifest.json").is_file():
-        chunks.append(_diff((golden / "manifest.json").read_text(), manifest_json(manifest),
+    if manifest is not None and os.path.lexists(golden / "manifest.json"):
+        chunks.append(_diff(read_text(golden / "manifest.json", "manifest"),
+                            manifest_json(manifest),
                             "golden/manifest.json", "generated/manifest.json"))
     return "".join(chunks)
 
@@ -676,10 +685,10 @@ def strip_path(src: str | Path, out: str | Path) -> list[Path]:
     """Strip records from a tree or a single file into `out`; returns the files written."""
     src, out = Path(src), Path(out)
     if src.is_file():
-        write_atomic(out, strip_text(src.read_bytes(), str(src)).encode("latin-1"))
+        write_atomic(out, strip_text(read_ttgir(src), str(src)).encode("latin-1"))
         return [out]
     files = find_ttgir([src])
-    texts = {path.relative_to(src): strip_text(path.read_bytes(), str(path)) for path in files}
+    texts = {path.relative_to(src): strip_text(read_ttgir(path), str(path)) for path in files}
     _check_replaceable(out)
 
     def build(tmp: Path) -> None:

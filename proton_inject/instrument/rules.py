@@ -14,7 +14,6 @@ import fnmatch
 import io
 import re
 import tokenize
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,12 +100,9 @@ def rules_from_manifest(d: Any, where: str) -> Rules:
 
 
 def _toml(path: Path, what: str) -> dict:
-    from proton_inject.formats.schema import read_text
+    from proton_inject.formats.schema import read_toml
 
-    try:
-        return tomllib.loads(read_text(path, what))
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{path}: not valid TOML: {e}") from None
+    return read_toml(path, what)
 
 
 def load_rules_file(path: str | Path) -> Rules:
@@ -545,7 +541,7 @@ def _read_marks(module: Module, rules: Rules, notes: list[str] | None = None) ->
                              f"{rules.source_root or 'the current directory'}, so its "
                              "'# proton:' marks are not read; pass --source-root DIR")
             continue
-        marks.extend(_marks_in(path, file))
+        marks.extend(_marks_in(path, file, module.path))
     return marks
 
 
@@ -572,11 +568,17 @@ def _comments(text: str, path: Path) -> list[tuple[int, str, bool]]:
     return out
 
 
-def _marks_in(path: Path, ir_file: str) -> list[LineRange]:
+def _marks_in(path: Path, ir_file: str, ir_path: str = "the IR") -> list[LineRange]:
+    from proton_inject.formats.schema import MAX_SOURCE_BYTES, FileError, read_bytes
+
+    fix = f"{ir_path} names it as its kernel's source: pass --no-marks or --source-root DIR"
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return []
+        text = read_bytes(path, "kernel source", MAX_SOURCE_BYTES, fix,
+                          huge_fix=fix).decode("utf-8", errors="replace")
+    except FileError as e:
+        if e.reason in ("missing", "unreadable"):
+            return []  # as for a source not found: its marks are not read
+        raise
     if "proton:" not in text:
         return []
     out: list[LineRange] = []

@@ -24,6 +24,7 @@ from typing import Any
 
 from proton_inject.errors import UserError
 from proton_inject.formats.files import find_ttgir, write_atomic
+from proton_inject.formats.schema import read_ttgir
 from proton_inject.lower.options import (
     LoweringOptions,
     max_shared_mem_for,
@@ -175,9 +176,7 @@ def check_file(
 
     options = options or LoweringOptions()
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{path}: no such file")
-    text = p.read_text(encoding="utf-8", errors="replace")
+    text = read_ttgir(p).decode("utf-8", errors="replace")
     # Parsed here, with its name, before the probes below read it: a damaged file is named
     # in the message (they parse the bare text and would call it <string>).
     parse(text, str(path))
@@ -323,7 +322,7 @@ def plan(
     jobs: list[_Job] = []
     skipped: list[str] = []
     for f in find_ttgir(paths):
-        own = file_target(f.read_text(encoding="utf-8", errors="replace"))
+        own = file_target(read_ttgir(f).decode("utf-8", errors="replace"))
         own_c = _canonical(own) if own else None
         if not wanted:
             if own_c is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from ..errors import ParseError, UserError
+from ..errors import ParseError
 from .tree import TERMINATORS, UNKNOWN, Block, FileLoc, Location, Module, Op, Region
 
 _GRAMMAR = Path(__file__).with_name("ttgir.lark")
@@ -510,15 +510,11 @@ def _scan_op_text(op: Op, pieces: list[tuple[int, int]], source: str,
 
 
 def parse_file(path: str | os.PathLike) -> Module:
-    """Read and parse a .ttgir file; a missing file is a UserError."""
+    """Read and parse a .ttgir file; a missing, special or huge file is a UserError."""
+    from proton_inject.formats.schema import read_ttgir
+
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{p}: is a directory, expected a .ttgir file") from None
-    return parse(data, str(p))
+    return parse(read_ttgir(p), str(p))
 
 
 # ---- location resolution ---------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,25 +27,63 @@ EMPTY = ("the file is empty; expected TTGIR (a 'module attributes {...} {' holdi
          "e.g. from `proton-inject dump`")
 
 
+class Special:
+    """A file of the case directory that is not plain bytes (made by ``make``)."""
+
+    def make(self, path: Path) -> None:
+        raise NotImplementedError
+
+
+class Fifo(Special):
+    """A named pipe: opening it to read blocks until a writer comes (none does)."""
+
+    def make(self, path: Path) -> None:
+        os.mkfifo(path)
+
+
+@dataclass
+class Link(Special):
+    """A symbolic link to ``target`` (``/dev/zero``, itself: a loop, ``/proc/self/mem``: a
+    regular file whose first read fails, even for root)."""
+
+    target: str
+
+    def make(self, path: Path) -> None:
+        os.symlink(self.target, path)
+
+
+@dataclass
+class Sparse(Special):
+    """A file of ``size`` bytes that takes no disk space: zeros after ``head``."""
+
+    size: int
+    head: bytes = b""
+
+    def make(self, path: Path) -> None:
+        with open(path, "wb") as f:
+            f.write(self.head)
+            f.truncate(self.size)
+
+
 @dataclass
 class Case:
     name: str
     argv: list[str]
     message: str
-    files: dict[str, bytes | str] = field(default_factory=dict)
+    files: dict[str, bytes | str | Special] = field(default_factory=dict)
 
 
 def dump(manifest: object = None) -> dict[str, bytes | str]:
     """A dump directory of one kernel; ``manifest`` replaces its manifest.json."""
     m = {"version": 1, "kernels": [{"name": "add_kernel", "hash": "h1",
                                     "ttgir": "h1/add_kernel.ttgir"}]}
-    body = manifest if isinstance(manifest, str | bytes) else json.dumps(
+    body = manifest if isinstance(manifest, str | bytes | Special) else json.dumps(
         m if manifest is None else manifest)
     return {"dump/h1/add_kernel.ttgir": TT, "dump/manifest.json": body}
 
 
-def raw(drop: tuple[str, ...] = (), text: str | bytes | None = None, binary: bytes | None = None,
-        **changes) -> dict[str, bytes | str]:
+def raw(drop: tuple[str, ...] = (), text: str | bytes | Special | None = None,
+        binary: bytes | Special | None = None, **changes) -> dict[str, bytes | str | Special]:
     """One raw launch in raw/, its metadata changed (or replaced by ``text``)."""
     meta = {k: v for k, v in {**RAW_META, **changes}.items() if k not in drop}
     return {"raw/00000-matmul_kernel.json": text if text is not None else json.dumps(meta),
@@ -69,6 +108,17 @@ RAWF = "raw/00000-matmul_kernel.bin.gz"
 FIX = "the file is damaged; rewrite it with `proton-inject run` (or decode.save_raw)"
 TFIX = "write it again with `proton-inject report RAW --trace DIR`"
 MFIX = "re-run `proton-inject dump` (or `insert`) to rewrite it"
+GIVE = "give a regular file or a directory"
+DEEP_TOML = "r.toml: TOML nested more than 64 levels deep; not a rules file"
+MiB = 2**20
+VECTOR_ADD = (REPO / "examples/vector_add.py").read_bytes()
+SRC_INSERT = ["insert", "dump", "-o", "o", "--region", "x=vector_add.py:20-24"]
+
+
+def source_dump(source_file: str) -> dict:
+    """A dump manifest whose kernel records ``source_file`` (and a hash it no longer has)."""
+    return {"kernels": [{"name": "add_kernel", "hash": "h1", "ttgir": "h1/add_kernel.ttgir",
+                         "source_file": source_file, "source_sha256": "0" * 64}]}
 
 
 CASES: list[Case] = [
@@ -356,7 +406,8 @@ CASES: list[Case] = [
          "launch 00000-matmul_kernel: bytes_per_cta=64 cannot hold the header of 8 warps; it "
          "must be the kernel's profile_scratch_size", raw(bytes_per_cta=64)),
     Case("meta sm clock string", REPORT,
-         f"{RAWJ}: sm_clock_mhz = 'fast' must be null or a positive number; {FIX}",
+         f"{RAWJ}: sm_clock_mhz = 'fast' must be null or a positive number of MHz up to 10000; "
+         f"{FIX}",
          raw(sm_clock_mhz="fast")),
     Case("meta wrong format", ["report", RAWF],
          f"{RAWJ}: not a proton-inject raw launch (format='other')", raw(format="other")),
@@ -398,10 +449,10 @@ CASES: list[Case] = [
          "t.json: not a proton-inject trace (write it with `report --trace` or `run`)",
          trace(lambda d: d.update(otherData=[]))),
     Case("trace damaged gzip", ["report", "t.json.gz"],
-         "t.json.gz: cannot read trace: Compressed file ended before the end-of-stream marker "
-         "was reached", {"t.json.gz": gzip.compress(TRACE)[:200]}),
+         f"t.json.gz: damaged gzip file (the stream ends early); {TFIX}",
+         {"t.json.gz": gzip.compress(TRACE)[:200]}),
     Case("trace not JSON", ["report", "t.json"],
-         "t.json: cannot read trace: Expecting value: line 1 column 1 (char 0)",
+         f"t.json: not valid JSON (Expecting value: line 1 column 1 (char 0)); {TFIX}",
          {"t.json": "]"}),
     # --- dump, check, run, inspect -------------------------------------------------------------
     Case("dump AOT with --kernel", ["dump", "k.py:k", "--target", "cuda:90", "--kernel", "x"],
@@ -496,4 +547,186 @@ CASES: list[Case] = [
          {"a.ttgir": TT, "g/.keep": ""}),
     Case("insert golden missing", [*INS, "--check-against", "g.ttgir"],
          "--check-against g.ttgir: no such golden file or directory", {"a.ttgir": TT}),
+    # --- inputs that are not regular files, or too big (issue 31) ------------------------------
+    # Each would hang (a FIFO), eat memory (/dev/zero, a huge file) or read forever otherwise.
+    Case("IR is a FIFO", INS, f"a.ttgir: is a named pipe (FIFO), not a regular file; {GIVE}",
+         {"a.ttgir": Fifo()}),
+    Case("IR is /dev/zero", ["insert", "/dev/zero", "-o", "o.ttgir"],
+         f"/dev/zero: is a character device, not a regular file; {GIVE}"),
+    Case("IR links to /dev/zero", INS,
+         f"a.ttgir: is a character device, not a regular file; {GIVE}",
+         {"a.ttgir": Link("/dev/zero")}),
+    Case("IR symlink loop", INS, f"a.ttgir: is a symbolic link loop; {GIVE}",
+         {"a.ttgir": Link("a.ttgir")}),
+    Case("IR unreadable", INS,
+         "a.ttgir: cannot read the TTGIR file: Input/output error",
+         {"a.ttgir": Link("/proc/self/mem")}),
+    Case("IR huge", INS, "a.ttgir: is larger than 64 MiB; not a TTGIR file",
+         {"a.ttgir": Sparse(64 * MiB + 1, TT)}),
+    Case("inspect /dev/zero", ["inspect", "/dev/zero"],
+         f"/dev/zero: is a character device, not a regular file; {GIVE}"),
+    Case("check a FIFO", ["check", "a.ttgir"],
+         f"a.ttgir: is a named pipe (FIFO), not a regular file; {GIVE}", {"a.ttgir": Fifo()}),
+    Case("strip a FIFO", ["strip", "a.ttgir", "-o", "o.ttgir"],
+         f"a.ttgir: is a named pipe (FIFO), not a regular file; {GIVE}", {"a.ttgir": Fifo()}),
+    Case("strip huge", ["strip", "a.ttgir", "-o", "o.ttgir"],
+         "a.ttgir: is larger than 64 MiB; not a TTGIR file",
+         {"a.ttgir": Sparse(64 * MiB + 1, TT)}),
+    Case("tree holds a FIFO", ["insert", "dump", "-o", "o"],
+         "dump: 0 of 1 kernels instrumented; left out: h1/add_kernel.ttgir: is a named pipe "
+         "(FIFO), not a regular file; give a .ttgir file (e.g. from `proton-inject dump`); "
+         "nothing to write", {**dump(), "dump/h1/add_kernel.ttgir": Fifo()}),
+    Case("golden is a FIFO", ["insert", "a.ttgir", "--check-against", "g.ttgir"],
+         "--check-against g.ttgir: is neither a file nor a directory; give the golden that "
+         "`insert -o` wrote",
+         {"a.ttgir": TT, "g.ttgir": Fifo()}),
+    Case("golden tree manifest is /dev/zero", ["insert", "dump", "--check-against", "g"],
+         "g/manifest.json: is a character device, not a regular file; give the manifest file",
+         {**dump(), "g/h1/add_kernel.ttgir": TT, "g/manifest.json": Link("/dev/zero")}),
+    Case("rules is a FIFO", RULES,
+         "r.toml: is a named pipe (FIFO), not a regular file; give the rules file",
+         rules(Fifo())),
+    Case("rules is /dev/zero", [*INS, "--rules", "/dev/zero"],
+         "/dev/zero: is a character device, not a regular file; give the rules file",
+         {"a.ttgir": TT}),
+    Case("rules symlink loop", RULES, "r.toml: is a symbolic link loop; give the rules file",
+         rules(Link("r.toml"))),
+    Case("rules unreadable", RULES, "r.toml: cannot read the rules file: Input/output error",
+         rules(Link("/proc/self/mem"))),
+    Case("rules huge", RULES, "r.toml: is larger than 1 MiB; not a rules file",
+         rules(Sparse(MiB + 1, b"# "))),
+    Case("rules nested 100,000 arrays deep", RULES, DEEP_TOML,
+         rules("x = " + "[" * 100_000 + "]" * 100_000 + "\n")),
+    Case("rules nested 100,000 tables deep", RULES, DEEP_TOML,
+         rules("x = " + "{a=" * 100_000 + "1" + "}" * 100_000 + "\n")),
+    Case("rules nested 100 dotted keys deep", RULES, DEEP_TOML,
+         rules(".".join(["a"] * 100) + " = 1\n")),
+    Case("profile rules is a FIFO", ["profile", "--rules", "r.toml", "--", "python", "x.py"],
+         "r.toml: is a named pipe (FIFO), not a regular file; give the rules file",
+         {"r.toml": Fifo(), "x.py": ""}),
+    Case("manifest is a FIFO", ["insert", "dump", "-o", "o"],
+         "dump/manifest.json: is a named pipe (FIFO), not a regular file; give the manifest file",
+         dump(Fifo())),
+    Case("manifest is /dev/zero", ["insert", "dump", "-o", "o"],
+         "dump/manifest.json: is a character device, not a regular file; give the manifest file",
+         dump(Link("/dev/zero"))),
+    Case("manifest huge", ["insert", "dump", "-o", "o"],
+         "dump/manifest.json: is larger than 64 MiB; not a manifest file",
+         dump(Sparse(64 * MiB + 1, b"{}"))),
+    Case("manifest nested 100,000 deep", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: JSON nested more than 64 levels deep; {MFIX}",
+         dump("[" * 100_000 + "]" * 100_000)),
+    Case("manifest nested 70 deep in a field", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: JSON nested more than 64 levels deep; {MFIX}",
+         dump({"kernels": [{"ttgir": "h1/add_kernel.ttgir",
+                            "signature": json.loads("[" * 70 + "]" * 70)}]})),
+    Case("manifest source_file int", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: kernels[0].source_file must be a string, not 5; {MFIX}",
+         dump({"kernels": [{"ttgir": "h1/add_kernel.ttgir", "source_file": 5}]})),
+    Case("manifest source_sha256 list", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: kernels[0].source_sha256 must be a string, not [1]; {MFIX}",
+         dump({"kernels": [{"ttgir": "h1/add_kernel.ttgir", "source_sha256": [1]}]})),
+    Case("manifest num_warps string", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: kernels[0].num_warps must be an integer from 0, not '8'; {MFIX}",
+         dump({"kernels": [{"ttgir": "h1/add_kernel.ttgir", "num_warps": "8"}]})),
+    Case("manifest dump not an object", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: kernels[0].dump must be an object, not an integer; {MFIX}",
+         dump({"kernels": [{"file": "h1/add_kernel.ttgir", "dump": 5}]})),
+    Case("manifest dump source_file int", ["insert", "dump", "-o", "o"],
+         f"dump/manifest.json: kernels[0].dump.source_file must be a string, not 5; {MFIX}",
+         dump({"kernels": [{"file": "h1/add_kernel.ttgir", "dump": {"source_file": 5}}]})),
+    Case("manifest region parent_id string", ["insert", "dump", "-o", "o"],
+         "dump/manifest.json: kernels[0].regions[0].parent_id must be a scope id (an integer "
+         f"from 0), not 'x'; {MFIX}",
+         dump({"kernels": [{"file": "h1/add_kernel.ttgir",
+                            "regions": [{"scope_id": 1, "parent_id": "x"}]}]})),
+    Case("manifest source_file is /dev/zero", SRC_INSERT,
+         "/dev/zero: is a character device, not a regular file; dump/manifest.json names it as "
+         "the source_file of kernel add_kernel; re-run `proton-inject dump` or correct that "
+         "field", {**dump(source_dump("/dev/zero")), "examples/vector_add.py": VECTOR_ADD}),
+    Case("manifest source_file is a FIFO", SRC_INSERT,
+         "src.py: is a named pipe (FIFO), not a regular file; dump/manifest.json names it as "
+         "the source_file of kernel add_kernel; re-run `proton-inject dump` or correct that "
+         "field", {**dump(source_dump("src.py")), "examples/vector_add.py": VECTOR_ADD,
+                   "src.py": Fifo()}),
+    Case("IR names a huge source", INS,
+         "big.py: is larger than 64 MiB; a.ttgir names it as its kernel's source: pass "
+         "--no-marks or --source-root DIR",
+         {"a.ttgir": TT.replace(b'loc("examples/vector_add.py"', b'loc("big.py"'),
+          "big.py": Sparse(64 * MiB + 1, b"# proton: x\n")}),
+    Case("meta is a FIFO", REPORT,
+         f"{RAWJ}: is a named pipe (FIFO), not a regular file; move it out of raw",
+         raw(text=Fifo())),
+    Case("meta is a FIFO, named", ["report", RAWJ],
+         f"{RAWJ}: is a named pipe (FIFO), not a regular file; {GIVE}", raw(text=Fifo())),
+    Case("meta is /dev/zero", ["report", RAWF],
+         f"{RAWJ}: is a character device, not a regular file; give the launch metadata file",
+         raw(text=Link("/dev/zero"))),
+    Case("meta symlink loop", REPORT, f"{RAWJ}: is a symbolic link loop; move it out of raw",
+         raw(text=Link("00000-matmul_kernel.json"))),
+    Case("meta huge", ["report", RAWF],
+         f"{RAWJ}: is larger than 16 MiB; not a launch metadata file",
+         raw(text=Sparse(16 * MiB + 1, b'{"format": "proton-inject-raw"}'))),
+    Case("meta nested 100,000 deep", REPORT,
+         f"{RAWJ}: JSON nested more than 64 levels deep; rewrite it with `proton-inject run`",
+         raw(text='{"format": "proton-inject-raw", "x": ' + "[" * 100_000 + "]" * 100_000 + "}")),
+    Case("meta direct_loops on a shared launch", REPORT,
+         f"{RAWJ}: direct_loops = 5 must be absent: it belongs to a launch with buffer_type "
+         f"'direct', not 'shared'; {FIX}", raw(direct_loops=5)),
+    Case("meta direct_loops table on a shared launch", REPORT,
+         f"{RAWJ}: direct_loops = [[1, 2]] must be absent: it belongs to a launch with "
+         f"buffer_type 'direct', not 'shared'; {FIX}", raw(direct_loops=[[1, 2]])),
+    Case("meta direct_records on a global launch", REPORT,
+         f"{RAWJ}: direct_records = [[0, 0], [0, 1]] must be absent: it belongs to a launch with "
+         f"buffer_type 'direct', not 'global'; {FIX}",
+         raw(buffer_type="global", direct_records=[[0, 0], [0, 1]])),
+    Case("meta scope id 999,999,999", [*REPORT, "--trace", "t"],
+         f"{RAWJ}: scopes has scope id 999999999; scope ids are 0 to 255 (a record keeps 8 bits "
+         "of it)", raw(scopes={"0": "kernel", "999999999": "x"})),
+    Case("meta scope parent 999,999,999", REPORT,
+         f"{RAWJ}: scope_parents[1] = 999999999 is not a scope id (0 to 255)",
+         raw(scope_parents={"1": 999_999_999})),
+    Case("meta sm clock 1e308", [*REPORT, "--trace", "t"],
+         f"{RAWJ}: sm_clock_mhz = 1e+308 must be null or a positive number of MHz up to 10000; "
+         f"{FIX}", raw(sm_clock_mhz=1e308)),
+    Case("meta bracket clock 1e308", [*REPORT, "--trace", "t"],
+         f"{RAWJ}: clock_bracket = {{'before': {{'mhz': 1e+308, 'sem_mhz': 0, 'ctas': 1, 'sms'... "
+         'must be null, {"missing": "why"} or {"before": side, "after": side} as proton-inject '
+         f"run writes it; {FIX}",
+         raw(clock_bracket={"before": {"mhz": 1e308, "sem_mhz": 0, "ctas": 1, "sms": 1,
+                                       "spin_ns": 1, "t0": 1, "t1": 2}})),
+    Case("raw buffer is a FIFO", REPORT,
+         f"{RAWF}: is a named pipe (FIFO), not a regular file; give the raw buffer file",
+         raw(binary=Fifo())),
+    Case("raw buffer is /dev/zero", REPORT,
+         "raw/00000-matmul_kernel.bin: is a character device, not a regular file; give the raw "
+         "buffer file", {**raw(bin="00000-matmul_kernel.bin"),
+                         "raw/00000-matmul_kernel.bin": Link("/dev/zero")}),
+    Case("raw buffer huge for a huge grid", REPORT,
+         "raw/00000-matmul_kernel.bin: is larger than 4 GiB; more than proton-inject decodes of "
+         "one launch: profile fewer warps or CTAs (--warps, --sample-ctas)",
+         {**raw(bin="00000-matmul_kernel.bin", grid=[2**31 - 1, 65535, 65535]),
+          "raw/00000-matmul_kernel.bin": Sparse(4 * 2**30 + 1)}),
+    Case("trace is a FIFO", ["report", "t.json"],
+         f"t.json: is a named pipe (FIFO), not a regular file; {GIVE}", {"t.json": Fifo()}),
+    Case("trace is /dev/zero", ["report", "t.json"],
+         f"t.json: is a character device, not a regular file; {GIVE}",
+         {"t.json": Link("/dev/zero")}),
+    Case("trace in a directory is a FIFO", ["report", "d"],
+         "d/t.json: is a named pipe (FIFO), not a regular file; move it out of d",
+         {"d/t.json": Fifo()}),
+    Case("trace nested 100,000 deep", ["report", "t.json"],
+         f"t.json: JSON nested more than 64 levels deep; {TFIX}",
+         {"t.json": "[" * 100_000 + "]" * 100_000}),
+    Case("diff input is a FIFO", ["diff", "b.json", "raw"],
+         f"b.json: is a named pipe (FIFO), not a regular file; {GIVE}",
+         {**raw(), "b.json": Fifo()}),
+    Case("diff report JSON nested 100,000 deep", ["diff", "b.json", "raw"],
+         "b.json: JSON nested more than 64 levels deep; write it again with `proton-inject "
+         "report RUN --json > FILE`",
+         {**raw(), "b.json": '{"format": "proton-inject-report", "x": ' + "[" * 100_000
+          + "]" * 100_000 + "}"}),
+    Case("run index is a FIFO", ["report", "d"],
+         "d/run.json: is a named pipe (FIFO), not a regular file; move it out of d",
+         {"d/run.json": Fifo()}),
 ]

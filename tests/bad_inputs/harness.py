@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import signal
+import stat
+import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from cases import Case
+from cases import Case, Special
 from click.testing import CliRunner
 
 from proton_inject.cli import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from limits import memory_limit  # noqa: E402
+
+# Each case must end within seconds (a FIFO read would block forever) and within a couple of
+# GiB more memory (/dev/zero, a gzip bomb) than the process has: past either, it fails.
+TIMEOUT_S = 10
+MEMORY = 2 * 2**30
 
 
 @dataclass
@@ -38,9 +50,29 @@ class Outcome:
         return out
 
 
-def _snapshot(root: Path) -> dict[str, bytes | None]:
-    return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(root.rglob("*"))}
+def _state(p: Path) -> object:
+    """What a path is, read without ever blocking (FIFOs, devices) or reading big files whole."""
+    st = os.lstat(p)
+    if stat.S_ISLNK(st.st_mode):
+        return ("link", os.readlink(p))
+    if not stat.S_ISREG(st.st_mode):
+        return ("kind", stat.S_IFMT(st.st_mode), st.st_mode)
+    if st.st_size > 2**26:  # sparse giants: size and times say enough
+        return ("big", st.st_size, st.st_mtime_ns, st.st_mode)
+    with open(p, "rb") as f:
+        return ("file", hashlib.sha256(f.read()).hexdigest(), st.st_mode)
+
+
+def _snapshot(root: Path) -> dict[str, object]:
+    return {p.relative_to(root).as_posix(): _state(p) for p in sorted(root.rglob("*"))}
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _TimedOut(f"the case took more than {TIMEOUT_S} s")
 
 
 def run_case(case: Case, workdir: Path) -> Outcome:
@@ -48,13 +80,21 @@ def run_case(case: Case, workdir: Path) -> Outcome:
     for rel, content in case.files.items():
         p = workdir / rel
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(content.encode() if isinstance(content, str) else content)
+        if isinstance(content, Special):
+            content.make(p)
+        else:
+            p.write_bytes(content.encode() if isinstance(content, str) else content)
     before = _snapshot(workdir)
     cwd = os.getcwd()
     os.chdir(workdir)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(TIMEOUT_S)
     try:
-        res = CliRunner().invoke(main, case.argv)
+        with memory_limit(MEMORY):
+            res = CliRunner().invoke(main, case.argv)
     finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
         os.chdir(cwd)
     after = _snapshot(workdir)
     modified = sorted(k for k in before.keys() | after.keys() if before.get(k, 0) != after.get(k, 0))
