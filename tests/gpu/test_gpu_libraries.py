@@ -82,11 +82,20 @@ def test_library_profiled_same_outputs(tmp_path, script, args, module):
     lines = plain.stdout.splitlines()
     assert lines and all(len(ln.split(" ")) == 2 for ln in lines), plain.stdout[-2000:]
 
+    # A second plain run with caches of its own: ops whose autotuned configs are near-tied can
+    # choose another config when tuned again (FlagGems layer_norm, H100, 2026-11-26), as the
+    # profile, whose caches are private, does. Those ops are not the tool's doing.
+    (tmp_path / "again").mkdir()
+    again = _sh([sys.executable, *prog], tmp_path / "again")
+    assert again.returncode == 0, again.stderr[-4000:]
+    tuned_apart = set(_differ(plain.stdout, again.stdout))
     prof = _sh([*CLI, "profile", "-o", "prof", "--no-report", "--max-launches", "200", "--", "python", *prog],
                tmp_path)
     assert prof.returncode == 0, prof.stderr[-4000:]
-    differ = ", ".join(_differ(plain.stdout, prof.stdout))
-    assert prof.stdout == plain.stdout, f"outputs differ under profile: {differ}\n{prof.stderr[-3000:]}"
+    differ = ", ".join(sorted(set(_differ(plain.stdout, prof.stdout)) - tuned_apart))
+    assert not differ, f"outputs differ under profile: {differ}\n{prof.stderr[-3000:]}"
+    if tuned_apart:
+        print(f"two plain runs differ on {', '.join(sorted(tuned_apart))} (autotuning); not compared")
     index = json.loads((tmp_path / "prof" / "run.json").read_text())
     assert index["launches"], "no launch kept:\n" + "\n".join(index.get("messages") or [])
 
