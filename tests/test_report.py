@@ -400,3 +400,24 @@ def test_every_region_row_states_its_error_bar(tmp_path):
     add_uncertainty(k)
     assert {r["uncertainty"]["cycles"] for r in k["regions"]} == {CALIBRATED["shared"]}
     assert {r["uncertainty"]["ns"] for r in k["regions"]} == {None}
+
+
+def test_a_damaged_launch_among_many_is_left_out_with_a_note(tmp_path):
+    """Issue 31 item 2: one corrupt launch in a directory of several is skipped with a note
+    naming it; the others are decoded. Alone, it is the error it always was."""
+    import shutil
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name in ("profile_scratch_add", "profile_scratch_mm"):
+        shutil.copy(DATA / f"{name}.json", raw / f"{name}.json")
+        shutil.copy(DATA / f"{name}.bin.gz", raw / f"{name}.bin.gz")
+    meta = json.loads((raw / "profile_scratch_mm.json").read_text())
+    meta["num_warps"] = "eight"
+    (raw / "profile_scratch_mm.json").write_text(json.dumps(meta))
+    res = run_report([raw])
+    assert [k["kernel"] for k in res.summary["kernels"]] == ["add_kernel"]
+    assert any(w.startswith("left out: ") and "profile_scratch_mm.json" in w and "num_warps" in w
+               for w in res.warnings), res.warnings
+    with pytest.raises(UserError, match="num_warps"):
+        run_report([raw / "profile_scratch_mm.json"])

@@ -112,25 +112,40 @@ def _empty_run(runs: Sequence[Path]) -> str:
 
 
 def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
-                 raw: bool = False) -> Iterator[Decoded]:
+                 raw: bool = False, skipped: list[str] | None = None) -> Iterator[Decoded]:
     """Decode raw launches one at a time, in the order given; durations less the calibrated
-    record cost (the run's, else this machine's cache for the launch's device) unless ``raw``."""
+    record cost (the run's, else this machine's cache for the launch's device) unless ``raw``.
+    With ``skipped`` (a list) and several launches, a damaged launch is left out and its
+    message appended there; the others are decoded (one bad file never hides a run)."""
     brackets = device_brackets(paths)
     for p in paths:
-        buf, meta = load_raw(p)
-        cost = 0.0 if raw else meta.record_cost_cycles
-        if cost is None:
-            cost = calibration.lookup(meta.device, meta.clock_bits, meta.buffer_type,
-                                    selective=bool(meta.sampled_warps))
         try:
-            d = decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost,
-                       device_bracket=brackets.get((meta.rank, meta.device)))
-        except MemoryError:
-            raise UserError(f"{p}: not enough memory to decode this launch ({len(buf):,} bytes "
-                            "of buffer); free some memory, or report it on a machine with "
-                            "more") from None
-        del buf
+            d = _decode_one(p, clock_mhz, raw, brackets)
+        except UserError as e:
+            if skipped is None or len(paths) < 2:
+                raise
+            skipped.append(f"left out: {e}")
+            continue
         yield d
+
+
+def _decode_one(p: Path, clock_mhz: float | None, raw: bool,
+                brackets: dict[tuple[int | None, str | None], tuple[float, int]]) -> Decoded:
+    """One raw launch read, its record cost found, decoded."""
+    buf, meta = load_raw(p)
+    cost = 0.0 if raw else meta.record_cost_cycles
+    if cost is None:
+        cost = calibration.lookup(meta.device, meta.clock_bits, meta.buffer_type,
+                                  selective=bool(meta.sampled_warps))
+    try:
+        d = decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost,
+                   device_bracket=brackets.get((meta.rank, meta.device)))
+    except MemoryError:
+        raise UserError(f"{p}: not enough memory to decode this launch ({len(buf):,} bytes "
+                        "of buffer); free some memory, or report it on a machine with "
+                        "more") from None
+    del buf
+    return d
 
 
 def device_brackets(paths: Sequence[Path]) -> dict[tuple[int | None, str | None], tuple[float, int]]:
@@ -366,7 +381,11 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
             plots.append(plot_timeline(x, p if n_all == 1 else p.with_name(
                 f"{p.stem}.{x.launch:05d}-{x.kernel}{p.suffix}")))
 
-    kept, traced = _decode_all(raws, clock_mhz, raw, trace_dir, merge, gz, draw, progress, writer, ext)
+    skipped: list[str] = []
+    kept, traced = _decode_all(raws, clock_mhz, raw, trace_dir, merge, gz, draw, progress, writer, ext,
+                               skipped)
+    if raws and not kept and skipped:  # nothing decoded: the first reason is the error
+        raise UserError(skipped[0].removeprefix("left out: "))
     for x in sorted(from_traces, key=lambda x: x.launch):
         draw(x)
     launches_data = kept + from_traces
@@ -374,6 +393,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     text = json.dumps(summary, indent=1) if as_json else format_text(summary)
     warn = [w for k in summary["kernels"] for w in k["warnings"]]
     warn += [_big_trace(p, b, n, merge) for p, b, n in traced if b > TRACE_WARN_BYTES]
+    warn += skipped
     details = [i.detail for x in sorted(launches_data, key=lambda x: x.launch) for i in x.issues]
     files = [p for p, _, _ in traced] + sorted(plots)
     return ReportResult(text=text, warnings=warn, files=files, summary=summary, details=details)
@@ -383,6 +403,7 @@ def _decode_all(raws: Sequence[Path], clock_mhz: float | None, raw: bool,
                 trace_dir: str | os.PathLike | None, merge: bool, gz: bool,
                 draw: Callable[[LaunchData], None], progress: Callable[[str], None] | None,
                 writer: Callable[..., Any] = trace_mod.TraceFile, ext: str = ".json",
+                skipped: list[str] | None = None,
                 ) -> tuple[list[LaunchData], list[tuple[Path, int, int]]]:
     """Decode the raw launches one at a time: write each one's trace (or add it to the merged
     trace), ``draw`` it, and keep what the summary needs. Returns the kept launches and, per
@@ -398,7 +419,7 @@ def _decode_all(raws: Sequence[Path], clock_mhz: float | None, raw: bool,
     try:
         with warnings.catch_warnings():  # said once per kernel and cause below instead
             warnings.simplefilter("ignore", DecodeWarning)
-            for i, d in enumerate(iter_decoded(raws, clock_mhz, raw)):
+            for i, d in enumerate(iter_decoded(raws, clock_mhz, raw, skipped)):
                 if merged_path is not None:
                     t = trace_mod.time_zero(d)
                     t_min = t if t_min is None else min(t_min, t)
@@ -428,7 +449,7 @@ def _decode_all(raws: Sequence[Path], clock_mhz: float | None, raw: bool,
             again = Progress(len(raws), progress, "wrote the merged trace of")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DecodeWarning)
-                for i, d in enumerate(iter_decoded(raws, clock_mhz, raw)):
+                for i, d in enumerate(iter_decoded(raws, clock_mhz, raw, [])):
                     merged.add(d)
                     again(i + 1)
             again.end()
