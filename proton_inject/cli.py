@@ -265,11 +265,8 @@ def _lowering_options(f):
     return f
 
 
-# Proton's lowering takes the buffer size as a 32-bit int, and a power of two per warp.
-_MAX_BUFFER_SIZE = 2**30
-
-
 def _options_from(kw: dict):
+    from proton_inject.lower.options import MAX_BUFFER_SIZE as _MAX_BUFFER_SIZE
     from proton_inject.lower.options import options_from_cli
 
     size = kw["buffer_size"].strip()

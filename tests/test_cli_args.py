@@ -7,8 +7,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO, SAMPLES
 
-from proton_inject.cli import _MAX_BUFFER_SIZE, _options_from, main
+from proton_inject.cli import _options_from, main
 from proton_inject.errors import UserError
+from proton_inject.lower.options import MAX_BUFFER_SIZE as _MAX_BUFFER_SIZE
 from proton_inject.ttgir import parse_file
 from proton_inject.ttgir.outline import format_outline
 

@@ -361,3 +361,16 @@ def test_buffer_type_and_warps_follow_the_kernel(tmp_path):
         insert_text((ROOT / "ttgir_samples/cuda-90/softmax_kernel.ttgir").read_text(), whole).text)
     assert (o.buffer_type, o.selected) == ("shared", (0,))
 
+
+
+def test_lowering_options_refuse_a_buffer_no_lowering_takes():
+    """From the Python API as from the CLI: a buffer past 1 GiB per CTA (Proton takes a 32-bit
+    int) is one clear UserError, not a pybind dump at compile time (issue 31)."""
+    from proton_inject.errors import UserError
+    from proton_inject.lower.options import MAX_BUFFER_SIZE, LoweringOptions
+
+    with pytest.raises(UserError, match="must be 1 to 1073741824 bytes"):
+        LoweringOptions(buffer_size=2**70)
+    with pytest.raises(UserError, match="--buffer-size"):
+        LoweringOptions(buffer_size=-8)
+    assert LoweringOptions(buffer_size=MAX_BUFFER_SIZE).buffer_size == MAX_BUFFER_SIZE

@@ -139,6 +139,9 @@ class LoweringOptions:
             object.__setattr__(self, "warps", warps)
         # "first" as for all warps; for_kernel fits it to the partitions. A direct buffer has
         # a slot per record op (per kept iteration in a loop), no power-of-two segments.
+        if self.buffer_size and not 0 < self.buffer_size <= MAX_BUFFER_SIZE:
+            raise UserError(f"--buffer-size {self.buffer_size}: must be 1 to {MAX_BUFFER_SIZE} bytes "
+                            "(1 GiB) per CTA, e.g. 65536: Proton's lowering takes it as a 32-bit int")
         if self.buffer_size and self.buffer_type != "direct":
             explicit = not isinstance(self.warps, str)
             _check_buffer_size(self.buffer_size, len(self.warps) if explicit else None)
@@ -221,6 +224,10 @@ class LoweringOptions:
     def segments(self, num_warps: int) -> int:
         """How many buffer segments the pass makes for a kernel of ``num_warps`` warps."""
         return len(self.selected) if self.selected else num_warps
+
+
+# Proton's lowering takes the buffer size as a 32-bit int, and a power of two per warp.
+MAX_BUFFER_SIZE = 2**30
 
 
 def _check_buffer_size(size: int, segments: int | None) -> None:
