@@ -187,34 +187,36 @@ def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta,
 
 
 
-def read_launch_meta(path: str | os.PathLike) -> LaunchMeta:
-    """The metadata of one raw launch (its ``.json``; a ``.bin`` path names it too)."""
+def _json_path(path: str | os.PathLike) -> tuple[Path, str]:
+    """A raw launch's ``.json`` and its name prefix, from its prefix, ``.json``, ``.bin`` or
+    ``.bin.gz`` path."""
     p = Path(path)
     name = p.name
     for suffix in (".bin.gz", ".bin", ".json"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
             break
-    json_path = p.with_name(name + ".json")
+    return p.with_name(name + ".json"), name
+
+
+def _read_meta(json_path: Path) -> tuple[dict[str, Any], LaunchMeta]:
     d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`",
                   MAX_META_BYTES)
-    return LaunchMeta.from_dict(d, str(json_path))
+    return d, LaunchMeta.from_dict(d, str(json_path))
+
+
+def read_launch_meta(path: str | os.PathLike) -> LaunchMeta:
+    """The metadata of one raw launch (its ``.json``; a ``.bin`` path names it too)."""
+    return _read_meta(_json_path(path)[0])[1]
 
 
 def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
     """Read one raw launch given its prefix, ``.json``, ``.bin`` or ``.bin.gz`` path."""
     p = Path(path)
-    name = p.name
-    for suffix in (".bin.gz", ".bin", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    json_path = p.with_name(name + ".json")
+    json_path, name = _json_path(p)
     if not os.path.lexists(json_path):
         raise UserError(f"{json_path}: launch metadata not found (expected next to the .bin file)")
-    d = read_json(json_path, "launch metadata", "rewrite it with `proton-inject run`",
-                  MAX_META_BYTES)
-    meta = LaunchMeta.from_dict(d, str(json_path))
+    d, meta = _read_meta(json_path)
     candidates = [p.with_name(d["bin"])] if d.get("bin") else []
     candidates += [p.with_name(name + ".bin"), p.with_name(name + ".bin.gz")]
     # The grid bounds the bytes worth reading: a huge or gzip-bomb file costs no more memory.
