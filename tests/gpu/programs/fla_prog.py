@@ -14,29 +14,10 @@ Needs a CUDA GPU and fla (pip install fla-core==0.6.0 einops).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import sys
 
 import torch
-
-
-def digest(obj: object) -> str:
-    """sha256 of a (nested tuple of) tensor(s): dtype, shape and raw bytes, moved to the CPU."""
-    h = hashlib.sha256()
-
-    def feed(o: object) -> None:
-        if isinstance(o, torch.Tensor):
-            t = o.detach().cpu().contiguous()
-            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-        elif isinstance(o, (tuple, list)):
-            for x in o:
-                feed(x)
-        else:
-            h.update(repr(o).encode())
-
-    feed(obj)
-    return h.hexdigest()
+from outputs import emitter  # beside this file
 
 
 def steps(out) -> None:
@@ -46,15 +27,7 @@ def steps(out) -> None:
     dev, dt = "cuda", torch.bfloat16
     B, T, H, K, V = 2, 256, 4, 64, 64
 
-    def emit(name: str, fn) -> None:
-        try:
-            res = fn()
-            torch.cuda.synchronize()
-            line = f"{name} {digest(res)}"
-        except Exception as e:  # one step never stops the others
-            print(f"fla_prog: {name}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
-            line = f"{name} error:{type(e).__name__}"
-        print(line, file=out, flush=True)
+    emit = emitter(out, "fla_prog")
 
     for name, op in (("chunk_gla", chunk_gla), ("fused_recurrent_gla", fused_recurrent_gla)):
         torch.manual_seed(0)

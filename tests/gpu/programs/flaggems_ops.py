@@ -17,37 +17,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+from outputs import digest  # beside this file
 
 # The op subset a short test runs: the kernels that misbehaved first (layer_norm, var_mean
 # under run; sort, cumsum hashes moving) plus one of each family.
 QUICK = ("add", "gelu", "softmax", "layer_norm", "rms_norm", "var_mean", "sum_dim", "cumsum",
          "mm", "cross_entropy", "sort", "index_select")
-
-
-def digest(obj: object) -> str:
-    """sha256 of a (nested tuple of) tensor(s): dtype, shape and raw bytes, moved to the CPU."""
-    h = hashlib.sha256()
-
-    def feed(o: object) -> None:
-        if isinstance(o, torch.Tensor):
-            t = o.detach().cpu().contiguous()
-            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-        elif isinstance(o, (tuple, list)):
-            for x in o:
-                feed(x)
-        else:
-            h.update(repr(o).encode())
-
-    feed(obj)
-    return h.hexdigest()
 
 
 def make_ops(dev: str) -> list[tuple[str, object]]:

@@ -13,30 +13,11 @@ Needs a CUDA GPU and liger_kernel (pip install liger-kernel==0.8.5).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import sys
 from types import SimpleNamespace
 
 import torch
-
-
-def digest(obj: object) -> str:
-    """sha256 of a (nested tuple of) tensor(s): dtype, shape and raw bytes, moved to the CPU."""
-    h = hashlib.sha256()
-
-    def feed(o: object) -> None:
-        if isinstance(o, torch.Tensor):
-            t = o.detach().cpu().contiguous()
-            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-        elif isinstance(o, (tuple, list)):
-            for x in o:
-                feed(x)
-        else:
-            h.update(repr(o).encode())
-
-    feed(obj)
-    return h.hexdigest()
+from outputs import emitter  # beside this file
 
 
 def steps(out) -> None:
@@ -53,15 +34,7 @@ def steps(out) -> None:
     batch, seq, heads, head_dim, hidden, inter, vocab = 2, 128, 8, 64, 512, 1408, 4096
     rows = batch * seq
 
-    def emit(name: str, fn) -> None:
-        try:
-            res = fn()
-            torch.cuda.synchronize()
-            line = f"{name} {digest(res)}"
-        except Exception as e:  # one step never stops the others
-            print(f"liger_prog: {name}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
-            line = f"{name} error:{type(e).__name__}"
-        print(line, file=out, flush=True)
+    emit = emitter(out, "liger_prog")
 
     def leaf(*shape: int, dtype: torch.dtype = dt) -> torch.Tensor:
         return torch.randn(*shape, device=dev, dtype=dtype).requires_grad_()
