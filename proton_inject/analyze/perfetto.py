@@ -28,21 +28,17 @@ JSON writer's events/s, and 4-7x the perfetto package's own protos (docs/host-pe
 
 from __future__ import annotations
 
-import gzip as _gzip
-import io
 import os
 import re
 from collections.abc import Sequence
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from proton_inject.analyze.decode import Decoded
-from proton_inject.analyze.trace import TraceFile, time_zero
+from proton_inject.analyze.trace import TraceFile, TraceSink, time_zero, trace_bytes, write_trace
 from proton_inject.errors import UserError
-from proton_inject.formats.files import atomic_writer
 
 SUFFIX = ".pftrace"
 _CHUNK = 1 << 16  # packets per encoding pass: bounded scratch memory
@@ -430,7 +426,7 @@ def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[lis
     return parts, nr + nf
 
 
-class PerfettoFile:
+class PerfettoFile(TraceSink):
     """One native trace written launch by launch, like ``trace.TraceFile`` (same arguments;
     ``path=None`` writes to memory and ``commit`` returns the bytes)."""
 
@@ -440,18 +436,7 @@ class PerfettoFile:
         self.bytes = 0  # uncompressed bytes so far
         self.events = 0
         self._ids = _Ids()
-        self._stack = ExitStack()
-        self.path = None if path is None else Path(path)
-        if path is None:
-            self._f: Any = self._stack.enter_context(io.BytesIO())
-            self._mem = self._f
-        else:
-            self._f = self._stack.enter_context(atomic_writer(path))
-            self._mem = None
-            if gz:
-                self._f = self._stack.enter_context(
-                    _gzip.GzipFile(filename="", mode="wb", fileobj=self._f, compresslevel=level,
-                                   mtime=0))
+        super().__init__(path, gz, level)
 
     @property
     def json_bytes(self) -> int:
@@ -470,43 +455,18 @@ class PerfettoFile:
 
     def commit(self) -> Any:
         """Finish the file; returns its path (the bytes when written to memory)."""
-        data = self._mem.getvalue() if self._mem is not None else None
-        self._stack.close()
-        return data if data is not None else self.path
-
-    def abort(self) -> None:
-        """Drop the file (an old one at ``path`` stays)."""
-        err = RuntimeError("trace aborted")
-        self._stack.__exit__(type(err), err, None)
+        return self._close()
 
 
 def perfetto_bytes(launches: Sequence[Decoded]) -> bytes:
     """One native trace (bytes) holding the given launches on one time axis."""
-    w = PerfettoFile(None, min((time_zero(d) for d in launches), default=0), len(launches) > 1)
-    for d in launches:
-        w.add(d)
-    return w.commit()
+    return trace_bytes(launches, PerfettoFile)
 
 
 def write_perfetto(launches: Decoded | Sequence[Decoded], path: str | os.PathLike,
                    gz: bool | None = None, level: int = 1) -> Path:
     """Write one native trace file; gzip when ``gz`` or when ``path`` ends in ``.gz``."""
-    if isinstance(launches, Decoded):
-        launches = [launches]
-    path = Path(path)
-    gz = bool(gz or (gz is None and path.name.endswith(".gz")))
-    if gz and not path.name.endswith(".gz"):
-        path = path.with_name(path.name + ".gz")
-    w = PerfettoFile(path, min((time_zero(d) for d in launches), default=0), len(launches) > 1,
-                     gz, level)
-    try:
-        for d in launches:
-            w.add(d)
-    except BaseException:
-        w.abort()
-        raise
-    w.commit()
-    return path
+    return write_trace(launches, path, gz, level, PerfettoFile)
 
 
 FORMATS = ("perfetto", "json")

@@ -18,7 +18,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -340,7 +340,38 @@ def time_zero(d: Decoded) -> int:
     return d.base_ns + min(0, math.floor(first))
 
 
-class TraceFile:
+class TraceSink:
+    """Where a trace file's bytes go: a temp file renamed over ``path`` by ``_close`` (gzip
+    level ``level`` on the fly when ``gz``) and removed by ``abort``, or memory when ``path``
+    is None (``_close`` then returns the bytes). Shared by the JSON and the native writer."""
+
+    def __init__(self, path: str | os.PathLike | None, gz: bool, level: int):
+        self._stack = ExitStack()
+        self.path = None if path is None else Path(path)
+        if path is None:
+            self._f: Any = self._stack.enter_context(io.BytesIO())
+            self._mem = self._f
+        else:
+            self._f = self._stack.enter_context(atomic_writer(path))
+            self._mem = None
+            if gz:  # (no file name in the header: it would be the temp file's)
+                self._f = self._stack.enter_context(
+                    _gzip.GzipFile(filename="", mode="wb", fileobj=self._f, compresslevel=level,
+                                   mtime=0))
+
+    def _close(self) -> Any:
+        """Finish the file; returns its path (the bytes when written to memory)."""
+        data = self._mem.getvalue() if self._mem is not None else None
+        self._stack.close()
+        return data if data is not None else self.path
+
+    def abort(self) -> None:
+        """Drop the file (an old one at ``path`` stays)."""
+        err = RuntimeError("trace aborted")
+        self._stack.__exit__(type(err), err, None)
+
+
+class TraceFile(TraceSink):
     """One trace written launch by launch, so a run of many launches never sits in memory.
 
     Events go out as each launch is added (gzip level ``level`` on the fly when ``gz``), into
@@ -359,18 +390,7 @@ class TraceFile:
         self._summaries: list[dict[str, Any]] = []
         self._pid_base = 1
         self._held: Any = b""  # the latest event chunk: the last one must lose its comma
-        self._stack = ExitStack()
-        self.path = None if path is None else Path(path)
-        if path is None:
-            self._f: Any = self._stack.enter_context(io.BytesIO())
-            self._mem = self._f
-        else:
-            self._f = self._stack.enter_context(atomic_writer(path))
-            self._mem = None
-            if gz:  # (no file name in the header: it would be the temp file's)
-                self._f = self._stack.enter_context(
-                    _gzip.GzipFile(filename="", mode="wb", fileobj=self._f, compresslevel=level,
-                                   mtime=0))
+        super().__init__(path, gz, level)
         self._write(b'{"displayTimeUnit":"ns","traceEvents":[\n')
 
     def _write(self, b: Any) -> None:
@@ -397,35 +417,30 @@ class TraceFile:
         self._write(last[:-2] + b"\n" if last.endswith(b",\n") else last)
         other = {"format": TRACE_FORMAT, "version": 1, "launches": self._summaries}
         self._write(b'],"otherData":' + json.dumps(other, separators=(",", ":")).encode() + b"}\n")
-        data = self._mem.getvalue() if self._mem is not None else None
-        self._stack.close()
-        return data if data is not None else self.path
-
-    def abort(self) -> None:
-        """Drop the file (an old one at ``path`` stays)."""
-        err = RuntimeError("trace aborted")
-        self._stack.__exit__(type(err), err, None)
+        return self._close()
 
 
-def trace_bytes(launches: Sequence[Decoded]) -> bytes:
-    """One Chrome trace (JSON bytes) holding the given launches on one time axis."""
-    w = TraceFile(None, min((time_zero(d) for d in launches), default=0), len(launches) > 1)
+def trace_bytes(launches: Sequence[Decoded], writer: Callable[..., Any] | None = None) -> bytes:
+    """One trace (``writer``: ``TraceFile``, Chrome JSON, by default, or ``perfetto.PerfettoFile``)
+    holding the given launches on one time axis, as bytes."""
+    w = (writer or TraceFile)(None, min((time_zero(d) for d in launches), default=0), len(launches) > 1)
     for d in launches:
         w.add(d)
     return w.commit()
 
 
 def write_trace(launches: Decoded | Sequence[Decoded], path: str | os.PathLike,
-                gz: bool | None = None, level: int = 1) -> Path:
-    """Write one trace file; gzip when ``gz`` or when ``path`` ends in ``.gz``."""
+                gz: bool | None = None, level: int = 1, writer: Callable[..., Any] | None = None) -> Path:
+    """Write one trace file (``writer`` as for ``trace_bytes``); gzip when ``gz`` or when
+    ``path`` ends in ``.gz``."""
     if isinstance(launches, Decoded):
         launches = [launches]
     path = Path(path)
     gz = bool(gz or (gz is None and path.name.endswith(".gz")))
     if gz and not path.name.endswith(".gz"):
         path = path.with_name(path.name + ".gz")
-    w = TraceFile(path, min((time_zero(d) for d in launches), default=0), len(launches) > 1, gz,
-                  level)
+    w = (writer or TraceFile)(path, min((time_zero(d) for d in launches), default=0),
+                              len(launches) > 1, gz, level)
     try:
         for d in launches:
             w.add(d)
