@@ -96,7 +96,7 @@ def profile(
         if not quiet:
             for m in session.result.messages:
                 print(f"proton-inject: {m}", file=sys.stderr)
-            kept = getattr(session, "inductor_kernels_left_instrumented", lambda: [])()
+            kept = session.inductor_kernels_left_instrumented()
             if kept:
                 print(f"proton-inject: {len(kept)} kernel(s) Inductor compiled inside the profile "
                       f"block ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}) stay "

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton_inject.collect import device_ops
-from proton_inject.collect.buffers import _pinned
-from proton_inject.collect.launches import _InFlight, _Pending
+from proton_inject.collect.launches import _Pending
 
 
 class CudaGraphs:
@@ -69,12 +67,6 @@ class CudaGraphs:
                 device = p.buffer.device.index
                 cur = torch.cuda.current_stream(device)
                 rec = self._record(p, cur.cuda_stream, device, replay=replays[0])
-                host = _pinned(p.buffer.numel())
-                with torch.cuda.stream(cur):
-                    device_ops.copy_to_host(host, p.buffer, cur.cuda_stream)
-                    done = torch.cuda.Event()
-                    done.record(cur)
-                self._inflight.append(_InFlight(rec, p.buffer, host, done))
-                self._pending_bytes += p.buffer.numel()
+                self._copy_out(rec, p.buffer, cur)
             while self._pending_bytes > self.max_pending and self._inflight:
                 self._retire(self._inflight.popleft(), wait=True)

@@ -31,8 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from proton_inject.collect import device_ops
-from proton_inject.collect.buffers import Buffers, _after_session, _DiscardBuffers, _pinned
+from proton_inject.collect.buffers import Buffers, _after_session, _DiscardBuffers
 from proton_inject.collect.compile_hook import INDUCTOR_PREFIXES, CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.device_ops import in_tool_work, tool_work
 from proton_inject.collect.graphs import CudaGraphs
@@ -610,13 +609,7 @@ class Session(TuningHooks, Buffers, CudaGraphs, RawSink):
             launched = torch.cuda.Event()
             launched.record(s)
             copy_stream.wait_event(launched)
-            host = _pinned(p.buffer.numel())
-            with torch.cuda.stream(copy_stream):
-                device_ops.copy_to_host(host, p.buffer, copy_stream.cuda_stream)
-                done = torch.cuda.Event()
-                done.record(copy_stream)
-            self._inflight.append(_InFlight(rec, p.buffer, host, done))
-            self._pending_bytes += p.buffer.numel()
+            self._copy_out(rec, p.buffer, copy_stream)
 
     def _record(self, p: _Pending, stream: int, device: int, replay: int | None = None) -> LaunchRecord:
         md = p.info.ck.metadata

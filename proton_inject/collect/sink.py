@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from proton_inject.collect import device_ops
+from proton_inject.collect.buffers import _pinned
 from proton_inject.collect.compile_hook import TreeSource
 from proton_inject.collect.launches import LaunchRecord, _InFlight
 from proton_inject.formats import calibration, clock_bracket
@@ -27,6 +29,19 @@ class RawSink:
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
         c = self.hook.compiled.get(rec.compile_hash)
         return (list(c.scope_names), list(c.scope_parents)) if c else ([], [])
+
+    def _copy_out(self, rec: LaunchRecord, buf: Any, stream: Any) -> None:
+        """Enqueue the copy of a kept launch's buffer to pinned host memory on ``stream`` (a
+        torch stream, after the launch), and hold it in flight until it is done."""
+        import torch
+
+        host = _pinned(buf.numel())
+        with torch.cuda.stream(stream):
+            device_ops.copy_to_host(host, buf, stream.cuda_stream)
+            done = torch.cuda.Event()
+            done.record(stream)
+        self._inflight.append(_InFlight(rec, buf, host, done))
+        self._pending_bytes += buf.numel()
 
     def _poll(self) -> None:
         while self._inflight and self._inflight[0].done.query():
