@@ -16,8 +16,9 @@ from triton.runtime.errors import OutOfResources
 
 from proton_inject.api import profile
 from proton_inject.cli import main
+from proton_inject.collect.launch_hooks import ProfileBufferTooLarge, _out_of_resources_type
 from proton_inject.collect.launches import config_name, config_of_autotune, config_of_kernel
-from proton_inject.collect.session import ProfileBufferTooLarge, Session, _out_of_resources_type
+from proton_inject.collect.session import Session
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
 from proton_inject.lower.options import LoweringOptions
