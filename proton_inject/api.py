@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,17 +23,18 @@ from proton_inject.lower.options import LoweringOptions
 
 
 def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | None = None,
-                raw: bool = False, progress: Callable[[str], None] | None = None,
-                trace_format: str = "perfetto") -> ReportResult | None:
-    """Decode the launches ``result`` wrote (this process's only: other ranks share ``out``),
-    write their traces into ``result.out`` and return the report; its warnings join the run's
-    messages. None when no launch was kept or none could be decoded (said in the messages)."""
+                raw: bool = False, progress: bool = False, trace_format: str = "perfetto",
+                jobs: int | None = None) -> ReportResult | None:
+    """Decode the launches ``result`` wrote (this process's only: other ranks share ``out``)
+    with ``jobs`` processes (None: one per core), write their traces into ``result.out`` and
+    return the report; its warnings join the run's messages. None when no launch was kept or
+    none could be decoded (said in the messages). ``progress``: a bar on a terminal's stderr."""
     raws = [Path(p) for p in result.files if str(p).endswith(".json") and Path(p).parent.name == "raw"]
     if not raws:
         return None
     try:
         rep = run_report(raws, plot=plot, trace_dir=result.out, gz=gz, raw=raw, progress=progress,
-                         trace_format=trace_format)
+                         trace_format=trace_format, jobs=jobs)
     except UserError as e:  # the raw files stay; `report` can retry
         result.messages.append(f"no report: {e}")
         return None
@@ -92,7 +93,7 @@ def profile(
         with session_block(session) as result:
             yield result
     finally:
-        analyze_run(session.result, gz=gz)
+        analyze_run(session.result, gz=gz, progress=not quiet)
         if not quiet:
             for m in session.result.messages:
                 print(f"proton-inject: {m}", file=sys.stderr)
@@ -120,16 +121,18 @@ def profile_program(
     report: bool = True,
     plot: str | os.PathLike | None = None,
     raw: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: bool = False,
+    jobs: int | None = None,
 ) -> tuple[RunResult, ReportResult | None]:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
     ``profile`` does, then analyze what it kept (``report=False``: raw files and run.json only).
 
     ``result.exit_code`` is the code the program would have exited with; what was collected
-    is written and analyzed even when it raises or calls ``sys.exit``.
+    is written and analyzed even when it raises or calls ``sys.exit``. ``jobs`` decoding
+    processes (None: one per core); ``progress``: a bar on a terminal's stderr.
     """
     session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
                        keep_tuning, autotune_from, gz)
     result = run_in_session(session, argv, "profile" if instrumented is None else "run")
-    rep = analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress) if report else None
+    rep = analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs) if report else None
     return result, rep

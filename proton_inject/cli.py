@@ -460,9 +460,11 @@ def _carried_autotune(src) -> dict[str, bytes]:
               help="Also keep autotuner benchmarking launches (configs are then timed instrumented).")
 @click.option("--no-gz", is_flag=True, help="Write raw buffers and traces uncompressed.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Decode with N processes (default: one per core; 1: in this process).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
-        max_pending_mb, keep_tuning, no_gz, verbose, **kw) -> None:  # fmt: skip
+        max_pending_mb, keep_tuning, no_gz, verbose, jobs, **kw) -> None:  # fmt: skip
     """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
 
     Exits with the program's own exit code.
@@ -473,7 +475,7 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     result, _ = profile_program(
         list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
-        gz=not no_gz, progress=_progress,
+        gz=not no_gz, progress=True, jobs=jobs,
     )  # fmt: skip
     _echo_messages(result, verbose)
     sys.exit(result.exit_code or 0)
@@ -508,9 +510,11 @@ def _echo_messages(result, verbose: bool) -> None:
 @click.option("--autotune-from", type=click.Path(exists=True), default=None, metavar="DIR",
               help="Autotuners take the choices recorded in DIR/autotune.json (a dump, or a run's "
                    "or profile's -o) instead of timing configs.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Decode with N processes (default: one per core; 1: in this process).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, verbose, raw,
-            autotune_from, **kw):
+            autotune_from, jobs, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -526,7 +530,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     result, rep = profile_program(
         list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
-        plot=plot, raw=raw, progress=_progress,
+        plot=plot, raw=raw, progress=True, jobs=jobs,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if rep is not None:
@@ -539,10 +543,6 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 
 
 # --- post-process (issue 5): report -------------------------------------------
-
-
-def _progress(line: str) -> None:
-    click.echo(f"proton-inject: {line}", err=True)
 
 
 @main.command()
@@ -560,14 +560,16 @@ def _progress(line: str) -> None:
 @click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
 @click.option("--launches", "launches", metavar="SPEC",
               help="Only these launch numbers, e.g. 0-99,250,400- (a big run's first steps).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Decode with N processes (default: one per core; 1: in this process).")
 def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format, verbose, raw,
-           launches) -> None:
+           launches, jobs) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from proton_inject.analyze.report import run_report
 
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz, raw=raw, launches=launches,
-                     progress=_progress, trace_format=trace_format)
+                     progress=True, trace_format=trace_format, jobs=jobs)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w}", err=True)
     for w in res.details if verbose else []:
@@ -599,7 +601,7 @@ def diff(base, new, fail_above, markdown, as_json, unit, min_change, resamples, 
     if markdown and as_json:
         raise UserError("diff: give --markdown or --json, not both")
     res = run_diff(base, new, unit=unit, fail_above=fail_above, min_change=min_change,
-                   resamples=resamples, seed=seed, progress=_progress,
+                   resamples=resamples, seed=seed, progress=True,
                    fmt="json" if as_json else "markdown" if markdown else "text")
     click.echo(res.text)
     sys.exit(res.exit_code)

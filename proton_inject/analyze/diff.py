@@ -23,7 +23,6 @@ import os
 import re
 import warnings
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,12 +32,12 @@ import numpy as np
 from proton_inject.analyze.report import (
     DecodeWarning,
     LaunchData,
-    Progress,
     expand_inputs,
     iter_decoded,
     launches_from_trace,
-    summarize,
+    progress_bar,
 )
+from proton_inject.analyze.summary import summarize
 from proton_inject.errors import UserError
 from proton_inject.formats.schema import not_found, read_head, read_json
 
@@ -123,9 +122,9 @@ def is_report_json(path: Path) -> bool:
 
 
 def load_side(path: str | os.PathLike, unit: str = "cycles", seed: int = 0,
-              progress: Callable[[str], None] | None = None) -> Side:
+              progress: bool = False) -> Side:
     """Decode one input (raw launches or traces) or read a ``report --json`` file;
-    ``progress`` gets a line every few seconds of decoding (``report.Progress``)."""
+    ``progress``: a bar on stderr while decoding, when stderr is a terminal."""
     p = Path(path)
     if not p.is_file() and not p.is_dir():
         raise not_found(p)
@@ -152,13 +151,12 @@ def load_side(path: str | os.PathLike, unit: str = "cycles", seed: int = 0,
 
     with warnings.catch_warnings():  # report says them; diff is about timings
         warnings.simplefilter("ignore", DecodeWarning)
-        tick = Progress(len(raws), progress, f"{p}: decoded")
-        for i, d in enumerate(iter_decoded(raws)):
-            x = LaunchData.from_decoded(d)
-            del d
-            take(x)
-            tick(i + 1)
-        tick.end()
+        with progress_bar(len(raws), f"{p.name}: decoding", progress) as bar:
+            for d in iter_decoded(raws):
+                x = LaunchData.from_decoded(d)
+                del d
+                take(x)
+                bar.update()
         for t in traces:
             for x in launches_from_trace(t):
                 take(x)
@@ -440,7 +438,7 @@ class DiffResult:
 def run_diff(base: str | os.PathLike, new: str | os.PathLike, unit: str = "cycles",
              fail_above: float | None = None, min_change: float = MIN_CHANGE_PCT,
              resamples: int = RESAMPLES, seed: int = 0, fmt: str = "text",
-             progress: Callable[[str], None] | None = None) -> DiffResult:
+             progress: bool = False) -> DiffResult:
     """Compare two runs region by region (see the module's docstring)."""
     if unit not in UNITS:
         raise UserError(f"--unit {unit}: give one of {', '.join(UNITS)}")

@@ -2,32 +2,40 @@
 
 Inputs are raw launches (``traces/raw/`` directories or ``.json``/``.bin`` files written by
 ``formats.raw.save_raw``) or Chrome traces written by ``trace.write_trace``. Raw launches are
-decoded one at a time (``decode.py``, clocks by ``clock.py``), each one's trace (``trace.py``)
-and picture (``plot.py``) written, and kept as ``LaunchData``; ``summary.py`` then gives the
-numbers per kernel and ``text.py`` the table.
+decoded by a pool of worker processes (``-j``; in this process with one), each launch once
+(``decode.py``, clocks by ``clock.py``): the worker writes its trace (``perfetto.py`` or
+``trace.py``) and picture (``plot.py``) and sends back what the summary needs of it
+(``summary.launch_part``: no region instances), in launch order, a few launches ahead at
+most, so memory does not grow with the launches; ``summary.Summary`` merges them and
+``text.py`` gives the table. A merged trace is written here, as launches come back.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
-import time
+import sys
 import warnings
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from proton_inject.analyze import perfetto
 from proton_inject.analyze import trace as trace_mod
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.plot import plot_timeline
-from proton_inject.analyze.summary import LaunchData, summarize
+from proton_inject.analyze.summary import LaunchData, LaunchPart, Summary, launch_part
 from proton_inject.analyze.text import format_text
 from proton_inject.errors import UserError
 from proton_inject.formats import calibration, clock_bracket
@@ -37,8 +45,9 @@ from proton_inject.formats.files import check_outputs
 from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta
 from proton_inject.formats.schema import read_json
 
-# Long work says how far it got on stderr this often (seconds).
-PROGRESS_EVERY_S = 5.0
+# Launches handed to each worker process ahead of the one the report waits for: keeps every
+# worker busy while bounding what waits in memory (a merged trace's decoded launches).
+AHEAD_PER_JOB = 2
 # A trace file with more JSON than this gets a warning: Perfetto's UI parses it inside the
 # browser's memory (~2 GB), and JSON traces past a few hundred MB load slowly or not at all.
 TRACE_WARN_BYTES = 500 * 2**20
@@ -113,11 +122,12 @@ def _empty_run(runs: Sequence[Path]) -> str:
 
 def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
                  raw: bool = False, skipped: list[str] | None = None) -> Iterator[Decoded]:
-    """Decode raw launches one at a time, in the order given; durations less the calibrated
-    record cost (the run's, else this machine's cache for the launch's device) unless ``raw``.
-    With ``skipped`` (a list) and several launches, a damaged launch is left out and its
-    message appended there; the others are decoded (one bad file never hides a run)."""
-    brackets = device_brackets(paths)
+    """Decode raw launches one at a time in this process, in the order given; durations less
+    the calibrated record cost (the run's, else this machine's cache for the launch's device)
+    unless ``raw``. With ``skipped`` (a list) and several launches, a damaged launch is left
+    out and its message appended there; the others are decoded (one bad file never hides a
+    run)."""
+    brackets = device_brackets([_facts(p) for p in paths])
     for p in paths:
         try:
             d = _decode_one(p, clock_mhz, raw, brackets)
@@ -148,19 +158,29 @@ def _decode_one(p: Path, clock_mhz: float | None, raw: bool,
     return d
 
 
-def device_brackets(paths: Sequence[Path]) -> dict[tuple[int | None, str | None], tuple[float, int]]:
+Facts = tuple[int, int | None, str | None, float | None]  # launch, rank, device, bracket MHz
+
+
+def _facts(p: Path) -> Facts | None:
+    """What the report needs of a launch before decoding any: its number (to select and
+    order launches) and its clock bracket's rate (``device_brackets``). None where its
+    metadata cannot be read (decoding it says what is wrong)."""
+    try:
+        meta = read_launch_meta(p)
+    except UserError:
+        return None
+    r = clock_bracket.rate(meta.clock_bracket)
+    return meta.launch, meta.rank, meta.device, None if r is None else r.mhz
+
+
+def device_brackets(facts: Sequence[Facts | None]) -> dict[tuple[int | None, str | None], tuple[float, int]]:
     """Per (rank, device): the median rate the clock brackets of these launches measured, and
     how many had one. A CUDA-graph replay gets no bracket (a bracket kernel would join the
     program's graph), so its clock comes from these when its own timer reads cannot fit it."""
     rates: dict[tuple[int | None, str | None], list[float]] = {}
-    for p in paths:
-        try:
-            meta = read_launch_meta(p)
-        except UserError:
-            continue  # decoding it says what is wrong
-        r = clock_bracket.rate(meta.clock_bracket)
-        if r is not None:
-            rates.setdefault((meta.rank, meta.device), []).append(r.mhz)
+    for f in facts:
+        if f is not None and f[3] is not None:
+            rates.setdefault((f[1], f[2]), []).append(f[3])
     return {k: (float(np.median(v)), len(v)) for k, v in rates.items()}
 
 
@@ -185,37 +205,11 @@ def parse_launches(spec: str) -> list[tuple[int, int]]:
     return out
 
 
-def _raw_launch(path: Path) -> int:
-    """The launch number in a raw launch's metadata (load_raw reports what is wrong with it)."""
-    try:
-        n = read_json(path.with_name(re.sub(r"\.bin(\.gz)?$", ".json", path.name)),
-                      "launch metadata", "", validate.MAX_META_BYTES).get("launch", 0)
-    except (UserError, AttributeError):
-        return 0
-    return n if validate.is_int(n) else 0
-
-
-class Progress:
-    """A line for ``say`` (stderr) every PROGRESS_EVERY_S seconds while ``total`` launches are
-    worked on, and one at the end if any was said; call it with the number done so far."""
-
-    def __init__(self, total: int, say: Callable[[str], None] | None, verb: str = "decoded"):
-        self.total, self.say, self.verb = total, say, verb
-        self.t0 = self.last = time.monotonic()
-        self.said = False
-
-    def __call__(self, done: int) -> None:
-        now = time.monotonic()
-        if self.say is None or not 0 < done < self.total or now - self.last < PROGRESS_EVERY_S:
-            return
-        self.last, self.said = now, True
-        left = (self.total - done) * (now - self.t0) / max(done, 1)
-        self.say(f"{self.verb} {done:,} of {self.total:,} launches ({now - self.t0:,.0f} s, "
-                 f"about {left:,.0f} s to go)")
-
-    def end(self) -> None:
-        if self.said and self.say is not None:
-            self.say(f"{self.verb} {self.total:,} launches in {time.monotonic() - self.t0:,.0f} s")
+def progress_bar(total: int, what: str, show: bool) -> tqdm:
+    """A progress bar on stderr when ``show`` and stderr is a terminal; nothing otherwise
+    (a pipe or a file gets no bar lines)."""
+    return tqdm(total=total, desc=what, unit="launch", file=sys.stderr, leave=False,
+                disable=None if show else True, dynamic_ncols=True)
 
 
 def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[LaunchData]:
@@ -340,17 +334,20 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                as_json: bool = False, clock_mhz: float | None = None,
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
                gz: bool = False, raw: bool = False, launches: str | None = None,
-               progress: Callable[[str], None] | None = None,
-               trace_format: str = "perfetto") -> ReportResult:
+               progress: bool = False, trace_format: str = "perfetto",
+               jobs: int | None = None) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces
     (``trace_format`` "perfetto": native ``.pftrace``; "json": Chrome JSON).
 
-    Raw launches are decoded one at a time: each one's trace and plot are written and what the
-    summary needs is kept, so memory does not hold whole launches. ``launches`` keeps only
-    the launches whose numbers it names ("0-99,250"); ``progress`` receives a line every
-    ``PROGRESS_EVERY_S`` seconds of decoding."""
+    Raw launches are decoded by ``jobs`` worker processes (None: one per core; 1: in this
+    process), each launch once: its trace and plot are written there and only its summary
+    part comes back, so memory does not hold whole launches. ``launches`` keeps only the
+    launches whose numbers it names ("0-99,250"); ``progress`` shows a bar on stderr when it
+    is a terminal."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
     writer, ext = perfetto.trace_writer(trace_format, gz)
+    if jobs is not None and jobs < 1:
+        raise UserError(f"-j {jobs}: give the number of decoding processes, 1 or more")
     if plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -362,104 +359,235 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     check_outputs([("input", p) for p in raws + traces],
                   [(o, p, k) for o, p, k in (("--trace", trace_dir, "dir"), ("--plot", plot, "file"))
                    if p is not None])
-    if wanted is not None or (merge and len(raws) > 1):
-        numbered = sorted(((_raw_launch(p), p) for p in raws), key=lambda t: t[0])
-        raws = [p for n, p in numbered if wanted is None or any(lo <= n <= hi for lo, hi in wanted)]
     from_traces = [x for t in traces for x in launches_from_trace(t, clock_mhz)
                    if wanted is None or any(lo <= x.launch <= hi for lo, hi in wanted)]
-    if not raws and not from_traces:
-        raise UserError(f"no launches numbered {launches} in the inputs" if wanted is not None
-                        else "no launches found in the inputs")
-    if trace_dir is not None and not raws:
-        raise UserError("--trace needs raw launches as input (traces are already traces)")
-    n_all = len(raws) + len(from_traces)
-    plots: list[Path] = []
-
-    def draw(x: LaunchData) -> None:
-        if plot is not None:
-            p = Path(plot)
-            plots.append(plot_timeline(x, p if n_all == 1 else p.with_name(
-                f"{p.stem}.{x.launch:05d}-{x.kernel}{p.suffix}")))
-
-    skipped: list[str] = []
-    kept, traced = _decode_all(raws, clock_mhz, raw, trace_dir, merge, gz, draw, progress, writer, ext,
-                               skipped)
-    if raws and not kept and skipped:  # nothing decoded: the first reason is the error
-        raise UserError(skipped[0].removeprefix("left out: "))
+    with _Workers(min(jobs or default_jobs(), max(1, len(raws)))) as workers:
+        # Each launch's metadata is read once before decoding: to select and order launches
+        # and for the clock brackets of its device (``device_brackets``).
+        facts = workers.map(_facts, raws)
+        if wanted is not None or (merge and len(raws) > 1):
+            numbered = sorted(zip(raws, facts, strict=True), key=lambda pf: pf[1][0] if pf[1] else 0)
+            numbered = [(p, f) for p, f in numbered if wanted is None
+                        or any(lo <= (f[0] if f else 0) <= hi for lo, hi in wanted)]
+            raws, facts = [p for p, _ in numbered], [f for _, f in numbered]
+        if not raws and not from_traces:
+            raise UserError(f"no launches numbered {launches} in the inputs" if wanted is not None
+                            else "no launches found in the inputs")
+        if trace_dir is not None and not raws:
+            raise UserError("--trace needs raw launches as input (traces are already traces)")
+        n_all = len(raws) + len(from_traces)
+        job = _Job(clock_mhz, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
+                   merge, writer, ext, gz, None if plot is None else Path(plot), n_all == 1)
+        del facts
+        got = _decode_all(raws, job, workers, progress)
+    if raws and not got.summary.kernels and got.skipped:  # nothing decoded: the first reason is the error
+        raise UserError(got.skipped[0].removeprefix("left out: "))
     for x in sorted(from_traces, key=lambda x: x.launch):
-        draw(x)
-    launches_data = kept + from_traces
-    summary = summarize(launches_data)
+        if plot is not None:
+            got.plots.append(plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, job.one)))
+        got.summary.add(launch_part(x))
+        got.details += [(x.launch, i.detail) for i in x.issues]
+    summary = got.summary.result()
     text = json.dumps(summary, indent=1) if as_json else format_text(summary)
     warn = [w for k in summary["kernels"] for w in k["warnings"]]
-    warn += [_big_trace(p, b, n, merge) for p, b, n in traced if b > TRACE_WARN_BYTES]
-    warn += skipped
-    details = [i.detail for x in sorted(launches_data, key=lambda x: x.launch) for i in x.issues]
-    files = [p for p, _, _ in traced] + sorted(plots)
+    warn += [_big_trace(p, b, n, merge) for p, b, n in got.traced if b > TRACE_WARN_BYTES]
+    warn += got.skipped
+    details = [d for _, d in sorted(got.details, key=lambda ld: ld[0])]
+    files = [p for p, _, _ in got.traced] + sorted(got.plots)
     return ReportResult(text=text, warnings=warn, files=files, summary=summary, details=details)
 
 
-def _decode_all(raws: Sequence[Path], clock_mhz: float | None, raw: bool,
-                trace_dir: str | os.PathLike | None, merge: bool, gz: bool,
-                draw: Callable[[LaunchData], None], progress: Callable[[str], None] | None,
-                writer: Callable[..., Any] = trace_mod.TraceFile, ext: str = ".json",
-                skipped: list[str] | None = None,
-                ) -> tuple[list[LaunchData], list[tuple[Path, int, int]]]:
-    """Decode the raw launches one at a time: write each one's trace (or add it to the merged
-    trace), ``draw`` it, and keep what the summary needs. Returns the kept launches and, per
-    trace file written, its path, JSON bytes and events."""
-    kept: list[LaunchData] = []
-    traced: list[tuple[Path, int, int]] = []  # trace file, JSON bytes, events
+def default_jobs() -> int:
+    """Decoding processes when -j is not given: one per core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def _plot_path(plot: Path, launch: int, kernel: str, one: bool) -> Path:
+    """The timeline picture of a launch: ``plot`` itself when the report has one launch."""
+    return plot if one else plot.with_name(f"{plot.stem}.{launch:05d}-{kernel}{plot.suffix}")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What a worker does with each launch (sent with every launch: a few hundred bytes)."""
+
+    clock_mhz: float | None
+    raw: bool
+    brackets: dict[tuple[int | None, str | None], tuple[float, int]]
+    trace_dir: Path | None
+    merge: bool  # the trace is one file written by the report: send the decoded launch back
+    writer: Any
+    ext: str
+    gz: bool
+    plot: Path | None
+    one: bool  # the report's only launch (its plot is ``plot`` itself)
+    again: bool = False  # the merged trace's second pass: decode only
+
+
+@dataclass
+class _Done:
+    """One launch as a worker sends it back."""
+
+    error: str | None = None
+    part: LaunchPart | None = None
+    traced: tuple[Path, int, int] | None = None  # trace file, JSON bytes, events
+    plot: Path | None = None
+    decoded: Decoded | None = None  # for the merged trace
+
+
+def _work(job: _Job, path: Path) -> _Done:
+    """Decode one launch, write its trace and plot, and return its summary part."""
+    with warnings.catch_warnings():  # the report says them once per kernel and cause
+        warnings.simplefilter("ignore", DecodeWarning)
+        try:
+            d = _decode_one(path, job.clock_mhz, job.raw, job.brackets)
+        except UserError as e:
+            return _Done(error=str(e))
+    if job.again:
+        return _Done(decoded=d)
+    out = _Done(decoded=d if job.merge else None)
+    if job.trace_dir is not None and not job.merge:
+        w = job.writer(job.trace_dir / f"{d.meta.label}{job.ext}", trace_mod.time_zero(d), False, job.gz)
+        try:
+            w.add(d)
+            out.traced = (w.commit(), w.json_bytes, w.events)
+        except BaseException:
+            w.abort()  # (no temp file left behind)
+            raise
+    x = LaunchData.from_decoded(d)
+    del d
+    if job.plot is not None:
+        out.plot = plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, job.one))
+    out.part = launch_part(x)
+    return out
+
+
+class _Workers:
+    """``jobs`` worker processes, or none (this process works) for one."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = None
+        if jobs > 1:
+            # fork: workers start at once with the modules already imported, and never run the
+            # program's __main__ again (spawn would, where ``profile()`` sits in a script
+            # without a main guard); they touch no GPU, so a CUDA context here is no matter.
+            methods = multiprocessing.get_all_start_methods()
+            ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+            self._pool = ProcessPoolExecutor(jobs, mp_context=ctx)
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """``fn`` of each item, in order (small results: all held)."""
+        if self._pool is None or len(items) < 2:
+            return [fn(x) for x in items]
+        with _dead_worker():
+            return list(self._pool.map(fn, items, chunksize=max(1, len(items) // (8 * self.jobs))))
+
+    def stream(self, job: _Job, paths: Sequence[Path]) -> Iterator[_Done]:
+        """``_work`` of each launch, in order, with at most AHEAD_PER_JOB launches per worker
+        in flight or waiting."""
+        if self._pool is None:
+            yield from (_work(job, p) for p in paths)
+            return
+        todo = iter(paths)
+        ahead: deque[Future] = deque()
+        with _dead_worker():
+            for p in todo:
+                ahead.append(self._pool.submit(_work, job, p))
+                if len(ahead) >= AHEAD_PER_JOB * self.jobs:
+                    break
+            while ahead:
+                done = ahead.popleft().result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    ahead.append(self._pool.submit(_work, job, nxt))
+                yield done
+
+
+class _dead_worker:
+    """A worker process that died (killed for memory, most often) as a clear error."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, err: BaseException | None, tb: object) -> None:
+        if kind is not None and issubclass(kind, BrokenProcessPool):
+            raise UserError("a decoding process ended abruptly (out of memory?): run the report "
+                            "again with fewer processes (-j 2, or -j 1 to decode in one)") from None
+
+
+@dataclass
+class _Decoded:
+    """What the pass over the raw launches gave the report."""
+
+    summary: Summary = field(default_factory=Summary)
+    traced: list[tuple[Path, int, int]] = field(default_factory=list)  # trace, JSON bytes, events
+    plots: list[Path] = field(default_factory=list)
+    details: list[tuple[int, str]] = field(default_factory=list)  # launch, issue
+    skipped: list[str] = field(default_factory=list)
+
+
+def _decode_all(raws: Sequence[Path], job: _Job, workers: _Workers, progress: bool) -> _Decoded:
+    """Decode the raw launches (``workers``), merge their summary parts in launch order, and
+    write the merged trace if asked (from the decoded launches the workers send back)."""
+    got = _Decoded()
     merged = merged_path = None
-    if trace_dir is not None and merge:
-        merged_path = Path(trace_dir) / f"merged{ext}"
+    if job.trace_dir is not None and job.merge:
+        merged_path = job.trace_dir / f"merged{job.ext}"
     redo = False  # a launch started before the merged file's time 0: write it again
     t_min = None
-    tick = Progress(len(raws), progress)
     try:
-        with warnings.catch_warnings():  # said once per kernel and cause below instead
-            warnings.simplefilter("ignore", DecodeWarning)
-            for i, d in enumerate(iter_decoded(raws, clock_mhz, raw, skipped)):
-                if merged_path is not None:
+        with progress_bar(len(raws), "decoding", progress) as bar:
+            for done in workers.stream(job, raws):
+                bar.update()
+                if done.error is not None:
+                    if len(raws) < 2:
+                        raise UserError(done.error)
+                    got.skipped.append(f"left out: {done.error}")
+                    continue
+                d = done.decoded
+                if d is not None:
                     t = trace_mod.time_zero(d)
                     t_min = t if t_min is None else min(t_min, t)
                     if merged is None:
-                        merged = writer(merged_path, t, len(raws) > 1, gz)
+                        merged = job.writer(merged_path, t, len(raws) > 1, job.gz)
                     redo |= t < merged.t0
                     if not redo:
                         merged.add(d)
-                elif trace_dir is not None:
-                    w = writer(Path(trace_dir) / f"{d.meta.label}{ext}",
-                               trace_mod.time_zero(d), False, gz)
-                    try:
-                        w.add(d)
-                        traced.append((w.commit(), w.json_bytes, w.events))
-                    except BaseException:
-                        w.abort()  # (no temp file left behind)
-                        raise
-                x = LaunchData.from_decoded(d)
-                del d
-                draw(x)
-                kept.append(x.slim())
-                tick(i + 1)
-        tick.end()
+                    done.decoded = d = None
+                if done.traced is not None:
+                    got.traced.append(done.traced)
+                if done.plot is not None:
+                    got.plots.append(done.plot)
+                part = done.part
+                got.details += [(part.launch, i.detail) for i in part.issues]
+                got.summary.add(part)
         if redo:  # rare (several streams or ranks): a second pass from the earliest launch
             merged.abort()
-            merged = writer(merged_path, t_min, len(raws) > 1, gz)
-            again = Progress(len(raws), progress, "wrote the merged trace of")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DecodeWarning)
-                for i, d in enumerate(iter_decoded(raws, clock_mhz, raw, [])):
-                    merged.add(d)
-                    again(i + 1)
-            again.end()
+            merged = job.writer(merged_path, t_min, len(raws) > 1, job.gz)
+            again = replace(job, again=True)
+            with progress_bar(len(raws), "merged trace", progress) as bar:
+                for done in workers.stream(again, raws):
+                    bar.update()
+                    if done.decoded is not None:
+                        merged.add(done.decoded)
         if merged is not None:
-            traced.append((merged.commit(), merged.json_bytes, merged.events))
+            got.traced.append((merged.commit(), merged.json_bytes, merged.events))
             merged = None
     finally:
         if merged is not None:
             merged.abort()
-    return kept, traced
+    return got
 
 
 def _big_trace(path: Path, size: int, events: int, merged: bool) -> str:

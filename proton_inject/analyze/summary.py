@@ -1,6 +1,9 @@
-"""Per-kernel numbers: ``LaunchData`` (one launch's region instances and CTA times, as the
-report keeps them) and ``summarize`` (the JSON-ready summary: per region count, cycles, ns and
-share; per kernel its CTAs, time, clocks, drops and issues).
+"""Per-kernel numbers: ``LaunchData`` (one launch's region instances and CTA times),
+``launch_part`` (what one launch adds to the summary, without its instances) and ``Summary``
+(launches merged as they come, in memory that does not grow with their instances: quantiles
+from ``sketch.py``), giving the JSON-ready summary: per region its launches, instances,
+cycles and ns (p5, median, p95, total), share, and across ranks the slowest; per kernel its
+CTAs, time, clocks, drops and issues. ``summarize`` does it all for a list of launches.
 """
 
 from __future__ import annotations
@@ -13,12 +16,16 @@ import numpy as np
 
 from proton_inject.analyze.clock import MEASURED
 from proton_inject.analyze.decode import Decoded
+from proton_inject.analyze.sketch import Dist, Sketch, keys
 from proton_inject.analyze.uncertainty import add_uncertainty
 from proton_inject.formats import diagnostics
 from proton_inject.formats.diagnostics import Issue
 
 # Per-warp (or per-warp-group) medians differing by more than this get their own rows.
 SPLIT_THRESHOLD = 0.10
+# Per-warp (group) medians only decide whether those rows are shown and are printed to the
+# cycle: 2**-9 (0.2%) of precision keeps their sketches at 512 bins an octave.
+UNIT_BITS = 9
 # A CTA whose records span more than this times its timer lifetime (plus a timer tick at each
 # end) on the launch's clock is reported: on a guessed clock, the clock is then too slow.
 OVERLONG_TOL = 1.02
@@ -114,158 +121,311 @@ def _drops_dict(d: Decoded) -> dict[str, Any]:
     }
 
 
-def _stats(v: np.ndarray, scratch: bool = False) -> dict[str, float]:
-    """``scratch``: ``v`` is ours to reorder (the quantiles then need no copy of it)."""
-    if len(v) == 0:
-        return {"total": 0.0, "mean": 0.0, "median": 0.0, "p95": 0.0, "max": 0.0}
-    out = {"total": float(v.sum()), "mean": float(v.mean()), "max": float(v.max())}
-    out["median"] = float(np.median(v, overwrite_input=scratch))
-    out["p95"] = float(np.percentile(v, 95, overwrite_input=scratch))
-    return {k: out[k] for k in ("total", "mean", "median", "p95", "max")}
+@dataclass
+class UnitAcc:
+    """One warp's (or warp group's) instances of a region: their count, cycles and ns."""
+
+    n: int
+    cycles: Sketch
+    ns: Sketch
+
+    def merge(self, o: UnitAcc) -> None:
+        self.n += o.n
+        self.cycles.merge(o.cycles)
+        self.ns.merge(o.ns)
 
 
-def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
-    """Numbers of one kernel (one or more launches of the same kernel and config)."""
-    first = launches[0]
-    ranks = sorted({x.rank for x in launches if x.rank is not None})
-    # CTA time = sum over profiled (launch, CTA, warp) of that CTA's lifetime: the shares'
-    # denominator, not the kernel's duration (that is the wall time, per launch, summed).
-    cta_ns = 0.0
-    wall_ns = 0.0
-    # CTAs whose records outlast their timer reads: on guessed / measured clocks, CTAs
-    # checked, worst ratio
-    overlong = [0, 0, 0, 0.0]
-    for x in launches:
-        t = _cta_time(x)
-        cta_ns += t[0]
-        wall_ns += t[6]
-        overlong[1 if x.clock.get("source") in MEASURED else 0] += t[1]
-        overlong[2] += t[2]
-        overlong[3] = max(overlong[3], t[3])
-    regions, n_events = _regions(launches, ranks, cta_ns)
-    mhz = [x.clock.get("mhz_median") for x in launches if x.clock.get("mhz_median")]
-    out = {
-        "kernel": first.kernel,
-        "config": first.config,
-        "launches": [x.launch for x in launches],
-        "ranks": ranks or None,
-        "device": first.device,
-        "grid": first.grid,
-        "num_warps": first.num_warps,
-        "ctas": int(sum(_cta_time(x)[5] for x in launches)),
-        "clock": {
-            "sources": sorted({str(x.clock.get("source")) for x in launches}),
-            "mhz_median": float(np.median(mhz)) if mhz else None,
-            "per_launch": [x.clock for x in launches],
-        },
-        "kernel_wall_ns": wall_ns,
-        "cta_time_sum_ns": cta_ns,
-        "ctas_overlong": {"count": overlong[0] + overlong[1], "of": overlong[2],
-                          "on_measured_clock": overlong[1],
-                          "max_ratio": round(overlong[3], 3) if overlong[0] + overlong[1] else None},
-        "events": n_events,
-        "sampled": {
-            "warps": first.sampled_warps,
-            "every_nth_cta": first.sample_ctas,
-            "every_nth_iteration": first.sample_iterations,
-            "ctas_with_records": int(sum(_cta_time(x)[4] for x in launches)),
-        },
-        "regions": regions,
-        "drops": _kernel_drops(launches),
-        "record_cost_cycles": sorted({x.record_cost for x in launches}, key=lambda c: -1 if c is None else c),
-        "warnings": diagnostics.summarize({first.kernel: len(launches)},
-                                          [(first.kernel, i) for x in launches for i in x.issues]),
-        "issues": [{"launch": x.launch, **i.to_dict()} for x in launches for i in x.issues],
-    }
-    add_uncertainty(out)
+@dataclass
+class RegionAcc:
+    """One region's instances over some launches, in bounded memory (``sketch.Dist``)."""
+
+    launches: int
+    cycles: Dist
+    ns: Dist
+    units: dict[int, UnitAcc]
+    ranks: dict[int, tuple[Dist, Dist]] = field(default_factory=dict)  # rank: cycles, ns
+
+    def merge(self, o: RegionAcc) -> None:
+        self.launches += o.launches
+        self.cycles.merge(o.cycles)
+        self.ns.merge(o.ns)
+        for u, acc in o.units.items():
+            if u in self.units:
+                self.units[u].merge(acc)
+            else:
+                self.units[u] = acc
+        for r, (c, n) in o.ranks.items():
+            if r in self.ranks:
+                self.ranks[r][0].merge(c)
+                self.ranks[r][1].merge(n)
+            else:
+                self.ranks[r] = (c, n)
+
+
+@dataclass
+class LaunchPart:
+    """What one launch adds to its kernel's summary: small (no per-instance arrays), so a
+    worker process sends it back cheaply and the report keeps none of them."""
+
+    kernel: str
+    launch: int
+    config: str | None
+    grid: list[int]
+    num_warps: int
+    scopes: dict[int, str]
+    scope_parents: dict[int, int]
+    scope_locs: dict[int, str]
+    clock: dict[str, Any]
+    drops: dict[str, Any]
+    issues: list[Issue]
+    device: str | None
+    rank: int | None
+    record_cost: float | None
+    sampled_warps: list[int] | None
+    sample_ctas: int
+    sample_iterations: int
+    loop_scopes: list[list[int]]
+    cta_time: tuple[float, int, int, float, int, int, float]
+    regions: dict[int, RegionAcc]
+
+
+def launch_part(x: LaunchData) -> LaunchPart:
+    """One launch's contribution to ``Summary``: per region its statistics, per warp (group)
+    sketches, and the launch's CTA time, clock, drops and issues."""
+    return LaunchPart(
+        kernel=x.kernel, launch=x.launch, config=x.config, grid=x.grid, num_warps=x.num_warps,
+        scopes=x.scopes, scope_parents=x.scope_parents, scope_locs=x.scope_locs, clock=x.clock,
+        drops=x.drops, issues=x.issues, device=x.device, rank=x.rank, record_cost=x.record_cost,
+        sampled_warps=x.sampled_warps, sample_ctas=x.sample_ctas,
+        sample_iterations=x.sample_iterations, loop_scopes=x.loop_scopes, cta_time=_cta_time(x),
+        regions=_launch_regions(x))
+
+
+def _group(num_warps: int) -> int:
+    """Warps per row of ``per_unit``: warp groups (partitions) for wide CTAs, else warps."""
+    return 4 if num_warps > 4 else 1
+
+
+def _launch_regions(x: LaunchData) -> dict[int, RegionAcc]:
+    """Per scope of one launch: its statistics. One sort by scope, then each scope's slice;
+    bins are counted per (warp group, bin) at once and summed for the whole region."""
+    if len(x.scope) == 0:
+        return {}
+    order = np.argsort(x.scope, kind="stable")
+    scope = x.scope[order]
+    ids, starts = np.unique(scope, return_index=True)
+    ends = [*starts[1:].tolist(), len(scope)]
+    cyc = x.cycles[order].astype(np.float64)
+    ns = np.asarray(x.dur_ns, np.float64)[order]
+    unit = x.warp[order].astype(np.int64) // _group(x.num_warps)
+    kc, kn = keys(cyc), keys(ns)
+    rank_of = {} if x.rank is None else {x.rank: None}
+    out = {}
+    for s, a, b in zip(ids.tolist(), starts.tolist(), ends, strict=True):
+        units: dict[int, UnitAcc] = {}
+        whole = []
+        for k, v in ((kc, cyc), (kn, ns)):
+            # (unit, bin) as one integer: bins are below 2**25 in magnitude
+            both, counts = np.unique(unit[a:b] * (1 << 26) + (k[a:b] + (1 << 25)), return_counts=True)
+            u, bins = both >> 26, (both & ((1 << 26) - 1)) - (1 << 25)
+            cut = np.flatnonzero(np.diff(u)) + 1
+            for us, bs, cs in zip(np.split(u, cut), np.split(bins, cut), np.split(counts, cut),
+                                  strict=True):
+                sk = Sketch(UNIT_BITS)
+                sk.merge(Sketch.of_sorted(bs, cs))
+                if k is kc:
+                    units[int(us[0])] = UnitAcc(int(cs.sum()), sk, Sketch())
+                else:
+                    units[int(us[0])].ns = sk
+            part = v[a:b]
+            whole.append(Dist(b - a, float(part.sum()), float(part.min()), float(part.max()),
+                              Sketch.of_keys(bins, counts)))
+        acc = RegionAcc(1, whole[0], whole[1], units)
+        for r in rank_of:  # (a copy: the region's own statistics keep merging other launches)
+            acc.ranks[r] = (_copy(whole[0]), _copy(whole[1]))
+        out[s] = acc
     return out
 
 
-def _regions(launches: Sequence[LaunchData], ranks: list[int],
-             cta_ns: float) -> tuple[list[dict[str, Any]], int]:
-    """One entry per region (scope) of a kernel's launches, and their instances in all."""
-    first = launches[0]
-    W = first.num_warps
-    group = 4 if W > 4 else 1  # warp groups (partitions) for wide CTAs, warps otherwise
-    scopes = dict(first.scopes)
-    present = sorted({int(s) for x in launches for s in _scope_ids(x.scope)})
-    for s in present:
-        scopes.setdefault(s, f"scope_{s}")
-    counts = {n: list(scopes.values()).count(n) for n in scopes.values()}
-    n_of = {s: sum(int(np.count_nonzero(x.scope == s)) for x in launches) for s in present}
-    held = _iterations_held(first.scope_parents, first.loop_scopes, n_of)
-    regions = []
-    n_events = 0
-    for s in present:
-        n_events += n_of[s]
-        name = scopes[s] if counts[scopes[s]] == 1 else f"{scopes[s]} [{s}]"
-        regions.append(_region(launches, s, n_of[s], name, group, ranks, cta_ns, held.get(s)))
-    return regions, n_events
+def _copy(d: Dist) -> Dist:
+    return Dist(d.n, d.total, d.lo, d.hi, Sketch.of_sorted(d.sketch.keys, d.sketch.counts, d.sketch.bits))
 
 
-def _region(launches: Sequence[LaunchData], s: int, n: int, name: str, group: int,
-            ranks: list[int], cta_ns: float, held: float | None) -> dict[str, Any]:
-    """The numbers of region ``s`` (``n`` instances) over a kernel's launches."""
-    first = launches[0]
-    # One scope's instances at a time, not every event of the kernel at once (a run of
-    # thousands of launches may hold a hundred million), filled launch by launch into
-    # arrays of the launches' own types (no per-launch copies to concatenate).
-    cycles = np.empty(n, np.result_type(*(x.cycles.dtype for x in launches)))
-    dur = np.empty(n, np.result_type(*(x.dur_ns.dtype for x in launches)))
-    warp = np.empty(n, np.result_type(*(x.warp.dtype for x in launches)))
-    rank_ev = np.empty(n, np.int32) if ranks else None
-    i = 0
-    for x in launches:
-        k = x.scope == s
-        j = i + int(np.count_nonzero(k))
-        cycles[i:j], dur[i:j], warp[i:j] = x.cycles[k], x.dur_ns[k], x.warp[k]
-        if rank_ev is not None:
-            rank_ev[i:j] = -1 if x.rank is None else x.rank
-        i = j
-    unit = warp // group if group > 1 else warp
-    per_unit = []
-    for u in np.unique(unit).tolist():
-        um = unit == u
-        per_unit.append({
-            "unit": f"warp {u}" if group == 1 else f"warps {u * 4}-{u * 4 + 3}",
-            "count": int(um.sum()),
-            "median_cycles": float(np.median(cycles[um], overwrite_input=True)),
-            "median_ns": float(np.median(dur[um], overwrite_input=True)),
-        })
-    meds = [p["median_cycles"] for p in per_unit]
-    differs = len(meds) > 1 and (max(meds) - min(meds)) > SPLIT_THRESHOLD * max(1.0, max(meds))
-    share = float(dur.sum() / cta_ns) if cta_ns > 0 else None
-    per_rank = [
-        {"rank": r, "count": int((rank_ev == r).sum()),
-         "cycles": _stats(cycles[rank_ev == r], True), "ns": _stats(dur[rank_ev == r], True)}
-        for r in ranks
-    ] if ranks else None
-    return {
-        "scope": int(s),
-        "name": name,
-        "loc": first.scope_locs.get(int(s)),
-        "parent": first.scope_parents.get(int(s)),
-        "count": len(cycles),
-        "cycles": _stats(cycles, True),  # (last use of these arrays: reordered in place)
-        "ns": _stats(dur, True),
-        "share": share,
-        "per_unit": per_unit if differs else None,
-        "per_rank": per_rank,
-        "recorded_iterations_inside": held,
-    }
+class KernelAcc:
+    """One (kernel, config)'s launches merged as they come: memory bounded by its regions,
+    warps and ranks, plus a few numbers per launch (its number, clock and issues)."""
+
+    def __init__(self, first: LaunchPart):
+        self.first = first
+        self.launches: list[int] = []
+        self.clocks: list[dict[str, Any]] = []
+        self.issues: list[tuple[int, Issue]] = []
+        self.costs: set[float | None] = set()
+        self.regions: dict[int, RegionAcc] = {}
+        self.cta_ns = self.wall_ns = 0.0
+        self.ctas = self.ctas_with_records = 0
+        # CTAs whose records outlast their timer reads: on guessed / measured clocks, CTAs
+        # checked, worst ratio
+        self.overlong = [0, 0, 0, 0.0]
+        self.rank_wall: dict[int, list[float]] = {}  # rank: launches, wall ns summed
+        self.drops = dict.fromkeys(_DROP_SUMS, 0)
+        self.needed: int | None = None
+        self.buffer_size = 0
+        self.buffer_types: set[str | None] = set()
+
+    def add(self, p: LaunchPart) -> None:
+        """Merge one launch (its ``regions`` become part of this accumulator)."""
+        self.launches.append(p.launch)
+        self.clocks.append(p.clock)
+        self.issues += [(p.launch, i) for i in p.issues]
+        self.costs.add(p.record_cost)
+        t = p.cta_time
+        self.cta_ns += t[0]
+        self.wall_ns += t[6]
+        self.overlong[1 if p.clock.get("source") in MEASURED else 0] += t[1]
+        self.overlong[2] += t[2]
+        self.overlong[3] = max(self.overlong[3], t[3])
+        self.ctas_with_records += t[4]
+        self.ctas += t[5]
+        if p.rank is not None:
+            w = self.rank_wall.setdefault(p.rank, [0, 0.0])
+            w[0] += 1
+            w[1] += t[6]
+        for k in _DROP_SUMS:
+            self.drops[k] += p.drops.get(k) or 0
+        if p.drops.get("needed_buffer_size"):
+            self.needed = max(self.needed or 0, p.drops["needed_buffer_size"])
+        self.buffer_size = max(self.buffer_size, p.drops.get("buffer_size") or 0)
+        self.buffer_types.add(p.drops.get("buffer_type"))
+        for s, r in p.regions.items():
+            if s in self.regions:
+                self.regions[s].merge(r)
+            else:
+                self.regions[s] = r
+
+    def summary(self) -> dict[str, Any]:
+        """The kernel's entry of the report (JSON-ready)."""
+        first = self.first
+        by_launch = sorted(range(len(self.launches)), key=self.launches.__getitem__)
+        ranks = sorted(self.rank_wall)
+        mhz = [c.get("mhz_median") for c in self.clocks if c.get("mhz_median")]
+        drops = dict(self.drops, needed_buffer_size=self.needed, buffer_size=self.buffer_size or None,
+                     buffer_type=next(iter(self.buffer_types)) if len(self.buffer_types) == 1 else None)
+        o = self.overlong
+        issues = sorted(self.issues, key=lambda li: li[0])
+        out = {
+            "kernel": first.kernel,
+            "config": first.config,
+            "launches": sorted(self.launches),
+            "ranks": ranks or None,
+            "device": first.device,
+            "grid": first.grid,
+            "num_warps": first.num_warps,
+            "ctas": self.ctas,
+            "clock": {
+                "sources": sorted({str(c.get("source")) for c in self.clocks}),
+                "mhz_median": float(np.median(mhz)) if mhz else None,
+                "per_launch": [self.clocks[i] for i in by_launch],
+            },
+            "kernel_wall_ns": self.wall_ns,
+            "cta_time_sum_ns": self.cta_ns,
+            "ctas_overlong": {"count": o[0] + o[1], "of": o[2], "on_measured_clock": o[1],
+                              "max_ratio": round(o[3], 3) if o[0] + o[1] else None},
+            "events": sum(r.cycles.n for r in self.regions.values()),
+            "sampled": {
+                "warps": first.sampled_warps,
+                "every_nth_cta": first.sample_ctas,
+                "every_nth_iteration": first.sample_iterations,
+                "ctas_with_records": self.ctas_with_records,
+            },
+            "per_rank": [{"rank": r, "launches": self.rank_wall[r][0], "wall_ns": self.rank_wall[r][1]}
+                         for r in ranks] or None,
+            "slowest_rank": _slowest([(r, self.rank_wall[r][1]) for r in ranks]),
+            "regions": self._regions(),
+            "drops": drops,
+            "record_cost_cycles": sorted(self.costs, key=lambda c: -1 if c is None else c),
+            "warnings": diagnostics.summarize({first.kernel: len(self.launches)},
+                                              [(first.kernel, i) for _, i in issues]),
+            "issues": [{"launch": n, **i.to_dict()} for n, i in issues],
+        }
+        add_uncertainty(out)
+        return out
+
+    def _regions(self) -> list[dict[str, Any]]:
+        """A row per region, the longest in total first."""
+        first = self.first
+        scopes = dict(first.scopes)
+        for s in self.regions:
+            scopes.setdefault(s, f"scope_{s}")
+        counts = {n: list(scopes.values()).count(n) for n in scopes.values()}
+        n_of = {s: r.cycles.n for s, r in self.regions.items()}
+        held = _iterations_held(first.scope_parents, first.loop_scopes, n_of)
+        group = _group(first.num_warps)
+        rows = []
+        for s in sorted(self.regions):
+            r = self.regions[s]
+            name = scopes[s] if counts[scopes[s]] == 1 else f"{scopes[s]} [{s}]"
+            per_unit = [{
+                "unit": f"warp {u}" if group == 1 else f"warps {u * 4}-{u * 4 + 3}",
+                "count": acc.n,
+                "median_cycles": acc.cycles.quantiles((0.5,))[0],
+                "median_ns": acc.ns.quantiles((0.5,))[0],
+            } for u, acc in sorted(r.units.items())]
+            meds = [p["median_cycles"] for p in per_unit]
+            differs = len(meds) > 1 and (max(meds) - min(meds)) > SPLIT_THRESHOLD * max(1.0, max(meds))
+            per_rank = [{"rank": k, "count": c.n, "cycles": c.stats(), "ns": n.stats()}
+                        for k, (c, n) in sorted(r.ranks.items())] if r.ranks else None
+            rows.append({
+                "scope": int(s),
+                "name": name,
+                "loc": first.scope_locs.get(int(s)),
+                "parent": first.scope_parents.get(int(s)),
+                "launches": r.launches,
+                "count": r.cycles.n,
+                "cycles": r.cycles.stats(),
+                "ns": r.ns.stats(),
+                "share": r.ns.total / self.cta_ns if self.cta_ns > 0 else None,
+                "per_unit": per_unit if differs else None,
+                "per_rank": per_rank,
+                "slowest_rank": _slowest([(p["rank"], p["ns"]["median"]) for p in per_rank or []]),
+                "recorded_iterations_inside": held.get(s),
+            })
+        rows.sort(key=lambda row: -row["ns"]["total"])
+        return rows
 
 
-def _kernel_drops(launches: Sequence[LaunchData]) -> dict[str, Any]:
-    """What the buffers of a kernel's launches lost, together."""
-    drops = {k: sum((x.drops.get(k) or 0) for x in launches)
-             for k in ("records_written", "records_dropped", "warps_with_drops", "ctas_with_drops",
-                       "unmatched_starts", "unmatched_ends")}
-    need = [x.drops.get("needed_buffer_size") for x in launches if x.drops.get("needed_buffer_size")]
-    drops["needed_buffer_size"] = max(need) if need else None
-    drops["buffer_size"] = max((x.drops.get("buffer_size") or 0) for x in launches) or None
-    kinds = {x.drops.get("buffer_type") for x in launches}
-    drops["buffer_type"] = kinds.pop() if len(kinds) == 1 else None  # None: unknown or mixed
-    return drops
+def _slowest(per_rank: list[tuple[int, float]]) -> dict[str, Any] | None:
+    """Across ranks (rank, time): the slowest and how far it is over the fastest, in %; None
+    with fewer than two ranks."""
+    if len(per_rank) < 2:
+        return None
+    rank, slow = max(per_rank, key=lambda rt: rt[1])
+    fast = min(t for _, t in per_rank)
+    return {"rank": rank, "ns": slow, "over_fastest_pct": 100.0 * (slow - fast) / fast if fast > 0 else None}
+
+
+_DROP_SUMS = ("records_written", "records_dropped", "warps_with_drops", "ctas_with_drops",
+              "unmatched_starts", "unmatched_ends")
+
+
+class Summary:
+    """The report built launch by launch: ``add`` each launch's ``LaunchPart`` (any order),
+    then ``result``."""
+
+    def __init__(self) -> None:
+        self.kernels: dict[tuple[str, str | None], KernelAcc] = {}
+
+    def add(self, p: LaunchPart) -> None:
+        acc = self.kernels.get((p.kernel, p.config))
+        if acc is None:
+            acc = self.kernels[(p.kernel, p.config)] = KernelAcc(p)
+        acc.add(p)
+
+    def result(self) -> dict[str, Any]:
+        """One entry per (kernel, config), in the order of their first launches."""
+        accs = sorted(self.kernels.values(), key=lambda a: min(a.launches))
+        return {"format": "proton-inject-report", "version": 2,
+                "kernels": [a.summary() for a in accs]}
 
 
 def _iterations_held(parents: dict[int, int], loops: list[list[int]],
@@ -285,14 +445,6 @@ def _iterations_held(parents: dict[int, int], loops: list[list[int]],
                 out[p] = out.get(p, 0.0) + n_of[d] / n_of[p]
             p = parents.get(p)
     return out
-
-
-def _scope_ids(scope: np.ndarray) -> np.ndarray:
-    """The distinct scope ids of one launch's events (small non-negative integers)."""
-    if len(scope) == 0:
-        return scope
-    lo = int(scope.min())
-    return np.flatnonzero(np.bincount(scope - lo)) + lo
 
 
 def _cta_time(x: LaunchData) -> tuple[float, int, int, float, int, int, float]:
@@ -368,10 +520,18 @@ def _cta_lifetimes(x: LaunchData) -> tuple[np.ndarray, np.ndarray, int, int, flo
     return ids, np.fmax(life, rec), int(over.sum()), int(checked.sum()), worst
 
 
+def kernel_summary(launches: Sequence[LaunchData]) -> dict[str, Any]:
+    """Numbers of one kernel (one or more launches of the same kernel and config)."""
+    parts = [launch_part(x) for x in launches]
+    acc = KernelAcc(parts[0])
+    for p in parts:
+        acc.add(p)
+    return acc.summary()
+
+
 def summarize(launches: Sequence[LaunchData]) -> dict[str, Any]:
     """The whole report as a JSON-ready dict: one entry per (kernel, config)."""
-    groups: dict[tuple[str, str | None], list[LaunchData]] = {}
-    for x in sorted(launches, key=lambda x: x.launch):
-        groups.setdefault((x.kernel, x.config), []).append(x)
-    return {"format": "proton-inject-report", "version": 1,
-            "kernels": [kernel_summary(g) for g in groups.values()]}
+    s = Summary()
+    for x in launches:
+        s.add(launch_part(x))
+    return s.result()
