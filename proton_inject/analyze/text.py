@@ -13,6 +13,35 @@ from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES, overhead_cla
 OVERLONG_SHARE = 0.05
 
 
+def _rank_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """A region's rows per rank, labelled; the slowest (by median ns) says how far it is over
+    the fastest. Past RANK_ROWS ranks only the slowest and the fastest."""
+    per = r.get("per_rank") or []
+    slow = r.get("slowest_rank")
+    if len(per) > RANK_ROWS:
+        fast = min(per, key=lambda p: p["ns"]["median"])
+        per = [p for p in per if p["rank"] in (fast["rank"], slow["rank"])]
+    out = []
+    for p in per:
+        label = f"  rank {p['rank']}"
+        if slow and p["rank"] == slow["rank"] and slow["over_fastest_pct"] is not None:
+            label += f" (slowest: +{slow['over_fastest_pct']:.1f}%)"
+        out.append({**p, "label": label})
+    return out
+
+
+def ranks_line(k: dict[str, Any]) -> str | None:
+    """Across ranks: how many, and which one's launches took longest in all (wall time)."""
+    slow = k.get("slowest_rank")
+    if not slow:
+        return None
+    walls = [p["wall_ns"] for p in k["per_rank"]]
+    over = "" if slow["over_fastest_pct"] is None else f", +{slow['over_fastest_pct']:.1f}% over the fastest"
+    return (f"ranks: {len(walls)}; slowest rank {slow['rank']} (wall {_fmt(slow['ns'] / 1000, 1)} us "
+            f"summed over its launches{over}; spread {_fmt(min(walls) / 1000, 1)}-"
+            f"{_fmt(max(walls) / 1000, 1)} us)")
+
+
 def _fmt(v: float | None, digits: int = 0) -> str:
     if v is None:
         return "-"
@@ -192,6 +221,9 @@ def format_text(summary: dict[str, Any]) -> str:
                  f"{wall}; clock {_fmt(clk['mhz_median'])} MHz ({', '.join(clk['sources'])})")
         out.append(title)
         out += _table(k)
+        line = ranks_line(k)
+        if line:
+            out.append("  " + line)
         line = sampled_line(k)
         if line:
             out.append("  " + line)
@@ -219,31 +251,39 @@ def format_text(summary: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+# Per-rank rows under each region: every rank up to this many, else the slowest and fastest.
+RANK_ROWS = 4
+
+
 def _table(k: dict[str, Any]) -> list[str]:
-    """One kernel's table: a row per region, then per rank and per warp (group) where given."""
-    hdr = ["region", "count", "total cyc", "mean cyc", "median cyc", "+-cyc", "p95 cyc", "max cyc",
-           "total us", "mean ns", "median ns", "+-ns", "p95 ns", "max ns", "share"]
+    """One kernel's table: a row per region, longest in total first, then per rank and per
+    warp (group) where given."""
+    hdr = ["region", "launches", "count", "total cyc", "mean cyc", "p5 cyc", "median cyc", "+-cyc",
+           "p95 cyc", "max cyc", "total us", "mean ns", "p5 ns", "median ns", "+-ns", "p95 ns",
+           "max ns", "share"]
     rows = []
     for r in k["regions"]:
         c, n = r["cycles"], r["ns"]
         u = r.get("uncertainty") or {}
         rows.append([
-            r["name"] + (" (!)" if r.get("below_uncertainty") else ""), f"{r['count']:,}",
-            _fmt(c["total"]), _fmt(c["mean"], 1), _fmt(c["median"]), _fmt(u.get("cycles")),
-            _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1), _fmt(n["mean"], 1),
-            _fmt(n["median"], 1), _fmt(u.get("ns"), 1), _fmt(n["p95"], 1), _fmt(n["max"], 1),
+            r["name"] + (" (!)" if r.get("below_uncertainty") else ""), f"{r['launches']:,}",
+            f"{r['count']:,}", _fmt(c["total"]), _fmt(c["mean"], 1), _fmt(c["p5"]), _fmt(c["median"]),
+            _fmt(u.get("cycles")), _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1),
+            _fmt(n["mean"], 1), _fmt(n["p5"], 1), _fmt(n["median"], 1), _fmt(u.get("ns"), 1),
+            _fmt(n["p95"], 1), _fmt(n["max"], 1),
             "-" if r["share"] is None else f"{100 * r['share']:.1f}%",
         ])
-        for pr in r.get("per_rank") or []:
+        for pr in _rank_rows(r):
             c, n = pr["cycles"], pr["ns"]
             rows.append([
-                f"  rank {pr['rank']}", f"{pr['count']:,}", _fmt(c["total"]), _fmt(c["mean"], 1),
-                _fmt(c["median"]), "", _fmt(c["p95"]), _fmt(c["max"]), _fmt(n["total"] / 1000, 1),
-                _fmt(n["mean"], 1), _fmt(n["median"], 1), "", _fmt(n["p95"], 1), _fmt(n["max"], 1), "",
+                pr["label"], "", f"{pr['count']:,}", _fmt(c["total"]), _fmt(c["mean"], 1),
+                _fmt(c["p5"]), _fmt(c["median"]), "", _fmt(c["p95"]), _fmt(c["max"]),
+                _fmt(n["total"] / 1000, 1), _fmt(n["mean"], 1), _fmt(n["p5"], 1), _fmt(n["median"], 1),
+                "", _fmt(n["p95"], 1), _fmt(n["max"], 1), "",
             ])
         for u in r["per_unit"] or []:
-            rows.append([f"  {u['unit']}", f"{u['count']:,}", "", "", _fmt(u["median_cycles"]), "",
-                         "", "", "", "", _fmt(u["median_ns"], 1), "", "", "", ""])
+            rows.append([f"  {u['unit']}", "", f"{u['count']:,}", "", "", "", _fmt(u["median_cycles"]),
+                         "", "", "", "", "", "", _fmt(u["median_ns"], 1), "", "", "", ""])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(hdr)]
     out = ["  " + "  ".join(h.ljust(w) if i == 0 else h.rjust(w)

@@ -1,0 +1,183 @@
+"""The report at scale (issue 29 items 2-4): worker processes give the same report as one
+process, damaged launches among several are left out by name, the summary's quantiles come
+from bounded sketches (exact for integer cycles), ranks give the slowest, and the progress
+bar shows on a terminal only.
+
+Runs are written by the runtime's own writers (benchmarks/report_scale.py's ``build_run``)
+from the real H100 buffers of tests/data/h100-triton3.6.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import importlib.util
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from proton_inject.analyze.decode import decode
+from proton_inject.analyze.report import run_report
+from proton_inject.analyze.sketch import MAX_BINS, Dist, Sketch, keys
+from proton_inject.analyze.summary import LaunchData, Summary, launch_part, summarize
+from proton_inject.analyze.text import format_text
+from proton_inject.formats.raw import load_raw
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "tests" / "data" / "h100-triton3.6"
+
+
+def _build_run(out: Path, launches: int, ctas: int) -> Path:
+    spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.build_run(out, launches, ctas, 0.25)
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """24 launches (add and mm), one of them damaged (its buffer cut short)."""
+    out = _build_run(tmp_path_factory.mktemp("par") / "run", 24, 4)
+    bad = out / "raw" / "00005-add_kernel.bin.gz"
+    bad.write_bytes(bad.read_bytes()[:40])
+    return out
+
+
+def test_workers_give_the_same_report_traces_and_notes_as_one_process(run_dir, tmp_path):
+    one = run_report([run_dir], trace_dir=tmp_path / "one", jobs=1, as_json=True)
+    two = run_report([run_dir], trace_dir=tmp_path / "two", jobs=2, as_json=True)
+    assert one.text == two.text and one.details == two.details
+    assert one.warnings == two.warnings
+    left = [w for w in one.warnings if w.startswith("left out: ")]
+    assert len(left) == 1 and "00005-add_kernel" in left[0]
+    assert sum(len(k["launches"]) for k in one.summary["kernels"]) == 23
+    assert [p.name for p in one.files] == [p.name for p in two.files] and len(one.files) == 23
+    for a, b in zip(one.files, two.files, strict=True):
+        assert a.read_bytes() == b.read_bytes()
+
+
+def test_workers_write_the_same_merged_trace(run_dir, tmp_path):
+    one = run_report([run_dir], trace_dir=tmp_path / "one", merge=True, jobs=1, trace_format="json")
+    two = run_report([run_dir], trace_dir=tmp_path / "two", merge=True, jobs=2, trace_format="json")
+    assert one.files[0].read_bytes() == two.files[0].read_bytes()
+    assert one.text == two.text
+
+
+def test_zero_jobs_is_refused(run_dir):
+    from proton_inject.errors import UserError
+
+    with pytest.raises(UserError, match="-j 0"):
+        run_report([run_dir], jobs=0)
+
+
+def test_sketch_quantiles_are_numpys_for_integer_cycles():
+    rng = np.random.default_rng(1)
+    v = np.concatenate([rng.integers(-50, 8000, 100_000), rng.integers(20, 40, 5_000)]).astype(np.float64)
+    d = Dist.of(v)
+    got = d.stats()
+    want = np.quantile(v, [0.05, 0.5, 0.95])
+    assert [got["p5"], got["median"], got["p95"]] == want.tolist()
+    assert (got["total"], got["min"], got["max"], got["mean"]) == (v.sum(), v.min(), v.max(), v.mean())
+    # merged from parts in any split: the same bins
+    parts = [Dist.of(x) for x in np.array_split(rng.permutation(v), 7)]
+    m = Dist()
+    for p in parts:
+        m.merge(p)
+    assert np.array_equal(m.sketch.keys, d.sketch.keys) and np.array_equal(m.sketch.counts, d.sketch.counts)
+
+
+def test_sketch_stays_bounded_and_within_its_precision():
+    rng = np.random.default_rng(2)
+    s = Sketch()
+    every = []
+    for _ in range(20):  # floats over 20 octaves: far more distinct bins than MAX_BINS
+        v = np.exp2(rng.uniform(0, 20, 50_000))
+        every.append(v)
+        s.merge(Sketch.of_keys(keys(v)))
+        assert len(s.keys) <= MAX_BINS
+    v = np.concatenate(every)
+    assert s.n == len(v) and s.bits < 12
+    for q, got in zip((0.05, 0.5, 0.95), s.quantiles((0.05, 0.5, 0.95)), strict=True):
+        want = np.quantile(v, q)
+        assert want * (1 - 2.0 ** -s.bits) <= got <= want  # a bin's lower edge
+
+
+def test_summary_is_the_same_whatever_the_order_launches_come_in():
+    xs = []
+    for name in ("add", "mm"):
+        buf, meta = load_raw(DATA / f"profile_scratch_{name}.json")
+        d = decode(buf, meta, clock_mhz=1500)
+        x = LaunchData.from_decoded(d)
+        xs += [x, dataclasses.replace(x, launch=x.launch + 1, dur_ns=x.dur_ns * 1.5)]
+    a = Summary()
+    for x in xs:
+        a.add(launch_part(x))
+    b = Summary()
+    for x in reversed(xs):
+        b.add(launch_part(x))
+    assert a.result() == b.result() == summarize(xs)
+    add = a.result()["kernels"][0]
+    totals = [r["ns"]["total"] for r in add["regions"]]
+    assert totals == sorted(totals, reverse=True)  # longest in total first
+    assert {r["name"]: r["launches"] for r in add["regions"]} == {"kernel": 2, "iter": 2}
+
+
+def test_ranks_name_the_slowest_and_the_spread():
+    buf, meta = load_raw(DATA / "profile_scratch_add.json")
+    x = LaunchData.from_decoded(decode(buf, meta, clock_mhz=1500))
+    slow = 1.25  # rank 2's regions and CTAs take 25% longer
+    ranks = [dataclasses.replace(x, rank=r) for r in (0, 1)]
+    ranks.append(dataclasses.replace(x, rank=2, dur_ns=x.dur_ns * slow, start_ns=x.start_ns * slow,
+                                     cta_init_ns=x.cta_init_ns * slow,
+                                     cta_prefinal_ns=x.cta_prefinal_ns * slow))
+    (k,) = summarize(ranks)["kernels"]
+    assert k["ranks"] == [0, 1, 2] and k["slowest_rank"]["rank"] == 2
+    assert k["slowest_rank"]["over_fastest_pct"] == pytest.approx(25.0, abs=0.5)
+    it = next(r for r in k["regions"] if r["name"] == "iter")
+    assert it["slowest_rank"]["rank"] == 2
+    assert it["slowest_rank"]["over_fastest_pct"] == pytest.approx(25.0, abs=0.5)
+    text = format_text({"kernels": [k]})
+    assert "rank 2 (slowest: +25." in text and "slowest rank 2" in text
+
+
+def _cli_report(run: Path, stderr_tty: bool) -> str:
+    """stderr of `proton-inject report RUN -j 1`, on a terminal or on a pipe."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "proton_inject.cli", "report", str(run), "-j", "1"]
+    if not stderr_tty:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return p.stderr
+    main, other = pty.openpty()
+    # a terminal 100 columns wide (a new pty has none: tqdm would draw nothing)
+    fcntl.ioctl(other, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=other, env=env)
+    os.close(other)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert p.wait(timeout=300) == 0
+    os.close(main)
+    return out.decode(errors="replace")
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path):
+    run = _build_run(tmp_path / "run", 12, 2)
+    on_tty = _cli_report(run, True)
+    assert "decoding:" in on_tty and "/12 [" in on_tty and "launch/s" in on_tty
+    on_pipe = _cli_report(run, False)
+    assert "decoding" not in on_pipe and "\r" not in on_pipe
