@@ -5,12 +5,17 @@ Builds a run directory the way ``run`` writes one (the runtime's own ``Session._
 tests/data/h100-triton3.6: a share of add_kernel launches (4 warps, 9 regions a warp) and the
 rest mm_kernel launches (8 warps, 63 regions a warp, its buffer wrapped), each cut to the
 first ``--ctas`` CTAs and moved later in time launch by launch. Then, each case in a fresh
-process (so the peak RSS is that case's): ``run_report(DIR)``, the same with ``--trace`` (one
-``.json.gz`` per launch) and with ``--trace --merge --gz``, and the CLI once.
+process (so the peak RSS is that case's) and with each ``-j`` (decoding processes; 1: in the
+report's own process): ``run_report(DIR)``, the same with ``--trace`` (one native trace per
+launch, gzipped) and with ``--trace --merge --gz``, and the CLI once.
 
-    python benchmarks/report_scale.py --launches 1000,10000 [--ctas 64] [--mm-share 0.1]
+    python benchmarks/report_scale.py --launches 1000,10000 -j 1,all [--ctas 64] [--mm-share 0.1]
 
-One run per case (no spread): the per-launch ratio between sizes is the linearity check.
+Peak memory is the report's own process and its largest worker (each worker's peak RSS
+includes what it shares with the report's process, forked from it). One run per case (no
+spread): the per-launch ratio between sizes is the linearity check, and the closing table
+gives each case's speed-up over -j 1 measured in the same run, and peak memory at the
+largest run size over the smallest.
 """
 
 from __future__ import annotations
@@ -89,17 +94,17 @@ def _sizes(paths: list[str]) -> dict:
     return {k: (len(v), sum(v)) for k, v in by.items()}
 
 
-def child(case: str, run_dir: str, tmp: str) -> None:
+def child(case: str, run_dir: str, tmp: str, jobs: str) -> None:
     """One measured case; prints a JSON line."""
     t0 = time.perf_counter()
     if case == "cli":
-        p = subprocess.run([sys.executable, "-m", "proton_inject.cli", "report", run_dir],
+        p = subprocess.run([sys.executable, "-m", "proton_inject.cli", "report", run_dir, "-j", jobs],
                            capture_output=True, text=True, cwd=REPO)
         dt = time.perf_counter() - t0
+        # (the CLI's process and its workers are all children here: the largest of them)
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        lines = [x for x in p.stderr.splitlines() if "decoded" in x]
-        print(json.dumps({"s": dt, "rss": rss, "rc": p.returncode, "stdout": len(p.stdout),
-                          "progress_lines": len(lines), "last_progress": lines[-1] if lines else "",
+        print(json.dumps({"s": dt, "rss": rss, "worker_rss": None, "rc": p.returncode,
+                          "stdout": len(p.stdout), "stderr_lines": len(p.stderr.splitlines()),
                           "err": p.stderr[-800:] if p.returncode else ""}))
         return
     import cProfile
@@ -112,22 +117,23 @@ def child(case: str, run_dir: str, tmp: str) -> None:
     prof = cProfile.Profile() if case.endswith("+prof") else None
     if prof:
         prof.enable()
-    res = run_report([run_dir], **kw)
+    res = run_report([run_dir], jobs=int(jobs), **kw)
     dt = time.perf_counter() - t0
     if prof:
         prof.disable()
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 if int(jobs) > 1 else None
     kernels = {k["kernel"]: len(k["launches"]) for k in res.summary["kernels"]}
-    print(json.dumps({"s": dt, "rss": rss, "text": len(res.text), "kernels": kernels,
+    print(json.dumps({"s": dt, "rss": rss, "worker_rss": workers, "text": len(res.text), "kernels": kernels,
                       "json": len(json.dumps(res.summary, indent=1)),
                       "big": [m.group(0) for w in res.warnings
                               if (m := re.search(r"[\d,]+ MiB of JSON", w))],
                       "files": _sizes([str(f) for f in res.files])}))
 
 
-def measure(case: str, run_dir: Path, tmp: Path) -> dict:
-    p = subprocess.run([sys.executable, __file__, "--child", case, str(run_dir), str(tmp)],
+def measure(case: str, run_dir: Path, tmp: Path, jobs: int) -> dict:
+    p = subprocess.run([sys.executable, __file__, "--child", case, str(run_dir), str(tmp), str(jobs)],
                        capture_output=True, text=True)
     if p.returncode:
         raise SystemExit(f"{case} failed:\n{p.stderr[-3000:]}")
@@ -141,36 +147,69 @@ def main() -> None:
     ap.add_argument("--launches", default="1000,10000", help="comma-separated run sizes")
     ap.add_argument("--ctas", type=int, default=128, help="CTAs per launch (fixtures: 1024)")
     ap.add_argument("--mm-share", type=float, default=0.1, help="share of mm_kernel launches")
+    ap.add_argument("-j", "--jobs", default="1,all",
+                    help="comma-separated decoding processes to compare (all: one per core)")
     ap.add_argument("--cases", default="plain,trace,merge,cli",
                     help="plain (table only), trace (--trace --gz), merge (--trace --merge --gz), "
                          "cli (report DIR); add +prof to a case for a cProfile on stderr")
-    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(*args.child)
         return
+    from proton_inject.analyze.report import default_jobs
+
+    jobs = sorted({default_jobs() if j == "all" else int(j) for j in args.jobs.split(",")})
+    sizes = [int(x) for x in args.launches.split(",")]
+    cases = args.cases.split(",")
     mib = 2**20
     print(f"launches: {1 - args.mm_share:.0%} add_kernel (4 warps, 9 regions/warp), "
-          f"{args.mm_share:.0%} mm_kernel (8 warps, 63 regions/warp, wrapped), {args.ctas} CTAs each")
-    print(f"{'launches':>9} {'case':<11} {'s':>8} {'ms/launch':>10} {'peak RSS MiB':>13}  outputs")
-    for n in (int(x) for x in args.launches.split(",")):
+          f"{args.mm_share:.0%} mm_kernel (8 warps, 63 regions/warp, wrapped), {args.ctas} CTAs each; "
+          f"{default_jobs()} cores available, -j {','.join(map(str, jobs))}")
+    print(f"{'launches':>9} {'case':<11} {'-j':>3} {'s':>8} {'ms/launch':>10} {'peak MiB':>9} "
+          f"{'worker MiB':>10}  outputs")
+    got: dict[tuple[int, str, int], dict] = {}
+    for n in sizes:
         with tempfile.TemporaryDirectory(prefix="report_scale_") as tmp:
             run_dir = Path(tmp) / "run"
             t0 = time.perf_counter()
             build_run(run_dir, n, args.ctas, args.mm_share)
             raw = {"files": len(list((run_dir / "raw").iterdir())),
                    "bytes": sum(p.stat().st_size for p in (run_dir / "raw").iterdir())}
-            print(f"{n:>9,} {'(build)':<11} {time.perf_counter() - t0:>8.1f} {'':>10} {'':>13}  "
-                  f"raw/: {raw['files']:,} files, {raw['bytes'] / mib:,.1f} MiB")
-            for case in args.cases.split(","):
-                r = measure(case, run_dir, Path(tmp))
-                outs = (f"stdout {r['stdout']:,} B, rc {r['rc']}, {r['progress_lines']} progress "
-                        f"lines ({r['last_progress']!r}) {r['err']}" if case == "cli" else
-                        f"table {r['text']:,} B, --json {r['json']:,} B; " + ", ".join(
-                            f"{c:,} {k} {b / mib:,.1f} MiB" for k, (c, b) in r["files"].items()) +
-                        "".join(f" (warned: {w})" for w in r["big"][:1]))
-                print(f"{n:>9,} {case:<11} {r['s']:>8.1f} {1000 * r['s'] / n:>10.2f} "
-                      f"{r['rss'] / mib:>13,.0f}  {outs}", flush=True)
+            print(f"{n:>9,} {'(build)':<11} {'':>3} {time.perf_counter() - t0:>8.1f} {'':>10} {'':>9} "
+                  f"{'':>10}  raw/: {raw['files']:,} files, {raw['bytes'] / mib:,.1f} MiB", flush=True)
+            for case in cases:
+                for j in jobs:
+                    r = got[(n, case, j)] = measure(case, run_dir, Path(tmp), j)
+                    outs = (f"stdout {r['stdout']:,} B, rc {r['rc']}, {r['stderr_lines']} stderr lines "
+                            f"{r['err']}" if case == "cli" else
+                            f"table {r['text']:,} B, --json {r['json']:,} B; " + ", ".join(
+                                f"{c:,} {k} {b / mib:,.1f} MiB" for k, (c, b) in r["files"].items()) +
+                            "".join(f" (warned: {w})" for w in r["big"][:1]))
+                    wk = "-" if r["worker_rss"] is None else f"{r['worker_rss'] / mib:,.0f}"
+                    print(f"{n:>9,} {case:<11} {j:>3} {r['s']:>8.1f} {1000 * r['s'] / n:>10.2f} "
+                          f"{r['rss'] / mib:>9,.0f} {wk:>10}  {outs}", flush=True)
+    _closing_table(got, sizes, cases, jobs)
+
+
+def _closing_table(got: dict[tuple[int, str, int], dict], sizes: list[int], cases: list[str],
+                   jobs: list[int]) -> None:
+    """One line per case and -j: speed-up over -j 1 at each size, and peak memory at the
+    largest size over the smallest (the goal: within 1.2)."""
+    lo, hi = min(sizes), max(sizes)
+    print(f"\nsummary ({os.cpu_count()} CPUs on this machine; speed-up: -j 1 s / -j N s, same run)")
+    head = "".join(f" {'x at ' + format(n, ','):>12}" for n in sizes)
+    ratio = f"peak {hi:,}/{lo:,}"
+    print(f"{'case':<11} {'-j':>3}{head} {'peak MiB':>16} {'worker MiB':>16} {ratio:>18}")
+    for case in cases:
+        for j in jobs:
+            ups = "".join(f" {got[(n, case, 1)]['s'] / got[(n, case, j)]['s']:>12.2f}"
+                          if (n, case, 1) in got else f" {'-':>12}" for n in sizes)
+            a, b = got[(lo, case, j)], got[(hi, case, j)]
+            mem = f"{a['rss'] / 2**20:,.0f}-{b['rss'] / 2**20:,.0f}"
+            wk = ("-" if a["worker_rss"] is None else
+                  f"{a['worker_rss'] / 2**20:,.0f}-{b['worker_rss'] / 2**20:,.0f}")
+            print(f"{case:<11} {j:>3}{ups} {mem:>16} {wk:>16} {b['rss'] / a['rss']:>18.2f}")
 
 
 if __name__ == "__main__":
