@@ -35,7 +35,7 @@ from proton_inject.analyze import trace as trace_mod
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.plot import plot_timeline
-from proton_inject.analyze.summary import LaunchData, LaunchPart, Summary, launch_part
+from proton_inject.analyze.summary import LaunchData, Summary, launch_part
 from proton_inject.analyze.text import format_text
 from proton_inject.errors import UserError
 from proton_inject.formats import calibration, clock_bracket
@@ -45,9 +45,14 @@ from proton_inject.formats.files import check_outputs
 from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta
 from proton_inject.formats.schema import read_json
 
-# Launches handed to each worker process ahead of the one the report waits for: keeps every
+# Tasks handed to each worker process ahead of the one the report waits for: keeps every
 # worker busy while bounding what waits in memory (a merged trace's decoded launches).
 AHEAD_PER_JOB = 2
+# Launches per task at most: a worker merges their summary parts itself, so the report's own
+# process merges one summary per task (it would else be the bottleneck past a few workers:
+# ~0.2-2 ms a launch against ~10 ms to decode a small one). A merged trace takes 1 a task
+# (its decoded launches come back whole).
+CHUNK = 16
 # A trace file with more JSON than this gets a warning: Perfetto's UI parses it inside the
 # browser's memory (~2 GB), and JSON traces past a few hundred MB load slowly or not at all.
 TRACE_WARN_BYTES = 500 * 2**20
@@ -429,17 +434,17 @@ class _Job:
 
 @dataclass
 class _Done:
-    """One launch as a worker sends it back."""
+    """One launch as a worker leaves it."""
 
     error: str | None = None
-    part: LaunchPart | None = None
+    details: list[tuple[int, str]] = field(default_factory=list)  # launch, issue
     traced: tuple[Path, int, int] | None = None  # trace file, JSON bytes, events
     plot: Path | None = None
     decoded: Decoded | None = None  # for the merged trace
 
 
-def _work(job: _Job, path: Path) -> _Done:
-    """Decode one launch, write its trace and plot, and return its summary part."""
+def _work(job: _Job, path: Path, summary: Summary) -> _Done:
+    """Decode one launch, write its trace and plot, and add its part to ``summary``."""
     with warnings.catch_warnings():  # the report says them once per kernel and cause
         warnings.simplefilter("ignore", DecodeWarning)
         try:
@@ -461,8 +466,15 @@ def _work(job: _Job, path: Path) -> _Done:
     del d
     if job.plot is not None:
         out.plot = plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, job.one))
-    out.part = launch_part(x)
+    out.details = [(x.launch, i.detail) for i in x.issues]
+    summary.add(launch_part(x))
     return out
+
+
+def _work_chunk(job: _Job, paths: Sequence[Path]) -> tuple[list[_Done], Summary]:
+    """``_work`` of some consecutive launches (in a worker): one summary for them all."""
+    summary = Summary()
+    return [_work(job, p, summary) for p in paths], summary
 
 
 class _Workers:
@@ -493,25 +505,28 @@ class _Workers:
         with _dead_worker():
             return list(self._pool.map(fn, items, chunksize=max(1, len(items) // (8 * self.jobs))))
 
-    def stream(self, job: _Job, paths: Sequence[Path]) -> Iterator[_Done]:
-        """``_work`` of each launch, in order, with at most AHEAD_PER_JOB launches per worker
-        in flight or waiting."""
+    def stream(self, job: _Job, paths: Sequence[Path], summary: Summary) -> Iterator[_Done]:
+        """``_work`` of each launch, in order, their parts added to ``summary``; in the
+        workers, chunks of consecutive launches, at most AHEAD_PER_JOB chunks per worker in
+        flight or waiting."""
         if self._pool is None:
-            yield from (_work(job, p) for p in paths)
+            yield from (_work(job, p, summary) for p in paths)
             return
-        todo = iter(paths)
+        size = 1 if job.merge or job.again else max(1, min(CHUNK, len(paths) // (4 * self.jobs)))
+        chunks = (paths[i:i + size] for i in range(0, len(paths), size))
         ahead: deque[Future] = deque()
         with _dead_worker():
-            for p in todo:
-                ahead.append(self._pool.submit(_work, job, p))
+            for c in chunks:
+                ahead.append(self._pool.submit(_work_chunk, job, c))
                 if len(ahead) >= AHEAD_PER_JOB * self.jobs:
                     break
             while ahead:
-                done = ahead.popleft().result()
-                nxt = next(todo, None)
+                done, part = ahead.popleft().result()
+                nxt = next(chunks, None)
                 if nxt is not None:
-                    ahead.append(self._pool.submit(_work, job, nxt))
-                yield done
+                    ahead.append(self._pool.submit(_work_chunk, job, nxt))
+                summary.merge(part)
+                yield from done
 
 
 class _dead_worker:
@@ -538,7 +553,7 @@ class _Decoded:
 
 
 def _decode_all(raws: Sequence[Path], job: _Job, workers: _Workers, progress: bool) -> _Decoded:
-    """Decode the raw launches (``workers``), merge their summary parts in launch order, and
+    """Decode the raw launches (``workers``), merge their summaries in launch order, and
     write the merged trace if asked (from the decoded launches the workers send back)."""
     got = _Decoded()
     merged = merged_path = None
@@ -548,7 +563,7 @@ def _decode_all(raws: Sequence[Path], job: _Job, workers: _Workers, progress: bo
     t_min = None
     try:
         with progress_bar(len(raws), "decoding", progress) as bar:
-            for done in workers.stream(job, raws):
+            for done in workers.stream(job, raws, got.summary):
                 bar.update()
                 if done.error is not None:
                     if len(raws) < 2:
@@ -569,15 +584,13 @@ def _decode_all(raws: Sequence[Path], job: _Job, workers: _Workers, progress: bo
                     got.traced.append(done.traced)
                 if done.plot is not None:
                     got.plots.append(done.plot)
-                part = done.part
-                got.details += [(part.launch, i.detail) for i in part.issues]
-                got.summary.add(part)
+                got.details += done.details
         if redo:  # rare (several streams or ranks): a second pass from the earliest launch
             merged.abort()
             merged = job.writer(merged_path, t_min, len(raws) > 1, job.gz)
             again = replace(job, again=True)
             with progress_bar(len(raws), "merged trace", progress) as bar:
-                for done in workers.stream(again, raws):
+                for done in workers.stream(again, raws, Summary()):
                     bar.update()
                     if done.decoded is not None:
                         merged.add(done.decoded)

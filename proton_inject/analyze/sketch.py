@@ -69,14 +69,6 @@ class Sketch:
         s._set(k, np.ones(len(k), np.int64) if counts is None else counts)
         return s
 
-    @classmethod
-    def of_sorted(cls, k: np.ndarray, counts: np.ndarray, bits: int = BITS) -> Sketch:
-        """A sketch of distinct keys already sorted, with their counts (no sort again)."""
-        s = cls(bits, k.copy(), counts.copy())
-        if len(k) > MAX_BINS:
-            s._set(s.keys, s.counts)
-        return s
-
     @property
     def n(self) -> int:
         return int(self.counts.sum())
@@ -94,10 +86,19 @@ class Sketch:
         # only new bins sort the whole again.
         i = np.minimum(np.searchsorted(self.keys, k), len(self.keys) - 1)
         hit = self.keys[i] == k
-        np.add.at(self.counts, i[hit], other.counts[hit])
-        if not hit.all():
-            self._set(np.concatenate([self.keys, k[~hit]]),
-                      np.concatenate([self.counts, other.counts[~hit]]))
+        if other.bits != self.bits:  # (coarsened keys may repeat: summed with add.at)
+            np.add.at(self.counts, i[hit], other.counts[hit])
+            if not hit.all():
+                self._set(np.concatenate([self.keys, k[~hit]]),
+                          np.concatenate([self.counts, other.counts[~hit]]))
+            return
+        self.counts[i[hit]] += other.counts[hit]
+        if not hit.all():  # new bins go in place: both key lists are sorted and distinct
+            at = np.searchsorted(self.keys, k[~hit])
+            self.keys = np.insert(self.keys, at, k[~hit])
+            self.counts = np.insert(self.counts, at, other.counts[~hit])
+            if len(self.keys) > MAX_BINS:
+                self._set(self.keys, self.counts)
 
     def _set(self, k: np.ndarray, c: np.ndarray) -> None:
         """Hold keys ``k`` (any order, repeats summed) with counts ``c``, in MAX_BINS bins."""
@@ -124,27 +125,38 @@ class Sketch:
         return out
 
 
+FIXED = 2**20  # totals are summed as integers of 2**-20: the same in any order (any -j)
+
+
+def fixed(v: float) -> int:
+    """``v`` in the integer units totals are summed in."""
+    return round(v * FIXED)
+
+
 @dataclass
 class Dist:
     """Count, total, min and max of some values (exact) and their quantiles (a ``Sketch``)."""
 
     n: int = 0
-    total: float = 0.0
+    sum_fixed: int = 0  # the total in units of 2**-20
     lo: float = math.inf
     hi: float = -math.inf
     sketch: Sketch = field(default_factory=Sketch)
 
     @classmethod
-    def of(cls, v: np.ndarray, k: np.ndarray | None = None) -> Dist:
-        """The statistics of ``v`` (``k``: their ``keys``, when already computed)."""
+    def of(cls, v: np.ndarray) -> Dist:
+        """The statistics of ``v``."""
         if len(v) == 0:
             return cls()
-        return cls(len(v), float(v.sum()), float(v.min()), float(v.max()),
-                   Sketch.of_keys(keys(v) if k is None else k))
+        return cls(len(v), fixed(float(v.sum())), float(v.min()), float(v.max()), Sketch.of_keys(keys(v)))
+
+    @property
+    def total(self) -> float:
+        return self.sum_fixed / FIXED
 
     def merge(self, o: Dist) -> None:
         self.n += o.n
-        self.total += o.total
+        self.sum_fixed += o.sum_fixed
         self.lo, self.hi = min(self.lo, o.lo), max(self.hi, o.hi)
         self.sketch.merge(o.sketch)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from proton_inject.analyze.clock import MEASURED
 from proton_inject.analyze.decode import Decoded
-from proton_inject.analyze.sketch import Dist, Sketch, keys
+from proton_inject.analyze.sketch import BITS, FIXED, Dist, Sketch, fixed, keys
 from proton_inject.analyze.uncertainty import add_uncertainty
 from proton_inject.formats import diagnostics
 from proton_inject.formats.diagnostics import Issue
@@ -86,8 +86,8 @@ class LaunchData:
 
     def slim(self) -> LaunchData:
         """This launch as ``summarize`` needs it, in less memory: per-CTA numbers folded into
-        ``cta_time``, start times and CTA/SM ids dropped, integers narrowed. A report over
-        thousands of launches then keeps 16 bytes per region instance instead of ~120."""
+        ``cta_time``, start times and CTA/SM ids dropped, integers narrowed (16 bytes per
+        region instance instead of ~120: ``diff`` keeps its launches so)."""
         none = np.zeros(0, np.int64)
         return replace(self, cta_time=_cta_time(self), scope=_narrow(self.scope),
                        warp=_narrow(self.warp), cycles=_narrow(self.cycles), start_ns=np.zeros(0),
@@ -125,9 +125,9 @@ def _drops_dict(d: Decoded) -> dict[str, Any]:
 class UnitAcc:
     """One warp's (or warp group's) instances of a region: their count, cycles and ns."""
 
-    n: int
-    cycles: Sketch
-    ns: Sketch
+    n: int = 0
+    cycles: Sketch = field(default_factory=lambda: Sketch(UNIT_BITS))
+    ns: Sketch = field(default_factory=lambda: Sketch(UNIT_BITS))
 
     def merge(self, o: UnitAcc) -> None:
         self.n += o.n
@@ -137,29 +137,34 @@ class UnitAcc:
 
 @dataclass
 class RegionAcc:
-    """One region's instances over some launches, in bounded memory (``sketch.Dist``)."""
+    """One region's instances over some launches, in bounded memory (``sketch.Dist``): a
+    launch's own, or a kernel's launches ``add``ed (their objects are read, never kept)."""
 
-    launches: int
-    cycles: Dist
-    ns: Dist
-    units: dict[int, UnitAcc]
+    launches: int = 0
+    cycles: Dist = field(default_factory=Dist)
+    ns: Dist = field(default_factory=Dist)
+    units: dict[int, UnitAcc] = field(default_factory=dict)
     ranks: dict[int, tuple[Dist, Dist]] = field(default_factory=dict)  # rank: cycles, ns
 
-    def merge(self, o: RegionAcc) -> None:
+    def add(self, o: RegionAcc, rank: int | None) -> None:
+        """Merge one launch's region (of ``rank``)."""
         self.launches += o.launches
         self.cycles.merge(o.cycles)
         self.ns.merge(o.ns)
         for u, acc in o.units.items():
-            if u in self.units:
-                self.units[u].merge(acc)
-            else:
-                self.units[u] = acc
+            self.units.setdefault(u, UnitAcc()).merge(acc)
+        if rank is not None:
+            c, n = self.ranks.setdefault(rank, (Dist(), Dist()))
+            c.merge(o.cycles)
+            n.merge(o.ns)
+
+    def merge(self, o: RegionAcc) -> None:
+        """Merge another accumulator of the same region (its ranks with it)."""
+        self.add(o, None)
         for r, (c, n) in o.ranks.items():
-            if r in self.ranks:
-                self.ranks[r][0].merge(c)
-                self.ranks[r][1].merge(n)
-            else:
-                self.ranks[r] = (c, n)
+            mine = self.ranks.setdefault(r, (Dist(), Dist()))
+            mine[0].merge(c)
+            mine[1].merge(n)
 
 
 @dataclass
@@ -207,90 +212,87 @@ def _group(num_warps: int) -> int:
 
 
 def _launch_regions(x: LaunchData) -> dict[int, RegionAcc]:
-    """Per scope of one launch: its statistics. One sort by scope, then each scope's slice;
-    bins are counted per (warp group, bin) at once and summed for the whole region."""
+    """Per scope of one launch: its statistics, in a few passes over all its instances (a
+    launch may hold a million; a loop per scope would cost more than decoding small ones)."""
     if len(x.scope) == 0:
         return {}
-    order = np.argsort(x.scope, kind="stable")
-    scope = x.scope[order]
-    ids, starts = np.unique(scope, return_index=True)
-    ends = [*starts[1:].tolist(), len(scope)]
-    cyc = x.cycles[order].astype(np.float64)
-    ns = np.asarray(x.dur_ns, np.float64)[order]
-    unit = x.warp[order].astype(np.int64) // _group(x.num_warps)
-    kc, kn = keys(cyc), keys(ns)
-    rank_of = {} if x.rank is None else {x.rank: None}
-    out = {}
-    for s, a, b in zip(ids.tolist(), starts.tolist(), ends, strict=True):
-        units: dict[int, UnitAcc] = {}
-        whole = []
-        for k, v in ((kc, cyc), (kn, ns)):
-            # (unit, bin) as one integer: bins are below 2**25 in magnitude
-            both, counts = np.unique(unit[a:b] * (1 << 26) + (k[a:b] + (1 << 25)), return_counts=True)
-            u, bins = both >> 26, (both & ((1 << 26) - 1)) - (1 << 25)
-            cut = np.flatnonzero(np.diff(u)) + 1
-            for us, bs, cs in zip(np.split(u, cut), np.split(bins, cut), np.split(counts, cut),
-                                  strict=True):
-                sk = Sketch(UNIT_BITS)
-                sk.merge(Sketch.of_sorted(bs, cs))
-                if k is kc:
-                    units[int(us[0])] = UnitAcc(int(cs.sum()), sk, Sketch())
-                else:
-                    units[int(us[0])].ns = sk
-            part = v[a:b]
-            whole.append(Dist(b - a, float(part.sum()), float(part.min()), float(part.max()),
-                              Sketch.of_keys(bins, counts)))
-        acc = RegionAcc(1, whole[0], whole[1], units)
-        for r in rank_of:  # (a copy: the region's own statistics keep merging other launches)
-            acc.ranks[r] = (_copy(whole[0]), _copy(whole[1]))
-        out[s] = acc
+    ids, sidx = np.unique(x.scope, return_inverse=True)
+    sidx = sidx.astype(np.int64).reshape(-1)
+    order = np.argsort(sidx, kind="stable")
+    starts = np.searchsorted(sidx[order], np.arange(len(ids)))
+    unit = x.warp.astype(np.int64) // _group(x.num_warps)
+    nu = int(unit.max()) + 1
+    out = {int(s): RegionAcc(1) for s in ids.tolist()}
+    n = np.diff(np.append(starts, len(sidx))).tolist()
+    for attr, v in (("cycles", x.cycles.astype(np.float64)), ("ns", np.asarray(x.dur_ns, np.float64))):
+        by = v[order]
+        total = np.add.reduceat(by, starts).tolist()
+        lo, hi = np.minimum.reduceat(by, starts).tolist(), np.maximum.reduceat(by, starts).tolist()
+        whole = _bins(sidx, keys(v), len(ids))
+        per_unit = _bins(sidx * nu + unit, keys(v, UNIT_BITS), len(ids) * nu)
+        for i, s in enumerate(ids.tolist()):
+            acc = out[s]
+            setattr(acc, attr, Dist(n[i], fixed(total[i]), lo[i], hi[i], Sketch(BITS, *whole[i])))
+            for u in range(nu):
+                k, c = per_unit[i * nu + u]
+                if len(k):
+                    ua = acc.units.setdefault(u, UnitAcc())
+                    ua.n = int(c.sum())
+                    setattr(ua, attr, Sketch(UNIT_BITS, k, c))
     return out
 
 
-def _copy(d: Dist) -> Dist:
-    return Dist(d.n, d.total, d.lo, d.hi, Sketch.of_sorted(d.sketch.keys, d.sketch.counts, d.sketch.bits))
+def _bins(group: np.ndarray, k: np.ndarray, n_groups: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per group 0..n_groups-1: its distinct keys (sorted) and their counts. One sort of
+    (group, key) pairs as one integer: keys are below 2**25 in magnitude."""
+    both, counts = np.unique(group * (1 << 26) + (k + (1 << 25)), return_counts=True)
+    g = both >> 26
+    keys_ = (both & ((1 << 26) - 1)) - (1 << 25)
+    cut = np.searchsorted(g, np.arange(n_groups + 1)).tolist()
+    return [(keys_[a:b], counts[a:b]) for a, b in zip(cut[:-1], cut[1:], strict=True)]
 
 
 class KernelAcc:
     """One (kernel, config)'s launches merged as they come: memory bounded by its regions,
-    warps and ranks, plus a few numbers per launch (its number, clock and issues)."""
+    warps and ranks, plus a few numbers per launch (its number, clock and issues). Sums are
+    integers (``sketch.fixed``), so any grouping of the launches gives the same numbers."""
 
     def __init__(self, first: LaunchPart):
-        self.first = first
+        self.first = replace(first, regions={})  # the kernel's grid, warps, scopes, ...
         self.launches: list[int] = []
         self.clocks: list[dict[str, Any]] = []
         self.issues: list[tuple[int, Issue]] = []
         self.costs: set[float | None] = set()
         self.regions: dict[int, RegionAcc] = {}
-        self.cta_ns = self.wall_ns = 0.0
+        self.cta_fixed = self.wall_fixed = 0
         self.ctas = self.ctas_with_records = 0
         # CTAs whose records outlast their timer reads: on guessed / measured clocks, CTAs
         # checked, worst ratio
         self.overlong = [0, 0, 0, 0.0]
-        self.rank_wall: dict[int, list[float]] = {}  # rank: launches, wall ns summed
+        self.rank_wall: dict[int, list[int]] = {}  # rank: launches, wall (fixed) summed
         self.drops = dict.fromkeys(_DROP_SUMS, 0)
         self.needed: int | None = None
         self.buffer_size = 0
         self.buffer_types: set[str | None] = set()
 
     def add(self, p: LaunchPart) -> None:
-        """Merge one launch (its ``regions`` become part of this accumulator)."""
+        """Merge one launch."""
         self.launches.append(p.launch)
         self.clocks.append(p.clock)
         self.issues += [(p.launch, i) for i in p.issues]
         self.costs.add(p.record_cost)
         t = p.cta_time
-        self.cta_ns += t[0]
-        self.wall_ns += t[6]
+        self.cta_fixed += fixed(t[0])
+        self.wall_fixed += fixed(t[6])
         self.overlong[1 if p.clock.get("source") in MEASURED else 0] += t[1]
         self.overlong[2] += t[2]
         self.overlong[3] = max(self.overlong[3], t[3])
         self.ctas_with_records += t[4]
         self.ctas += t[5]
         if p.rank is not None:
-            w = self.rank_wall.setdefault(p.rank, [0, 0.0])
+            w = self.rank_wall.setdefault(p.rank, [0, 0])
             w[0] += 1
-            w[1] += t[6]
+            w[1] += fixed(t[6])
         for k in _DROP_SUMS:
             self.drops[k] += p.drops.get(k) or 0
         if p.drops.get("needed_buffer_size"):
@@ -298,10 +300,32 @@ class KernelAcc:
         self.buffer_size = max(self.buffer_size, p.drops.get("buffer_size") or 0)
         self.buffer_types.add(p.drops.get("buffer_type"))
         for s, r in p.regions.items():
-            if s in self.regions:
-                self.regions[s].merge(r)
-            else:
-                self.regions[s] = r
+            self.regions.setdefault(s, RegionAcc()).add(r, p.rank)
+
+    def merge(self, o: KernelAcc) -> None:
+        """Merge the launches of another accumulator of this kernel, as if added after ours."""
+        self.launches += o.launches
+        self.clocks += o.clocks
+        self.issues += o.issues
+        self.costs |= o.costs
+        self.cta_fixed += o.cta_fixed
+        self.wall_fixed += o.wall_fixed
+        self.overlong = [self.overlong[0] + o.overlong[0], self.overlong[1] + o.overlong[1],
+                         self.overlong[2] + o.overlong[2], max(self.overlong[3], o.overlong[3])]
+        self.ctas_with_records += o.ctas_with_records
+        self.ctas += o.ctas
+        for r, (n, w) in o.rank_wall.items():
+            mine = self.rank_wall.setdefault(r, [0, 0])
+            mine[0] += n
+            mine[1] += w
+        for k in _DROP_SUMS:
+            self.drops[k] += o.drops[k]
+        if o.needed:
+            self.needed = max(self.needed or 0, o.needed)
+        self.buffer_size = max(self.buffer_size, o.buffer_size)
+        self.buffer_types |= o.buffer_types
+        for s, r in o.regions.items():
+            self.regions.setdefault(s, RegionAcc()).merge(r)
 
     def summary(self) -> dict[str, Any]:
         """The kernel's entry of the report (JSON-ready)."""
@@ -327,8 +351,8 @@ class KernelAcc:
                 "mhz_median": float(np.median(mhz)) if mhz else None,
                 "per_launch": [self.clocks[i] for i in by_launch],
             },
-            "kernel_wall_ns": self.wall_ns,
-            "cta_time_sum_ns": self.cta_ns,
+            "kernel_wall_ns": self.wall_fixed / FIXED,
+            "cta_time_sum_ns": self.cta_fixed / FIXED,
             "ctas_overlong": {"count": o[0] + o[1], "of": o[2], "on_measured_clock": o[1],
                               "max_ratio": round(o[3], 3) if o[0] + o[1] else None},
             "events": sum(r.cycles.n for r in self.regions.values()),
@@ -338,9 +362,9 @@ class KernelAcc:
                 "every_nth_iteration": first.sample_iterations,
                 "ctas_with_records": self.ctas_with_records,
             },
-            "per_rank": [{"rank": r, "launches": self.rank_wall[r][0], "wall_ns": self.rank_wall[r][1]}
-                         for r in ranks] or None,
-            "slowest_rank": _slowest([(r, self.rank_wall[r][1]) for r in ranks]),
+            "per_rank": [{"rank": r, "launches": self.rank_wall[r][0],
+                          "wall_ns": self.rank_wall[r][1] / FIXED} for r in ranks] or None,
+            "slowest_rank": _slowest([(r, self.rank_wall[r][1] / FIXED) for r in ranks]),
             "regions": self._regions(),
             "drops": drops,
             "record_cost_cycles": sorted(self.costs, key=lambda c: -1 if c is None else c),
@@ -384,7 +408,7 @@ class KernelAcc:
                 "count": r.cycles.n,
                 "cycles": r.cycles.stats(),
                 "ns": r.ns.stats(),
-                "share": r.ns.total / self.cta_ns if self.cta_ns > 0 else None,
+                "share": r.ns.sum_fixed / self.cta_fixed if self.cta_fixed > 0 else None,
                 "per_unit": per_unit if differs else None,
                 "per_rank": per_rank,
                 "slowest_rank": _slowest([(p["rank"], p["ns"]["median"]) for p in per_rank or []]),
@@ -421,10 +445,18 @@ class Summary:
             acc = self.kernels[(p.kernel, p.config)] = KernelAcc(p)
         acc.add(p)
 
+    def merge(self, o: Summary) -> None:
+        """Add the launches another summary holds (as if added after these)."""
+        for key, acc in o.kernels.items():
+            if key in self.kernels:
+                self.kernels[key].merge(acc)
+            else:
+                self.kernels[key] = acc
+
     def result(self) -> dict[str, Any]:
         """One entry per (kernel, config), in the order of their first launches."""
         accs = sorted(self.kernels.values(), key=lambda a: min(a.launches))
-        return {"format": "proton-inject-report", "version": 2,
+        return {"format": "proton-inject-report", "version": 1,
                 "kernels": [a.summary() for a in accs]}
 
 
