@@ -417,7 +417,7 @@ def _plot_path(plot: Path, launch: int, kernel: str, one: bool) -> Path:
 
 @dataclass(frozen=True)
 class _Job:
-    """What a worker does with each launch (sent with every launch: a few hundred bytes)."""
+    """What a worker does with each launch (sent with every task: a few hundred bytes)."""
 
     clock_mhz: float | None
     raw: bool

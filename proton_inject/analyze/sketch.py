@@ -44,7 +44,7 @@ def values(k: np.ndarray, bits: int) -> np.ndarray:
     return np.where(k < 0, -v, v)
 
 
-def _coarsen(k: np.ndarray, bits: int, to: int) -> np.ndarray:
+def coarsen(k: np.ndarray, bits: int, to: int) -> np.ndarray:
     """Keys of ``bits`` precision as keys of ``to`` (<= bits) precision."""
     if to == bits:
         return k
@@ -76,9 +76,9 @@ class Sketch:
     def merge(self, other: Sketch) -> None:
         """Add another sketch's counts (at the lower precision of the two)."""
         if other.bits < self.bits:
-            self.bits, k = other.bits, _coarsen(self.keys, self.bits, other.bits)
+            self.bits, k = other.bits, coarsen(self.keys, self.bits, other.bits)
             self._set(k, self.counts)
-        k = _coarsen(other.keys, other.bits, self.bits)
+        k = coarsen(other.keys, other.bits, self.bits)
         if not len(self.keys):
             self._set(k, other.counts)
             return
@@ -106,7 +106,7 @@ class Sketch:
         self.keys, self.counts = u, np.bincount(inv, weights=c, minlength=len(u)).astype(np.int64)
         if len(u) > MAX_BINS:  # one bit less halves the bins of every octave
             self.bits -= 1
-            self._set(_coarsen(u, self.bits + 1, self.bits), self.counts)
+            self._set(coarsen(u, self.bits + 1, self.bits), self.counts)
 
     def quantiles(self, qs: tuple[float, ...]) -> list[float]:
         """Quantiles as ``np.quantile`` (linear) takes them over the values the bins stand for."""

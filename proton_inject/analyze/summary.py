@@ -16,7 +16,7 @@ import numpy as np
 
 from proton_inject.analyze.clock import MEASURED
 from proton_inject.analyze.decode import Decoded
-from proton_inject.analyze.sketch import BITS, FIXED, Dist, Sketch, fixed, keys
+from proton_inject.analyze.sketch import BITS, FIXED, Dist, Sketch, coarsen, fixed, keys
 from proton_inject.analyze.uncertainty import add_uncertainty
 from proton_inject.formats import diagnostics
 from proton_inject.formats.diagnostics import Issue
@@ -213,43 +213,62 @@ def _group(num_warps: int) -> int:
 
 def _launch_regions(x: LaunchData) -> dict[int, RegionAcc]:
     """Per scope of one launch: its statistics, in a few passes over all its instances (a
-    launch may hold a million; a loop per scope would cost more than decoding small ones)."""
+    launch may hold a million; a loop per scope would cost more than decoding small ones).
+    One sort per measure, of (scope, warp group, bin): the warp groups' coarser bins follow
+    in order, and the region's own bins from the distinct triples (far fewer)."""
     if len(x.scope) == 0:
         return {}
-    ids, sidx = np.unique(x.scope, return_inverse=True)
-    sidx = sidx.astype(np.int64).reshape(-1)
-    order = np.argsort(sidx, kind="stable")
-    starts = np.searchsorted(sidx[order], np.arange(len(ids)))
+    scope = x.scope.astype(np.int64)
+    lo = int(scope.min())  # scope ids: small integers, so their index comes from a table
+    ids = np.flatnonzero(np.bincount(scope - lo)) + lo
+    table = np.zeros(int(ids[-1]) - lo + 1, np.int64)
+    table[ids - lo] = np.arange(len(ids))
+    sidx = table[scope - lo]
     unit = x.warp.astype(np.int64) // _group(x.num_warps)
     nu = int(unit.max()) + 1
     out = {int(s): RegionAcc(1) for s in ids.tolist()}
-    n = np.diff(np.append(starts, len(sidx))).tolist()
+    n = np.bincount(sidx, minlength=len(ids)).tolist()
     for attr, v in (("cycles", x.cycles.astype(np.float64)), ("ns", np.asarray(x.dur_ns, np.float64))):
-        by = v[order]
-        total = np.add.reduceat(by, starts).tolist()
-        lo, hi = np.minimum.reduceat(by, starts).tolist(), np.maximum.reduceat(by, starts).tolist()
-        whole = _bins(sidx, keys(v), len(ids))
-        per_unit = _bins(sidx * nu + unit, keys(v, UNIT_BITS), len(ids) * nu)
+        total = np.bincount(sidx, weights=v, minlength=len(ids)).tolist()
+        lo_v, hi_v = np.full(len(ids), np.inf), np.full(len(ids), -np.inf)
+        np.minimum.at(lo_v, sidx, v)
+        np.maximum.at(hi_v, sidx, v)
+        g, k, c = _split(np.unique(_join(sidx * nu + unit, keys(v)), return_counts=True))
+        uk = coarsen(k, BITS, UNIT_BITS)  # (in order within each group: coarsening keeps it)
+        first = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (uk[1:] != uk[:-1])])
+        per_unit = _groups(g[first], uk[first], np.add.reduceat(c, first), len(ids) * nu)
+        both, inv = np.unique(_join(g // nu, k), return_inverse=True)
+        whole = _groups(*_split((both, np.bincount(inv, weights=c).astype(np.int64))), len(ids))
         for i, s in enumerate(ids.tolist()):
             acc = out[s]
-            setattr(acc, attr, Dist(n[i], fixed(total[i]), lo[i], hi[i], Sketch(BITS, *whole[i])))
+            setattr(acc, attr, Dist(n[i], fixed(total[i]), float(lo_v[i]), float(hi_v[i]),
+                                    Sketch(BITS, *whole[i])))
             for u in range(nu):
-                k, c = per_unit[i * nu + u]
-                if len(k):
+                k_u, c_u = per_unit[i * nu + u]
+                if len(k_u):
                     ua = acc.units.setdefault(u, UnitAcc())
-                    ua.n = int(c.sum())
-                    setattr(ua, attr, Sketch(UNIT_BITS, k, c))
+                    ua.n = int(c_u.sum())
+                    setattr(ua, attr, Sketch(UNIT_BITS, k_u, c_u))
     return out
 
 
-def _bins(group: np.ndarray, k: np.ndarray, n_groups: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per group 0..n_groups-1: its distinct keys (sorted) and their counts. One sort of
-    (group, key) pairs as one integer: keys are below 2**25 in magnitude."""
-    both, counts = np.unique(group * (1 << 26) + (k + (1 << 25)), return_counts=True)
-    g = both >> 26
-    keys_ = (both & ((1 << 26) - 1)) - (1 << 25)
+_KEY_BITS = 26  # sketch keys lie within +-2**25: a group id above them makes one integer
+
+
+def _join(group: np.ndarray, k: np.ndarray) -> np.ndarray:
+    return (group << _KEY_BITS) | (k + (1 << (_KEY_BITS - 1)))
+
+
+def _split(uc: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(joined, counts) -> group, key, count."""
+    both, counts = uc
+    return both >> _KEY_BITS, (both & ((1 << _KEY_BITS) - 1)) - (1 << (_KEY_BITS - 1)), counts
+
+
+def _groups(g: np.ndarray, k: np.ndarray, c: np.ndarray, n_groups: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per group 0..n_groups-1 (``g`` sorted): its keys and counts."""
     cut = np.searchsorted(g, np.arange(n_groups + 1)).tolist()
-    return [(keys_[a:b], counts[a:b]) for a, b in zip(cut[:-1], cut[1:], strict=True)]
+    return [(k[a:b], c[a:b]) for a, b in zip(cut[:-1], cut[1:], strict=True)]
 
 
 class KernelAcc:
