@@ -78,6 +78,7 @@ def profile(
     autotune_from: str | os.PathLike | None = None,
     gz: bool = True,
     quiet: bool = False,
+    jobs: int | None = None,
 ) -> Iterator[RunResult]:
     """Profile the Triton kernels launched inside the ``with`` block.
 
@@ -85,7 +86,8 @@ def profile(
     dict such as ``{"loops": "both"}``; None: kernel body and outer loops), or, with
     ``instrumented=DIR``, taken from a tree that ``insert`` wrote. When the block ends
     (normally or not) the launches are written to ``out`` and decoded once into traces; the
-    yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``.
+    yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``
+    (with a progress bar on a terminal). ``jobs``: decoding processes (None: one per core).
     """
     session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
                        keep_tuning, autotune_from, gz)
@@ -93,7 +95,7 @@ def profile(
         with session_block(session) as result:
             yield result
     finally:
-        analyze_run(session.result, gz=gz, progress=not quiet)
+        analyze_run(session.result, gz=gz, progress=not quiet, jobs=jobs)
         if not quiet:
             for m in session.result.messages:
                 print(f"proton-inject: {m}", file=sys.stderr)

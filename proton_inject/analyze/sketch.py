@@ -62,13 +62,6 @@ class Sketch:
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
-    @classmethod
-    def of_keys(cls, k: np.ndarray, counts: np.ndarray | None = None, bits: int = BITS) -> Sketch:
-        """A sketch of keys (with their counts; one each when None), in any order."""
-        s = cls(bits)
-        s._set(k, np.ones(len(k), np.int64) if counts is None else counts)
-        return s
-
     @property
     def n(self) -> int:
         return int(self.counts.sum())
@@ -83,7 +76,7 @@ class Sketch:
             self._set(k, other.counts)
             return
         # Once a region's bins are known, a launch mostly adds to them: counted in place, and
-        # only new bins sort the whole again.
+        # new bins inserted where they go (no sort of the whole).
         i = np.minimum(np.searchsorted(self.keys, k), len(self.keys) - 1)
         hit = self.keys[i] == k
         if other.bits != self.bits:  # (coarsened keys may repeat: summed with add.at)
@@ -142,13 +135,6 @@ class Dist:
     lo: float = math.inf
     hi: float = -math.inf
     sketch: Sketch = field(default_factory=Sketch)
-
-    @classmethod
-    def of(cls, v: np.ndarray) -> Dist:
-        """The statistics of ``v``."""
-        if len(v) == 0:
-            return cls()
-        return cls(len(v), fixed(float(v.sum())), float(v.min()), float(v.max()), Sketch.of_keys(keys(v)))
 
     @property
     def total(self) -> float:

@@ -25,7 +25,7 @@ import pytest
 
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.report import run_report
-from proton_inject.analyze.sketch import MAX_BINS, Dist, Sketch, keys
+from proton_inject.analyze.sketch import BITS, MAX_BINS, Dist, Sketch, fixed, keys
 from proton_inject.analyze.summary import LaunchData, Summary, launch_part, summarize
 from proton_inject.analyze.text import format_text
 from proton_inject.formats.raw import load_raw
@@ -78,16 +78,24 @@ def test_zero_jobs_is_refused(run_dir):
         run_report([run_dir], jobs=0)
 
 
+def _sketch(v: np.ndarray) -> Sketch:
+    return Sketch(BITS, *np.unique(keys(v), return_counts=True))
+
+
+def _dist(v: np.ndarray) -> Dist:
+    return Dist(len(v), fixed(float(v.sum())), float(v.min()), float(v.max()), _sketch(v))
+
+
 def test_sketch_quantiles_are_numpys_for_integer_cycles():
     rng = np.random.default_rng(1)
     v = np.concatenate([rng.integers(-50, 8000, 100_000), rng.integers(20, 40, 5_000)]).astype(np.float64)
-    d = Dist.of(v)
+    d = _dist(v)
     got = d.stats()
     want = np.quantile(v, [0.05, 0.5, 0.95])
     assert [got["p5"], got["median"], got["p95"]] == want.tolist()
     assert (got["total"], got["min"], got["max"], got["mean"]) == (v.sum(), v.min(), v.max(), v.mean())
     # merged from parts in any split: the same bins
-    parts = [Dist.of(x) for x in np.array_split(rng.permutation(v), 7)]
+    parts = [_dist(x) for x in np.array_split(rng.permutation(v), 7)]
     m = Dist()
     for p in parts:
         m.merge(p)
@@ -101,7 +109,7 @@ def test_sketch_stays_bounded_and_within_its_precision():
     for _ in range(20):  # floats over 20 octaves: far more distinct bins than MAX_BINS
         v = np.exp2(rng.uniform(0, 20, 50_000))
         every.append(v)
-        s.merge(Sketch.of_keys(keys(v)))
+        s.merge(_sketch(v))
         assert len(s.keys) <= MAX_BINS
     v = np.concatenate(every)
     assert s.n == len(v) and s.bits < 12
