@@ -119,11 +119,12 @@ def child(case: str, run_dir: str, tmp: str, jobs: str) -> None:
         prof.enable()
     res = run_report([run_dir], jobs=int(jobs), **kw)
     dt = time.perf_counter() - t0
+    # (before this script's own json.dumps of the summary below: not the report's memory)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 if int(jobs) > 1 else None
     if prof:
         prof.disable()
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 if int(jobs) > 1 else None
     kernels = {k["kernel"]: len(k["launches"]) for k in res.summary["kernels"]}
     print(json.dumps({"s": dt, "rss": rss, "worker_rss": workers, "text": len(res.text), "kernels": kernels,
                       "json": len(json.dumps(res.summary, indent=1)),
