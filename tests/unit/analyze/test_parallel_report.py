@@ -154,6 +154,11 @@ def test_ranks_name_the_slowest_and_the_spread():
     assert it["slowest_rank"]["over_fastest_pct"] == pytest.approx(25.0, abs=0.5)
     text = format_text({"kernels": [k]})
     assert "rank 2 (slowest: +25." in text and "slowest rank 2" in text
+    # past 4 ranks, a region's rows are its slowest and fastest rank only
+    many = [dataclasses.replace(x, rank=r) for r in (0, 1, 3, 4, 5)] + ranks[2:]
+    (k,) = summarize(many)["kernels"]
+    rows = [ln.split()[:2] for ln in format_text({"kernels": [k]}).splitlines() if ln.startswith("    rank ")]
+    assert len(k["per_rank"]) == 6 and rows == [["rank", "0"], ["rank", "2"]] * len(k["regions"])
 
 
 def _cli_report(run: Path, stderr_tty: bool) -> str:
