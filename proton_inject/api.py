@@ -46,7 +46,7 @@ def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | No
 def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: str | os.PathLike | None,
              options: LoweringOptions | None, kernel: str | None, max_launches: int | None,
              max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
-             gz: bool) -> Session:
+             gz: bool, cache: bool = True) -> Session:
     if instrumented is None:
         if kernel is not None:
             raise UserError("kernel= selects kernels of an instrumented tree; with compile-time "
@@ -60,6 +60,7 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
     session = Session(source, out, options, max_launches, max_pending_mb, keep_tuning,
                              autotune_from)
     session.gz = gz
+    session.build_cache = cache
     return session
 
 
@@ -77,17 +78,20 @@ def profile(
     autotune_from: str | os.PathLike | None = None,
     gz: bool = True,
     quiet: bool = False,
+    cache: bool = True,
 ) -> Iterator[RunResult]:
     """Profile the Triton kernels launched inside the ``with`` block.
 
     Kernels are instrumented as they compile with ``rules`` (``insert``'s: a ``Rules`` or a
     dict such as ``{"loops": "both"}``; None: kernel body and outer loops), or, with
-    ``instrumented=DIR``, taken from a tree that ``insert`` wrote. When the block ends
+    ``instrumented=DIR``, taken from a tree that ``insert`` wrote; instrumented builds are
+    kept for the next profile in the tool's cache (``cache=False``: compiled afresh, kept
+    nowhere). When the block ends
     (normally or not) the launches are written to ``out`` and decoded once into traces; the
     yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``.
     """
     session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
-                       keep_tuning, autotune_from, gz)
+                       keep_tuning, autotune_from, gz, cache)
     try:
         with session_block(session) as result:
             yield result
@@ -121,6 +125,7 @@ def profile_program(
     plot: str | os.PathLike | None = None,
     raw: bool = False,
     progress: Callable[[str], None] | None = None,
+    cache: bool = True,
 ) -> tuple[RunResult, ReportResult | None]:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
     ``profile`` does, then analyze what it kept (``report=False``: raw files and run.json only).
@@ -129,7 +134,7 @@ def profile_program(
     is written and analyzed even when it raises or calls ``sys.exit``.
     """
     session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
-                       keep_tuning, autotune_from, gz)
+                       keep_tuning, autotune_from, gz, cache)
     result = run_in_session(session, argv, "profile" if instrumented is None else "run")
     rep = analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress) if report else None
     return result, rep

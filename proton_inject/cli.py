@@ -460,9 +460,11 @@ def _carried_autotune(src) -> dict[str, bytes]:
               help="Also keep autotuner benchmarking launches (configs are then timed instrumented).")
 @click.option("--no-gz", is_flag=True, help="Write raw buffers and traces uncompressed.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
+@click.option("--no-cache", is_flag=True,
+              help="Compile instrumented kernels afresh and keep them nowhere (see `cache`).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
-        max_pending_mb, keep_tuning, no_gz, verbose, **kw) -> None:  # fmt: skip
+        max_pending_mb, keep_tuning, no_gz, verbose, no_cache, **kw) -> None:  # fmt: skip
     """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
 
     Exits with the program's own exit code.
@@ -473,7 +475,7 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     result, _ = profile_program(
         list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
-        gz=not no_gz, progress=_progress,
+        gz=not no_gz, progress=_progress, cache=not no_cache,
     )  # fmt: skip
     _echo_messages(result, verbose)
     sys.exit(result.exit_code or 0)
@@ -508,9 +510,11 @@ def _echo_messages(result, verbose: bool) -> None:
 @click.option("--autotune-from", type=click.Path(exists=True), default=None, metavar="DIR",
               help="Autotuners take the choices recorded in DIR/autotune.json (a dump, or a run's "
                    "or profile's -o) instead of timing configs.")
+@click.option("--no-cache", is_flag=True,
+              help="Compile instrumented kernels afresh and keep them nowhere (see `cache`).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, verbose, raw,
-            autotune_from, **kw):
+            autotune_from, no_cache, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -526,7 +530,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     result, rep = profile_program(
         list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
-        plot=plot, raw=raw, progress=_progress,
+        plot=plot, raw=raw, progress=_progress, cache=not no_cache,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if rep is not None:
@@ -620,6 +624,32 @@ def calibrate(device, **kw) -> None:
                    f"(region minus plain loop in {len(d)} launch pairs: {min(d):g} to {max(d):g}; "
                    f"region p5 {got['p5']:g}, p95 {got['p95']:g}, {got['instances']:,} regions)")
     click.echo(f"cached in {cache_file()}", err=True)
+
+
+@main.group()
+def cache() -> None:
+    """The tool's cache of instrumented builds (profile and run reuse them between sessions)."""
+
+
+@cache.command("info")
+def cache_info() -> None:
+    """Where the cache is, how many builds it holds and its size bound."""
+    from proton_inject.formats import build_cache
+    from proton_inject.formats.schema import size_text
+
+    i = build_cache.info()
+    click.echo(f"{i['path']}: {i['builds']} build(s), {size_text(i['bytes'])} of at most "
+               f"{size_text(i['max_bytes'])} (PROTON_INJECT_CACHE_MAX_MB); last used {i['last_used'] or '-'}")
+
+
+@cache.command("clear")
+def cache_clear() -> None:
+    """Remove every cached build (the next profile compiles its kernels again)."""
+    from proton_inject.formats import build_cache
+    from proton_inject.formats.schema import size_text
+
+    freed = build_cache.clear()
+    click.echo(f"removed {build_cache.builds_root()} ({size_text(freed)})")
 
 
 if __name__ == "__main__":

@@ -353,6 +353,15 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
     again = _run([sys.executable, str(prog)], tmp_path, env)
     assert again.stdout == plain.stdout
     assert not instrumented_files()
+    if name == "autotuned":  # a second profile takes the instrumented builds from the tool's cache
+        prof2 = _run([sys.executable, "-m", "proton_inject.cli", "profile", "--kernel-scope",
+                      "--loops", "both", "-o", str(tmp_path / "out2"), "--", "python", str(prog)],
+                     tmp_path, env)
+        assert prof2.returncode == 0 and prof2.stdout == plain.stdout, prof2.stderr
+        assert "built by an earlier session" in prof2.stderr, prof2.stderr
+        assert (tmp_path / "out2" / "run.json").is_file()
+        assert sorted(p.name for p in (tmp_path / "out2" / "ir").rglob("*.ttgir")) == \
+            sorted(p.name for p in (out / "ir").rglob("*.ttgir"))
 
 
 @pytest.mark.gpu

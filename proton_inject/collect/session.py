@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.collect.buffers import Buffers, _after_session, _DiscardBuffers
+from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import INDUCTOR_PREFIXES, CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.graphs import CudaGraphs
 from proton_inject.collect.launch_hooks import LaunchHooks, _out_of_resources_type
@@ -41,6 +42,7 @@ from proton_inject.dump import tuning
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
 from proton_inject.formats import autotune as autotune_file
+from proton_inject.formats import build_cache
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions
 from proton_inject.lower.proton import installed
@@ -114,7 +116,7 @@ def sm_clock_mhz(device: int) -> float | None:
 
 
 
-class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink):
+class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuilds):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -176,6 +178,10 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink):
         self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
         self._plain_mode = ""  # instrumentation_mode before the session (the plain builds')
         self._plain_cache = ""  # compile cache of the plain builds autotuners time
+        self.build_cache = True  # instrumented builds kept between sessions (--no-cache: False)
+        self._builds: Path | None = None  # this session's directory in that cache
+        self._stable_key = ""
+        self._session_tag = ""
         self.rank = _rank()
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
         # Files of an earlier run in out would be mixed into this run's report (once the pins
@@ -258,24 +264,25 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink):
         ``_teardown``."""
         import triton
 
-        cache_dir = os.path.join(self._tmp or "", "cache")
-        os.makedirs(cache_dir, exist_ok=True)
-        # Knobs and the environment (Inductor reads TRITON_CACHE_DIR from the environment).
+        # Plain builds (those autotuners time) stay in the program's own cache, as without us.
+        self._plain_cache = triton.knobs.cache.dir
         self.patches.push_scope(triton.knobs.cache.scope())
         self.patches.push_scope(triton.knobs.compilation.scope())
-        triton.knobs.cache.dir = cache_dir
         triton.knobs.compilation.dump_ir = False
-        self.patches.set_env("TRITON_CACHE_DIR", cache_dir)
         self._load_pins()
         self._install_hook()
         self._setup_inductor()
         # Autotuners time the plain builds (_plain_builds): what the program would build.
         self._plain_mode = triton.knobs.compilation.instrumentation_mode
-        self._plain_cache = os.path.join(self._tmp or "", "cache-plain")
-        # The session tag keeps the JIT from reusing kernels built in another session.
-        tag = f"s{id(self):x}{time.perf_counter_ns():x}"
-        hooks = self.patches.push_scope(installed(self.options, target=target, tag=tag))
+        # The session tag keeps the JIT from reusing kernels built in another session (their
+        # hook records are that session's); on disk, builds are keyed by _stable_key instead.
+        self._session_tag = f"s{id(self):x}{time.perf_counter_ns():x}"
+        hooks = self.patches.push_scope(installed(self.options, target=target, tag=self._session_tag))
         self._max_shared = max(h.max_shared for h in hooks.values())
+        # Instrumented builds: the tool's cache (kept between sessions) or a private one.
+        cache_dir = self._instrumented_cache()
+        triton.knobs.cache.dir = cache_dir
+        self.patches.set_env("TRITON_CACHE_DIR", cache_dir)  # Inductor reads the environment
         self._patch_autotuners()
         self._patch_compile()
 
@@ -403,6 +410,11 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink):
 
     def _teardown(self) -> None:
         self.result.messages += self.patches.undo_all()
+        if self._builds is not None:
+            try:
+                build_cache.prune()
+            except OSError:
+                pass
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

@@ -18,7 +18,8 @@ HELPER = "formats/schema.py"
 
 # (file, function): why it may read directly.
 OWN_FILES = {
-    ("collect/compile_hook.py", "_instrument"): "the IR file this run wrote a moment before",
+    ("collect/compile_hook.py", "_register"): "the IR file this run wrote a moment before",
+    ("formats/build_cache.py", "code_digest"): "the package's own sources",
     ("collect/sink.py", "_kernel_ir"): "the copy of the IR this run put in its override dir",
     ("dump/program.py", "_read_records"): "the records the dump's own child appended",
     ("dump/program.py", "_program_results"): "the IR that Triton dumped for this run",
