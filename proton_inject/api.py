@@ -46,7 +46,7 @@ def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | No
 def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: str | os.PathLike | None,
              options: LoweringOptions | None, kernel: str | None, max_launches: int | None,
              max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
-             gz: bool, cache: bool = True) -> Session:
+             gz: bool, cache: bool = True, measure_overhead: bool = False) -> Session:
     if instrumented is None:
         if kernel is not None:
             raise UserError("kernel= selects kernels of an instrumented tree; with compile-time "
@@ -61,6 +61,7 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
                              autotune_from)
     session.gz = gz
     session.build_cache = cache
+    session.measure_overhead = measure_overhead
     return session
 
 
@@ -79,6 +80,7 @@ def profile(
     gz: bool = True,
     quiet: bool = False,
     cache: bool = True,
+    measure_overhead: bool = False,
 ) -> Iterator[RunResult]:
     """Profile the Triton kernels launched inside the ``with`` block.
 
@@ -91,7 +93,7 @@ def profile(
     yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``.
     """
     session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
-                       keep_tuning, autotune_from, gz, cache)
+                       keep_tuning, autotune_from, gz, cache, measure_overhead)
     try:
         with session_block(session) as result:
             yield result
@@ -126,6 +128,7 @@ def profile_program(
     raw: bool = False,
     progress: Callable[[str], None] | None = None,
     cache: bool = True,
+    measure_overhead: bool = False,
 ) -> tuple[RunResult, ReportResult | None]:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
     ``profile`` does, then analyze what it kept (``report=False``: raw files and run.json only).
@@ -134,7 +137,7 @@ def profile_program(
     is written and analyzed even when it raises or calls ``sys.exit``.
     """
     session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
-                       keep_tuning, autotune_from, gz, cache)
+                       keep_tuning, autotune_from, gz, cache, measure_overhead)
     result = run_in_session(session, argv, "profile" if instrumented is None else "run")
     rep = analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress) if report else None
     return result, rep

@@ -462,9 +462,12 @@ def _carried_autotune(src) -> dict[str, bytes]:
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
 @click.option("--no-cache", is_flag=True,
               help="Compile instrumented kernels afresh and keep them nowhere (see `cache`).")
+@click.option("--measure-overhead", is_flag=True,
+              help="Alternate each kernel's launches between its plain and instrumented builds and "
+                   "report the kernel-time ratio (plain launches are not decoded).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
-        max_pending_mb, keep_tuning, no_gz, verbose, no_cache, **kw) -> None:  # fmt: skip
+        max_pending_mb, keep_tuning, no_gz, verbose, no_cache, measure_overhead, **kw) -> None:  # fmt: skip
     """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
 
     Exits with the program's own exit code.
@@ -475,7 +478,7 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     result, _ = profile_program(
         list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
-        gz=not no_gz, progress=_progress, cache=not no_cache,
+        gz=not no_gz, progress=_progress, cache=not no_cache, measure_overhead=measure_overhead,
     )  # fmt: skip
     _echo_messages(result, verbose)
     sys.exit(result.exit_code or 0)
@@ -512,9 +515,12 @@ def _echo_messages(result, verbose: bool) -> None:
                    "or profile's -o) instead of timing configs.")
 @click.option("--no-cache", is_flag=True,
               help="Compile instrumented kernels afresh and keep them nowhere (see `cache`).")
+@click.option("--measure-overhead", is_flag=True,
+              help="Alternate each kernel's launches between its plain and instrumented builds and "
+                   "report the kernel-time ratio (plain launches are not decoded).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, verbose, raw,
-            autotune_from, no_cache, **kw):
+            autotune_from, no_cache, measure_overhead, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -530,7 +536,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     result, rep = profile_program(
         list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
-        plot=plot, raw=raw, progress=_progress, cache=not no_cache,
+        plot=plot, raw=raw, progress=_progress, cache=not no_cache, measure_overhead=measure_overhead,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if rep is not None:

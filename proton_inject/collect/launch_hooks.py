@@ -157,10 +157,14 @@ class LaunchHooks:
             fn = lazy.data.get("function") if lazy is not None else None
             if fn is not None and fn != p.info.ck.function:
                 p.keep = False  # a different kernel: this buffer was not its own
+        if getattr(self._tls, "measure", None) is not None:
+            self._measure_enter(lazy)
 
     def _exit(self, lazy: Any) -> None:
         if in_tool_work():
             return
+        if getattr(self._tls, "measure_start", None) is not None:
+            self._measure_exit()  # first: the kernel's end, before our copy-out is queued
         p: _Pending | None = getattr(self._tls, "pending", None)
         self._tls.pending = None
         if p is None or not p.keep or p.buffer is None:

@@ -35,6 +35,7 @@ from proton_inject.collect.launches import (
     _InFlight,
     _KernelInfo,
 )
+from proton_inject.collect.measured_overhead import MeasuredOverhead
 from proton_inject.collect.patches import Patches
 from proton_inject.collect.sink import RawSink
 from proton_inject.collect.tuning_hooks import TuningHooks
@@ -116,7 +117,7 @@ def sm_clock_mhz(device: int) -> float | None:
 
 
 
-class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuilds):
+class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuilds, MeasuredOverhead):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -179,6 +180,7 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuil
         self._plain_mode = ""  # instrumentation_mode before the session (the plain builds')
         self._plain_cache = ""  # compile cache of the plain builds autotuners time
         self.build_cache = True  # instrumented builds kept between sessions (--no-cache: False)
+        self.measure_overhead = False  # alternate plain and instrumented launches, time both
         self._builds: Path | None = None  # this session's directory in that cache
         self._stable_key = ""
         self._session_tag = ""
@@ -251,6 +253,8 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuil
             triton.knobs.compilation.listener = self._listener(prev_listener)
             self.patches.patch(CompiledKernel, "launch_metadata", self._wrap_launch_metadata)
             self._patch_cuda_graphs()
+            if self.measure_overhead:
+                self._patch_measure()
         except BaseException:
             self._teardown()
             raise
@@ -438,6 +442,12 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuil
                     self._write_finished()
             except Exception as e:  # e.g. the program left the GPU in an error state
                 self.result.messages.append(f"could not read back {len(self._inflight)} profile buffers: {e}")
+            if self.measure_overhead:
+                try:
+                    self.result.measured_overhead, lines = self.measured_overhead()
+                    self.result.messages += lines
+                except Exception as e:  # the GPU in an error state: the rest is still written
+                    self.result.messages.append(f"measured overhead: not available ({e})")
             self._diagnose()
             self._write_decisions()
             self._write_index()
