@@ -10,9 +10,9 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from conftest import requires_gpu
 
 import proton_inject
-from conftest import requires_gpu
 
 
 @triton.jit
