@@ -13,6 +13,7 @@ import triton.language as tl
 from conftest import requires_gpu
 
 import proton_inject
+from proton_inject.instrument.rules import Rules
 
 
 @triton.jit
@@ -48,7 +49,7 @@ def _program(x: torch.Tensor) -> list[torch.Tensor]:
 def test_measure_overhead_alternates_builds_and_keeps_outputs(tmp_path):
     x = torch.rand(1 << 20, device="cuda")
     plain = _program(x)
-    with proton_inject.profile({"kernel_scope": True, "loops": "outer"}, tmp_path / "out",
+    with proton_inject.profile(Rules(kernel_scope=True, loops="outer"), tmp_path / "out",
                                measure_overhead=True, quiet=True) as result:
         profiled = _program(x)
     assert all(torch.equal(a, b) for a, b in zip(plain, profiled, strict=True))
