@@ -84,7 +84,8 @@ def test_library_profiled_same_outputs(tmp_path, script, args, module):
 
     # A second plain run with caches of its own: ops whose autotuned configs are near-tied can
     # choose another config when tuned again (FlagGems layer_norm, H100, 2026-11-26), as the
-    # profile, whose caches are private, does. Those ops are not the tool's doing.
+    # profile may (Triton's autotuner tunes again in each process). Those ops are not the
+    # tool's doing.
     (tmp_path / "again").mkdir()
     again = _sh([sys.executable, *prog], tmp_path / "again")
     assert again.returncode == 0, again.stderr[-4000:]
