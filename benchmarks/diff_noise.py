@@ -17,7 +17,10 @@ rules (kernel body and outer loops). Then, with diff's own API (``load_side``, `
 A line per profile and per diff goes to ``--out`` as the benchmark goes (the whole file
 rewritten atomically each time); one summary table is printed at the end.
 
-    PYTHONPATH=. python benchmarks/diff_noise.py --out diff_noise.log   # CUDA GPU; ~2 min on an H100
+    PYTHONPATH=. python benchmarks/diff_noise.py --out diff_noise.log   # needs a CUDA GPU
+
+Not yet run on a GPU (written 2026-11-26 without one): 30 profile sessions, each compiling
+the kernel once (the session keeps its builds private), estimated at 1-2 minutes on an H100.
 """
 
 from __future__ import annotations

@@ -120,3 +120,15 @@ def test_kernel_compiles_with_the_regions_and_work_the_benchmark_reads(bench, tm
         sorted([locs["A"], locs["B"]])
     ptx = ck.asm["ptx"]
     assert ptx.count("fma.rn.f32") == 2 * 40 + extra  # one element per thread
+
+
+@pytest.mark.gpu
+def test_runs_on_a_gpu(bench, tmp_path, capsys):
+    """A short run on the GPU: every profile kept its launches, the table and the log came."""
+    if not bench.has_gpu():
+        pytest.skip("needs a CUDA GPU")
+    assert bench.main(["--out", str(tmp_path / "log"), "--trials", "2", "--launches", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "same program: regions flagged" in out and "loop A slowed: loop A flagged slower" in out
+    log = (tmp_path / "log").read_text()
+    assert log.count("profiled ") == 4 and "null base 0 vs base 1:" in log and "injected 1:" in log
