@@ -102,8 +102,7 @@ def coverage(module: Module, kernel: str, scopes: dict[int, str]) -> Coverage | 
 def _match_ids(ir_names: list[str], scopes: dict[int, str]) -> dict[int, int] | None:
     """Scope id -> index of its start record: by id where every name agrees, else by name
     where the IR's names are unique; None when some scope has no start."""
-    if scopes and all(ir_names[s] == n if 0 <= s < len(ir_names) else False
-                      for s, n in scopes.items()):
+    if scopes and all(0 <= s < len(ir_names) and ir_names[s] == n for s, n in scopes.items()):
         return {s: s for s in scopes}
     where = {n: i for i, n in enumerate(ir_names) if ir_names.count(n) == 1}
     if not scopes or any(n not in where for n in scopes.values()):

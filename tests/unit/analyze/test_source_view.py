@@ -178,3 +178,16 @@ def test_every_instrumented_sample_maps_its_regions_to_lines():
                     assert (file, int(line)) in {(Path(f).name, n) for f, n in got}, (k["file"], r["name"])
                     own += 1
     assert kernels >= 50 and own >= 100, (kernels, own)  # 53 and 112 on 2026-11-26
+
+
+def test_scopes_numbered_otherwise_are_matched_by_name():
+    from proton_inject.analyze.source_view import coverage
+    from proton_inject.ttgir.parser import parse_file
+
+    module = parse_file(DATA / "add_kernel.ttgir")
+    same = coverage(module, "add_kernel", {0: "kernel", 1: "iter"})
+    swapped = coverage(module, "add_kernel", {0: "iter", 1: "kernel"})
+    assert swapped.lines[0] == same.lines[1] == {("kernels.py", 12)}
+    assert swapped.lines[1] == same.lines[0] and ("kernels.py", 10) in same.lines[0]
+    assert (same.def_file, same.def_line, same.end_line) == ("kernels.py", 4, 13)
+    assert coverage(module, "add_kernel", {0: "kernel", 1: "iter", 2: "gone"}) is None
