@@ -98,15 +98,21 @@ def test_ir_of_another_build_falls_back_to_region_lines(tmp_path):
     assert max(lines) == 9 and lines[9]["text"].strip() == "for i in range(0, 8):"
 
 
-def test_profile_layout_finds_ir_by_hash(tmp_path):
-    """``profile -o out`` keeps raw/ and ir/<hash>/<kernel>.ttgir."""
+@pytest.mark.parametrize("layout", ["profile", "run"])
+def test_run_layouts_find_ir_by_hash(tmp_path, layout):
+    """``profile -o out`` keeps raw/ and ir/<hash>/<kernel>.ttgir; ``run TREE -o out`` names
+    the tree it was given in run.json."""
     buf, meta = load_raw(DATA / "profile_scratch_add.json")
     meta.hash = "ABC"
     save_raw(tmp_path / "out" / "raw" / "00000-add_kernel", buf, meta)
-    (tmp_path / "out" / "ir" / "ABC").mkdir(parents=True)
-    shutil.copy(DATA / "add_kernel.ttgir", tmp_path / "out" / "ir" / "ABC" / "add_kernel.ttgir")
+    tree = tmp_path / "out" / "ir" if layout == "profile" else tmp_path / "instrumented"
+    if layout == "run":
+        (tmp_path / "out" / "run.json").write_text(json.dumps(
+            {"format": "proton-inject-run", "version": 1, "tree": str(tree)}))
+    (tree / "ABC").mkdir(parents=True)
+    shutil.copy(DATA / "add_kernel.ttgir", tree / "ABC" / "add_kernel.ttgir")
     [k] = run_report([tmp_path / "out"], source=True, source_root=DATA).summary["kernels"]
-    assert k["source"]["ir"] == str(tmp_path / "out" / "ir" / "ABC" / "add_kernel.ttgir")
+    assert k["source"]["ir"] == str(tree / "ABC" / "add_kernel.ttgir")
     assert _lines(k)[12]["regions"] == [0, 1]
 
 
