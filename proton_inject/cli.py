@@ -568,16 +568,18 @@ def _progress(line: str) -> None:
               show_default=True, help="With --trace: native Perfetto (.pftrace) or Chrome JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
 @click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
+@click.option("--source", is_flag=True,
+              help="Also print each kernel's source lines with the time of the regions covering them.")
 @click.option("--launches", "launches", metavar="SPEC",
               help="Only these launch numbers, e.g. 0-99,250,400- (a big run's first steps).")
 def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format, verbose, raw,
-           launches) -> None:
+           source, launches) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from proton_inject.analyze.report import run_report
 
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz, raw=raw, launches=launches,
-                     progress=_progress, trace_format=trace_format)
+                     progress=_progress, trace_format=trace_format, source=source)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w}", err=True)
     for w in res.details if verbose else []:

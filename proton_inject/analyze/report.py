@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from proton_inject.analyze import perfetto
+from proton_inject.analyze import perfetto, source_view
 from proton_inject.analyze import trace as trace_mod
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
@@ -341,9 +341,12 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
                gz: bool = False, raw: bool = False, launches: str | None = None,
                progress: Callable[[str], None] | None = None,
-               trace_format: str = "perfetto") -> ReportResult:
+               trace_format: str = "perfetto", source: bool = False,
+               source_root: str | os.PathLike | None = None) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces
-    (``trace_format`` "perfetto": native ``.pftrace``; "json": Chrome JSON).
+    (``trace_format`` "perfetto": native ``.pftrace``; "json": Chrome JSON). ``source``: each
+    kernel's source lines with the regions covering them (``source_view.py``; relative source
+    paths under ``source_root``).
 
     Raw launches are decoded one at a time: each one's trace and plot are written and what the
     summary needs is kept, so memory does not hold whole launches. ``launches`` keeps only
@@ -390,7 +393,11 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         draw(x)
     launches_data = kept + from_traces
     summary = summarize(launches_data)
+    if source:  # the source view: its own module, over the summary and the raw launches
+        source_view.attach(summary, raws, source_root)
     text = json.dumps(summary, indent=1) if as_json else format_text(summary)
+    if source and not as_json:
+        text += "\n\n" + source_view.format_source(summary)
     warn = [w for k in summary["kernels"] for w in k["warnings"]]
     warn += [_big_trace(p, b, n, merge) for p, b, n in traced if b > TRACE_WARN_BYTES]
     warn += skipped
