@@ -16,8 +16,9 @@ from click.testing import CliRunner
 
 from proton_inject.cli import main
 
+# tests/ on the path for tally.py, which runs outside pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from limits import memory_limit  # noqa: E402
+from helpers.limits import memory_limit  # noqa: E402
 
 # Each case must end within seconds (a FIFO read would block forever) and within a couple of
 # GiB more memory (/dev/zero, a gzip bomb) than the process has: past either, it fails.
