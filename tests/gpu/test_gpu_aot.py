@@ -6,11 +6,10 @@ import json
 import textwrap
 
 import pytest
-from click.testing import CliRunner
 from helpers import requires_gpu
 from helpers.aot_kernels import SPEC_SRC, TUNED_SRC, write_kernel
+from helpers.cli import invoke
 
-from proton_inject.cli import main
 from proton_inject.dump import program
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
@@ -53,7 +52,7 @@ def test_gpu_aot_commands_reproduce_the_launch_hashes(tmp_path):
     for e in entries:
         argv = shlex.split(e["aot_command"])
         out = tmp_path / f"aot_{e['hash']}"
-        got = CliRunner().invoke(main, [*argv[1:-2], "-o", str(out)])
+        got = invoke([*argv[1:-2], "-o", str(out)])
         assert got.exit_code == 0, (e["aot_command"], got.output)
         (again,) = json.loads((out / "manifest.json").read_text())["kernels"]
         assert again["hash"] == e["hash"], e["aot_command"]

@@ -9,19 +9,14 @@ until the end, it would show in either peak. The program runs in a subprocess pe
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-import helpers
 import pytest
 from helpers import requires_gpu
+from helpers.cli import run_cli, run_python
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 
-ROOT = helpers.REPO
 PENDING_MB = 2
 
 PROGRAM = textwrap.dedent('''
@@ -75,22 +70,15 @@ DRIVER = textwrap.dedent('''
 ''')
 
 
-def _py(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    p = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return p
-
-
 def test_ten_thousand_launches_stay_bounded(tmp_path):
     (tmp_path / "prog.py").write_text(PROGRAM)
     (tmp_path / "driver.py").write_text(DRIVER)
-    _py(tmp_path, "-m", "proton_inject.cli", "dump", "-o", "dump", "--", "python", "prog.py", "1")
-    _py(tmp_path, "-m", "proton_inject.cli", "insert", "dump", "-o", "inst", "--kernel-scope")
+    run_cli(["dump", "-o", "dump", "--", "python", "prog.py", "1"], cwd=tmp_path, code=0, timeout=900)
+    run_cli(["insert", "dump", "-o", "inst", "--kernel-scope"], cwd=tmp_path, code=0, timeout=900)
 
     def measure(mode: str, n: int) -> dict:
-        p = _py(tmp_path, "driver.py", mode, "inst", f"out{n}", str(n), str(PENDING_MB))
+        p = run_python(["driver.py", mode, "inst", f"out{n}", str(n), str(PENDING_MB)], cwd=tmp_path,
+                       code=0, timeout=900)
         return json.loads(p.stdout.strip().splitlines()[-1])
 
     plain = measure("plain", 10_000)

@@ -5,20 +5,16 @@ torch.compile."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-import helpers
 import pytest
 from helpers import requires_gpu
+from helpers.cli import child_env, run_cli, run_python
 
 import proton_inject
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
-ROOT = helpers.REPO
 
 
 PROGRAMS = {
@@ -64,25 +60,17 @@ PROGRAMS = {
 }
 
 
-def _run(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
     prog = tmp_path / f"{name}.py"
     prog.write_text(textwrap.dedent(PROGRAMS[name]))
     user_cache = tmp_path / "user_cache"
-    env = dict(os.environ, TRITON_CACHE_DIR=str(user_cache),
-               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor_cache"),
-               XDG_CACHE_HOME=str(tmp_path / "xdg"),
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    plain = _run([sys.executable, str(prog)], tmp_path, env)
+    env = child_env(TRITON_CACHE_DIR=str(user_cache), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor_cache"),
+                    XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    plain = run_python([str(prog)], cwd=tmp_path, env=env, code=0, timeout=300)
     out = tmp_path / "out"
-    prof = _run([sys.executable, "-m", "proton_inject.cli", "profile", "--kernel-scope",
-                 "--loops", "both",
-                 "-o", str(out), "--", "python", str(prog)], tmp_path, env)
-    assert prof.returncode == plain.returncode == 0, prof.stderr
+    prof = run_cli(["profile", "--kernel-scope", "--loops", "both", "-o", str(out), "--", "python", str(prog)],
+                   cwd=tmp_path, env=env, code=0, timeout=300)
     assert prof.stdout == plain.stdout
     index = json.loads((out / "run.json").read_text())
     kept = [x for x in index["launches"] if not x["tuning"]]
@@ -102,14 +90,13 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
     # The tool's own kernel (the clock bracket) builds in the tool's cache, not the program's.
     assert not list(user_cache.rglob("clock_bracket*"))
     assert list((tmp_path / "xdg" / "proton-inject" / "triton").rglob("clock_bracket*.cubin"))
-    again = _run([sys.executable, str(prog)], tmp_path, env)
+    again = run_python([str(prog)], cwd=tmp_path, env=env, timeout=300)
     assert again.stdout == plain.stdout
     assert not instrumented_files()
     if name == "autotuned":  # a second profile takes the instrumented builds from the tool's cache
-        prof2 = _run([sys.executable, "-m", "proton_inject.cli", "profile", "--kernel-scope",
-                      "--loops", "both", "-o", str(tmp_path / "out2"), "--", "python", str(prog)],
-                     tmp_path, env)
-        assert prof2.returncode == 0 and prof2.stdout == plain.stdout, prof2.stderr
+        prof2 = run_cli(["profile", "--kernel-scope", "--loops", "both", "-o", str(tmp_path / "out2"), "--",
+                         "python", str(prog)], cwd=tmp_path, env=env, code=0, timeout=300)
+        assert prof2.stdout == plain.stdout, prof2.stderr
         assert "built by an earlier session" in prof2.stderr, prof2.stderr
         assert (tmp_path / "out2" / "run.json").is_file()
         assert sorted(p.name for p in (tmp_path / "out2" / "ir").rglob("*.ttgir")) == \

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import requires_gpu
+from helpers.cli import run_cli
 
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.report import run_report
@@ -90,13 +88,10 @@ def _check_every_cta_and_warp(result: RunResult, out: Path, names: tuple[str, ..
 
 def test_vector_add_cli_pipeline(tmp_path):
     """The commands a user types, each its own process: dump, insert, check, run."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    cli = [sys.executable, "-m", "proton_inject.cli"]
     prog = ["--", "python", str(EXAMPLES / "vector_add.py")]
 
     def sh(*args: str) -> str:
-        p = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, cwd=tmp_path)
-        assert p.returncode == 0, p.stdout + p.stderr
+        p = run_cli(args, cwd=tmp_path, code=0)
         return p.stdout + p.stderr
 
     sh("dump", "-o", "dump", *prog)
@@ -243,13 +238,10 @@ def test_autotuned_kernel_is_traced_with_its_config(tmp_path):
 
 
 def test_torch_compile_kernels_are_traced(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    cli = [sys.executable, "-m", "proton_inject.cli"]
     prog = ["--", "python", str(EXAMPLES / "torch_compile_example.py")]
 
     def sh(*args: str) -> str:
-        p = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, cwd=tmp_path)
-        assert p.returncode == 0, p.stdout + p.stderr
+        p = run_cli(args, cwd=tmp_path, code=0)
         return p.stdout + p.stderr
 
     print(sh("dump", "-o", "dump", *prog))

@@ -9,9 +9,7 @@ bytes (so also nothing of ours or Triton's).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import helpers
 import pytest
 import torch
 from helpers import requires_gpu
+from helpers.cli import child_env, run_cli, run_python
 
 from proton_inject.analyze.decode import decode
 from proton_inject.formats.raw import find_raw, load_raw
@@ -27,7 +26,6 @@ pytestmark = [pytest.mark.gpu, requires_gpu]
 
 ROOT = helpers.REPO
 EXAMPLES = ROOT / "examples"
-CLI = [sys.executable, "-m", "proton_inject.cli"]
 
 # A small Llama-like block: RMSNorm (looped reductions at this width), attention, SiLU MLP.
 _MODEL = textwrap.dedent("""
@@ -145,16 +143,13 @@ _CONFIG_BYTES = textwrap.dedent("""
 """)
 
 
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-                PYTHONUNBUFFERED="1")
+def _cli(argv: list[str], cwd: Path, code: int | None = 0) -> subprocess.CompletedProcess:
+    """The CLI in a child; unbuffered, so a program's prints and ours keep their order."""
+    return run_cli(argv, cwd=cwd, env=child_env(PYTHONUNBUFFERED="1"), code=code, timeout=400)
 
 
-def _sh(args: list[str], cwd: Path, ok: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run(args, env=_env(), capture_output=True, text=True, cwd=cwd, timeout=400)
-    if ok:
-        assert p.returncode == 0, f"{args}\n{p.stdout}\n{p.stderr[-4000:]}"
-    return p
+def _py(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return run_python(argv, cwd=cwd, env=child_env(PYTHONUNBUFFERED="1"), code=0, timeout=400)
 
 
 KS = ("--kernel-scope", "--no-marks")
@@ -172,14 +167,14 @@ def _plain_and_profiled(tmp_path: Path, body: str, argss: tuple[tuple[str, ...],
     go to traces<i><j>."""
     prog = tmp_path / "prog.py"
     prog.write_text(body)
-    dump = _sh([*CLI, "dump", "-o", "dump", "--", "python", str(prog), *argss[0]], tmp_path)
-    plain = [dump.stdout] + [_sh([sys.executable, str(prog), *args], tmp_path).stdout for args in argss[1:]]
+    dump = _cli(["dump", "-o", "dump", "--", "python", str(prog), *argss[0]], tmp_path)
+    plain = [dump.stdout] + [_py([str(prog), *args], tmp_path).stdout for args in argss[1:]]
     out = {}
     for j, rules in enumerate(inserts):
-        _sh([*CLI, "insert", "dump", "-o", f"inst{j}", *rules], tmp_path)
+        _cli(["insert", "dump", "-o", f"inst{j}", *rules], tmp_path)
         for i, args in enumerate(argss):
-            prof = _sh([*CLI, "run", f"inst{j}", "-o", f"traces{i}{j}", "--", "python", str(prog), *args],
-                       tmp_path)
+            prof = _cli(["run", f"inst{j}", "-o", f"traces{i}{j}", "--", "python", str(prog), *args],
+                        tmp_path)
             print(prof.stderr[-2000:])
             out[(i, j)] = (plain[i], prof)
     return out
@@ -221,7 +216,7 @@ def test_reduce_overhead_graph_replays_are_profiled(tmp_path):
     for p in find_raw(tmp_path / "traces00" / "raw")[:20]:
         assert len(decode(*load_raw(p)).events) > 0
     assert "Overriding kernel" not in prof.stdout + prof.stderr
-    rep = _sh([*CLI, "report", "traces00"], tmp_path)
+    rep = _cli(["report", "traces00"], tmp_path)
     assert "kernel" in rep.stdout
     assert ok
 
@@ -291,15 +286,15 @@ def test_autotune_picks_the_plain_runs_config(tmp_path):
     near-tied configs are chosen by noise, as between two plain runs."""
     prog = tmp_path / "prog.py"
     prog.write_text(_CONFIG_BYTES)
-    dump = _sh([*CLI, "dump", "-o", "dump", "--", "python", str(prog)], tmp_path)
+    dump = _cli(["dump", "-o", "dump", "--", "python", str(prog)], tmp_path)
     plain, timings = dump.stdout, _timings(dump.stderr)
     assert plain.splitlines()[1].endswith("distinct outputs 4"), plain
     assert "recorded the autotuners' choices (1 Triton autotune key(s)" in dump.stderr, dump.stderr[-2000:]
-    _sh([*CLI, "insert", "dump", "-o", "inst", *LOOPS], tmp_path)
-    run = _sh([*CLI, "run", "inst", "-o", "traces", "--", "python", str(prog)], tmp_path)
-    pinned = _sh([*CLI, "profile", *LOOPS, "--no-report", "-o", "prof-pinned", "--autotune-from", "dump",
-                  "--", "python", str(prog)], tmp_path)
-    prof = _sh([*CLI, "profile", *LOOPS, "--no-report", "-o", "prof", "--", "python", str(prog)], tmp_path)
+    _cli(["insert", "dump", "-o", "inst", *LOOPS], tmp_path)
+    run = _cli(["run", "inst", "-o", "traces", "--", "python", str(prog)], tmp_path)
+    pinned = _cli(["profile", *LOOPS, "--no-report", "-o", "prof-pinned", "--autotune-from", "dump",
+                   "--", "python", str(prog)], tmp_path)
+    prof = _cli(["profile", *LOOPS, "--no-report", "-o", "prof", "--", "python", str(prog)], tmp_path)
     for name, p in (("dump", dump), ("run", run), ("profile --autotune-from", pinned), ("profile", prof)):
         print(f"{name} stderr:\n" + p.stderr[-1500:])
     fastest = sorted(timings.values())
@@ -340,7 +335,7 @@ def test_failed_instrumented_compile_runs_the_original(tmp_path):
     prog.write_text(f"import sys, torch\nsys.path.insert(0, {str(EXAMPLES)!r})\nimport vector_add as va\n"
                     "x = torch.randn(1_000_003, device='cuda')\n"
                     "print(torch.equal(va.add(x, x), x + x))\n")
-    p = _sh([*CLI, "run", str(inst), "-o", "traces", "--", "python", str(prog)], tmp_path, ok=False)
+    p = _cli(["run", str(inst), "-o", "traces", "--", "python", str(prog)], tmp_path, code=None)
     print(p.stderr[-3000:])
     assert p.returncode == 0 and p.stdout == "True\n"
     index = _index(tmp_path / "traces")
@@ -368,7 +363,7 @@ def test_two_ranks_under_torchrun(tmp_path):
     inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
     prog = tmp_path / "ranks.py"
     prog.write_text(_RANKS)
-    p = _sh([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+    p = _py(["-m", "torch.distributed.run", "--nproc-per-node", "2",
              "-m", "proton_inject.cli", "run", str(inst), "-o", "traces", "--",
              "python", str(prog), str(EXAMPLES)], tmp_path)
     assert sorted(p.stdout.split("\n")) == ["", "0 True 3.0", "1 True 3.0"], p.stdout
@@ -376,7 +371,7 @@ def test_two_ranks_under_torchrun(tmp_path):
     assert {_index(out, f"run.rank{r}.json")["rank"] for r in (0, 1)} == {0, 1}
     names = sorted(q.name for q in (out / "raw").glob("*.json"))
     assert names == ["rank0-00000-add_kernel.json", "rank1-00000-add_kernel.json"], names
-    rep = _sh([*CLI, "report", "traces", "--json", "--trace", "merged", "--merge"], tmp_path)
+    rep = _cli(["report", "traces", "--json", "--trace", "merged", "--merge"], tmp_path)
     (k,) = json.loads(rep.stdout)["kernels"]
     assert k["ranks"] == [0, 1]
     doc = json.loads((tmp_path / "merged" / "merged.json").read_text())

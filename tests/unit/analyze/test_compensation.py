@@ -10,13 +10,12 @@ from pathlib import Path
 import helpers
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from helpers.cli import invoke
 
 from proton_inject import calibrate
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.report import run_report
-from proton_inject.cli import main
 from proton_inject.formats import calibration
 from proton_inject.formats.raw import load_raw, save_raw
 
@@ -154,12 +153,12 @@ def test_report_compensates_by_default_and_says_so(tmp_path, cache):
 def test_cli_raw_flag_and_bad_cost_in_metadata(tmp_path, cache):
     calibration.store(H100, COST)
     d = _raw_dir(tmp_path, None)
-    r = CliRunner().invoke(main, ["report", str(d), "--raw"])
+    r = invoke(["report", str(d), "--raw"])
     assert r.exit_code == 0 and "record cost" not in r.output
     meta = json.loads((d / "raw" / "00000-add_kernel.json").read_text())
     meta["record_cost_cycles"] = "a lot"
     (d / "raw" / "00000-add_kernel.json").write_text(json.dumps(meta))
-    r = CliRunner().invoke(main, ["report", str(d)])
+    r = invoke(["report", str(d)])
     assert r.exit_code == 2 and "record_cost_cycles" in r.output and "Traceback" not in r.output
 
 
@@ -203,6 +202,6 @@ def test_calibrate_without_a_gpu_is_a_clear_error(cache):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    r = CliRunner().invoke(main, ["calibrate"])
+    r = invoke(["calibrate"])
     assert r.exit_code == 2 and "needs a CUDA GPU" in r.output and "Traceback" not in r.output
     assert not cache.exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 import helpers
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from helpers.cli import invoke
 
 from proton_inject.analyze.diff import (
     FASTER,
@@ -27,7 +27,6 @@ from proton_inject.analyze.diff import (
 )
 from proton_inject.analyze.diff import run_diff as _run_diff
 from proton_inject.analyze.report import run_report
-from proton_inject.cli import main
 from proton_inject.formats.raw import LaunchMeta, load_raw, raw_prefix, save_raw
 
 DATA = helpers.DATA / "h100-triton3.6"
@@ -163,14 +162,12 @@ def test_fail_above_exit_codes(runs):
     res = run_diff(runs["base"], runs["mm_slow"], fail_above=10)
     assert res.exit_code == 0 and res.data["counts"][SLOWER] == 1  # slower, under the bar
     assert run_diff(runs["base"], runs["mm_slow"]).exit_code == 0  # no --fail-above: never 1
-    cli = CliRunner()
-    r = cli.invoke(main, ["diff", str(runs["base"]), str(runs["mm_slow"]), "--fail-above", "3"])
-    assert r.exit_code == 1, r.output
+    r = invoke(["diff", str(runs["base"]), str(runs["mm_slow"]), "--fail-above", "3"], code=1)
     assert "FAILED: 1 region(s) slower than +3% beyond noise: mm_kernel: iter (kernels.py:28) +5.0%" in r.output
     assert run_diff(runs["base"], runs["mm_slow"], fail_above=5).exit_code == 0  # +5.0%, its
     # interval reaches below 5
     assert run_diff(runs["base"], runs["again"], fail_above=0).exit_code == 0
-    r = cli.invoke(main, ["diff", str(runs["base"]), str(runs["base"] / "nope")])
+    r = invoke(["diff", str(runs["base"]), str(runs["base"] / "nope")])
     assert r.exit_code == 2 and "no such file or directory" in r.output
 
 
@@ -219,10 +216,10 @@ def test_text_markdown_json_shapes(runs):
     assert set(r) >= {"name", "loc", "path", "kind", "moved_from", "base", "new", "change_pct",
                       "interval_pct", "verdict"}
     assert set(r["base"]) == {"count", "median", "p95", "resampled"}
-    cli = CliRunner().invoke(main, ["diff", str(runs["base"]), str(runs["again"]), "--json"])
+    cli = invoke(["diff", str(runs["base"]), str(runs["again"]), "--json"])
     assert cli.exit_code == 0 and json.loads(cli.output)["counts"][SAME] == 3
-    cli = CliRunner().invoke(main, ["diff", str(runs["base"]), str(runs["again"]), "--markdown",
-                                    "--json"])
+    cli = invoke(["diff", str(runs["base"]), str(runs["again"]), "--markdown",
+                  "--json"])
     assert cli.exit_code == 2 and "not both" in cli.output
 
 
@@ -370,13 +367,12 @@ def test_many_launches_resample_launches(tmp_path):
 def test_bad_inputs_are_one_line_errors(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "proton-inject-report", "kernels": [{"kernel": "x"}]}')
-    cli = CliRunner()
-    r = cli.invoke(main, ["diff", str(bad), str(DATA)])
+    r = invoke(["diff", str(bad), str(DATA)])
     assert r.exit_code == 2 and "bad.json: a kernel or region of this report lacks 'regions'" in r.output
     bad.write_text('{"format": "proton-inject-report", "kernels": 3}')
-    r = cli.invoke(main, ["diff", str(bad), str(bad)])
+    r = invoke(["diff", str(bad), str(bad)])
     assert r.exit_code == 2 and "not a `report --json` file" in r.output
-    r = cli.invoke(main, ["diff", str(DATA), str(DATA), "--resamples", "5"])
+    r = invoke(["diff", str(DATA), str(DATA), "--resamples", "5"])
     assert r.exit_code == 2 and "--resamples 5: give at least 20" in r.output
-    r = cli.invoke(main, ["diff", str(DATA), str(DATA), "--fail-above", "-1"])
+    r = invoke(["diff", str(DATA), str(DATA), "--fail-above", "-1"])
     assert r.exit_code == 2 and "--fail-above -1.0: give a percentage >= 0" in r.output

@@ -9,15 +9,14 @@ from pathlib import Path
 import helpers
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from helpers import profbuf
+from helpers.cli import invoke
 
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.overhead import overhead_class
 from proton_inject.analyze.report import run_report
 from proton_inject.analyze.summary import LaunchData, summarize
 from proton_inject.analyze.text import sampled_line
-from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.formats.raw import load_raw, raw_prefix, save_raw
 
@@ -228,14 +227,13 @@ def test_per_warp_rows_when_warps_differ():
 
 
 def test_cli(tmp_path):
-    r = CliRunner().invoke(main, ["report", str(DATA / "profile_scratch_add.json"), "--json",
-                                  "--clock-mhz", "1000"])
-    assert r.exit_code == 0, r.output
+    r = invoke(["report", str(DATA / "profile_scratch_add.json"), "--json",
+                "--clock-mhz", "1000"], code=0)
     k = json.loads(r.stdout)["kernels"][0]
     it = _region(k, "iter")
     assert it["ns"]["median"] == it["cycles"]["median"]  # 1 GHz: a cycle is a ns
     assert k["clock"]["sources"] == ["--clock-mhz"]
-    r = CliRunner().invoke(main, ["report", str(tmp_path / "missing")])
+    r = invoke(["report", str(tmp_path / "missing")])
     assert r.exit_code == 2 and "no such file" in r.output
     # a launch whose buffer stayed zero: the override was not used
     meta = json.loads((DATA / "profile_scratch_add.json").read_text())
@@ -244,7 +242,7 @@ def test_cli(tmp_path):
 
     save_raw(tmp_path / "raw" / "00000-add_kernel", np.zeros(8320 * 1024, np.uint8),
              LaunchMeta.from_dict(meta))
-    r = CliRunner().invoke(main, ["report", str(tmp_path)])
+    r = invoke(["report", str(tmp_path)])
     assert r.exit_code == 2 and "instrumented binary was not used" in r.output
 
 
@@ -297,11 +295,10 @@ def test_report_on_a_run_that_kept_nothing(tmp_path):
         "messages": ["kernel add_kernel (ABC) was never compiled: the program did not launch it"],
     }, indent=1))
     (tmp_path / "autotune.json").write_text('{"format": 1, "triton": [], "inductor": []}\n')  # not a trace
-    r = CliRunner().invoke(main, ["report", str(tmp_path)])
-    assert r.exit_code == 2
+    r = invoke(["report", str(tmp_path)], code=2)
     assert "the run kept no launches (the program exited with code 1)" in r.output
     assert "add_kernel (ABC) was never compiled" in r.output and "not a proton-inject" not in r.output
-    r = CliRunner().invoke(main, ["report", str(tmp_path / "run.json")])
+    r = invoke(["report", str(tmp_path / "run.json")])
     assert r.exit_code == 2 and "give its directory" in r.output
 
 

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import helpers
 import pytest
-from click.testing import CliRunner
+from helpers.cli import invoke
 
 from proton_inject.analyze import report
 from proton_inject.analyze.trace import read_trace
-from proton_inject.cli import main
 
 ROOT = helpers.REPO
 N = 300
@@ -47,10 +46,9 @@ def _kernel_of(seq: int) -> str:
 def test_every_launch_in_table_and_merged_trace(run_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(report, "PROGRESS_EVERY_S", 0.0)  # a line after every launch
     monkeypatch.setattr(report, "TRACE_WARN_BYTES", 2**20)  # "too big for Perfetto" at 1 MiB
-    res = CliRunner().invoke(main, ["report", str(run_dir), "--json", "--trace",
-                                    str(tmp_path / "tr"), "--merge", "--gz",
-                                    "--trace-format", "json"])
-    assert res.exit_code == 0, res.stderr
+    res = invoke(["report", str(run_dir), "--json", "--trace",
+                  str(tmp_path / "tr"), "--merge", "--gz",
+                  "--trace-format", "json"], code=0)
     summary = json.loads(res.stdout)  # stdout is the JSON alone: no progress there
     by = {k["kernel"]: k for k in summary["kernels"]}
     for name, k in by.items():
@@ -104,12 +102,12 @@ def test_launch_selection_and_trace_per_launch(run_dir, tmp_path):
 
 @pytest.mark.parametrize("spec", ["x", "5-2", "1,,2"])
 def test_bad_launch_selection(run_dir, spec):
-    res = CliRunner().invoke(main, ["report", str(run_dir), "--launches", spec])
+    res = invoke(["report", str(run_dir), "--launches", spec])
     assert res.exit_code == 2 and "--launches" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_selection_that_matches_nothing(run_dir):
-    res = CliRunner().invoke(main, ["report", str(run_dir), "--launches", "5000-"])
+    res = invoke(["report", str(run_dir), "--launches", "5000-"])
     assert res.exit_code == 2 and "no launches numbered 5000-" in res.stderr
 
 

@@ -4,10 +4,10 @@ and a valid golden still compares after the checks moved before any output."""
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 from helpers import REPO, SAMPLES
+from helpers.cli import invoke
 
-from proton_inject.cli import _options_from, main
+from proton_inject.cli import _options_from
 from proton_inject.errors import UserError
 from proton_inject.lower.options import MAX_BUFFER_SIZE as _MAX_BUFFER_SIZE
 from proton_inject.ttgir import parse_file
@@ -38,10 +38,8 @@ def test_buffer_size_up_to_one_gib_is_accepted():
 
 def test_check_against_a_golden_directory_for_one_file(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
-    runner = CliRunner()
     golden = tmp_path / "g"
-    res = runner.invoke(main, ["insert", str(ADD), "-o", str(golden / "add_kernel.ttgir")])
-    assert res.exit_code == 0, res.output
-    res = runner.invoke(main, ["insert", str(ADD), "-o", str(tmp_path / "o.ttgir"),
-                               "--check-against", str(golden)])
+    invoke(["insert", str(ADD), "-o", str(golden / "add_kernel.ttgir")], code=0)
+    res = invoke(["insert", str(ADD), "-o", str(tmp_path / "o.ttgir"),
+                  "--check-against", str(golden)])
     assert res.exit_code == 0 and "identical" in res.output, res.output

@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 
 import helpers
 import pytest
+from helpers.cli import run_cli
 
 ROOT = helpers.REPO
 DATA = ROOT / "tests" / "data" / "h100-triton3.6"
@@ -62,9 +61,7 @@ def test_readme_cpu_commands_run_as_written(tmp_path):
             from_gpu |= {words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-o", "--out")}
             from_gpu -= provided
             continue
-        p = subprocess.run([sys.executable, "-m", "proton_inject.cli", *words[1:]], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, f"README command failed: {cmd}\n{p.stderr[-2000:]}"
+        p = run_cli(words[1:], cwd=tmp_path, code=0, timeout=600)
         assert "Traceback" not in p.stderr, cmd
         ran.append(words[1])
     assert {"inspect", "insert", "check", "report", "strip"} <= set(ran), ran

@@ -17,12 +17,11 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from click.testing import CliRunner
 from helpers import SAMPLES
+from helpers.cli import invoke
 from test_autotune_plain import _compile_side, _session
 from triton.runtime.autotuner import Autotuner
 
-from proton_inject.cli import main
 from proton_inject.dump import program
 from proton_inject.dump import tuning as autotune
 from proton_inject.dump.program import _write_decisions
@@ -137,16 +136,14 @@ def test_insert_carries_the_decisions_into_the_tree(tmp_path):
     src = _dump_dir(tmp_path, json.dumps(decisions.to_json()))
     out = tmp_path / "inst"
     for _ in range(2):  # the second replaces the tree that holds autotune.json
-        res = CliRunner().invoke(main, ["insert", str(src), "-o", str(out)])
-        assert res.exit_code == 0, res.output
+        res = invoke(["insert", str(src), "-o", str(out)], code=0)
         assert "carried autotune.json (2 autotuning decisions)" in res.output
     assert (out / autotune_file.FILE_NAME).read_bytes() == (src / autotune_file.FILE_NAME).read_bytes()
     assert sorted(p.name for p in out.rglob("*")) == ["add_kernel.ttgir", "autotune.json", "h1",
                                                        "manifest.json"]
     # a damaged file is not carried: run would time every autotuner
     bad = _dump_dir(tmp_path / "bad", "{not json")
-    res = CliRunner().invoke(main, ["insert", str(bad), "-o", str(tmp_path / "inst2")])
-    assert res.exit_code == 0, res.output
+    res = invoke(["insert", str(bad), "-o", str(tmp_path / "inst2")], code=0)
     assert "warning:" in res.output and "not carried" in res.output
     assert not (tmp_path / "inst2" / autotune_file.FILE_NAME).exists()
 
@@ -254,21 +251,14 @@ print("chosen", tuned.best_config.kwargs["BLOCK"], float(out.sum()))
 def test_dump_child_records_the_programs_choices(tmp_path):
     """`dump`'s child process, on a program run by Triton's interpreter (no GPU to compile
     for: only the autotuning part of a dump is exercised)."""
-    import os
-    import subprocess
-    import sys
-
-    from helpers import REPO
+    from helpers.cli import child_env, run_python
 
 
     prog = tmp_path / "prog.py"
     prog.write_text(_PROGRAM)
     records = tmp_path / "compiled.jsonl"
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    p = subprocess.run([sys.executable, "-c", program._DUMP_CHILD, str(records), "path", str(prog)],
-                       env=env, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr[-2000:]
+    p = run_python(["-c", program._DUMP_CHILD, str(records), "path", str(prog)], cwd=tmp_path,
+                   env=child_env(TRITON_INTERPRET="1"), code=0, timeout=120)
     assert p.stdout == "chosen 64 9900.0\n"  # the program's own output, nothing of ours
     decisions = autotune_file.from_lines(program._autotune_lines(str(records)))
     (e,) = decisions.triton.values()

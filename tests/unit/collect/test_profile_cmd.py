@@ -11,11 +11,10 @@ import json
 import textwrap
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import invoke
 from helpers.ttgir import compile_with_hook
 
 import proton_inject
-from proton_inject.cli import main
 from proton_inject.collect.compile_hook import CompileHook, TreeSource, as_rules
 from proton_inject.collect.session import clear_out_dir
 from proton_inject.errors import UserError
@@ -232,18 +231,16 @@ def test_python_api_is_exported_lazily():
 
 
 def test_profile_command_options(tmp_path):
-    runner = CliRunner()
     prog = tmp_path / "prog.py"
     prog.write_text("print('hi')\n")
-    res = runner.invoke(main, ["profile", "--loops", "sideways", "--", "python", str(prog)])
+    res = invoke(["profile", "--loops", "sideways", "--", "python", str(prog)])
     assert res.exit_code == 2 and "sideways" in res.output
-    res = runner.invoke(main, ["profile", "-o", str(tmp_path / "o")])
-    assert res.exit_code == 2
-    res = runner.invoke(main, ["profile", "--", "python", str(tmp_path / "missing.py")])
+    invoke(["profile", "-o", str(tmp_path / "o")], code=2)
+    res = invoke(["profile", "--", "python", str(tmp_path / "missing.py")])
     assert res.exit_code == 2 and "missing.py: no such script" in res.output
-    res = runner.invoke(main, ["profile", "--region", "bad", "--", "python", str(prog)])
+    res = invoke(["profile", "--region", "bad", "--", "python", str(prog)])
     assert res.exit_code == 2 and "--region" in res.output
-    help_text = runner.invoke(main, ["profile", "--help"]).output
+    help_text = invoke(["profile", "--help"]).output
     for opt in ("--loops", "--op", "--kernel", "--buffer-type", "--max-launches", "--no-report"):
         assert opt in help_text
 
@@ -255,8 +252,7 @@ def test_profile_without_gpu_is_a_clear_error(tmp_path):
         pytest.skip("this machine has a GPU")
     prog = tmp_path / "prog.py"
     prog.write_text("print('hi')\n")
-    res = CliRunner().invoke(main, ["profile", "-o", str(tmp_path / "o"), "--", "python", str(prog)])
-    assert res.exit_code == 2
+    res = invoke(["profile", "-o", str(tmp_path / "o"), "--", "python", str(prog)], code=2)
     assert "no CUDA GPU" in res.output
 
 

@@ -11,12 +11,11 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from click.testing import CliRunner
+from helpers.cli import invoke
 from triton.backends.compiler import GPUTarget
 from triton.runtime.errors import OutOfResources
 
 from proton_inject.api import profile
-from proton_inject.cli import main
 from proton_inject.collect.launch_hooks import ProfileBufferTooLarge, _out_of_resources_type
 from proton_inject.collect.launches import config_name, config_of_autotune, config_of_kernel
 from proton_inject.collect.session import Session
@@ -160,21 +159,20 @@ def test_no_gpu_is_a_clear_error_and_leaves_nothing_installed(tmp_path):
 
 
 def test_cli_run_option_errors(tmp_path):
-    runner = CliRunner()
     root = str(_tree(tmp_path))
     script = tmp_path / "prog.py"
     script.write_text("import sys; sys.exit(3)\n")
     base = ["run", root, "-o", str(tmp_path / "t")]
-    r = runner.invoke(main, [*base, "--clock", "48", "--", "python", str(script)])
+    r = invoke([*base, "--clock", "48", "--", "python", str(script)])
     assert r.exit_code == 2 and "--clock" in r.output
-    r = runner.invoke(main, [*base, "--warps", "a,b", "--", "python", str(script)])
+    r = invoke([*base, "--warps", "a,b", "--", "python", str(script)])
     assert r.exit_code == 2 and "comma-separated warp ids" in r.output
-    r = runner.invoke(main, [*base, "--buffer-size", "1000", "--", "python", str(script)])
+    r = invoke([*base, "--buffer-size", "1000", "--", "python", str(script)])
     assert r.exit_code == 2 and "not a power of two" in r.output
-    r = runner.invoke(main, [*base, "--max-launches", "-2", "--", "python", str(script)])
+    r = invoke([*base, "--max-launches", "-2", "--", "python", str(script)])
     assert r.exit_code == 2 and "--max-launches must be >= 0" in r.output
     if not torch.cuda.is_available():
-        r = runner.invoke(main, [*base, "--", "python", str(script)])
+        r = invoke([*base, "--", "python", str(script)])
         assert r.exit_code == 2 and "no CUDA GPU is visible" in r.output
 
 

@@ -12,10 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from helpers.aot_kernels import SPEC_SRC, TUNED_SRC, write_kernel
+from helpers.cli import invoke
 
-from proton_inject.cli import main
 from proton_inject.dump import aot as override
 from proton_inject.dump import dump_tree, program, signature
 from proton_inject.errors import UserError
@@ -295,8 +294,7 @@ def _dump_args(spec: str, out: Path, *extra: str) -> list[str]:
 
 def test_cli_dump_aot(kernel_file, tmp_path):
     out = tmp_path / "dump"
-    res = CliRunner().invoke(main, _dump_args(f"{kernel_file}:scale_kernel", out))
-    assert res.exit_code == 0, res.output
+    res = invoke(_dump_args(f"{kernel_file}:scale_kernel", out), code=0)
     assert "wrote 1 kernel(s)" in res.output
     (entry,) = json.loads((out / "manifest.json").read_text())["kernels"]
     assert entry["target"] == "hip:gfx942" and entry["num_warps"] == 4
@@ -304,8 +302,7 @@ def test_cli_dump_aot(kernel_file, tmp_path):
 
 
 def test_cli_missing_kernel_exits_2(kernel_file, tmp_path):
-    res = CliRunner().invoke(main, _dump_args(f"{kernel_file}:nope", tmp_path / "d"))
-    assert res.exit_code == 2
+    res = invoke(_dump_args(f"{kernel_file}:nope", tmp_path / "d"), code=2)
     assert f"proton-inject: error: {kernel_file}: no Triton kernel named 'nope'" in res.output
     assert "Traceback" not in res.output
     assert not (tmp_path / "d").exists()
@@ -321,8 +318,7 @@ def test_cli_missing_kernel_exits_2(kernel_file, tmp_path):
     ],
 )
 def test_cli_dump_usage_errors(argv, needle):
-    res = CliRunner().invoke(main, argv)
-    assert res.exit_code == 2
+    res = invoke(argv, code=2)
     assert needle in res.output
 
 
@@ -462,23 +458,21 @@ def test_default_options_are_tritons(kernel_file):
 
 def test_dump_refuses_to_replace_another_config(kernel_file, tmp_path):
     out = tmp_path / "d"
-    cli = CliRunner()
     args = ["dump", "--target", "cuda:90", f"{kernel_file}:scale_kernel", "--signature", SIG,
             "--constexpr", "BLOCK=256", "--constexpr", "REPS=2", "-o", str(out)]
-    assert cli.invoke(main, [*args, "--num-warps", "4"]).exit_code == 0
+    invoke([*args, "--num-warps", "4"], code=0)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    assert cli.invoke(main, [*args, "--num-warps", "4"]).exit_code == 0  # same config: fine
-    res = cli.invoke(main, [*args, "--num-warps", "8"])
+    invoke([*args, "--num-warps", "4"], code=0)  # same config: fine
+    res = invoke([*args, "--num-warps", "8"])
     assert res.exit_code == 2 and "4 warps" in res.output and "8 warps" in res.output
     assert "would replace it" in res.output
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_cli_dump_autotuned(tuned_file, tmp_path):
-    res = CliRunner().invoke(main, ["dump", "--target", "cuda:90", f"{tuned_file}:tuned_kernel",
-                                    "--signature", TUNED_SIG, "--constexpr", "EVEN=true",
-                                    "-o", str(tmp_path / "d")])
-    assert res.exit_code == 0, res.output
+    res = invoke(["dump", "--target", "cuda:90", f"{tuned_file}:tuned_kernel",
+                  "--signature", TUNED_SIG, "--constexpr", "EVEN=true",
+                  "-o", str(tmp_path / "d")], code=0)
     assert "wrote 2 kernel(s)" in res.output and "config [1] BLOCK=128" in res.output
     entries = json.loads((tmp_path / "d" / "manifest.json").read_text())["kernels"]
     assert sorted(e["config"] for e in entries) == [0, 1]
@@ -486,7 +480,7 @@ def test_cli_dump_autotuned(tuned_file, tmp_path):
 
 @pytest.mark.parametrize("cmd", ["dump", "inspect", "insert", "strip", "check", "run", "report"])
 def test_every_command_has_dash_h(cmd):
-    res = CliRunner().invoke(main, [cmd, "-h"])
+    res = invoke([cmd, "-h"])
     assert res.exit_code == 0 and res.output.startswith(f"Usage: main {cmd}")
 
 
@@ -532,8 +526,7 @@ def test_program_dump_writes_the_aot_command_that_reproduces_it(spec_kernel, tmp
         argv = shlex.split(e["aot_command"])
         assert argv[:2] == ["proton-inject", "dump"] and argv[-2:] == ["-o", str(tmp_path / "dump")]
         out = tmp_path / f"aot_{e['hash']}"
-        got = CliRunner().invoke(main, [*argv[1:-2], "-o", str(out)])
-        assert got.exit_code == 0, got.output
+        invoke([*argv[1:-2], "-o", str(out)], code=0)
         (again,) = json.loads((out / "manifest.json").read_text())["kernels"]
         assert (again["hash"], again["num_warps"]) == (e["hash"], 2)
         assert (out / again["ttgir"]).read_text() == (tmp_path / "dump" / e["ttgir"]).read_text()
@@ -553,16 +546,13 @@ def test_insert_warns_when_a_marked_source_changed_since_the_dump(tmp_path):
             x = tl.load(x_ptr + offs)  # proton: load
             tl.store(x_ptr + offs, x * 2)
         """))
-    cli = CliRunner()
     dump, inst = tmp_path / "dump", tmp_path / "inst"
-    res = cli.invoke(main, ["dump", "--target", "cuda:90", f"{src}:marked_kernel", "--signature",
-                            "x_ptr=*fp32", "--constexpr", "BLOCK=64", "-o", str(dump)])
-    assert res.exit_code == 0, res.output
-    res = cli.invoke(main, ["insert", str(dump), "-o", str(inst)])
+    invoke(["dump", "--target", "cuda:90", f"{src}:marked_kernel", "--signature",
+            "x_ptr=*fp32", "--constexpr", "BLOCK=64", "-o", str(dump)], code=0)
+    res = invoke(["insert", str(dump), "-o", str(inst)])
     assert res.exit_code == 0 and "changed since" not in res.output
     src.write_text(src.read_text() + "# edited after the dump\n")
-    res = cli.invoke(main, ["insert", str(dump), "-o", str(tmp_path / "inst2")])
-    assert res.exit_code == 0
+    res = invoke(["insert", str(dump), "-o", str(tmp_path / "inst2")], code=0)
     assert f"warning: kernel marked_kernel: {src} changed since it was dumped" in res.output
 
 

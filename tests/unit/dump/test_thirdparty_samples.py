@@ -13,10 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from helpers import REPO, TARGETS
+from helpers.cli import invoke
 
-from proton_inject.cli import main
 from proton_inject.dump.signature import parse_constexprs as _parse_constexprs
 
 THIRDPARTY = REPO / "ttgir_samples" / "thirdparty"
@@ -29,8 +28,8 @@ RULES = ["--kernel-scope", "--loops", "both", "--no-marks"]
 def instrumented(request, tmp_path_factory):
     target = request.param
     out = tmp_path_factory.mktemp(f"tp-{target}") / "inst"
-    res = CliRunner().invoke(main, ["insert", str(THIRDPARTY / target), "-o", str(out), *RULES,
-                                    "--check-against", str(GOLDEN / target)])
+    res = invoke(["insert", str(THIRDPARTY / target), "-o", str(out), *RULES,
+                  "--check-against", str(GOLDEN / target)])
     return target, out, res
 
 
@@ -51,8 +50,7 @@ def test_insert_matches_golden(instrumented):
 
 def test_strip_gives_the_samples_back(instrumented, tmp_path):
     target, out, _ = instrumented
-    res = CliRunner().invoke(main, ["strip", str(out), "-o", str(tmp_path / "s")])
-    assert res.exit_code == 0, res.output
+    invoke(["strip", str(out), "-o", str(tmp_path / "s")], code=0)
     for p in (THIRDPARTY / target).glob("*.ttgir"):
         assert (tmp_path / "s" / p.name).read_bytes() == p.read_bytes(), p.name
 

@@ -6,17 +6,16 @@ The CLI runs in a subprocess that SIGKILLs itself at a named point of fsutil
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from helpers import DATA, REPO
+from helpers.cli import CLI, child_env, run_cli
 
 from proton_inject.formats.files import recover_tree, replace_tree
 
@@ -25,17 +24,17 @@ SAMPLES = REPO / "ttgir_samples/cuda-90"
 
 def cli(cwd: Path, *args: str, kill_at: str | None = None, no_exchange: bool = False,
         popen: bool = False):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    """The CLI in a child (it may be killed), told where to SIGKILL itself if ``kill_at``."""
+    env = child_env()
     env.pop("PROTON_INJECT_TEST_KILL_AT", None)
     if kill_at:
         env["PROTON_INJECT_TEST_KILL_AT"] = kill_at
     if no_exchange:
         env["PROTON_INJECT_TEST_NO_EXCHANGE"] = "1"
-    argv = [sys.executable, "-m", "proton_inject.cli", *args]
     if popen:
-        return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+        return subprocess.Popen([*CLI, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    return run_cli(args, cwd=cwd, env=env)
 
 
 def snapshot(root: Path) -> dict[str, bytes] | None:

@@ -15,12 +15,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from helpers import DATA
+from helpers.cli import invoke
 from helpers.limits import memory_limit
 
 from proton_inject.analyze import trace as trace_mod
-from proton_inject.cli import main
 
 RAW = DATA / "h100-shortlaunch"
 
@@ -28,15 +27,6 @@ RAW = DATA / "h100-shortlaunch"
 def _tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file()}
-
-
-def _cli(cwd: Path, *argv: str):
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(main, list(argv))
-    finally:
-        os.chdir(old)
 
 
 def _one_clean_error(res, *needles: str) -> str:
@@ -97,7 +87,7 @@ def test_full_disk_during_report_trace(tmp_path, monkeypatch, fmt, opts, room):
         return _FullDisk(real(fd, *a, **k), room)
 
     monkeypatch.setattr(os, "fdopen", fdopen)
-    res = _cli(tmp_path, "report", "raw", "--trace", "t", "--trace-format", fmt, *opts)
+    res = invoke(["report", "raw", "--trace", "t", "--trace-format", fmt, *opts], cwd=tmp_path)
     monkeypatch.undo()
     msg = _one_clean_error(res, "t/", "No space left on device", "free some space")
     assert "cannot write" in msg
@@ -120,7 +110,7 @@ def test_raw_buffer_gzip_bomb_under_a_memory_limit(tmp_path):
     (tmp_path / "raw/00000-matmul_kernel.bin.gz").write_bytes(_bomb(1024))
     before = _tree(tmp_path)
     with memory_limit(384 * 2**20):
-        res = _cli(tmp_path, "report", "raw")
+        res = invoke(["report", "raw"], cwd=tmp_path)
     _one_clean_error(res, "raw/00000-matmul_kernel.bin.gz: not enough memory to inflate")
     assert _tree(tmp_path) == before
 
@@ -138,7 +128,7 @@ def test_raw_buffer_gzip_bomb_past_the_size_limit(tmp_path, monkeypatch):
     (tmp_path / "raw/00000-matmul_kernel.json").write_text(json.dumps(meta))
     (tmp_path / "raw/00000-matmul_kernel.bin.gz").write_bytes(_bomb(64))
     with memory_limit(384 * 2**20):
-        res = _cli(tmp_path, "report", "raw")
+        res = invoke(["report", "raw"], cwd=tmp_path)
     _one_clean_error(res, "raw/00000-matmul_kernel.bin.gz: inflates to more than 16 MiB; more "
                      "than proton-inject decodes of one launch")
 
@@ -149,13 +139,13 @@ def test_trace_gzip_bomb(tmp_path, monkeypatch):
     monkeypatch.setattr(trace_mod, "MAX_TRACE_BYTES", 16 * 2**20)
     (tmp_path / "t.json.gz").write_bytes(_bomb(64))
     with memory_limit(384 * 2**20):
-        res = _cli(tmp_path, "report", "t.json.gz")
+        res = invoke(["report", "t.json.gz"], cwd=tmp_path)
     _one_clean_error(res, "t.json.gz: inflates to more than 16 MiB; too large to load whole")
 
 
 def test_trace_gzip_bomb_under_a_memory_limit(tmp_path):
     (tmp_path / "t.json.gz").write_bytes(_bomb(1024))
     with memory_limit(384 * 2**20):
-        res = _cli(tmp_path, "report", "t.json.gz")
+        res = invoke(["report", "t.json.gz"], cwd=tmp_path)
     _one_clean_error(res, "t.json.gz: not enough memory to inflate this trace file")
 

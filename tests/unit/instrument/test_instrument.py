@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 from helpers import REPO, SAMPLES, sample_files
+from helpers.cli import invoke
 
-from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.formats.rules_file import LineRange
 from proton_inject.instrument.insert import insert_text, instrument_tree, strip_text
@@ -175,43 +174,37 @@ def test_tree_keeps_only_ttgir_and_selects_kernels(tmp_path, monkeypatch):
     outputs, manifest, _ = instrument_tree(SAMPLES / "cuda-90", Rules(kernel="^matmul"))
     assert set(outputs) == {"matmul_kernel.ttgir", "matmul_kernel_64x64x32.ttgir"}
     assert {k["kernel"] for k in manifest["kernels"]} == {"matmul_kernel"}
-    runner = CliRunner()
     out = tmp_path / "inst"
-    res = runner.invoke(main, ["insert", str(SAMPLES / "cuda-90"), "-o", str(out), "--kernel", "^add"])
-    assert res.exit_code == 0, res.output
+    invoke(["insert", str(SAMPLES / "cuda-90"), "-o", str(out), "--kernel", "^add"], code=0)
     assert sorted(p.name for p in out.rglob("*")) == ["add_kernel.ttgir", "add_kernel_b4096.ttgir",
                                                        "manifest.json"]
     data = json.loads((out / "manifest.json").read_text())
     assert data["kernels"][0]["regions"][0]["name"] == "kernel"
-    res = runner.invoke(main, ["insert", str(SAMPLES / "cuda-90"), "-o", str(out), "--kernel", "nope"])
+    res = invoke(["insert", str(SAMPLES / "cuda-90"), "-o", str(out), "--kernel", "nope"])
     assert res.exit_code == 2 and "no kernel matched" in res.output
 
 
 def test_cli_check_against_prints_diff(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
-    runner = CliRunner()
     golden = tmp_path / "golden"
     src = SAMPLES / "cuda-90"
-    assert runner.invoke(main, ["insert", str(src), "-o", str(golden), "--kernel", "^add"]).exit_code == 0
-    res = runner.invoke(main, ["insert", str(src), "--kernel", "^add", "--check-against", str(golden)])
+    invoke(["insert", str(src), "-o", str(golden), "--kernel", "^add"], code=0)
+    res = invoke(["insert", str(src), "--kernel", "^add", "--check-against", str(golden)])
     assert res.exit_code == 0 and "identical" in res.output
-    res = runner.invoke(main, ["insert", str(src), "--kernel", "^add", "--loops", "both",
-                               "--check-against", str(golden)])
-    assert res.exit_code == 1
+    res = invoke(["insert", str(src), "--kernel", "^add", "--loops", "both",
+                  "--check-against", str(golden)], code=1)
     assert '+      proton.record start "iter i @vector_add.py:17"' in res.output
 
 
 def test_cli_single_file_and_strip(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
-    runner = CliRunner()
     src = SAMPLES / "cuda-90/softmax_kernel.ttgir"
     out, back = tmp_path / "i.ttgir", tmp_path / "s.ttgir"
-    res = runner.invoke(main, ["insert", str(src), "-o", str(out), "--loops", "iteration"])
-    assert res.exit_code == 0, res.output
+    res = invoke(["insert", str(src), "-o", str(out), "--loops", "iteration"], code=0)
     assert "softmax_kernel (softmax_kernel.ttgir): 1 region" in res.output
-    res = runner.invoke(main, ["insert", str(out), "-o", str(tmp_path / "again.ttgir")])
+    res = invoke(["insert", str(out), "-o", str(tmp_path / "again.ttgir")])
     assert res.exit_code == 2 and "already instrumented" in res.output
-    assert runner.invoke(main, ["strip", str(out), "-o", str(back)]).exit_code == 0
+    invoke(["strip", str(out), "-o", str(back)], code=0)
     assert back.read_bytes() == src.read_bytes()
 
 
@@ -227,9 +220,8 @@ GOLDEN = {
 def test_golden_instrumented_ir(name, target, monkeypatch):
     """CI's diff of instrumented IR: regenerate with scripts/update_golden.sh."""
     monkeypatch.chdir(REPO)
-    res = CliRunner().invoke(main, ["insert", f"ttgir_samples/{target}", *GOLDEN[name],
-                                    "--check-against", f"ttgir_samples/instrumented/{name}/{target}"])
-    assert res.exit_code == 0, res.output[-3000:]
+    invoke(["insert", f"ttgir_samples/{target}", *GOLDEN[name],
+            "--check-against", f"ttgir_samples/instrumented/{name}/{target}"], code=0)
 
 
 def test_every_sample_compiles_with_every_rule_at_once(tmp_path, monkeypatch):
@@ -270,14 +262,13 @@ def test_rules_from_pyproject_and_rules_file(tmp_path, monkeypatch):
     # The CLI picks ./pyproject.toml up when no --rules is given, and adds its own flags.
     src = SAMPLES / "cuda-90/matmul_kernel.ttgir"
     monkeypatch.chdir(tmp_path)
-    res = CliRunner().invoke(main, ["insert", str(src), "-o", str(tmp_path / "o.ttgir"), "--kernel-scope"])
-    assert res.exit_code == 0, res.output
+    res = invoke(["insert", str(src), "-o", str(tmp_path / "o.ttgir"), "--kernel-scope"], code=0)
     text = (tmp_path / "o.ttgir").read_text()
     assert 'start "tail"' in text and 'start "kernel"' in text and 'start "iter acc @matmul.py:36"' in text
     assert "rules from ./pyproject.toml [tool.proton-inject]" in res.output  # said, not silent
     (tmp_path / "r.toml").write_text('loops = "both"\n')
-    res = CliRunner().invoke(main, ["insert", str(src), "-o", str(tmp_path / "p.ttgir"), "--rules",
-                                    str(tmp_path / "r.toml")])
+    res = invoke(["insert", str(src), "-o", str(tmp_path / "p.ttgir"), "--rules",
+                  str(tmp_path / "r.toml")])
     assert res.exit_code == 0 and "rules from ./pyproject.toml" not in res.output
     bad = tmp_path / "bad.toml"
     bad.write_text('loops = "sometimes"\n')

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 from helpers import SAMPLES
+from helpers.cli import invoke
 from helpers.real_kernels import SKIP_ROWS_REGIONS, calls_kernel, skip_calls_kernel, skip_rows_kernel
 from helpers.ttgir import compile_ttgir
 from triton.backends.compiler import GPUTarget
 
-from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.formats.rules_file import LineRange
 from proton_inject.instrument.insert import insert_text, strip_text
@@ -217,9 +216,7 @@ def test_a_bad_file_in_a_tree_is_left_out_and_strict_refuses(ir, tmp_path):
     (src / "h3").mkdir()
     (src / "h3" / "bad.ttgir").write_text("this is not IR\n")
     before = {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
-    runner = CliRunner()
-    res = runner.invoke(main, ["insert", str(src), "-o", str(tmp_path / "out"), "--no-marks"])
-    assert res.exit_code == 0, res.output
+    res = invoke(["insert", str(src), "-o", str(tmp_path / "out"), "--no-marks"], code=0)
     assert ("3 of 4 kernels instrumented; left out: h3/bad.ttgir:1:1: 'this' is not an op"
             in res.output)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -227,7 +224,7 @@ def test_a_bad_file_in_a_tree_is_left_out_and_strict_refuses(ir, tmp_path):
     assert sorted(k["file"] for k in manifest["kernels"]) == [
         "h0/add_kernel.ttgir", "h1/softmax_kernel.ttgir", "h2/skip.ttgir"]
     assert not (tmp_path / "out" / "h3").exists()
-    res = runner.invoke(main, ["insert", str(src), "-o", str(tmp_path / "out2"), "--strict"])
+    res = invoke(["insert", str(src), "-o", str(tmp_path / "out2"), "--strict"])
     assert res.exit_code == 2 and "left out: h3/bad.ttgir" in res.output
     assert not (tmp_path / "out2").exists()
     assert before == {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
@@ -272,9 +269,8 @@ def test_insert_check_leaves_out_a_file_that_does_not_compile(ir, tmp_path):
     bad = (SAMPLES / "cuda-90/add_kernel.ttgir").read_text().replace("tt.load %", "tt.load_x %")
     (src / "a" / "add_kernel.ttgir").write_text(bad)
     (src / "b" / "calls.ttgir").write_text(ir[("calls_kernel", "cuda:90")])
-    res = CliRunner().invoke(main, ["insert", str(src), "-o", str(tmp_path / "out"), "--check",
-                                    "--no-marks"])
-    assert res.exit_code == 0, res.output
+    res = invoke(["insert", str(src), "-o", str(tmp_path / "out"), "--check",
+                  "--no-marks"], code=0)
     assert ("1 of 2 kernels instrumented; left out: a/add_kernel.ttgir: its instrumented IR "
             "does not compile: loc(\"a/add_kernel.ttgir\"" in res.output)
     assert "custom op 'tt.load_x' is unknown" in res.output

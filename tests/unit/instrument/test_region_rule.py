@@ -8,10 +8,9 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 from helpers import REPO, SAMPLES
+from helpers.cli import invoke
 
-from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import LineRange, Rules
@@ -34,9 +33,8 @@ def _notes(output: str) -> list[str]:
 def test_region_missing_from_some_kernels_is_a_note_each(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     src, out = _tree(tmp_path), tmp_path / "inst"
-    res = CliRunner().invoke(main, ["insert", str(src), "-o", str(out), "--kernel-scope",
-                                    "--no-marks", "--region", DOT])
-    assert res.exit_code == 0, res.output
+    res = invoke(["insert", str(src), "-o", str(out), "--kernel-scope",
+                  "--no-marks", "--region", DOT], code=0)
     notes = _notes(res.output)
     assert [n.split(":")[:2] for n in notes] == [["note", " kernel add_kernel"],
                                                  ["note", " kernel softmax_kernel"]], res.output
@@ -52,9 +50,8 @@ def test_region_missing_from_some_kernels_is_a_note_each(tmp_path, monkeypatch):
 def test_region_alone_instruments_the_kernels_that_have_it(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     src, out = _tree(tmp_path), tmp_path / "inst"
-    res = CliRunner().invoke(main, ["insert", str(src), "-o", str(out), "--no-marks",
-                                    "--region", DOT])
-    assert res.exit_code == 0, res.output
+    res = invoke(["insert", str(src), "-o", str(out), "--no-marks",
+                  "--region", DOT], code=0)
     assert len(_notes(res.output)) == 2 and "left out" not in res.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert [k["kernel"] for k in manifest["kernels"]] == ["matmul_kernel"]
@@ -64,9 +61,8 @@ def test_region_alone_instruments_the_kernels_that_have_it(tmp_path, monkeypatch
 def test_region_matching_nothing_anywhere_is_an_error(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     src, out = _tree(tmp_path), tmp_path / "inst"
-    res = CliRunner().invoke(main, ["insert", str(src), "-o", str(out), "--no-marks",
-                                    "--region", "x=examples/matmul.py:1"])
-    assert res.exit_code == 2, res.output
+    res = invoke(["insert", str(src), "-o", str(out), "--no-marks",
+                  "--region", "x=examples/matmul.py:1"], code=2)
     assert "the rules selected no region" in res.output
     assert "no op of this kernel comes from examples/matmul.py:1" in res.output
     assert not out.exists()

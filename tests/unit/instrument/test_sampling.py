@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from helpers import REPO, SAMPLES
+from helpers.cli import invoke
 
-from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.instrument.insert import insert_text, sampled_ctas, strip_text
 from proton_inject.instrument.rules import Rules
@@ -133,15 +132,13 @@ def test_ws_kernel_records_the_first_warp_of_each_partition(tmp_path):
 
 
 def test_sample_ctas_option(tmp_path):
-    runner = CliRunner()
     src = SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir"
     out = tmp_path / "ln.ttgir"
-    ok = runner.invoke(main, ["insert", str(src), "-o", str(out), "--sample-ctas", "8",
-                              "--no-marks"])
-    assert ok.exit_code == 0, ok.output
+    invoke(["insert", str(src), "-o", str(out), "--sample-ctas", "8",
+            "--no-marks"], code=0)
     assert sampled_ctas(out.read_text()) == 8
-    bad = runner.invoke(main, ["insert", str(src), "-o", str(tmp_path / "x.ttgir"),
-                               "--sample-ctas", "0"])
+    bad = invoke(["insert", str(src), "-o", str(tmp_path / "x.ttgir"),
+                  "--sample-ctas", "0"])
     assert bad.exit_code == 2 and "--sample-ctas 0" in bad.output
     assert not (tmp_path / "x.ttgir").exists()
 

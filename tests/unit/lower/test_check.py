@@ -9,11 +9,10 @@ import helpers
 import pytest
 import triton
 import triton.language as tl
-from click.testing import CliRunner
+from helpers.cli import invoke
 from helpers.ttgir import add_kernel_scope, compile_ttgir
 from triton.backends.compiler import GPUTarget
 
-from proton_inject.cli import main
 from proton_inject.errors import UserError
 from proton_inject.lower.check import check_file, check_paths, diagnostics, file_target, plan
 from proton_inject.lower.options import LoweringOptions
@@ -167,9 +166,7 @@ def test_diagnostics_keep_errors_and_carets():
 
 
 def test_cli_check_exit_codes(tmp_path):
-    runner = CliRunner()
-    ok = runner.invoke(main, ["check", str(DATA), "--target", "cuda:90", "--clock", "32"])
-    assert ok.exit_code == 0, ok.output
+    ok = invoke(["check", str(DATA), "--target", "cuda:90", "--clock", "32"], code=0)
     assert "2 regions: 0 'kernel', 1 'iter' (in 'kernel')" in ok.output
     # The defaults: warp 0 of add_kernel's 4, lowered directly: header, loop count, kernel
     # clocks and 4 iterations x 2 clocks (its loop runs 4 times) in 96 B (Proton's default,
@@ -177,23 +174,22 @@ def test_cli_check_exit_codes(tmp_path):
     assert ("profile scratch 96 B/CTA (88 B of records, 22 clock slots); stored by warp 0's "
             "first thread") in ok.output and "2 ok, 0 failed" in ok.output
     # iterations 0 and 3 of the 4: 2 x 2 clocks fewer
-    nth = runner.invoke(main, ["check", str(DATA / "add_kernel.ttgir"), "--sample-iterations", "3"])
+    nth = invoke(["check", str(DATA / "add_kernel.ttgir"), "--sample-iterations", "3"])
     assert nth.exit_code == 0 and "(56 B of records, 14 clock slots)" in nth.output, nth.output
-    zero = runner.invoke(main, ["check", str(DATA), "--sample-iterations", "0"])
+    zero = invoke(["check", str(DATA), "--sample-iterations", "0"])
     assert zero.exit_code == 2 and "--sample-iterations" in zero.output
     bad = tmp_path / "bad.ttgir"
     bad.write_text((DATA / "add_kernel.ttgir").read_text().replace('proton.record end "iter"', ""))
-    failed = runner.invoke(main, ["check", str(bad)])
+    failed = invoke(["check", str(bad)])
     assert failed.exit_code == 1 and "FAIL" in failed.output and "not properly closed" in failed.output
-    missing = runner.invoke(main, ["check", str(tmp_path / "nope.ttgir")])
+    missing = invoke(["check", str(tmp_path / "nope.ttgir")])
     assert missing.exit_code == 2 and "no such file or directory" in missing.output
-    badopt = runner.invoke(main, ["check", str(DATA), "--buffer-size", "1000"])
+    badopt = invoke(["check", str(DATA), "--buffer-size", "1000"])
     assert badopt.exit_code == 2 and "not a power of two" in badopt.output
-    glob = runner.invoke(main, ["check", str(DATA / "mm_kernel.ttgir"), "--buffer-type", "global",
-                                "--buffer-size", "16384", "--warps", "all"])
-    assert glob.exit_code == 0, glob.output
+    glob = invoke(["check", str(DATA / "mm_kernel.ttgir"), "--buffer-type", "global",
+                   "--buffer-size", "16384", "--warps", "all"], code=0)
     assert "shared memory 98304 B (kernel only) of 232448" in glob.output
     assert ("records in global memory: profile scratch 16512 B/CTA (16384 B of records, "
             "256 records/warp)") in glob.output
-    badtype = runner.invoke(main, ["check", str(DATA), "--buffer-type", "texture"])
+    badtype = invoke(["check", str(DATA), "--buffer-type", "texture"])
     assert badtype.exit_code == 2 and "--buffer-type" in badtype.output

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 from helpers import DATA, REPO, sample_files
+from helpers.cli import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,18 +160,12 @@ def test_malformed_input_is_located(what, old, new, line, column, words):
 
 
 def test_cli_inspect_prints_outline_and_exits_2_on_bad_input(tmp_path):
-    from click.testing import CliRunner
 
-    from proton_inject.cli import main
-
-    runner = CliRunner()
-    res = runner.invoke(main, ["inspect", str(REPO / "ttgir_samples/cuda-90/matmul_kernel.ttgir")])
-    assert res.exit_code == 0, res.output
+    res = invoke(["inspect", str(REPO / "ttgir_samples/cuda-90/matmul_kernel.ttgir")], code=0)
     assert "kernel matmul_kernel" in res.output and "examples/matmul.py:36" in res.output
     bad = tmp_path / "bad.ttgir"
     bad.write_text(BASE.replace("%c0_i32 = arith", "%c0_i32 = = arith"))
-    res = runner.invoke(main, ["inspect", str(bad)])
-    assert res.exit_code == 2
+    res = invoke(["inspect", str(bad)], code=2)
     assert f"{bad}:6:15: unexpected '='" in res.output
     assert "Traceback" not in res.output
 
