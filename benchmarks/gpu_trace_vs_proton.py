@@ -13,7 +13,7 @@ iteration), then launched once in two fresh processes that use the same override
 
 It prints both times, the ratio, events and bytes per event. ``--check`` also loads both
 traces and compares regions, events per region and per-region median durations (cycles);
-tests/test_vs_proton.py runs that check on small launches.
+tests/gpu/test_gpu_vs_proton.py runs that check on small launches.
 
     python benchmarks/gpu_trace_vs_proton.py            # 1024- and 4096-CTA matmul, K=4096
     python benchmarks/gpu_trace_vs_proton.py --cases add:1024 mm:1024:2048 --check

@@ -10,7 +10,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from conftest import requires_gpu
+from helpers import requires_gpu
 
 import proton_inject
 from proton_inject.instrument.rules import Rules
