@@ -100,8 +100,8 @@ def test_log_is_written_as_it_goes(bench, tmp_path):
 def test_kernel_compiles_with_the_regions_and_work_the_benchmark_reads(bench, tmp_path, extra):
     """For cuda:90 with the default rules: the kernel region and one region per loop at the
     lines ``loop_locs`` gives, and EXTRA_A more multiply-adds in the code, none folded away."""
+    from helpers.ttgir import compile_with_hook
     from triton.compiler import ASTSource
-    from ttgir_helpers import compile_with_hook
 
     from proton_inject.collect.compile_hook import CompileHook, as_rules
 
