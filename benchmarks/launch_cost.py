@@ -49,6 +49,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cprofile", metavar="FILE",
+                    help="also write a cProfile of one 'not kept' round (top 30 by own time) to FILE")
     args = ap.parse_args()
     x = torch.zeros(128, device="cuda")
     out = Path(tempfile.mkdtemp(prefix="pi-launch-"))
@@ -67,6 +69,15 @@ def main() -> None:
                     us = launches(x, args.launches)
             if r:
                 times[name].append(us)
+    if args.cprofile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        with proton_inject.profile(out=out / "cprofile", quiet=True, **cases["not kept"]):
+            prof.runcall(launches, x, args.launches)
+        with open(args.cprofile, "w") as f:
+            pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(30)
     base = statistics.median(times["plain"])
     print(f"{torch.cuda.get_device_name()}, {args.launches} launches x {args.rounds} rounds")
     for name, ts in times.items():
