@@ -149,7 +149,7 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     """
     from pathlib import Path
 
-    from proton_inject.instrument import insert as instrument
+    from proton_inject.instrument import golden, trees
     from proton_inject.lower.check import leave_out_uncompilable
     from proton_inject.lower.inline import inline_callees
 
@@ -163,17 +163,17 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     _check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
                    [("-o", out, "tree" if srcp.is_dir() else "file")])
     if check_against:
-        instrument.check_golden(check_against, tree=srcp.is_dir())
+        golden.check_golden(check_against, tree=srcp.is_dir())
     rules = _rules_from(kw)
     if srcp.is_dir():
         def progress(i, n, rel):
             if n >= 20 and (i == n or i % 10 == 0):
                 click.echo(f"  instrumented {i}/{n} files", err=True)
 
-        outputs, manifest, notes = instrument.instrument_tree(srcp, rules, force, progress, inline_callees)
+        outputs, manifest, notes = trees.instrument_tree(srcp, rules, force, progress, inline_callees)
         if compile_check and outputs:
             leave_out_uncompilable(outputs, manifest)
-        left = instrument.left_out_summary(manifest)
+        left = trees.left_out_summary(manifest)
         if left and (strict or not outputs):
             raise UserError(f"{src}: {left}" + ("" if strict else "; nothing to write"))
         if left:
@@ -183,7 +183,7 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
                             if rules.kernel else f"{src}: the rules selected no region"
                             + "".join(f"; {n}" for n in notes[:3]))
     else:
-        res = instrument.insert_file(srcp, rules, force, inline_callees)
+        res = trees.insert_file(srcp, rules, force, inline_callees)
         outputs, manifest, notes = {srcp.name: res.text}, None, res.notes
         if not any(k.regions for k in res.kernels):
             raise UserError(f"{src}: the rules selected no region"
@@ -200,14 +200,14 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
         click.echo(f"{name} ({file}): {n} region{'s' if n != 1 else ''}")
     if out:
         if srcp.is_dir():
-            instrument.write_tree(outputs, manifest, out, _carried_autotune(srcp))
+            trees.write_tree(outputs, manifest, out, _carried_autotune(srcp))
         else:
             from proton_inject.formats.files import write_atomic
 
             write_atomic(out, next(iter(outputs.values())).encode("latin-1"))
         click.echo(f"wrote {out}")
     if check_against:
-        diff = instrument.diff_against(outputs, manifest, check_against)
+        diff = golden.diff_against(outputs, manifest, check_against)
         if diff:
             click.echo(diff, nl=False)
             click.echo(f"instrumented IR differs from {check_against}", err=True)
@@ -223,10 +223,10 @@ def strip(src, out) -> None:
     """Remove every proton.record line from SRC (a tree or a .ttgir file)."""
     from pathlib import Path
 
-    from proton_inject.instrument import insert as instrument
+    from proton_inject.instrument.trees import strip_path
 
     _check_outputs([("input", src)], [("-o", out, "tree" if Path(src).is_dir() else "file")])
-    written = instrument.strip_path(src, out)
+    written = strip_path(src, out)
     click.echo(f"stripped {len(written)} file{'s' if len(written) != 1 else ''} into {out}")
 
 # --- compile check (issue 3, shares lowering with the runtime): check ---------

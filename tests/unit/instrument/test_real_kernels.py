@@ -15,8 +15,9 @@ from triton.backends.compiler import GPUTarget
 
 from proton_inject.errors import UserError
 from proton_inject.formats.rules_file import LineRange
-from proton_inject.instrument.insert import insert_text, strip_text
+from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules
+from proton_inject.instrument.strip import strip_text
 from proton_inject.lower.check import check_file
 from proton_inject.lower.inline import inline_callees
 from proton_inject.lower.options import LoweringOptions
