@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 from proton_inject.errors import UserError
 from proton_inject.formats.manifest import KernelManifest, RegionInfo
-from proton_inject.instrument.rules import EXIT_BLOCK, Region, Rules, returns_of, select
+from proton_inject.instrument.regions import EXIT_BLOCK, Region, returns_of
+from proton_inject.instrument.rules import Rules
 from proton_inject.instrument.sampling import CtaSampler
+from proton_inject.instrument.select import select
 from proton_inject.instrument.strip import RECORD_OP, is_instrumented, strip_text
 from proton_inject.ttgir import Module, parse
 from proton_inject.ttgir.tree import line_start

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from proton_inject.errors import UserError
-from proton_inject.instrument.rules import EXIT_BLOCK
+from proton_inject.instrument.regions import EXIT_BLOCK
 from proton_inject.instrument.sampling import SAMPLE_PREFIX
 from proton_inject.ttgir import Module, parse
 from proton_inject.ttgir.tree import LOOP_OPS, Op, line_start
