@@ -12,6 +12,7 @@ import sys
 import click
 
 from proton_inject.errors import UserError
+from proton_inject.formats.files import check_outputs
 
 
 class _Group(click.Group):
@@ -44,13 +45,6 @@ def main(ctx: click.Context, debug: bool) -> None:
     """Profile regions inside Triton kernels by instrumenting their TTGIR."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-
-
-def _check_outputs(inputs, outputs) -> None:
-    """Outputs must not overwrite inputs and must be writable (checked before any work)."""
-    from proton_inject.formats.files import check_outputs
-
-    check_outputs([(w, p) for w, p in inputs if p], [(o, p, k) for o, p, k in outputs if p])
 
 
 # --- parse (issue 2): inspect -------------------------------------------------
@@ -149,6 +143,7 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     """
     from pathlib import Path
 
+    from proton_inject.dump.tuning import carried_autotune
     from proton_inject.instrument import golden, trees
     from proton_inject.lower.check import leave_out_uncompilable
     from proton_inject.lower.inline import inline_callees
@@ -160,7 +155,7 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
         from proton_inject.formats.schema import not_found
 
         raise not_found(src)
-    _check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
+    check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
                    [("-o", out, "tree" if srcp.is_dir() else "file")])
     if check_against:
         golden.check_golden(check_against, tree=srcp.is_dir())
@@ -200,7 +195,10 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
         click.echo(f"{name} ({file}): {n} region{'s' if n != 1 else ''}")
     if out:
         if srcp.is_dir():
-            trees.write_tree(outputs, manifest, out, _carried_autotune(srcp))
+            extras, carried = carried_autotune(srcp)
+            if carried:
+                click.echo(carried, err=True)
+            trees.write_tree(outputs, manifest, out, extras)
         else:
             from proton_inject.formats.files import write_atomic
 
@@ -225,7 +223,7 @@ def strip(src, out) -> None:
 
     from proton_inject.instrument.trees import strip_path
 
-    _check_outputs([("input", src)], [("-o", out, "tree" if Path(src).is_dir() else "file")])
+    check_outputs([("input", src)], [("-o", out, "tree" if Path(src).is_dir() else "file")])
     written = strip_path(src, out)
     click.echo(f"stripped {len(written)} file{'s' if len(written) != 1 else ''} into {out}")
 
@@ -266,14 +264,8 @@ def _lowering_options(f):
 
 
 def _options_from(kw: dict):
-    from proton_inject.lower.options import MAX_BUFFER_SIZE as _MAX_BUFFER_SIZE
     from proton_inject.lower.options import options_from_cli
 
-    size = kw["buffer_size"].strip()
-    if re.fullmatch("[0-9]+", size) and (len(size) > 10 or int(size) > _MAX_BUFFER_SIZE):
-        shown = size if len(size) <= 40 else f"{size[:20]}...({len(size)} digits)"
-        raise UserError(f"--buffer-size {shown}: too large; the record buffer is at most "
-                        f"{_MAX_BUFFER_SIZE} bytes (1 GiB) per CTA, e.g. 65536")
     return options_from_cli(
         clock=int(kw.pop("clock")), sched_stores=kw.pop("sched_stores"),
         buffer_size=kw.pop("buffer_size"), granularity=kw.pop("granularity"),
@@ -382,25 +374,20 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
 
 def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages, num_ctas,
               config):
-    from proton_inject.dump import aot as override
-    from proton_inject.dump import dump_tree
+    from proton_inject.dump.dump_tree import dump_aot
     from proton_inject.dump.signature import constexpr_text, constexpr_type, parse_constexprs
 
     source_file, kernel = spec
-    _check_outputs([("kernel source", source_file)], [("-o", out_dir, "dir")])
-    sig = override.parse_signature(signature) if signature else {}
+    check_outputs([("kernel source", source_file)], [("-o", out_dir, "dir")])
     values = parse_constexprs(constexprs)
     if values:  # what each value was read as: a string that looks like another type is quoted
         click.echo("constexprs: " + ", ".join(f"{k}={constexpr_text(v)} ({constexpr_type(v)})"
                                               for k, v in values.items()), err=True)
-    results = override.compile_aot_all(
-        source_file, kernel, sig, values, target,
-        num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas, config=config,
-    )
-    results, notes = dump_tree.one_per_hash(results)
+    results, written, notes = dump_aot(source_file, kernel, signature, values, target, out_dir,
+                                       num_warps=num_warps, num_stages=num_stages,
+                                       num_ctas=num_ctas, config=config)
     for note in notes:
         click.echo(f"note: {note}", err=True)
-    written = dump_tree.write_dump(results, out_dir)
     click.echo(f"wrote {len(written)} kernel(s) to {out_dir}:")
     for r in results:
         cfg = f"config [{r.config}] {r.config_desc}: " if r.config is not None else ""
@@ -427,24 +414,6 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
     if res.exit_code:
         click.echo(f"dump: the program exited with code {res.exit_code}", err=True)
         sys.exit(res.exit_code)
-
-
-def _carried_autotune(src) -> dict[str, bytes]:
-    """The dump's autotuning decisions, for insert to carry into the tree (run pins them)."""
-    from proton_inject.formats import autotune as autotune_file
-
-    path = src / autotune_file.FILE_NAME
-    if not path.is_file():
-        return {}
-    try:
-        n = len(autotune_file.load(path))
-    except ValueError as e:
-        click.echo(f"warning: {e}; not carried: run times every autotuner", err=True)
-        return {}
-    click.echo(f"carried {autotune_file.FILE_NAME} ({n} autotuning decisions)", err=True)
-    from proton_inject.formats.schema import MAX_JSON_BYTES, read_bytes
-
-    return {autotune_file.FILE_NAME: read_bytes(path, "autotune", MAX_JSON_BYTES)}
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -474,7 +443,7 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     """
     from proton_inject.api import profile_program
 
-    _check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
+    check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
     result, _ = profile_program(
         list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
@@ -530,7 +499,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     from proton_inject.api import profile_program
     from proton_inject.formats.schema import report_options
 
-    _check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
+    check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
     report_options(None, None, False, False, plot)  # before the program runs, not after
     rules = _rules_from(kw)
     result, rep = profile_program(
