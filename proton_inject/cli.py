@@ -160,52 +160,27 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     if check_against:
         golden.check_golden(check_against, tree=srcp.is_dir())
     rules = _rules_from(kw)
-    if srcp.is_dir():
-        def progress(i, n, rel):
-            if n >= 20 and (i == n or i % 10 == 0):
-                click.echo(f"  instrumented {i}/{n} files", err=True)
 
-        outputs, manifest, notes = trees.instrument_tree(srcp, rules, force, progress, inline_callees)
-        if compile_check and outputs:
-            leave_out_uncompilable(outputs, manifest)
-        left = trees.left_out_summary(manifest)
-        if left and (strict or not outputs):
-            raise UserError(f"{src}: {left}" + ("" if strict else "; nothing to write"))
-        if left:
-            click.echo(left, err=True)
-        if not outputs:
-            raise UserError(f"{src}: no kernel matched the rules (--kernel {rules.kernel!r})"
-                            if rules.kernel else f"{src}: the rules selected no region"
-                            + "".join(f"; {n}" for n in notes[:3]))
-    else:
-        res = trees.insert_file(srcp, rules, force, inline_callees)
-        outputs, manifest, notes = {srcp.name: res.text}, None, res.notes
-        if not any(k.regions for k in res.kernels):
-            raise UserError(f"{src}: the rules selected no region"
-                            + (f" (no kernel matches --kernel {rules.kernel!r})"
-                               if rules.kernel else "") + "".join(f"; {n}" for n in notes[:3]))
-        kernels = res.kernels
-    for note in notes:
+    def progress(i, n, rel):
+        if n >= 20 and (i == n or i % 10 == 0):
+            click.echo(f"  instrumented {i}/{n} files", err=True)
+
+    done = trees.insert_path(srcp, rules, force, inline_callees, progress,
+                             leave_out_uncompilable if compile_check else None, strict)
+    if done.left_out:
+        click.echo(done.left_out, err=True)
+    for note in done.notes:
         click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
-    if manifest is not None:
-        kernels_desc = [(k["kernel"], k["file"], len(k["regions"])) for k in manifest["kernels"]]
-    else:
-        kernels_desc = [(k.kernel, srcp.name, len(k.regions)) for k in kernels]
-    for name, file, n in kernels_desc:
+    for name, file, n in done.kernels:
         click.echo(f"{name} ({file}): {n} region{'s' if n != 1 else ''}")
     if out:
-        if srcp.is_dir():
-            extras, carried = carried_autotune(srcp)
-            if carried:
-                click.echo(carried, err=True)
-            trees.write_tree(outputs, manifest, out, extras)
-        else:
-            from proton_inject.formats.files import write_atomic
-
-            write_atomic(out, next(iter(outputs.values())).encode("latin-1"))
+        extras, carried = carried_autotune(srcp) if srcp.is_dir() else ({}, None)
+        if carried:
+            click.echo(carried, err=True)
+        trees.write_inserted(done, out, extras)
         click.echo(f"wrote {out}")
     if check_against:
-        diff = golden.diff_against(outputs, manifest, check_against)
+        diff = golden.diff_against(done.outputs, done.manifest, check_against)
         if diff:
             click.echo(diff, nl=False)
             click.echo(f"instrumented IR differs from {check_against}", err=True)

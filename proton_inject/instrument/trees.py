@@ -4,6 +4,8 @@ files it carries, kernels left out with why) and the one strip reads back."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from proton_inject.errors import UserError
@@ -172,3 +174,52 @@ def insert_file(src: str | Path, rules: Rules, force: bool = False, inline=None)
     for k in res.kernels:
         k.file = Path(src).name
     return res
+
+
+@dataclass
+class Inserted:
+    """What ``insert_path`` made: the texts by relative path, the tree's manifest (None for a
+    single file), notes, the summary of files left out, and (kernel, file, regions) each."""
+
+    outputs: dict[str, str]
+    manifest: dict | None
+    notes: list[str]
+    left_out: str | None
+    kernels: list[tuple[str, str, int]]
+
+
+def insert_path(src: str | Path, rules: Rules, force: bool = False, inline=None,
+                progress=None, keep: Callable[[dict, dict], None] | None = None,
+                strict: bool = False) -> Inserted:
+    """Instrument a tree (``instrument_tree``) or a single file (``insert_file``). ``keep``
+    may leave out more files of a tree (``lower.check.leave_out_uncompilable``); a tree with
+    files left out is an error under ``strict``, and so is an input where nothing was selected."""
+    srcp = Path(src)
+    if srcp.is_dir():
+        outputs, manifest, notes = instrument_tree(srcp, rules, force, progress, inline)
+        if keep is not None and outputs:
+            keep(outputs, manifest)
+        left = left_out_summary(manifest)
+        if left and (strict or not outputs):
+            raise UserError(f"{src}: {left}" + ("" if strict else "; nothing to write"))
+        if not outputs:
+            raise UserError(f"{src}: no kernel matched the rules (--kernel {rules.kernel!r})"
+                            if rules.kernel else f"{src}: the rules selected no region"
+                            + "".join(f"; {n}" for n in notes[:3]))
+        kernels = [(k["kernel"], k["file"], len(k["regions"])) for k in manifest["kernels"]]
+        return Inserted(outputs, manifest, notes, left, kernels)
+    res = insert_file(srcp, rules, force, inline)
+    if not any(k.regions for k in res.kernels):
+        raise UserError(f"{src}: the rules selected no region"
+                        + (f" (no kernel matches --kernel {rules.kernel!r})"
+                           if rules.kernel else "") + "".join(f"; {n}" for n in res.notes[:3]))
+    return Inserted({srcp.name: res.text}, None, res.notes, None,
+                    [(k.kernel, srcp.name, len(k.regions)) for k in res.kernels])
+
+
+def write_inserted(done: Inserted, out: str | Path, extras: dict[str, bytes] | None = None) -> None:
+    """Write ``insert_path``'s result: a tree as a whole (with ``extras``), a file atomically."""
+    if done.manifest is not None:
+        write_tree(done.outputs, done.manifest, out, extras)
+    else:
+        write_atomic(out, next(iter(done.outputs.values())).encode("latin-1"))
