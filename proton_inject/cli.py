@@ -199,7 +199,9 @@ def strip(src, out) -> None:
     from proton_inject.instrument.trees import strip_path
 
     check_outputs([("input", src)], [("-o", out, "tree" if Path(src).is_dir() else "file")])
-    written = strip_path(src, out)
+    written, notes = strip_path(src, out)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     click.echo(f"stripped {len(written)} file{'s' if len(written) != 1 else ''} into {out}")
 
 # --- compile check (issue 3, shares lowering with the runtime): check ---------

@@ -22,6 +22,19 @@ def is_instrumented(module: Module) -> bool:
 # were inlined comes back printed by MLIR).
 _RECORD_LINE = re.compile(
     r'[ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*"(?: loc\(#loc\d*\))?[ \t]*\r?')
+# So a record line with a loc marks a file MLIR printed: the kernel with its callees inlined.
+_PRINTED_RECORD = re.compile(
+    r'^[ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*" loc\(', re.M)
+
+
+def inlined_note(text: str, path: str) -> str | None:
+    """One line saying that stripping ``text`` cannot give the original bytes back, when insert
+    inlined its kernel's noinline callees (the file is then MLIR's printing); else None."""
+    if not _PRINTED_RECORD.search(text):
+        return None
+    return (f"{path}: insert inlined this kernel's noinline callees (Proton's lowering takes one "
+            "function per module): stripped, it is the inlined kernel as MLIR prints it, not the "
+            "original bytes; keep the dump for those")
 
 
 def strip_text(data: str | bytes, path: str = "<string>") -> str:

@@ -21,7 +21,7 @@ from proton_inject.formats.manifest import (
 from proton_inject.formats.schema import read_ttgir
 from proton_inject.instrument.insert import InsertResult, insert_text
 from proton_inject.instrument.rules import Rules
-from proton_inject.instrument.strip import strip_text
+from proton_inject.instrument.strip import inlined_note, strip_text
 from proton_inject.ttgir import parse_file
 
 
@@ -149,22 +149,30 @@ def _check_replaceable(out: Path) -> None:
                             "written by proton-inject; choose another -o or remove it")
 
 
-def strip_path(src: str | Path, out: str | Path) -> list[Path]:
-    """Strip records from a tree or a single file into `out`; returns the files written."""
+def strip_path(src: str | Path, out: str | Path) -> tuple[list[Path], list[str]]:
+    """Strip records from a tree or a single file into `out`: (the files written, a note per
+    file whose original bytes cannot come back: its callees were inlined by insert)."""
     src, out = Path(src), Path(out)
+    files = [src] if src.is_file() else find_ttgir([src])
+    texts, notes = [], []
+    for path in files:
+        data = read_ttgir(path)
+        texts.append(strip_text(data, str(path)))
+        note = inlined_note(data.decode("latin-1"), str(path))
+        if note:
+            notes.append(note)
     if src.is_file():
-        write_atomic(out, strip_text(read_ttgir(src), str(src)).encode("latin-1"))
-        return [out]
-    files = find_ttgir([src])
-    texts = {path.relative_to(src): strip_text(read_ttgir(path), str(path)) for path in files}
+        write_atomic(out, texts[0].encode("latin-1"))
+        return [out], notes
+    rels = [path.relative_to(src) for path in files]
     _check_replaceable(out)
 
     def build(tmp: Path) -> None:
-        for rel, text in texts.items():
+        for rel, text in zip(rels, texts, strict=True):
             write_atomic(tmp / rel, text.encode("latin-1"))
 
     replace_tree(out, build)
-    return [out / rel for rel in texts]
+    return [out / rel for rel in rels], notes
 
 
 def insert_file(src: str | Path, rules: Rules, force: bool = False, inline=None) -> InsertResult:
