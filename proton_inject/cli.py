@@ -47,7 +47,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-# --- parse (issue 2): inspect -------------------------------------------------
+# --- read the IR: inspect -------------------------------------------------------
 
 
 @main.command()
@@ -64,62 +64,56 @@ def inspect(files: tuple[str, ...], max_ops: int) -> None:
         click.echo(format_outline(parse_file(path), max_ops=max_ops))
 
 
-# --- select + rewrite (issue 3): insert, strip ---------------------------------
+# --- rewrite the IR: insert, strip ----------------------------------------------
 
 
-def _rule_options(f):
-    """The rules of insert, shared with profile."""
-    opts = [
-        click.option("--kernel-scope", is_flag=True, help="One region around each kernel's body."),
-        click.option("--loops", type=click.Choice(["outer", "iteration", "both"]),
-                     help="A region around each loop, each iteration's body, or both."),
-        click.option("--loop-depth", type=int,
-                     help="Only loops nested at most N deep (1 = outermost)."),
-        click.option("--region", "regions", multiple=True, metavar="NAME=FILE:START-END",
-                     help="A region around the ops from those source lines (repeatable)."),
-        click.option("--op", "ops", multiple=True, metavar="PATTERN",
-                     help="A region around each op whose name matches the glob (repeatable)."),
-        click.option("--kernel", metavar="REGEX", help="Only kernels whose name matches."),
-        click.option("--rules", "rules_file", type=click.Path(),
-                     help="Rules from a TOML file (default: [tool.proton-inject] in "
-                          "./pyproject.toml)."),
-        click.option("--no-marks", is_flag=True,
-                     help="Ignore '# proton:' marks in the kernel source."),
-        click.option("--source-root", type=click.Path(file_okay=False),
-                     help="Where relative source paths in the IR are found (default: .)."),
-        click.option("--sample-ctas", type=int, default=None, metavar="N",
-                     help="Record in every Nth CTA only (by linear program id); a loop with "
-                          "records inside runs in two copies (with and without them). "
-                          "Default 1: every CTA."),
-    ]  # fmt: skip
-    for o in reversed(opts):
-        f = o(f)
-    return f
+def _options(*opts):
+    """One decorator for several click options, listed in ``--help`` in the order given."""
+    def apply(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+    return apply
+
+
+_rule_options = _options(  # the rules of insert, shared with profile
+    click.option("--kernel-scope", is_flag=True, help="One region around each kernel's body."),
+    click.option("--loops", type=click.Choice(["outer", "iteration", "both"]),
+                 help="A region around each loop, each iteration's body, or both."),
+    click.option("--loop-depth", type=int,
+                 help="Only loops nested at most N deep (1 = outermost)."),
+    click.option("--region", "regions", multiple=True, metavar="NAME=FILE:START-END",
+                 help="A region around the ops from those source lines (repeatable)."),
+    click.option("--op", "ops", multiple=True, metavar="PATTERN",
+                 help="A region around each op whose name matches the glob (repeatable)."),
+    click.option("--kernel", metavar="REGEX", help="Only kernels whose name matches."),
+    click.option("--rules", "rules_file", type=click.Path(),
+                 help="Rules from a TOML file (default: [tool.proton-inject] in "
+                      "./pyproject.toml)."),
+    click.option("--no-marks", is_flag=True,
+                 help="Ignore '# proton:' marks in the kernel source."),
+    click.option("--source-root", type=click.Path(file_okay=False),
+                 help="Where relative source paths in the IR are found (default: .)."),
+    click.option("--sample-ctas", type=int, default=None, metavar="N",
+                 help="Record in every Nth CTA only (by linear program id); a loop with "
+                      "records inside runs in two copies (with and without them). "
+                      "Default 1: every CTA."),
+)  # fmt: skip
 
 
 def _rules_from(kw: dict):
     """Rules from the options of ``_rule_options`` (popped from ``kw``) over the rules file."""
-    from proton_inject.formats.rules_file import LineRange
-    from proton_inject.instrument.rules import Rules, load_rules_file, rules_from_pyproject
+    from proton_inject.instrument import rules
 
     rules_file = kw.pop("rules_file")
-    from_pyproject = None if rules_file else rules_from_pyproject()
-    base = load_rules_file(rules_file) if rules_file else (from_pyproject or Rules())
+    from_pyproject = None if rules_file else rules.rules_from_pyproject()
+    base = rules.load_rules_file(rules_file) if rules_file else (from_pyproject or rules.Rules())
     if from_pyproject is not None:  # rules the user did not type on this command line
         click.echo("proton-inject: rules from ./pyproject.toml [tool.proton-inject] (options given "
                    "here add to them; --rules FILE replaces them)", err=True)
-    loop_depth = kw.pop("loop_depth")
-    return Rules(
-        kernel_scope=kw.pop("kernel_scope") or base.kernel_scope,
-        loops=kw.pop("loops") or base.loops,
-        loop_depth=loop_depth if loop_depth is not None else base.loop_depth,
-        ranges=base.ranges + [LineRange.parse(s) for s in kw.pop("regions")],
-        ops=base.ops + list(kw.pop("ops")),
-        kernel=kw.pop("kernel") or base.kernel,
-        marks=base.marks and not kw.pop("no_marks"),
-        source_root=kw.pop("source_root") or base.source_root,
-        sample_ctas=sample if (sample := kw.pop("sample_ctas")) is not None else base.sample_ctas,
-    )  # fmt: skip
+    flags = ("kernel_scope", "loops", "loop_depth", "regions", "ops", "kernel", "no_marks",
+             "source_root", "sample_ctas")
+    return rules.rules_with_flags(base, **{f: kw.pop(f) for f in flags})
 
 
 @main.command()
@@ -204,40 +198,50 @@ def strip(src, out) -> None:
         click.echo(f"note: {note}", err=True)
     click.echo(f"stripped {len(written)} file{'s' if len(written) != 1 else ''} into {out}")
 
-# --- compile check (issue 3, shares lowering with the runtime): check ---------
+# --- compile it without a GPU: check (lowering options shared with run) --------
 
 
-def _lowering_options(f):
-    """The Proton lowering options shared by check and run."""
-    opts = [
-        click.option("--clock", type=click.Choice(["32", "64"]), default="64", show_default=True,
-                     help="Clock bits read per record (32: cheaper read; wraps every ~2 s)."),
-        click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
-        click.option("--buffer-size", default="auto", show_default=True, metavar="BYTES|auto",
-                     help="Record buffer per CTA, bytes (0: Proton's default for the type; "
-                          "auto: just what each warp can write for kernels with no record "
-                          "inside a loop, Proton's default for the others)."),
-        click.option("--buffer-type", type=click.Choice(["auto", "shared", "global", "direct"]),
-                     default="auto", show_default=True,
-                     help="Keep records in shared memory (copied out at the end) or write them "
-                          "to global memory (no shared-memory limit; 0 = 16 KiB per warp); "
-                          "direct: our own lowering for records that each run once, by warp 0 "
-                          "(no per-CTA set-up; NVIDIA); auto: direct where it applies, else "
-                          "global for kernels with no record inside a loop, shared for the others."),
-        click.option("--sample-iterations", type=click.IntRange(min=1), default=1, metavar="N",
-                     help="Keep records inside loops for iterations 0, N, 2N, ... only (loops "
-                          "lowered directly; loops of dots or async copies, which Proton lowers, "
-                          "record every iteration)."),
-        click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
-                     show_default=True, help="Who records: each warp or each warp group."),
-        click.option("--warps", default=None, metavar="0,4|all",
-                     help="Record only these warps (default: the first warp of each partition, "
-                          "i.e. warp 0 without warp specialization, and every warp of a "
-                          "persistent kernel; all: every warp)."),
-    ]  # fmt: skip
-    for o in reversed(opts):
-        f = o(f)
-    return f
+_lowering_options = _options(  # the Proton lowering options shared by check and run
+    click.option("--clock", type=click.Choice(["32", "64"]), default="64", show_default=True,
+                 help="Clock bits read per record (32: cheaper read; wraps every ~2 s)."),
+    click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
+    click.option("--buffer-size", default="auto", show_default=True, metavar="BYTES|auto",
+                 help="Record buffer per CTA, bytes (0: Proton's default for the type; "
+                      "auto: just what each warp can write for kernels with no record "
+                      "inside a loop, Proton's default for the others)."),
+    click.option("--buffer-type", type=click.Choice(["auto", "shared", "global", "direct"]),
+                 default="auto", show_default=True,
+                 help="Keep records in shared memory (copied out at the end) or write them "
+                      "to global memory (no shared-memory limit; 0 = 16 KiB per warp); "
+                      "direct: our own lowering for records that each run once, by warp 0 "
+                      "(no per-CTA set-up; NVIDIA); auto: direct where it applies, else "
+                      "global for kernels with no record inside a loop, shared for the others."),
+    click.option("--sample-iterations", type=click.IntRange(min=1), default=1, metavar="N",
+                 help="Keep records inside loops for iterations 0, N, 2N, ... only (loops "
+                      "lowered directly; loops of dots or async copies, which Proton lowers, "
+                      "record every iteration)."),
+    click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
+                 show_default=True, help="Who records: each warp or each warp group."),
+    click.option("--warps", default=None, metavar="0,4|all",
+                 help="Record only these warps (default: the first warp of each partition, "
+                      "i.e. warp 0 without warp specialization, and every warp of a "
+                      "persistent kernel; all: every warp)."),
+)  # fmt: skip
+
+
+_pending_options = _options(  # run's and profile's: buffers in flight, autotuner launches
+    click.option("--max-pending-mb", type=float, default=256, show_default=True,
+                 help="Device memory held for buffers not yet copied to the host."),
+    click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches "
+                 "(configs are then timed instrumented)."),
+)
+_build_options = _options(  # run's and profile's: the build cache, overhead against plain
+    click.option("--no-cache", is_flag=True, help="Compile instrumented kernels afresh and keep "
+                 "them nowhere (see `cache`)."),
+    click.option("--measure-overhead", is_flag=True, help="Alternate each kernel's launches "
+                 "between its plain and instrumented builds and report the kernel-time ratio "
+                 "(plain launches are not decoded)."),
+)
 
 
 def _options_from(kw: dict):
@@ -275,7 +279,7 @@ def check(paths: tuple[str, ...], targets: tuple[str, ...], **kw) -> None:
         sys.exit(1)
 
 
-# --- dump / run (issue 4) -----------------------------------------------------
+# --- get the IR, run the program: dump, run -------------------------------------
 
 _AOT_SPEC_RE = re.compile(r"^(?P<file>.+\.py):(?P<kernel>[A-Za-z_]\w*)$")
 
@@ -400,17 +404,10 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
 @_lowering_options
 @click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
 @click.option("--kernel", default=None, metavar="REGEX", help="Instrument only these kernels.")
-@click.option("--max-pending-mb", type=float, default=256, show_default=True,
-              help="Device memory held for buffers not yet copied to the host.")
-@click.option("--keep-tuning", is_flag=True,
-              help="Also keep autotuner benchmarking launches (configs are then timed instrumented).")
+@_pending_options
 @click.option("--no-gz", is_flag=True, help="Write raw buffers and traces uncompressed.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
-@click.option("--no-cache", is_flag=True,
-              help="Compile instrumented kernels afresh and keep them nowhere (see `cache`).")
-@click.option("--measure-overhead", is_flag=True,
-              help="Alternate each kernel's launches between its plain and instrumented builds and "
-                   "report the kernel-time ratio (plain launches are not decoded).")
+@_build_options
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
         max_pending_mb, keep_tuning, no_gz, verbose, no_cache, measure_overhead, **kw) -> None:  # fmt: skip
@@ -439,7 +436,7 @@ def _echo_messages(result, verbose: bool) -> None:
     click.echo(f"proton-inject: {len(result.launches)} launches written to {result.out}", err=True)
 
 
-# --- compile-time instrumentation (issue 12): profile -------------------------
+# --- instrument as kernels compile: profile ------------------------------------
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -448,10 +445,7 @@ def _echo_messages(result, verbose: bool) -> None:
 @_rule_options
 @_lowering_options
 @click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
-@click.option("--max-pending-mb", type=float, default=256, show_default=True,
-              help="Device memory held for buffers not yet copied to the host.")
-@click.option("--keep-tuning", is_flag=True,
-              help="Also keep autotuner benchmarking launches (configs are then timed instrumented).")
+@_pending_options
 @click.option("--no-report", is_flag=True, help="Do not print the report at the end.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also write a timeline PNG.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
@@ -459,11 +453,7 @@ def _echo_messages(result, verbose: bool) -> None:
 @click.option("--autotune-from", type=click.Path(exists=True), default=None, metavar="DIR",
               help="Autotuners take the choices recorded in DIR/autotune.json (a dump, or a run's "
                    "or profile's -o) instead of timing configs.")
-@click.option("--no-cache", is_flag=True,
-              help="Compile instrumented kernels afresh and keep them nowhere (see `cache`).")
-@click.option("--measure-overhead", is_flag=True,
-              help="Alternate each kernel's launches between its plain and instrumented builds and "
-                   "report the kernel-time ratio (plain launches are not decoded).")
+@_build_options
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, verbose, raw,
             autotune_from, no_cache, measure_overhead, **kw):
@@ -494,7 +484,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     sys.exit(result.exit_code or 0)
 
 
-# --- post-process (issue 5): report -------------------------------------------
+# --- read the results: report, diff, calibrate, cache ---------------------------
 
 
 def _progress(line: str) -> None:

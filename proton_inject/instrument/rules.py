@@ -6,6 +6,7 @@ an instrumented tree's manifest, or a dict. Selecting regions by them is `select
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,25 @@ class Rules:
 
     def wants_kernel(self, name: str) -> bool:
         return self.kernel is None or re.search(self.kernel, name) is not None
+
+
+def rules_with_flags(base: Rules, kernel_scope: bool = False, loops: str | None = None,
+                     loop_depth: int | None = None, regions: Iterable[str] = (),
+                     ops: Iterable[str] = (), kernel: str | None = None, no_marks: bool = False,
+                     source_root: str | None = None, sample_ctas: int | None = None) -> Rules:
+    """Command-line flags over ``base`` (a rules file's rules): a flag given replaces the
+    file's value, ``--region`` and ``--op`` add to its lists, ``--no-marks`` turns marks off."""
+    return Rules(
+        kernel_scope=kernel_scope or base.kernel_scope,
+        loops=loops or base.loops,
+        loop_depth=loop_depth if loop_depth is not None else base.loop_depth,
+        ranges=base.ranges + [LineRange.parse(s) for s in regions],
+        ops=base.ops + list(ops),
+        kernel=kernel or base.kernel,
+        marks=base.marks and not no_marks,
+        source_root=source_root or base.source_root,
+        sample_ctas=sample_ctas if sample_ctas is not None else base.sample_ctas,
+    )
 
 
 def rules_from_table(table: dict, where: str) -> Rules:
