@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.collect.compile_hook import INDUCTOR_PREFIXES
-from proton_inject.collect.launch_hooks import _out_of_resources_type
+from proton_inject.collect.launch_hooks import out_of_resources_type
 from proton_inject.lower.options import LoweringOptions
 from proton_inject.lower.proton import installed
 
@@ -138,7 +138,7 @@ class CompilerPatches:
             return None
         from triton.runtime.errors import OutOfResources
 
-        return self._explain_oor(ck, OutOfResources(shared, limit, "shared memory"), _out_of_resources_type())
+        return self._explain_oor(ck, OutOfResources(shared, limit, "shared memory"), out_of_resources_type())
 
     def _with_fallback(self, orig: Any, identify: Any) -> Any:
         """``orig`` (Triton's compile or JITFunction._do_compile), falling back to the original

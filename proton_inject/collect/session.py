@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from proton_inject.collect.buffers import Buffers, _after_session, _DiscardBuffers
+from proton_inject.collect.buffers import Buffers, _DiscardBuffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.compiler_patches import CompilerPatches
@@ -243,7 +243,7 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             self.install_compiler()
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self._allocate)
-            self.patches.on_undo(lambda: _allocation.set_profile_allocator(_after_session(prev_alloc)))
+            self.patches.on_undo(lambda: _allocation.set_profile_allocator(after_session(prev_alloc)))
             knobs_rt = triton.knobs.runtime
             knobs_rt.launch_enter_hook.add(self._enter)
             knobs_rt.launch_exit_hook.add(self._exit)

@@ -83,7 +83,7 @@ def _string_paths(value: Any, path: tuple[int, ...]) -> list[tuple[tuple[int, ..
     return [(path, value)] if isinstance(value, str) else []
 
 
-def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any], where: str,
+def build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any], where: str,
                   target=None):
     """The ASTSource the JIT launcher would build for these types and constexpr values.
 
@@ -294,7 +294,7 @@ def compile_aot(
 def _compile_one(fn, signature, constexprs, options, gpu_target, source_file, where) -> AotResult:
     import triton
 
-    src, full_sig, cx, div16 = _build_source(fn, signature, constexprs, where, gpu_target)
+    src, full_sig, cx, div16 = build_source(fn, signature, constexprs, where, gpu_target)
     with tempfile.TemporaryDirectory(prefix="proton-inject-aot-") as cache_dir:
         with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
             triton.knobs.cache.dir = cache_dir

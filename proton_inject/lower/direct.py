@@ -87,7 +87,9 @@ class _Loop:
 
 
 @dataclass
-class _Plan:
+class LoweringPlan:
+    """Where a module's records are and what the direct lowering keeps of them."""
+
     module: Any
     records: list
     loops: list[_Loop]
@@ -107,14 +109,14 @@ def _constant(text: str, name: str) -> int | None:
 
 
 @functools.lru_cache(maxsize=8)  # eligible, data_bytes, record_table and lower ask in turn
-def _plan(text: str, budget: int, every: int = 1) -> _Plan:
+def plan_lowering(text: str, budget: int, every: int = 1) -> LoweringPlan:
     """Which records sit where, and which iterations each recording loop keeps: every
     ``every``-th, as many as ``budget`` bytes hold (0: ``LOOP_BYTES``)."""
     from proton_inject.ttgir import parse
 
     module = parse(text)
     records = [op for op in module.walk() if op.name == "proton.record"]
-    plan = _Plan(module, records, [], [])
+    plan = LoweringPlan(module, records, [], [])
     funcs = {id(f.op) for f in module.functions}
     if not records:
         plan.why = "no records"
@@ -187,7 +189,7 @@ def eligible(text: str, budget: int = 0, every: int = 1) -> str | None:
         return "no ttg.num-warps"
     if "proton.record" not in text:  # e.g. a module this lowering already rewrote
         return "no records"
-    return _plan(text, budget, every).why
+    return plan_lowering(text, budget, every).why
 
 
 def scope_ids(records) -> list[int]:
@@ -213,7 +215,7 @@ def record_table(text: str, budget: int = 0, every: int = 1) -> list[list[int]]:
     """``[scope id, 1 if end else 0]`` of each record op in text order, with a third entry,
     its loop's index in ``loop_table``, for a record inside a loop: what ``decode`` needs
     besides the buffer (the slots hold clocks only)."""
-    plan = _plan(text, budget, every)
+    plan = plan_lowering(text, budget, every)
     out = []
     for i, op, loop in zip(scope_ids(plan.records), plan.records, plan.loop_of, strict=True):
         row = [i, int(_RECORD.match(op.head).group(1) == "end")]
@@ -226,7 +228,7 @@ def loop_table(text: str, budget: int = 0, every: int = 1) -> list[list[int]]:
     iterations its section keeps (its first ones, or iterations 0, every, 2 every, ...) and
     the words each takes."""
     return [[lp.cap, lp.stride] + ([lp.every] if lp.every > 1 else [])
-            for lp in _plan(text, budget, every).loops]
+            for lp in plan_lowering(text, budget, every).loops]
 
 
 
@@ -253,7 +255,7 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
     why = eligible(text, budget, every)
     if why:
         raise ValueError(f"records cannot be lowered directly: {why}")
-    plan = _plan(text, budget, every)
+    plan = plan_lowering(text, budget, every)
     module, records = plan.module, plan.records
     table, loops = record_table(text, budget, every), loop_table(text, budget, every)
     word_of, sections, _ = layout(table, loops)
