@@ -6,16 +6,12 @@ back."""
 
 from __future__ import annotations
 
-import tempfile
-
 import pytest
 import triton
 import triton.language as tl
-from click.testing import CliRunner
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+from helpers.cli import invoke
+from helpers.ttgir import H100, compile_ttgir
 
-from proton_inject.cli import main
 from proton_inject.lower.check import check_file
 from proton_inject.ttgir import parse
 
@@ -41,12 +37,8 @@ def _plain_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 def _dump(fn, path):
     """The plain TTGIR of ``fn`` for cuda:90, as `dump` keeps it, written to ``path``."""
-    src = ASTSource(fn, constexprs={"BLOCK": 128},
-                    signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"})
-    with tempfile.TemporaryDirectory() as cache, triton.knobs.cache.scope():
-        triton.knobs.cache.dir = cache
-        text = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ttgir"]
-    path.write_text(text)
+    path.write_text(compile_ttgir(fn, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"},
+                                  {"BLOCK": 128}, H100))
     return path
 
 
@@ -66,11 +58,8 @@ def test_check_compiles_a_plain_dump_of_a_kernel_with_a_noinline_callee(dumps):
 
 
 def test_check_compiles_it_instrumented_too(dumps, tmp_path):
-    runner = CliRunner()
     out = tmp_path / "calls.ttgir"
-    res = runner.invoke(main, ["insert", str(dumps["calls"]), "-o", str(out), "--kernel-scope",
-                               "--no-marks"])
-    assert res.exit_code == 0, res.output
+    invoke(["insert", dumps["calls"], "-o", out, "--kernel-scope", "--no-marks"], code=0)
     assert len(parse(out.read_text()).functions) == 1
     report = check_file(out)
     assert report.ok, report.error
@@ -78,14 +67,10 @@ def test_check_compiles_it_instrumented_too(dumps, tmp_path):
 
 
 def test_strip_after_inlining_says_the_bytes_cannot_come_back(dumps, tmp_path):
-    runner = CliRunner()
     for name in ("calls", "plain"):
         inst, back = tmp_path / f"{name}.inst.ttgir", tmp_path / f"{name}.back.ttgir"
-        res = runner.invoke(main, ["insert", str(dumps[name]), "-o", str(inst), "--kernel-scope",
-                                   "--no-marks"])
-        assert res.exit_code == 0, res.output
-        res = runner.invoke(main, ["strip", str(inst), "-o", str(back)])
-        assert res.exit_code == 0, res.output
+        invoke(["insert", dumps[name], "-o", inst, "--kernel-scope", "--no-marks"], code=0)
+        res = invoke(["strip", inst, "-o", back], code=0)
         notes = [ln for ln in res.stderr.splitlines() if "noinline" in ln]
         if name == "plain":
             assert notes == [] and back.read_bytes() == dumps[name].read_bytes()
