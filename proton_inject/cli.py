@@ -561,12 +561,8 @@ def calibrate(device, **kw) -> None:
     from proton_inject import calibrate as cal
     from proton_inject.formats.calibration import cache_file
 
-    results = cal.measure_all(_options_from(kw), device=device)
-    for opts, got in results:
-        d = got["differences"]
-        click.echo(f"{got['device']}, {cal.describe(opts)}: {got['cycles']:g} cycles per record "
-                   f"(region minus plain loop in {len(d)} launch pairs: {min(d):g} to {max(d):g}; "
-                   f"region p5 {got['p5']:g}, p95 {got['p95']:g}, {got['instances']:,} regions)")
+    for opts, got in cal.measure_all(_options_from(kw), device=device):
+        click.echo(cal.result_line(opts, got))
     click.echo(f"cached in {cache_file()}", err=True)
 
 
