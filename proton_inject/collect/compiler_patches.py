@@ -22,7 +22,7 @@ class CompilerPatches:
         """What decides how kernels build: private caches, the override tree (or the compile
         hook), Inductor's settings, the Proton lowering, the autotuner and compile patches.
         ``target`` (a ``GPUTarget``) sizes the lowering without a GPU (tests); undone by
-        ``_teardown``."""
+        ``uninstall``."""
         import triton
 
         # Plain builds (those autotuners time) stay in the program's own cache, as without us.

@@ -256,7 +256,7 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             if self.measure_overhead:
                 self._patch_measure()
         except BaseException:
-            self._teardown()
+            self.uninstall()
             raise
         self._started = True
         return self
@@ -267,7 +267,8 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
                 self.result.messages.append(text)
 
 
-    def _teardown(self) -> None:
+    def uninstall(self) -> None:
+        """Undo what ``start`` (or ``install_compiler``) installed, and remove its files."""
         self.result.messages += self.patches.undo_all()
         if self._builds is not None:
             try:
@@ -277,10 +278,6 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
-
-    # -- hooks --
-
-    # -- draining --
 
     # -- the end --
 
@@ -307,7 +304,7 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             self._write_decisions()
             self._write_index()
         finally:
-            self._teardown()
+            self.uninstall()
         return self.result
 
     def _diagnose(self) -> None:

@@ -63,7 +63,7 @@ def _compile_side(session: Session, tmp_path: Path):
     try:
         yield session
     finally:
-        session._teardown()
+        session.uninstall()
 
 
 def _session(kind: str, tmp_path: Path, keep_tuning: bool = False, compile: Any = None,

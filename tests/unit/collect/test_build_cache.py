@@ -61,7 +61,7 @@ def _profile(tmp_path: Path, name: str, rules: Rules, cache: bool = True, option
         triton.knobs.compilation.listener = session._listener(None)  # as start() does
         ck = _compile()
     finally:
-        session._teardown()
+        session.uninstall()
     return session, ck
 
 
