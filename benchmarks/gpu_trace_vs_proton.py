@@ -141,8 +141,8 @@ def parse_case(text: str) -> tuple[str, int, int]:
 def instrument(work: Path, which: str, ctas: int, k: int) -> Path:
     """Dump the case's kernel and instrument it: kernel scope + each loop iteration."""
     from proton_inject.dump.program import dump_program
-    from proton_inject.instrument.insert import instrument_tree, write_tree
     from proton_inject.instrument.rules import Rules
+    from proton_inject.instrument.trees import instrument_tree, write_tree
 
     script = work / "kernels.py"
     script.write_text(KERNELS)

@@ -23,8 +23,15 @@ from typing import Any
 
 from proton_inject.errors import ParseError, UserError
 from proton_inject.formats.files import write_atomic
+from proton_inject.formats.manifest import (
+    KernelManifest,
+    RegionInfo,
+    kernel_entry,
+    rules_entry,
+    tree_manifest,
+)
 from proton_inject.formats.schema import read_ttgir
-from proton_inject.instrument.insert import InsertResult, KernelManifest, RegionInfo, insert_text
+from proton_inject.instrument.insert import InsertResult, insert_text
 from proton_inject.instrument.rules import Rules, rules_from_manifest, rules_from_table
 from proton_inject.lower.inline import inline_callees
 from proton_inject.lower.proton import caller_local, lowering_skipped, skipping
@@ -88,9 +95,7 @@ class RulesSource:
         """What of this source changes an instrumented build (part of its cache key)."""
         import json
 
-        from proton_inject.instrument.insert import _rules_dict
-
-        return "rules " + json.dumps(_rules_dict(self.rules), sort_keys=True)
+        return "rules " + json.dumps(rules_entry(self.rules), sort_keys=True)
 
     def instrument(self, name: str, text: str, ohash: str, config: dict[str, Any]) -> InsertResult:
         return insert_text(text, self.rules, f"{name}.ttgir", inline=inline_callees)
@@ -277,8 +282,6 @@ class CompileHook:
         from triton._C.libtriton import ir
         from triton.runtime.cache import _base32
 
-        from proton_inject.instrument.insert import _kernel_dict
-
         chash = str(metadata.get("hash", ""))
         name = str(mod.get_entry_func_name())
         ohash = _base32(src.hash()) if src is not None else chash[:52]
@@ -312,7 +315,7 @@ class CompileHook:
         entry.scope_names = [(r.scope_id, r.name) for r in k.regions]
         entry.scope_parents = [(r.scope_id, r.parent_id) for r in k.regions if r.parent_id is not None]
         entry.scope_locs = {r.scope_id: r.source for r in k.regions if r.source}
-        d = _kernel_dict(k)
+        d = kernel_entry(k)
         d["dump"] = _kernel_info(src, metadata)
         path = self._register(entry, chash, res.text, d)
         self.records[chash] = {"ir": res.text, "manifest": d, "notes": list(res.notes)}
@@ -371,13 +374,9 @@ class CompileHook:
         self._register(entry, chash, str(rec["ir"]), dict(rec["manifest"]))
 
     def _write_manifest(self) -> None:
-        from proton_inject import __version__
         from proton_inject.formats.manifest import manifest_json
-        from proton_inject.instrument.insert import _rules_dict
 
-        manifest = {"tool": f"proton-inject {__version__}", "format": 1,
-                    "rules": _rules_dict(self.rules),
-                    "kernels": [self._manifest[k] for k in sorted(self._manifest)]}
+        manifest = tree_manifest(self.rules, [self._manifest[k] for k in sorted(self._manifest)])
         write_atomic(self.ir_dir / "manifest.json", manifest_json(manifest))
 
     def summary(self) -> list[str]:

@@ -62,7 +62,7 @@ class LaunchHooks:
 
     def _wrap_launch_metadata(self, orig: Any):
         session = self
-        oor_type = _out_of_resources_type()
+        oor_type = out_of_resources_type()
 
         def launch_metadata(ck, grid, stream, *args):
             try:
@@ -229,7 +229,7 @@ class ProfileBufferTooLarge(Exception):
 
 
 
-def _out_of_resources_type() -> type:
+def out_of_resources_type() -> type:
     from triton.runtime.errors import OutOfResources
 
     class _ProfileBufferTooLarge(OutOfResources, ProfileBufferTooLarge):

@@ -139,7 +139,7 @@ class RawSink:
                                                      list[list[int]] | None]:
         """What the launch's instrumented IR says, read once per kernel: the resolved options,
         N of ``--sample-ctas``, and the record and loop tables if ``direct.py`` lowered it."""
-        from proton_inject.instrument.insert import sampled_ctas
+        from proton_inject.instrument.sampling import sampled_ctas
         from proton_inject.lower import direct
 
         cache = self.__dict__.setdefault("_kernel_ir_cache", {})

@@ -25,7 +25,7 @@ def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
     from proton_inject.api import profile
     from proton_inject.dump.program import dump_program
     from proton_inject.formats.raw import find_raw, load_raw
-    from proton_inject.instrument.insert import instrument_tree, write_tree
+    from proton_inject.instrument.trees import instrument_tree, write_tree
 
     ex = ROOT / "examples" / "layernorm.py"
     res = dump_program(["python", str(ex)], tmp_path / "dump")
@@ -93,7 +93,7 @@ def test_records_inside_loops_lowered_directly_on_the_gpu(tmp_path):
     from proton_inject.api import profile
     from proton_inject.dump.program import dump_program
     from proton_inject.formats.raw import find_raw, load_raw
-    from proton_inject.instrument.insert import instrument_tree, write_tree
+    from proton_inject.instrument.trees import instrument_tree, write_tree
 
     ex = ROOT / "examples" / "layernorm.py"
     assert dump_program(["python", str(ex)], tmp_path / "dump").exit_code == 0

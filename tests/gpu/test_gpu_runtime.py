@@ -25,8 +25,8 @@ from proton_inject.api import profile
 from proton_inject.collect.launches import RunResult
 from proton_inject.dump.program import dump_program
 from proton_inject.formats.raw import find_raw, load_raw
-from proton_inject.instrument.insert import instrument_tree, write_tree
 from proton_inject.instrument.rules import Rules
+from proton_inject.instrument.trees import instrument_tree, write_tree
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 

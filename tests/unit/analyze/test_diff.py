@@ -14,18 +14,9 @@ import numpy as np
 import pytest
 from helpers.cli import invoke
 
-from proton_inject.analyze.diff import (
-    FASTER,
-    SAME,
-    SLOWER,
-    boot_medians,
-    config_key,
-    diff_sides,
-    load_side,
-    render,
-    verdict,
-)
+from proton_inject.analyze.diff import config_key, diff_sides, load_side, render
 from proton_inject.analyze.diff import run_diff as _run_diff
+from proton_inject.analyze.diff_stats import FASTER, SAME, SLOWER, boot_medians, verdict
 from proton_inject.analyze.report import run_report
 from proton_inject.formats.raw import LaunchMeta, load_raw, raw_prefix, save_raw
 

@@ -7,9 +7,9 @@ import pytest
 from helpers import REPO, SAMPLES
 from helpers.cli import invoke
 
-from proton_inject.cli import _options_from
 from proton_inject.errors import UserError
 from proton_inject.lower.options import MAX_BUFFER_SIZE as _MAX_BUFFER_SIZE
+from proton_inject.lower.options import options_from_cli
 from proton_inject.ttgir import parse_file
 from proton_inject.ttgir.outline import format_outline
 
@@ -24,9 +24,7 @@ def test_max_ops_zero_lists_only_how_many_kinds():
 
 
 def _options(size: str):
-    return _options_from({"clock": "64", "sched_stores": False, "buffer_size": size,
-                          "granularity": "warp", "warps": None, "buffer_type": "global",
-                          "sample_iterations": 1})
+    return options_from_cli(buffer_size=size, buffer_type="global")
 
 
 def test_buffer_size_up_to_one_gib_is_accepted():

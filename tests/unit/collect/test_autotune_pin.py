@@ -24,7 +24,7 @@ from triton.runtime.autotuner import Autotuner
 
 from proton_inject.dump import program
 from proton_inject.dump import tuning as autotune
-from proton_inject.dump.program import _write_decisions
+from proton_inject.dump.program import write_decisions
 from proton_inject.formats import autotune as autotune_file
 
 with triton.knobs.runtime.scope():
@@ -92,7 +92,7 @@ def _record(tmp_path, times: dict[int, float], sizes=(100, 300)):
 def test_dump_records_each_autotune_key_once(tmp_path):
     decisions, at, timed, outs = _record(tmp_path, {32: 2.0, 64: 1.0})
     assert timed == [32, 64, 32, 64]  # two keys, two configs each
-    path = _write_decisions(decisions, tmp_path / "dump")
+    path = write_decisions(decisions, tmp_path / "dump")
     data = json.loads(path.read_text())
     assert data["format"] == 1 and data["inductor"] == []
     entries = sorted(data["triton"], key=lambda e: e["key"])
@@ -108,7 +108,7 @@ def test_dump_records_each_autotune_key_once(tmp_path):
     # a later dump into the same directory keeps the other keys and replaces its own
     again = autotune.Decisions()
     again.add({**entries[0], "kind": "triton", "config": {**e["config"], "num_warps": 8}})
-    merged = autotune_file.load(_write_decisions(again, tmp_path / "dump"))
+    merged = autotune_file.load(write_decisions(again, tmp_path / "dump"))
     assert sorted(v["config"]["num_warps"] for v in merged.triton.values()) == [4, 8]
 
 

@@ -59,11 +59,11 @@ def _compile_side(session: Session, tmp_path: Path):
     """The session's compile side installed (what start() installs besides the GPU parts)."""
     session._tmp = str(tmp_path / "session")
     os.makedirs(session._tmp, exist_ok=True)
-    session._install_compiler(target=H100)
+    session.install_compiler(target=H100)
     try:
         yield session
     finally:
-        session._teardown()
+        session.uninstall()
 
 
 def _session(kind: str, tmp_path: Path, keep_tuning: bool = False, compile: Any = None,

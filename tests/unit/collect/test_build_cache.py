@@ -56,12 +56,12 @@ def _profile(tmp_path: Path, name: str, rules: Rules, cache: bool = True, option
     """One session's compile side (what start() installs without a GPU), compiling the kernel."""
     session = Session(rules, tmp_path / name, options)
     session.build_cache = cache
-    session._install_compiler(target=H100)
+    session.install_compiler(target=H100)
     try:
         triton.knobs.compilation.listener = session._listener(None)  # as start() does
         ck = _compile()
     finally:
-        session._teardown()
+        session.uninstall()
     return session, ck
 
 

@@ -261,14 +261,14 @@ def test_after_a_session_instrumented_kernels_get_throwaway_scratch():
     throwaway one behind instead, and gives back a program's own allocator as it was."""
     from triton.runtime import _allocation
 
-    from proton_inject.collect.buffers import _after_session, _throwaway_scratch
+    from proton_inject.collect.buffers import after_session, throwaway_scratch
 
-    assert _after_session(_allocation.NullAllocator()) is _throwaway_scratch
+    assert after_session(_allocation.NullAllocator()) is throwaway_scratch
 
     def mine(size, alignment, stream):
         return None
 
-    assert _after_session(mine) is mine
+    assert after_session(mine) is mine
 
 
 def test_kernel_calling_a_noinline_function_is_instrumented(tmp_path):

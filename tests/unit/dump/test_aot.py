@@ -177,7 +177,7 @@ def test_hash_is_the_one_the_jit_launcher_uses(result, kernel_file):
     x = torch.empty(4096)  # CPU storage is 16-byte aligned, like any CUDA allocation
     assert _jit_hash(fn, x, x, 4096, 3, 0.5, BLOCK=256, REPS=2) == result.hash
     # A unit stride is specialized to the constant 1: it must then be passed as a constexpr.
-    src, *_ = override._build_source(
+    src, *_ = override.build_source(
         fn, override.parse_signature(SIG.replace(",stride=i32", "")), {**CONSTEXPRS, "stride": 1},
         "t")
     assert _jit_hash(fn, x, x, 4096, 1, 0.5, BLOCK=256, REPS=2) == override.override_hash(src)
@@ -186,12 +186,12 @@ def test_hash_is_the_one_the_jit_launcher_uses(result, kernel_file):
 def test_hash_honours_do_not_specialize(kernel_file):
     torch = pytest.importorskip("torch")
     fn = override.load_kernel(kernel_file, "pinned_kernel")
-    src, *_ = override._build_source(fn, {"x_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, "t")
+    src, *_ = override.build_source(fn, {"x_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, "t")
     assert _jit_hash(fn, torch.empty(64), 64, BLOCK=64) == override.override_hash(src)
     with pytest.raises(UserError, match="do_not_specialize, so the JIT"):
-        override._build_source(fn, {"x_ptr": "*fp32", "n": "i32:16"}, {"BLOCK": 64}, "t")
+        override.build_source(fn, {"x_ptr": "*fp32", "n": "i32:16"}, {"BLOCK": 64}, "t")
     with pytest.raises(UserError, match="do_not_specialize_on_alignment"):
-        override._build_source(fn, {"x_ptr": "*fp32:16", "n": "i32"}, {"BLOCK": 64}, "t")
+        override.build_source(fn, {"x_ptr": "*fp32:16", "n": "i32"}, {"BLOCK": 64}, "t")
 
 
 def test_hash_is_triton_dump_dir_name(result, kernel_file, tmp_path):
@@ -199,7 +199,7 @@ def test_hash_is_triton_dump_dir_name(result, kernel_file, tmp_path):
     import triton
 
     fn = override.load_kernel(kernel_file, "scale_kernel")
-    src, *_ = override._build_source(fn, override.parse_signature(SIG), CONSTEXPRS, "t")
+    src, *_ = override.build_source(fn, override.parse_signature(SIG), CONSTEXPRS, "t")
     with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
         triton.knobs.cache.dir = str(tmp_path / "cache")
         triton.knobs.cache.dump_dir = str(tmp_path / "dump")
@@ -212,7 +212,7 @@ def test_dump_is_picked_up_by_triton_override(result, tmp_path, capfd):
     import triton
 
     fn = override.load_kernel(result.source_file, "scale_kernel")
-    src, *_ = override._build_source(fn, override.parse_signature(SIG), CONSTEXPRS, "t")
+    src, *_ = override.build_source(fn, override.parse_signature(SIG), CONSTEXPRS, "t")
     dump_tree.write_dump([result], tmp_path / "dump")
     with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
         triton.knobs.cache.dir = str(tmp_path / "cache")
@@ -377,7 +377,7 @@ def test_hash_matches_binder_for_every_specialization(spec_kernel, case, target)
     _, fn = spec_kernel
     _, build, sig, cx = case
     args, kwargs = build(lambda n: torch.empty(n))
-    src, *_ = override._build_source(fn, override.parse_signature(sig), cx, "t",
+    src, *_ = override.build_source(fn, override.parse_signature(sig), cx, "t",
                                      override.parse_target(target))
     assert override.override_hash(src) == _binder_hash(fn, target, *args, **kwargs)
 
@@ -386,7 +386,7 @@ def test_string_constexpr_has_an_attrs_entry(spec_kernel):
     """Left out, the hash silently differs from the launch's (Liger cross entropy, fla)."""
     _, fn = spec_kernel
     _, _, sig, cx = SPEC_CASES[0]
-    src, *_ = override._build_source(fn, override.parse_signature(sig), cx, "t")
+    src, *_ = override.build_source(fn, override.parse_signature(sig), cx, "t")
     idx = [p.name for p in fn.params].index("MODE")
     assert src.attrs[(idx,)] == []
     assert src.constants[(idx,)] == "mean"

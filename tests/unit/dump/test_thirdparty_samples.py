@@ -134,7 +134,7 @@ def test_aot_hash_is_the_hash_an_h100_launch_used(k):
     if "torch/_inductor/runtime/triton_helpers.py" in text and torch.__version__[:4] != "2.11":
         # the kernel's cache key covers the torch helpers it calls, as a launch's does
         pytest.skip(f"calls torch's triton_helpers: its hash is torch 2.11's, here {torch.__version__}")
-    src, *_ = override._build_source(fn, sig, cx, k["name"], override.parse_target("cuda:90"))
+    src, *_ = override.build_source(fn, sig, cx, k["name"], override.parse_target("cuda:90"))
     assert override.override_hash(src) == k["launch_hash_cuda90"]
 
 
@@ -175,5 +175,5 @@ def test_aot_hash_matches_tritons_binder(k, target):
     from proton_inject.dump import aot as override
 
     fn, sig, cx = _spec_source(k)
-    src, *_ = override._build_source(fn, sig, cx, k["name"], override.parse_target(target))
+    src, *_ = override.build_source(fn, sig, cx, k["name"], override.parse_target(target))
     assert override.override_hash(src) == _binder_hash(fn, target, **_stand_in_args(fn, sig, cx))

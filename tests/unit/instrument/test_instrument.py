@@ -10,8 +10,10 @@ from helpers.cli import invoke
 
 from proton_inject.errors import UserError
 from proton_inject.formats.rules_file import LineRange
-from proton_inject.instrument.insert import insert_text, instrument_tree, strip_text
+from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules
+from proton_inject.instrument.strip import strip_text
+from proton_inject.instrument.trees import instrument_tree
 
 FILES = sample_files()
 RULE_SETS = {
@@ -226,7 +228,7 @@ def test_golden_instrumented_ir(name, target, monkeypatch):
 
 def test_every_sample_compiles_with_every_rule_at_once(tmp_path, monkeypatch):
     """`check` on the union of all rules for each sample: every placement lowers to a binary."""
-    from proton_inject.instrument.insert import write_tree
+    from proton_inject.instrument.trees import write_tree
     from proton_inject.lower.check import check_paths
 
     monkeypatch.chdir(REPO)

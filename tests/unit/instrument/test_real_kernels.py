@@ -15,8 +15,9 @@ from triton.backends.compiler import GPUTarget
 
 from proton_inject.errors import UserError
 from proton_inject.formats.rules_file import LineRange
-from proton_inject.instrument.insert import insert_text, strip_text
+from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules
+from proton_inject.instrument.strip import strip_text
 from proton_inject.lower.check import check_file
 from proton_inject.lower.inline import inline_callees
 from proton_inject.lower.options import LoweringOptions
@@ -238,12 +239,12 @@ def test_op_that_matches_nothing_names_the_kinds_there():
 
 
 def test_begin_and_end_marks_on_code_lines_are_refused(tmp_path):
-    from proton_inject.instrument.rules import _marks_in
+    from proton_inject.instrument.marks import marks_in
 
     src = tmp_path / "k.py"
     src.write_text("x = 1\ny = 2  # proton: begin part\nz = 3\n# proton: end part\n")
     with pytest.raises(UserError, match="on a line of its own"):
-        _marks_in(src, "k.py")
+        marks_in(src, "k.py")
 
 
 def test_one_scope_closed_in_several_blocks_fails_check(ir, tmp_path):

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proton_inject.errors import UserError
-from proton_inject.instrument.insert import insert_text, strip_text
+from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules
+from proton_inject.instrument.strip import strip_text
 
 _FILES = [p for p in sample_files() if p.stat().st_size < 40000]
 _RULES = Rules(kernel_scope=True, loops="both", marks=False,

@@ -11,8 +11,10 @@ from helpers import REPO, SAMPLES
 from helpers.cli import invoke
 
 from proton_inject.errors import UserError
-from proton_inject.instrument.insert import insert_text, sampled_ctas, strip_text
+from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules
+from proton_inject.instrument.sampling import sampled_ctas
+from proton_inject.instrument.strip import strip_text
 from proton_inject.lower.check import check_file
 from proton_inject.lower.options import LoweringOptions
 
@@ -147,7 +149,7 @@ def test_nesting_of_sampled_regions_comes_from_the_manifest(tmp_path):
     # Proton infers parents from dominance, which records under sibling scf.if ops lack; the
     # runtime takes them from insert's manifest instead (as a launch's scope_parents).
     from proton_inject.collect.compile_hook import TreeSource
-    from proton_inject.instrument.insert import instrument_tree, write_tree
+    from proton_inject.instrument.trees import instrument_tree, write_tree
     from proton_inject.lower.proton import scope_names_of
 
     dump = tmp_path / "dump" / "H"

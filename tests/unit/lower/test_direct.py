@@ -81,7 +81,7 @@ def test_eligible_samples_compile_with_protons_scope_ids(path, tmp_path):
     text = path.read_text(encoding="latin-1")
     if direct.eligible(text) is not None:
         pytest.skip(direct.eligible(text))
-    records = direct._plan(text, 0).records
+    records = direct.plan_lowering(text, 0).records
     ids = direct.scope_ids(records)
     names = {i: direct._RECORD.match(op.head).group(2) for i, op in zip(ids, records, strict=True)}
     assert sorted(names.items()) == sorted(scope_names_of(str(path))[0])
@@ -360,13 +360,13 @@ def test_sample_iterations_in_the_metadata_and_a_note_where_it_does_not_apply(tm
 
 
 def test_timer_bits_56_to_63_come_from_the_reference():
-    from proton_inject.analyze.direct_blocks import _timer_from
+    from proton_inject.analyze.direct_blocks import timer_from
 
     t = np.array([0x18E_A5A5_1234_5678, 0x18E_A5A5_FFFF_FFF0, 0x18F_0000_0000_0010], np.int64)
     hi, lo = (t >> 32) & 0xFFFFFF, t & 0xFFFFFFFF
     for ref in (int(t[0]), int(t[0]) - 10**12, int(t[2]) + 10**15):
-        assert (_timer_from(hi.astype(np.uint32), lo.astype(np.uint32), ref) == t).all(), hex(ref)
+        assert (timer_from(hi.astype(np.uint32), lo.astype(np.uint32), ref) == t).all(), hex(ref)
     # a reference half the 2^56 ns period away picks the nearer period
     far = int(t[0]) + (1 << 56) - 10**9
-    assert (_timer_from(hi.astype(np.uint32), lo.astype(np.uint32), far) == t + (1 << 56)).all()
-    assert (_timer_from(hi.astype(np.uint32), lo.astype(np.uint32), None) == t & ((1 << 56) - 1)).all()
+    assert (timer_from(hi.astype(np.uint32), lo.astype(np.uint32), far) == t + (1 << 56)).all()
+    assert (timer_from(hi.astype(np.uint32), lo.astype(np.uint32), None) == t & ((1 << 56) - 1)).all()

@@ -176,8 +176,9 @@ def test_an_end_record_after_an_op_not_starting_its_line_is_indented_with_blanks
                                                                                  mlir_context):
     from triton._C.libtriton import ir
 
-    from proton_inject.instrument.insert import insert_text, strip_text
+    from proton_inject.instrument.insert import insert_text
     from proton_inject.instrument.rules import Rules
+    from proton_inject.instrument.strip import strip_text
 
     text = _case(LOOP_END, "    } loc(#loc9)%z = arith.constant 0 : i32\n")
     out = insert_text(text, Rules(kernel_scope=True, marks=False), "k.ttgir").text
