@@ -15,7 +15,10 @@ instrumented launch itself: spins on ``%globaltimer`` until N ns pass (short, lo
 after a heavy matmul has pulled the clock down), one row per launch (the first warms up) with
 the clock that launch's cycles went through and its stated uncertainty. Printed per case: the
 truth and the error of the region (per CTA, warp 0: median, p5..p95), raw and after
-subtracting the calibrated record cost.
+subtracting the calibrated record cost; then the region's median as ``report`` states it, its
+stated uncertainty (``analyze/uncertainty.py``: +- and the one-sided bias of recorded
+iterations inside it) and whether the truth lies within it, counted at the end (issue 30's
+goal: every region).
 
     PYTHONPATH=. python benchmarks/accuracy.py --quick     # needs a CUDA GPU; < 2 minutes
 """
@@ -42,6 +45,7 @@ from proton_inject._calibration_kernel import record_cost_calibration  # noqa: E
 from proton_inject.analyze.decode import decode  # noqa: E402
 from proton_inject.analyze.issues import DecodeWarning  # noqa: E402
 from proton_inject.analyze.report import expand_inputs  # noqa: E402
+from proton_inject.analyze.summary import LaunchData, summarize  # noqa: E402
 from proton_inject.api import profile  # noqa: E402
 from proton_inject.formats.raw import load_raw  # noqa: E402
 from proton_inject.lower.options import LoweringOptions  # noqa: E402
@@ -99,6 +103,22 @@ def nested_kernel(out_ptr, n, reps):
 
 
 @dataclass
+class ErrorBar:
+    """A region's median as ``report`` gives it and its stated uncertainty, in one unit."""
+
+    median: float
+    plus_minus: float | None  # None: no error bar (ns through a clock that was not measured)
+    bias: tuple[float, float] | None  # recorded iterations inside: the region reads longer by
+
+    def holds(self, truth: float) -> bool | None:
+        """Whether ``truth`` lies in median -+ plus_minus, less the bias; None without a bar."""
+        if self.plus_minus is None:
+            return None
+        lo_b, hi_b = self.bias or (0.0, 0.0)
+        return self.median - self.plus_minus - hi_b <= truth <= self.median + self.plus_minus - lo_b
+
+
+@dataclass
 class Case:
     name: str
     unit: str  # "cycles" or "ns"
@@ -107,6 +127,23 @@ class Case:
     comp: np.ndarray  # per CTA error, record cost subtracted
     clock: str
     lowering: str = ""  # how the region's records were lowered (the launch's buffer type)
+    bar: ErrorBar | None = None  # the region as report states it
+
+
+def error_bar(d, scope: int, unit: str) -> ErrorBar | None:
+    """Region ``scope`` of decoded launch ``d`` as the report summarizes it (every recorded
+    warp), with the uncertainty it states; None when the launch has no such region."""
+    [k] = summarize([LaunchData.from_decoded(d)])["kernels"]
+    r = next((r for r in k["regions"] if r["scope"] == scope), None)
+    if r is None:
+        return None
+    u = r["uncertainty"]
+    bias = tuple(u["bias_cycles"]) if u["bias_cycles"] else None
+    if unit == "cycles":
+        return ErrorBar(r["cycles"]["median"], u["cycles"], bias)
+    mhz = k["clock"]["mhz_median"]
+    return ErrorBar(r["ns"]["median"], u["ns"],
+                    tuple(b * 1000.0 / mhz for b in bias) if bias and mhz else None)
 
 
 def _decode_all(out: str, cost: float) -> list[tuple]:
@@ -168,7 +205,8 @@ def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, be
             label = name if len(truths) == 1 else f"{name}: {raw_d.scope_name(scope)}"
             label += f" [launch {i}]" if len(runs) > 1 else ""
             cases.append(Case(label, unit, float(np.median(t)), r[ok] - t[ok], c[ok] - t[ok],
-                              clock_label(comp_d.clock), raw_d.meta.buffer_type))
+                              clock_label(comp_d.clock), raw_d.meta.buffer_type,
+                              error_bar(comp_d, scope, unit)))
     return cases
 
 
@@ -244,11 +282,23 @@ def _err(e: np.ndarray, unit: str, truth: float) -> str:
     return f"{med:+.0f} ({lo:+.0f}..{hi:+.0f})"
 
 
+def _bar(c: Case) -> tuple[str, str]:
+    """The stated median and uncertainty of a case's region, and whether its truth is inside."""
+    b = c.bar
+    if b is None:
+        return "no region", "-"
+    if b.plus_minus is None:
+        return f"{b.median:,.0f} (no error bar)", "no bar"
+    bias = f" bias +{b.bias[0]:,.0f}..+{b.bias[1]:,.0f}" if b.bias else ""
+    return f"{b.median:,.0f} +-{b.plus_minus:,.0f}{bias}", "yes" if b.holds(c.truth) else "NO"
+
+
 def table(cal: dict[str, dict], cases: list[Case]) -> str:
-    rows = [("case", "lowering", "truth", "raw error", "compensated error", "CTAs", "clock")]
+    rows = [("case", "lowering", "truth", "raw error", "compensated error", "CTAs", "clock",
+             "stated", "truth within")]
     for c in cases:
         rows.append((c.name, c.lowering, f"{c.truth:,.0f} {c.unit}", _err(c.raw, c.unit, c.truth),
-                     _err(c.comp, c.unit, c.truth), str(len(c.comp)), c.clock))
+                     _err(c.comp, c.unit, c.truth), str(len(c.comp)), c.clock, *_bar(c)))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"record cost, {name}: {c['cycles']:g} cycles per record (calibration loop: region "
              f"{c.get('region', float('nan')):g}, plain {c.get('plain', float('nan')):g}, "
@@ -256,7 +306,13 @@ def table(cal: dict[str, dict], cases: list[Case]) -> str:
              f"{c['instances']:,} regions) on {c['device']}" for name, c in cal.items()]
     lines += ["error = region - truth per CTA (warp 0): median (p5..p95); cycle truths: the "
               "plain launch's cycles between the reads right around the loop (median over CTAs)"]
-    lines += ["  ".join(v.ljust(w[i]) for i, v in enumerate(r)) for r in rows]
+    lines += ["stated = the region's median as report gives it (every recorded warp) +- its stated "
+              "uncertainty (analyze/uncertainty.py), less the bias of recorded iterations inside"]
+    lines += ["  ".join(v.ljust(w[i]) for i, v in enumerate(r)).rstrip() for r in rows]
+    verdicts = [_bar(c)[1] for c in cases]
+    lines.append(f"truth within the stated uncertainty: {verdicts.count('yes')} of {len(cases)} "
+                 f"regions ({verdicts.count('NO')} outside, {verdicts.count('no bar')} without an "
+                 f"error bar, {verdicts.count('-')} without the region)")
     return "\n".join(lines)
 
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from proton_inject.api import profile  # noqa: E402
 from proton_inject.dump.program import dump_program  # noqa: E402
-from proton_inject.instrument.insert import instrument_tree, write_tree  # noqa: E402
 from proton_inject.instrument.rules import Rules  # noqa: E402
+from proton_inject.instrument.trees import instrument_tree, write_tree  # noqa: E402
 from proton_inject.lower.options import LoweringOptions  # noqa: E402
 
 

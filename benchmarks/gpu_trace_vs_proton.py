@@ -13,7 +13,7 @@ iteration), then launched once in two fresh processes that use the same override
 
 It prints both times, the ratio, events and bytes per event. ``--check`` also loads both
 traces and compares regions, events per region and per-region median durations (cycles);
-tests/test_vs_proton.py runs that check on small launches.
+tests/gpu/test_gpu_vs_proton.py runs that check on small launches.
 
     python benchmarks/gpu_trace_vs_proton.py            # 1024- and 4096-CTA matmul, K=4096
     python benchmarks/gpu_trace_vs_proton.py --cases add:1024 mm:1024:2048 --check
@@ -141,8 +141,8 @@ def parse_case(text: str) -> tuple[str, int, int]:
 def instrument(work: Path, which: str, ctas: int, k: int) -> Path:
     """Dump the case's kernel and instrument it: kernel scope + each loop iteration."""
     from proton_inject.dump.program import dump_program
-    from proton_inject.instrument.insert import instrument_tree, write_tree
     from proton_inject.instrument.rules import Rules
+    from proton_inject.instrument.trees import instrument_tree, write_tree
 
     script = work / "kernels.py"
     script.write_text(KERNELS)

@@ -158,7 +158,7 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
-    from proton_inject.analyze.report import default_jobs
+    from proton_inject.analyze.pool import default_jobs
 
     jobs = sorted({default_jobs() if j == "all" else int(j) for j in args.jobs.split(",")})
     sizes = [int(x) for x in args.launches.split(",")]

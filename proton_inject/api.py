@@ -47,7 +47,7 @@ def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | No
 def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: str | os.PathLike | None,
              options: LoweringOptions | None, kernel: str | None, max_launches: int | None,
              max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
-             gz: bool) -> Session:
+             gz: bool, cache: bool = True, measure_overhead: bool = False) -> Session:
     if instrumented is None:
         if kernel is not None:
             raise UserError("kernel= selects kernels of an instrumented tree; with compile-time "
@@ -61,6 +61,8 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
     session = Session(source, out, options, max_launches, max_pending_mb, keep_tuning,
                              autotune_from)
     session.gz = gz
+    session.build_cache = cache
+    session.measure_overhead = measure_overhead
     return session
 
 
@@ -78,19 +80,23 @@ def profile(
     autotune_from: str | os.PathLike | None = None,
     gz: bool = True,
     quiet: bool = False,
+    cache: bool = True,
+    measure_overhead: bool = False,
     jobs: int | None = None,
 ) -> Iterator[RunResult]:
     """Profile the Triton kernels launched inside the ``with`` block.
 
     Kernels are instrumented as they compile with ``rules`` (``insert``'s: a ``Rules`` or a
     dict such as ``{"loops": "both"}``; None: kernel body and outer loops), or, with
-    ``instrumented=DIR``, taken from a tree that ``insert`` wrote. When the block ends
+    ``instrumented=DIR``, taken from a tree that ``insert`` wrote; instrumented builds are
+    kept for the next profile in the tool's cache (``cache=False``: compiled afresh, kept
+    nowhere). When the block ends
     (normally or not) the launches are written to ``out`` and decoded once into traces; the
     yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``
     (with a progress bar on a terminal). ``jobs``: decoding processes (None: one per core).
     """
     session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
-                       keep_tuning, autotune_from, gz)
+                       keep_tuning, autotune_from, gz, cache, measure_overhead)
     try:
         with session_block(session) as result:
             yield result
@@ -124,6 +130,8 @@ def profile_program(
     plot: str | os.PathLike | None = None,
     raw: bool = False,
     progress: bool = False,
+    cache: bool = True,
+    measure_overhead: bool = False,
     jobs: int | None = None,
 ) -> tuple[RunResult, ReportResult | None]:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
@@ -134,7 +142,7 @@ def profile_program(
     processes (None: one per core); ``progress``: a bar on a terminal's stderr.
     """
     session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
-                       keep_tuning, autotune_from, gz)
+                       keep_tuning, autotune_from, gz, cache, measure_overhead)
     result = run_in_session(session, argv, "profile" if instrumented is None else "run")
     rep = analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs) if report else None
     return result, rep

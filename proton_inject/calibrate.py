@@ -91,6 +91,14 @@ def describe(options: Any) -> str:
     return f"{options.buffer_type} buffer, {who}, clock{options.clock}"
 
 
+def result_line(options: Any, got: dict[str, Any]) -> str:
+    """One calibration's result as ``calibrate`` prints it."""
+    d = got["differences"]
+    return (f"{got['device']}, {describe(options)}: {got['cycles']:g} cycles per record "
+            f"(region minus plain loop in {len(d)} launch pairs: {min(d):g} to {max(d):g}; "
+            f"region p5 {got['p5']:g}, p95 {got['p95']:g}, {got['instances']:,} regions)")
+
+
 def measure_all(options: Any = None, device: int = 0, launches: int = 7,
                 save: bool = True) -> list[tuple[Any, dict[str, Any]]]:
     """``measure`` for each of ``variants(options)``: [(concrete options, result)]."""

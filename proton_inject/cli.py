@@ -12,6 +12,7 @@ import sys
 import click
 
 from proton_inject.errors import UserError
+from proton_inject.formats.files import check_outputs
 
 
 class _Group(click.Group):
@@ -46,14 +47,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-def _check_outputs(inputs, outputs) -> None:
-    """Outputs must not overwrite inputs and must be writable (checked before any work)."""
-    from proton_inject.formats.files import check_outputs
-
-    check_outputs([(w, p) for w, p in inputs if p], [(o, p, k) for o, p, k in outputs if p])
-
-
-# --- parse (issue 2): inspect -------------------------------------------------
+# --- read the IR: inspect -------------------------------------------------------
 
 
 @main.command()
@@ -70,62 +64,56 @@ def inspect(files: tuple[str, ...], max_ops: int) -> None:
         click.echo(format_outline(parse_file(path), max_ops=max_ops))
 
 
-# --- select + rewrite (issue 3): insert, strip ---------------------------------
+# --- rewrite the IR: insert, strip ----------------------------------------------
 
 
-def _rule_options(f):
-    """The rules of insert, shared with profile."""
-    opts = [
-        click.option("--kernel-scope", is_flag=True, help="One region around each kernel's body."),
-        click.option("--loops", type=click.Choice(["outer", "iteration", "both"]),
-                     help="A region around each loop, each iteration's body, or both."),
-        click.option("--loop-depth", type=int,
-                     help="Only loops nested at most N deep (1 = outermost)."),
-        click.option("--region", "regions", multiple=True, metavar="NAME=FILE:START-END",
-                     help="A region around the ops from those source lines (repeatable)."),
-        click.option("--op", "ops", multiple=True, metavar="PATTERN",
-                     help="A region around each op whose name matches the glob (repeatable)."),
-        click.option("--kernel", metavar="REGEX", help="Only kernels whose name matches."),
-        click.option("--rules", "rules_file", type=click.Path(),
-                     help="Rules from a TOML file (default: [tool.proton-inject] in "
-                          "./pyproject.toml)."),
-        click.option("--no-marks", is_flag=True,
-                     help="Ignore '# proton:' marks in the kernel source."),
-        click.option("--source-root", type=click.Path(file_okay=False),
-                     help="Where relative source paths in the IR are found (default: .)."),
-        click.option("--sample-ctas", type=int, default=None, metavar="N",
-                     help="Record in every Nth CTA only (by linear program id); a loop with "
-                          "records inside runs in two copies (with and without them). "
-                          "Default 1: every CTA."),
-    ]  # fmt: skip
-    for o in reversed(opts):
-        f = o(f)
-    return f
+def _options(*opts):
+    """One decorator for several click options, listed in ``--help`` in the order given."""
+    def apply(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+    return apply
+
+
+_rule_options = _options(  # the rules of insert, shared with profile
+    click.option("--kernel-scope", is_flag=True, help="One region around each kernel's body."),
+    click.option("--loops", type=click.Choice(["outer", "iteration", "both"]),
+                 help="A region around each loop, each iteration's body, or both."),
+    click.option("--loop-depth", type=int,
+                 help="Only loops nested at most N deep (1 = outermost)."),
+    click.option("--region", "regions", multiple=True, metavar="NAME=FILE:START-END",
+                 help="A region around the ops from those source lines (repeatable)."),
+    click.option("--op", "ops", multiple=True, metavar="PATTERN",
+                 help="A region around each op whose name matches the glob (repeatable)."),
+    click.option("--kernel", metavar="REGEX", help="Only kernels whose name matches."),
+    click.option("--rules", "rules_file", type=click.Path(),
+                 help="Rules from a TOML file (default: [tool.proton-inject] in "
+                      "./pyproject.toml)."),
+    click.option("--no-marks", is_flag=True,
+                 help="Ignore '# proton:' marks in the kernel source."),
+    click.option("--source-root", type=click.Path(file_okay=False),
+                 help="Where relative source paths in the IR are found (default: .)."),
+    click.option("--sample-ctas", type=int, default=None, metavar="N",
+                 help="Record in every Nth CTA only (by linear program id); a loop with "
+                      "records inside runs in two copies (with and without them). "
+                      "Default 1: every CTA."),
+)  # fmt: skip
 
 
 def _rules_from(kw: dict):
     """Rules from the options of ``_rule_options`` (popped from ``kw``) over the rules file."""
-    from proton_inject.formats.rules_file import LineRange
-    from proton_inject.instrument.rules import Rules, load_rules_file, rules_from_pyproject
+    from proton_inject.instrument import rules
 
     rules_file = kw.pop("rules_file")
-    from_pyproject = None if rules_file else rules_from_pyproject()
-    base = load_rules_file(rules_file) if rules_file else (from_pyproject or Rules())
+    from_pyproject = None if rules_file else rules.rules_from_pyproject()
+    base = rules.load_rules_file(rules_file) if rules_file else (from_pyproject or rules.Rules())
     if from_pyproject is not None:  # rules the user did not type on this command line
         click.echo("proton-inject: rules from ./pyproject.toml [tool.proton-inject] (options given "
                    "here add to them; --rules FILE replaces them)", err=True)
-    loop_depth = kw.pop("loop_depth")
-    return Rules(
-        kernel_scope=kw.pop("kernel_scope") or base.kernel_scope,
-        loops=kw.pop("loops") or base.loops,
-        loop_depth=loop_depth if loop_depth is not None else base.loop_depth,
-        ranges=base.ranges + [LineRange.parse(s) for s in kw.pop("regions")],
-        ops=base.ops + list(kw.pop("ops")),
-        kernel=kw.pop("kernel") or base.kernel,
-        marks=base.marks and not kw.pop("no_marks"),
-        source_root=kw.pop("source_root") or base.source_root,
-        sample_ctas=sample if (sample := kw.pop("sample_ctas")) is not None else base.sample_ctas,
-    )  # fmt: skip
+    flags = ("kernel_scope", "loops", "loop_depth", "regions", "ops", "kernel", "no_marks",
+             "source_root", "sample_ctas")
+    return rules.rules_with_flags(base, **{f: kw.pop(f) for f in flags})
 
 
 @main.command()
@@ -149,7 +137,8 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     """
     from pathlib import Path
 
-    from proton_inject.instrument import insert as instrument
+    from proton_inject.dump.tuning import carried_autotune
+    from proton_inject.instrument import golden, trees
     from proton_inject.lower.check import leave_out_uncompilable
     from proton_inject.lower.inline import inline_callees
 
@@ -160,54 +149,32 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
         from proton_inject.formats.schema import not_found
 
         raise not_found(src)
-    _check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
+    check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
                    [("-o", out, "tree" if srcp.is_dir() else "file")])
     if check_against:
-        instrument.check_golden(check_against, tree=srcp.is_dir())
+        golden.check_golden(check_against, tree=srcp.is_dir())
     rules = _rules_from(kw)
-    if srcp.is_dir():
-        def progress(i, n, rel):
-            if n >= 20 and (i == n or i % 10 == 0):
-                click.echo(f"  instrumented {i}/{n} files", err=True)
 
-        outputs, manifest, notes = instrument.instrument_tree(srcp, rules, force, progress, inline_callees)
-        if compile_check and outputs:
-            leave_out_uncompilable(outputs, manifest)
-        left = instrument.left_out_summary(manifest)
-        if left and (strict or not outputs):
-            raise UserError(f"{src}: {left}" + ("" if strict else "; nothing to write"))
-        if left:
-            click.echo(left, err=True)
-        if not outputs:
-            raise UserError(f"{src}: no kernel matched the rules (--kernel {rules.kernel!r})"
-                            if rules.kernel else f"{src}: the rules selected no region"
-                            + "".join(f"; {n}" for n in notes[:3]))
-    else:
-        res = instrument.insert_file(srcp, rules, force, inline_callees)
-        outputs, manifest, notes = {srcp.name: res.text}, None, res.notes
-        if not any(k.regions for k in res.kernels):
-            raise UserError(f"{src}: the rules selected no region"
-                            + (f" (no kernel matches --kernel {rules.kernel!r})"
-                               if rules.kernel else "") + "".join(f"; {n}" for n in notes[:3]))
-        kernels = res.kernels
-    for note in notes:
+    def progress(i, n, rel):
+        if n >= 20 and (i == n or i % 10 == 0):
+            click.echo(f"  instrumented {i}/{n} files", err=True)
+
+    done = trees.insert_path(srcp, rules, force, inline_callees, progress,
+                             leave_out_uncompilable if compile_check else None, strict)
+    if done.left_out:
+        click.echo(done.left_out, err=True)
+    for note in done.notes:
         click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
-    if manifest is not None:
-        kernels_desc = [(k["kernel"], k["file"], len(k["regions"])) for k in manifest["kernels"]]
-    else:
-        kernels_desc = [(k.kernel, srcp.name, len(k.regions)) for k in kernels]
-    for name, file, n in kernels_desc:
+    for name, file, n in done.kernels:
         click.echo(f"{name} ({file}): {n} region{'s' if n != 1 else ''}")
     if out:
-        if srcp.is_dir():
-            instrument.write_tree(outputs, manifest, out, _carried_autotune(srcp))
-        else:
-            from proton_inject.formats.files import write_atomic
-
-            write_atomic(out, next(iter(outputs.values())).encode("latin-1"))
+        extras, carried = carried_autotune(srcp) if srcp.is_dir() else ({}, None)
+        if carried:
+            click.echo(carried, err=True)
+        trees.write_inserted(done, out, extras)
         click.echo(f"wrote {out}")
     if check_against:
-        diff = instrument.diff_against(outputs, manifest, check_against)
+        diff = golden.diff_against(done.outputs, done.manifest, check_against)
         if diff:
             click.echo(diff, nl=False)
             click.echo(f"instrumented IR differs from {check_against}", err=True)
@@ -223,57 +190,65 @@ def strip(src, out) -> None:
     """Remove every proton.record line from SRC (a tree or a .ttgir file)."""
     from pathlib import Path
 
-    from proton_inject.instrument import insert as instrument
+    from proton_inject.instrument.trees import strip_path
 
-    _check_outputs([("input", src)], [("-o", out, "tree" if Path(src).is_dir() else "file")])
-    written = instrument.strip_path(src, out)
+    check_outputs([("input", src)], [("-o", out, "tree" if Path(src).is_dir() else "file")])
+    written, notes = strip_path(src, out)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     click.echo(f"stripped {len(written)} file{'s' if len(written) != 1 else ''} into {out}")
 
-# --- compile check (issue 3, shares lowering with the runtime): check ---------
+# --- compile it without a GPU: check (lowering options shared with run) --------
 
 
-def _lowering_options(f):
-    """The Proton lowering options shared by check and run."""
-    opts = [
-        click.option("--clock", type=click.Choice(["32", "64"]), default="64", show_default=True,
-                     help="Clock bits read per record (32: cheaper read; wraps every ~2 s)."),
-        click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
-        click.option("--buffer-size", default="auto", show_default=True, metavar="BYTES|auto",
-                     help="Record buffer per CTA, bytes (0: Proton's default for the type; "
-                          "auto: just what each warp can write for kernels with no record "
-                          "inside a loop, Proton's default for the others)."),
-        click.option("--buffer-type", type=click.Choice(["auto", "shared", "global", "direct"]),
-                     default="auto", show_default=True,
-                     help="Keep records in shared memory (copied out at the end) or write them "
-                          "to global memory (no shared-memory limit; 0 = 16 KiB per warp); "
-                          "direct: our own lowering for records that each run once, by warp 0 "
-                          "(no per-CTA set-up; NVIDIA); auto: direct where it applies, else "
-                          "global for kernels with no record inside a loop, shared for the others."),
-        click.option("--sample-iterations", type=click.IntRange(min=1), default=1, metavar="N",
-                     help="Keep records inside loops for iterations 0, N, 2N, ... only (loops "
-                          "lowered directly; loops of dots or async copies, which Proton lowers, "
-                          "record every iteration)."),
-        click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
-                     show_default=True, help="Who records: each warp or each warp group."),
-        click.option("--warps", default=None, metavar="0,4|all",
-                     help="Record only these warps (default: the first warp of each partition, "
-                          "i.e. warp 0 without warp specialization, and every warp of a "
-                          "persistent kernel; all: every warp)."),
-    ]  # fmt: skip
-    for o in reversed(opts):
-        f = o(f)
-    return f
+_lowering_options = _options(  # the Proton lowering options shared by check and run
+    click.option("--clock", type=click.Choice(["32", "64"]), default="64", show_default=True,
+                 help="Clock bits read per record (32: cheaper read; wraps every ~2 s)."),
+    click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
+    click.option("--buffer-size", default="auto", show_default=True, metavar="BYTES|auto",
+                 help="Record buffer per CTA, bytes (0: Proton's default for the type; "
+                      "auto: just what each warp can write for kernels with no record "
+                      "inside a loop, Proton's default for the others)."),
+    click.option("--buffer-type", type=click.Choice(["auto", "shared", "global", "direct"]),
+                 default="auto", show_default=True,
+                 help="Keep records in shared memory (copied out at the end) or write them "
+                      "to global memory (no shared-memory limit; 0 = 16 KiB per warp); "
+                      "direct: our own lowering for records that each run once, by warp 0 "
+                      "(no per-CTA set-up; NVIDIA); auto: direct where it applies, else "
+                      "global for kernels with no record inside a loop, shared for the others."),
+    click.option("--sample-iterations", type=click.IntRange(min=1), default=1, metavar="N",
+                 help="Keep records inside loops for iterations 0, N, 2N, ... only (loops "
+                      "lowered directly; loops of dots or async copies, which Proton lowers, "
+                      "record every iteration)."),
+    click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
+                 show_default=True, help="Who records: each warp or each warp group."),
+    click.option("--warps", default=None, metavar="0,4|all",
+                 help="Record only these warps (default: the first warp of each partition, "
+                      "i.e. warp 0 without warp specialization, and every warp of a "
+                      "persistent kernel; all: every warp)."),
+)  # fmt: skip
+
+
+_pending_options = _options(  # run's and profile's: buffers in flight, autotuner launches
+    click.option("--max-pending-mb", type=float, default=256, show_default=True,
+                 help="Device memory held for buffers not yet copied to the host."),
+    click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches "
+                 "(configs are then timed instrumented)."),
+)
+_build_options = _options(  # run's and profile's: the build cache, overhead against plain
+    click.option("--no-cache", is_flag=True, help="Compile instrumented kernels afresh and keep "
+                 "them nowhere (see `cache`)."),
+    click.option("--measure-overhead", is_flag=True, help="Alternate each kernel's launches "
+                 "between its plain and instrumented builds and report the kernel-time ratio "
+                 "(plain launches are not decoded)."),
+)
+_jobs_option = click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+                            help="Decode with N processes (default: one per core; 1: in this process).")
 
 
 def _options_from(kw: dict):
-    from proton_inject.lower.options import MAX_BUFFER_SIZE as _MAX_BUFFER_SIZE
     from proton_inject.lower.options import options_from_cli
 
-    size = kw["buffer_size"].strip()
-    if re.fullmatch("[0-9]+", size) and (len(size) > 10 or int(size) > _MAX_BUFFER_SIZE):
-        shown = size if len(size) <= 40 else f"{size[:20]}...({len(size)} digits)"
-        raise UserError(f"--buffer-size {shown}: too large; the record buffer is at most "
-                        f"{_MAX_BUFFER_SIZE} bytes (1 GiB) per CTA, e.g. 65536")
     return options_from_cli(
         clock=int(kw.pop("clock")), sched_stores=kw.pop("sched_stores"),
         buffer_size=kw.pop("buffer_size"), granularity=kw.pop("granularity"),
@@ -306,7 +281,7 @@ def check(paths: tuple[str, ...], targets: tuple[str, ...], **kw) -> None:
         sys.exit(1)
 
 
-# --- dump / run (issue 4) -----------------------------------------------------
+# --- get the IR, run the program: dump, run -------------------------------------
 
 _AOT_SPEC_RE = re.compile(r"^(?P<file>.+\.py):(?P<kernel>[A-Za-z_]\w*)$")
 
@@ -382,25 +357,20 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
 
 def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stages, num_ctas,
               config):
-    from proton_inject.dump import aot as override
-    from proton_inject.dump import dump_tree
+    from proton_inject.dump.dump_tree import dump_aot
     from proton_inject.dump.signature import constexpr_text, constexpr_type, parse_constexprs
 
     source_file, kernel = spec
-    _check_outputs([("kernel source", source_file)], [("-o", out_dir, "dir")])
-    sig = override.parse_signature(signature) if signature else {}
+    check_outputs([("kernel source", source_file)], [("-o", out_dir, "dir")])
     values = parse_constexprs(constexprs)
     if values:  # what each value was read as: a string that looks like another type is quoted
         click.echo("constexprs: " + ", ".join(f"{k}={constexpr_text(v)} ({constexpr_type(v)})"
                                               for k, v in values.items()), err=True)
-    results = override.compile_aot_all(
-        source_file, kernel, sig, values, target,
-        num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas, config=config,
-    )
-    results, notes = dump_tree.one_per_hash(results)
+    results, written, notes = dump_aot(source_file, kernel, signature, values, target, out_dir,
+                                       num_warps=num_warps, num_stages=num_stages,
+                                       num_ctas=num_ctas, config=config)
     for note in notes:
         click.echo(f"note: {note}", err=True)
-    written = dump_tree.write_dump(results, out_dir)
     click.echo(f"wrote {len(written)} kernel(s) to {out_dir}:")
     for r in results:
         cfg = f"config [{r.config}] {r.config_desc}: " if r.config is not None else ""
@@ -429,24 +399,6 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
         sys.exit(res.exit_code)
 
 
-def _carried_autotune(src) -> dict[str, bytes]:
-    """The dump's autotuning decisions, for insert to carry into the tree (run pins them)."""
-    from proton_inject.formats import autotune as autotune_file
-
-    path = src / autotune_file.FILE_NAME
-    if not path.is_file():
-        return {}
-    try:
-        n = len(autotune_file.load(path))
-    except ValueError as e:
-        click.echo(f"warning: {e}; not carried: run times every autotuner", err=True)
-        return {}
-    click.echo(f"carried {autotune_file.FILE_NAME} ({n} autotuning decisions)", err=True)
-    from proton_inject.formats.schema import MAX_JSON_BYTES, read_bytes
-
-    return {autotune_file.FILE_NAME: read_bytes(path, "autotune", MAX_JSON_BYTES)}
-
-
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("instrumented", type=click.Path())
 @click.option("-o", "--out", default="traces", show_default=True, type=click.Path(),
@@ -454,28 +406,25 @@ def _carried_autotune(src) -> dict[str, bytes]:
 @_lowering_options
 @click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
 @click.option("--kernel", default=None, metavar="REGEX", help="Instrument only these kernels.")
-@click.option("--max-pending-mb", type=float, default=256, show_default=True,
-              help="Device memory held for buffers not yet copied to the host.")
-@click.option("--keep-tuning", is_flag=True,
-              help="Also keep autotuner benchmarking launches (configs are then timed instrumented).")
+@_pending_options
 @click.option("--no-gz", is_flag=True, help="Write raw buffers and traces uncompressed.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Decode with N processes (default: one per core; 1: in this process).")
+@_build_options
+@_jobs_option
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
-        max_pending_mb, keep_tuning, no_gz, verbose, jobs, **kw) -> None:  # fmt: skip
+        max_pending_mb, keep_tuning, no_gz, verbose, no_cache, measure_overhead, jobs, **kw) -> None:  # fmt: skip
     """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
 
     Exits with the program's own exit code.
     """
     from proton_inject.api import profile_program
 
-    _check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
+    check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
     result, _ = profile_program(
         list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
-        gz=not no_gz, progress=True, jobs=jobs,
+        gz=not no_gz, progress=True, cache=not no_cache, measure_overhead=measure_overhead, jobs=jobs,
     )  # fmt: skip
     _echo_messages(result, verbose)
     sys.exit(result.exit_code or 0)
@@ -490,7 +439,7 @@ def _echo_messages(result, verbose: bool) -> None:
     click.echo(f"proton-inject: {len(result.launches)} launches written to {result.out}", err=True)
 
 
-# --- compile-time instrumentation (issue 12): profile -------------------------
+# --- instrument as kernels compile: profile ------------------------------------
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -499,10 +448,7 @@ def _echo_messages(result, verbose: bool) -> None:
 @_rule_options
 @_lowering_options
 @click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
-@click.option("--max-pending-mb", type=float, default=256, show_default=True,
-              help="Device memory held for buffers not yet copied to the host.")
-@click.option("--keep-tuning", is_flag=True,
-              help="Also keep autotuner benchmarking launches (configs are then timed instrumented).")
+@_pending_options
 @click.option("--no-report", is_flag=True, help="Do not print the report at the end.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also write a timeline PNG.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
@@ -510,11 +456,11 @@ def _echo_messages(result, verbose: bool) -> None:
 @click.option("--autotune-from", type=click.Path(exists=True), default=None, metavar="DIR",
               help="Autotuners take the choices recorded in DIR/autotune.json (a dump, or a run's "
                    "or profile's -o) instead of timing configs.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Decode with N processes (default: one per core; 1: in this process).")
+@_build_options
+@_jobs_option
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, verbose, raw,
-            autotune_from, jobs, **kw):
+            autotune_from, no_cache, measure_overhead, jobs, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -524,13 +470,14 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     from proton_inject.api import profile_program
     from proton_inject.formats.schema import report_options
 
-    _check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
+    check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
     report_options(None, None, False, False, plot)  # before the program runs, not after
     rules = _rules_from(kw)
     result, rep = profile_program(
         list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
-        plot=plot, raw=raw, progress=True, jobs=jobs,
+        plot=plot, raw=raw, progress=True, cache=not no_cache, measure_overhead=measure_overhead,
+        jobs=jobs,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if rep is not None:
@@ -542,7 +489,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     sys.exit(result.exit_code or 0)
 
 
-# --- post-process (issue 5): report -------------------------------------------
+# --- read the results: report, diff, calibrate, cache ---------------------------
 
 
 @main.command()
@@ -558,18 +505,19 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
               show_default=True, help="With --trace: native Perfetto (.pftrace) or Chrome JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
 @click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
+@click.option("--source", is_flag=True,
+              help="Also print each kernel's source lines with the time of the regions covering them.")
 @click.option("--launches", "launches", metavar="SPEC",
               help="Only these launch numbers, e.g. 0-99,250,400- (a big run's first steps).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Decode with N processes (default: one per core; 1: in this process).")
+@_jobs_option
 def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format, verbose, raw,
-           launches, jobs) -> None:
+           source, launches, jobs) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from proton_inject.analyze.report import run_report
 
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz, raw=raw, launches=launches,
-                     progress=True, trace_format=trace_format, jobs=jobs)
+                     progress=True, trace_format=trace_format, source=source, jobs=jobs)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w}", err=True)
     for w in res.details if verbose else []:
@@ -615,13 +563,35 @@ def calibrate(device, **kw) -> None:
     from proton_inject import calibrate as cal
     from proton_inject.formats.calibration import cache_file
 
-    results = cal.measure_all(_options_from(kw), device=device)
-    for opts, got in results:
-        d = got["differences"]
-        click.echo(f"{got['device']}, {cal.describe(opts)}: {got['cycles']:g} cycles per record "
-                   f"(region minus plain loop in {len(d)} launch pairs: {min(d):g} to {max(d):g}; "
-                   f"region p5 {got['p5']:g}, p95 {got['p95']:g}, {got['instances']:,} regions)")
+    for opts, got in cal.measure_all(_options_from(kw), device=device):
+        click.echo(cal.result_line(opts, got))
     click.echo(f"cached in {cache_file()}", err=True)
+
+
+@main.group()
+def cache() -> None:
+    """The tool's cache of instrumented builds (profile and run reuse them between sessions)."""
+
+
+@cache.command("info")
+def cache_info() -> None:
+    """Where the cache is, how many builds it holds and its size bound."""
+    from proton_inject.formats import build_cache
+    from proton_inject.formats.schema import size_text
+
+    i = build_cache.info()
+    click.echo(f"{i['path']}: {i['builds']} build(s), {size_text(i['bytes'])} of at most "
+               f"{size_text(i['max_bytes'])} (PROTON_INJECT_CACHE_MAX_MB); last used {i['last_used'] or '-'}")
+
+
+@cache.command("clear")
+def cache_clear() -> None:
+    """Remove every cached build (the next profile compiles its kernels again)."""
+    from proton_inject.formats import build_cache
+    from proton_inject.formats.schema import size_text
+
+    freed = build_cache.clear()
+    click.echo(f"removed {build_cache.builds_root()} ({size_text(freed)})")
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from proton_inject.errors import UserError
-from proton_inject.instrument.insert import insert_text, strip_text
+from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules
+from proton_inject.instrument.strip import strip_text
 from proton_inject.lower.proton import mlir_context
 from proton_inject.ttgir import parse  # noqa: E402
 from proton_inject.ttgir.tree import mlir_op_counts  # noqa: E402

@@ -6,7 +6,7 @@ Kernels of Liger-Kernel 0.8.5 and flash-linear-attention (fla-core 0.6.0), both 
 by torch.compile on an H100, PyTorch 2.11). The specializations of the Liger and Inductor
 kernels are the ones real launches used there (`proton-inject dump -- python ...` wrote an
 `aot_command` per kernel; their launch hashes on cuda:90 are in SOURCES.json and
-tests/test_thirdparty_samples.py checks that our AOT hash equals them). The fla ones follow
+tests/unit/dump/test_thirdparty_samples.py checks that our AOT hash equals them). The fla ones follow
 their launch sites (chunk size 64, 4 heads), one autotune config each.
 
 For each target the TTGIR goes to ttgir_samples/thirdparty/<target>/<name>.ttgir, with

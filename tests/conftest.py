@@ -1,32 +1,8 @@
-"""Shared fixtures and markers for the test suite."""
+"""Fixtures every test folder shares (paths and helpers are in tests/helpers/)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-SAMPLES = REPO / "ttgir_samples"
-DATA = Path(__file__).resolve().parent / "data"
-TARGETS = ("cuda-80", "cuda-90", "cuda-100", "hip-gfx942")
-
-
-def sample_files() -> list[Path]:
-    """Every uninstrumented sample, sorted."""
-    return sorted(p for t in TARGETS for p in (SAMPLES / t).glob("*.ttgir"))
-
-
-def _has_gpu() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except Exception:
-        return False
-
-
-requires_gpu = pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU")
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +11,21 @@ def mlir_context():
     from proton_inject.lower.proton import mlir_context as make
 
     return make()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_caches(tmp_path_factory):
+    """Tests never touch the user's Triton cache or the tool's build cache (plain builds go to
+    the program's Triton cache; instrumented ones to the tool's, kept between sessions)."""
+    import os
+
+    root = tmp_path_factory.mktemp("caches")
+    saved = {k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "XDG_CACHE_HOME")}
+    os.environ["TRITON_CACHE_DIR"] = str(root / "triton")
+    os.environ["XDG_CACHE_HOME"] = str(root / "xdg")
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

@@ -11,6 +11,7 @@ anchors cannot pin the rate (a short launch), the clock bracket measured around 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,6 +222,18 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
         if not doubts:
             clock.uncertainty_pct, clock.bracket = bound, detail
             return clock
+    return _fallback_clock(build, a, cta, doubts, br, bracket, detail, device_bracket,
+                           device_mhz, tick, warn, where)
+
+
+def _fallback_clock(build: Callable[[tuple, str], ClockFit], a: _Anchors, cta: tuple,
+                    doubts: list[str], br: clock_bracket.BracketRate | None,
+                    bracket: dict[str, Any] | None, detail: dict[str, Any],
+                    device_bracket: tuple[float, int] | None, device_mhz: float | None,
+                    tick: int, warn: list[Issue], where: str) -> ClockFit:
+    """``fit_clock`` when the globaltimer fit is rejected (``doubts``): the launch's own clock
+    bracket (``br``), else the other launches' brackets on the device, else the device's max
+    clock or the within-CTA bound; each but the first with its warning."""
     reason = "; ".join(doubts)
     if br is not None:
         clock = build(_fixed_rate(a, br.mhz), "clock-bracket")

@@ -65,7 +65,7 @@ def expand_direct(buffer: Any, meta: LaunchMeta, where: str
     W = meta.num_warps
     head = HEADER_WORDS + W
     out = np.zeros((len(blocks), head + 2 * n), np.uint32)
-    t = _timer_from(blocks[:, 0] >> SM_ID_BITS, blocks[:, 1], meta.timer_ref_ns)
+    t = timer_from(blocks[:, 0] >> SM_ID_BITS, blocks[:, 1], meta.timer_ref_ns)
     t = np.where(ran, t, 0)
     t_words = np.stack([t & 0xFFFFFFFF, t >> 32], axis=1).astype(np.uint32)
     out[:, 0] = np.where(ran, PREAMBLE, 0)
@@ -88,7 +88,7 @@ def expand_direct(buffer: Any, meta: LaunchMeta, where: str
     return out.reshape(-1).view(np.uint8), meta, lost
 
 
-def _timer_from(bits_32_55: np.ndarray, low: np.ndarray, ref: int | None) -> np.ndarray:
+def timer_from(bits_32_55: np.ndarray, low: np.ndarray, ref: int | None) -> np.ndarray:
     """Globaltimer ns from its low 56 bits: the value nearest ``ref`` (a full reading taken
     near the launch) with those bits; bits 56-63 zero where there is no reference."""
     t = (bits_32_55.astype(np.int64) << 32) | low.astype(np.int64)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -299,15 +300,41 @@ def _descriptors(uuid: np.ndarray, parent: np.ndarray | None, names: list[str],
 def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[list[np.ndarray], int]:
     """Byte chunks of one launch's packets (descriptors, sequence heads, events), and how many
     slices they hold. ``merged`` is unused: every launch's top track names it."""
-    meta, ev, c = d.meta, d.events, d.ctas
-    W = meta.num_warps
-    shift = d.base_ns - t0_ns
-    parts: list[np.ndarray] = []
+    sl = _launch_slices(d, d.base_ns - t0_ns)
+    W, first_warp = d.meta.num_warps, d.meta.segments[0]
+    # Tracks: warps (with slices) under CTAs under SMs under the launch.
+    key = np.concatenate([d.events.cta * W + d.events.warp,
+                          sl.f_cta * W + first_warp]).astype(np.int64)
+    wkeys, track = np.unique(key, return_inverse=True)
+    parts, warp_uuid = _track_descriptors(d, wkeys, ids)
+    seqs = ids.take_seqs(len(wkeys))
+    head, names = _sequence_heads(d, seqs, warp_uuid, np.isin(wkeys, sl.f_cta * W + first_warp))
+    parts.append(head)
+    parts += _slice_events(d, sl, track, seqs, names)
+    return parts, len(d.events) + len(sl.f_cta)
 
-    # Slices: regions, then each CTA's finalize (same values as trace._launch_parts).
+
+@dataclass
+class _Slices:
+    """One launch's slices in trace ns: its regions (``ts``..``te``), then the finalize of each
+    CTA that has regions (``f_*``, ``pre``, ``fin``, ``init``; ``has`` marks those CTAs)."""
+
+    ts: np.ndarray
+    te: np.ndarray
+    first_start: np.ndarray  # per CTA: the start of its first region
+    has: np.ndarray
+    pre: np.ndarray
+    fin: np.ndarray
+    f_start: np.ndarray
+    f_cta: np.ndarray
+    init: np.ndarray
+
+
+def _launch_slices(d: Decoded, shift: int) -> _Slices:
+    """Regions, then each CTA's finalize (same values as trace._launch_parts)."""
+    ev, c = d.events, d.ctas
     ts = np.round(ev.start_ns).astype(np.int64) + shift
     te = np.round(ev.end_ns).astype(np.int64) + shift
-    first_warp = meta.segments[0]
     last_end = np.full(len(c.cta), np.iinfo(np.int64).min)
     first_start = np.full(len(c.cta), np.iinfo(np.int64).max)
     if len(ev):
@@ -319,13 +346,16 @@ def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[lis
     has = first_start < np.iinfo(np.int64).max
     pre = c.prefinal_ns[has] + shift
     fin = c.postfinal_ns[has] - c.prefinal_ns[has]
-    f_start = np.maximum(pre, last_end[has])
-    f_cta = c.cta[has]
-    nr, nf = len(ev), int(has.sum())
+    return _Slices(ts, te, first_start, has, pre, fin, np.maximum(pre, last_end[has]),
+                   c.cta[has], c.init_ns[has] + shift)
 
-    # Tracks: warps (with slices) under CTAs under SMs under the launch.
-    key = np.concatenate([ev.cta * W + ev.warp, f_cta * W + first_warp]).astype(np.int64)
-    wkeys, track = np.unique(key, return_inverse=True)
+
+def _track_descriptors(d: Decoded, wkeys: np.ndarray, ids: _Ids
+                       ) -> tuple[list[np.ndarray], np.ndarray]:
+    """The launch's, its SMs', CTAs' and warps' track descriptors (warp tracks ``wkeys``:
+    CTA x num_warps + warp), and the warp tracks' uuids."""
+    meta, c = d.meta, d.ctas
+    W = meta.num_warps
     sm_of = dict(zip(c.cta.tolist(), c.sm.tolist(), strict=False))
     w_cta, w_warp = wkeys // W, wkeys % W
     ctas_u, w_cta_i = np.unique(w_cta, return_inverse=True)
@@ -337,17 +367,32 @@ def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[lis
     label = f"rank {meta.rank} " if meta.rank is not None else ""
     label += f"{meta.kernel} #{meta.launch}" + (f" on {meta.device}" if meta.device else "")
     every = np.arange
-    parts.append(_descriptors(root, None, [label], every(1), None, True))
-    parts.append(_descriptors(sm_uuid, np.full(len(sms_u), root[0]),
-                              [f"SM {s}" for s in sms_u.tolist()], every(len(sms_u)), sms_u, True))
-    parts.append(_descriptors(cta_uuid, sm_uuid[cta_sm_i], [f"CTA {x}" for x in ctas_u.tolist()],
-                              every(len(ctas_u)), ctas_u, True))
-    parts.append(_descriptors(warp_uuid, cta_uuid[w_cta_i], [f"warp {w}" for w in range(W)],
-                              w_warp, w_warp, False))
+    return [
+        _descriptors(root, None, [label], every(1), None, True),
+        _descriptors(sm_uuid, np.full(len(sms_u), root[0]),
+                     [f"SM {s}" for s in sms_u.tolist()], every(len(sms_u)), sms_u, True),
+        _descriptors(cta_uuid, sm_uuid[cta_sm_i], [f"CTA {x}" for x in ctas_u.tolist()],
+                     every(len(ctas_u)), ctas_u, True),
+        _descriptors(warp_uuid, cta_uuid[w_cta_i], [f"warp {w}" for w in range(W)],
+                     w_warp, w_warp, False),
+    ], warp_uuid
 
-    # One sequence per warp track: its head clears the state, sets the clock and the track,
-    # and interns the names (the finalize slice's only on the CTA's first profiled warp).
-    scopes = sorted(set(meta.scopes) | set(np.unique(ev.scope).tolist()))
+
+@dataclass
+class _Names:
+    """Interned ids: per scope its name's and its location's (0: none), and the finalize's."""
+
+    name: dict[int, int]
+    loc: dict[int, int]
+    fin: int
+
+
+def _sequence_heads(d: Decoded, seqs: np.ndarray, warp_uuid: np.ndarray,
+                    with_fin: np.ndarray) -> tuple[np.ndarray, _Names]:
+    """One sequence per warp track: its head clears the state, sets the clock and the track,
+    and interns the names (the finalize slice's only on the CTA's first profiled warp)."""
+    meta = d.meta
+    scopes = sorted(set(meta.scopes) | set(np.unique(d.events.scope).tolist()))
     name_iid = {s: i + 1 for i, s in enumerate(scopes)}
     fin_iid = len(scopes) + 1
     interned = b"".join(_msg(2, _int(1, name_iid[s]) + _str(2, d.scope_name(s))) for s in scopes)
@@ -363,9 +408,7 @@ def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[lis
     fin_interned += b"".join(_msg(3, _int(1, i + 1) + _str(2, a)) for i, a in enumerate(_ANNOT))
     clocks = (_msg(1, _int(1, _INCREMENTAL_CLOCK) + _int(2, 0) + _int(3, 1))
               + _msg(1, _int(1, _BOOTTIME) + _int(2, 0)))
-    seqs = ids.take_seqs(len(wkeys))
-    with_fin = np.isin(wkeys, f_cta * W + first_warp)
-    parts.append(_encode_packets(len(wkeys), [
+    head = _encode_packets(len(seqs), [
         _Col(_tag(_P_TIMESTAMP, 0), value=0),
         _Col(_tag(_P_SEQ, 0), value=seqs),
         _Col(_tag(_P_CLOCKS, 2), const=_varint(len(clocks)) + clocks),
@@ -375,27 +418,34 @@ def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[lis
             _Col(_tag(_P_CLOCK_ID, 0), value=_INCREMENTAL_CLOCK),
             _Col(_tag(_P_TRACK_EVENT, 2), sub=[_Col(_tag(11, 0), value=warp_uuid)])]),
         _Col(_tag(_P_CLOCK_ID, 0), value=_BOOTTIME),
-    ]))
+    ])
+    return head, _Names(name_iid, loc_iid, fin_iid)
 
-    # Slice begins and ends, track by track, each timestamp the ns since the one before.
-    s_ts = np.concatenate([ts, f_start])
-    s_te = np.concatenate([te, f_start + fin])
-    order, sl, is_end, tr, t = _slice_order(track, s_ts, s_te)
-    src = order[sl]  # index into regions (< nr) or finalize slices (>= nr)
+
+def _slice_events(d: Decoded, sl: _Slices, track: np.ndarray, seqs: np.ndarray,
+                  names: _Names) -> list[np.ndarray]:
+    """Slice begins and ends, track by track, each timestamp the ns since the one before."""
+    ev = d.events
+    nr, nf = len(ev), len(sl.f_cta)
+    s_ts = np.concatenate([sl.ts, sl.f_start])
+    s_te = np.concatenate([sl.te, sl.f_start + sl.fin])
+    order, sel, is_end, tr, t = _slice_order(track, s_ts, s_te)
+    src = order[sel]  # index into regions (< nr) or finalize slices (>= nr)
     dt = np.diff(t, prepend=0)
     new_track = np.ones(len(tr), bool)
     new_track[1:] = tr[1:] != tr[:-1]
     dt[new_track] = t[new_track]  # from the clock snapshot's 0
     seq_of = seqs[tr]
+    scopes = list(names.name)
     lut = np.zeros(max(scopes) + 1 if scopes else 1, np.int64)
     loc_lut = np.zeros_like(lut)
     for s in scopes:
-        lut[s] = name_iid[s]
-        loc_lut[s] = loc_iid.get(s, 0)
-    s_name = np.concatenate([lut[ev.scope], np.full(nf, fin_iid, np.int64)])
+        lut[s] = names.name[s]
+        loc_lut[s] = names.loc.get(s, 0)
+    s_name = np.concatenate([lut[ev.scope], np.full(nf, names.fin, np.int64)])
     s_loc = np.concatenate([loc_lut[ev.scope], np.zeros(nf, np.int64)])
     annots = [np.concatenate([np.zeros(nr, np.int64), v]) for v in
-              (fin, c.init_ns[has] + shift, first_start[has], pre)]
+              (sl.fin, sl.init, sl.first_start[sl.has], sl.pre)]
     # Finalize slices (the last two items of their tracks, as they start after every region
     # of their CTA) go out after all regions' packets: their args need columns the rest do not.
     is_f = src >= nr
@@ -403,6 +453,7 @@ def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[lis
     last_of_track[:-1] = tr[1:] != tr[:-1]
     tail = is_f & (last_of_track | np.roll(last_of_track, -1) & np.roll(is_f, -1))
     groups = [(~tail, False), (tail, True)] if tail.any() else [(np.ones(len(tr), bool), True)]
+    parts = []
     for rows, with_args in groups:
         idx = np.nonzero(rows)[0]
         for lo in range(0, len(idx), _CHUNK):
@@ -423,7 +474,7 @@ def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[lis
                 _Col(_tag(_P_SEQ, 0), value=seq_of[k]),
                 _Col(_tag(_P_TRACK_EVENT, 2), sub=te_fields),
             ]))
-    return parts, nr + nf
+    return parts
 
 
 class PerfettoFile(TraceSink):

@@ -13,28 +13,26 @@ most, so memory does not grow with the launches; ``summary.Summary`` merges them
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import re
 import sys
 import warnings
 import zlib
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from proton_inject.analyze import perfetto
+from proton_inject.analyze import perfetto, source_view
 from proton_inject.analyze import trace as trace_mod
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.plot import plot_timeline
+from proton_inject.analyze.pool import Workers, default_jobs
 from proton_inject.analyze.summary import LaunchData, Summary, launch_part
 from proton_inject.analyze.text import format_text
 from proton_inject.errors import UserError
@@ -45,9 +43,6 @@ from proton_inject.formats.files import check_outputs
 from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta
 from proton_inject.formats.schema import read_json
 
-# Tasks handed to each worker process ahead of the one the report waits for: keeps every
-# worker busy while bounding what waits in memory (a merged trace's decoded launches).
-AHEAD_PER_JOB = 2
 # Launches per task at most: a worker merges their summary parts itself, so the report's own
 # process merges one summary per task (it would else be the bottleneck past a few workers:
 # ~0.2-2 ms a launch against ~10 ms to decode a small one). A merged trace takes 1 a task
@@ -339,10 +334,12 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                as_json: bool = False, clock_mhz: float | None = None,
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
                gz: bool = False, raw: bool = False, launches: str | None = None,
-               progress: bool = False, trace_format: str = "perfetto",
-               jobs: int | None = None) -> ReportResult:
+               progress: bool = False, trace_format: str = "perfetto", source: bool = False,
+               source_root: str | os.PathLike | None = None, jobs: int | None = None) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces
-    (``trace_format`` "perfetto": native ``.pftrace``; "json": Chrome JSON).
+    (``trace_format`` "perfetto": native ``.pftrace``; "json": Chrome JSON). ``source``: each
+    kernel's source lines with the regions covering them (``source_view.py``; relative source
+    paths under ``source_root``).
 
     Raw launches are decoded by ``jobs`` worker processes (None: one per core; 1: in this
     process), each launch once: its trace and plot are written there and only its summary
@@ -366,7 +363,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                    if p is not None])
     from_traces = [x for t in traces for x in launches_from_trace(t, clock_mhz)
                    if wanted is None or any(lo <= x.launch <= hi for lo, hi in wanted)]
-    with _Workers(min(jobs or default_jobs(), max(1, len(raws)))) as workers:
+    with Workers(min(jobs or default_jobs(), max(1, len(raws)))) as workers:
         # Each launch's metadata is read once before decoding: to select and order launches
         # and for the clock brackets of its device (``device_brackets``).
         facts = workers.map(_facts, raws)
@@ -393,21 +390,17 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         got.summary.add(launch_part(x))
         got.details += [(x.launch, i.detail) for i in x.issues]
     summary = got.summary.result()
+    if source:  # the source view: its own module, over the summary and the raw launches
+        source_view.attach(summary, raws, source_root)
     text = json.dumps(summary, indent=1) if as_json else format_text(summary)
+    if source and not as_json:
+        text += "\n\n" + source_view.format_source(summary)
     warn = [w for k in summary["kernels"] for w in k["warnings"]]
     warn += [_big_trace(p, b, n, merge) for p, b, n in got.traced if b > TRACE_WARN_BYTES]
     warn += got.skipped
     details = [d for _, d in sorted(got.details, key=lambda ld: ld[0])]
     files = [p for p, _, _ in got.traced] + sorted(got.plots)
     return ReportResult(text=text, warnings=warn, files=files, summary=summary, details=details)
-
-
-def default_jobs() -> int:
-    """Decoding processes when -j is not given: one per core this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # (macOS, Windows)
-        return os.cpu_count() or 1
 
 
 def _plot_path(plot: Path, launch: int, kernel: str, one: bool) -> Path:
@@ -477,68 +470,16 @@ def _work_chunk(job: _Job, paths: Sequence[Path]) -> tuple[list[_Done], Summary]
     return [_work(job, p, summary) for p in paths], summary
 
 
-class _Workers:
-    """``jobs`` worker processes, or none (this process works) for one."""
-
-    def __init__(self, jobs: int):
-        self.jobs = jobs
-        self._pool: ProcessPoolExecutor | None = None
-        if jobs > 1:
-            # fork: workers start at once with the modules already imported, and never run the
-            # program's __main__ again (spawn would, where ``profile()`` sits in a script
-            # without a main guard); they touch no GPU, so a CUDA context here is no matter.
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            self._pool = ProcessPoolExecutor(jobs, mp_context=ctx)
-
-    def __enter__(self) -> _Workers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        """``fn`` of each item, in order (small results: all held)."""
-        if self._pool is None or len(items) < 2:
-            return [fn(x) for x in items]
-        with _dead_worker():
-            return list(self._pool.map(fn, items, chunksize=max(1, len(items) // (8 * self.jobs))))
-
-    def stream(self, job: _Job, paths: Sequence[Path], summary: Summary) -> Iterator[_Done]:
-        """``_work`` of each launch, in order, their parts added to ``summary``; in the
-        workers, chunks of consecutive launches, at most AHEAD_PER_JOB chunks per worker in
-        flight or waiting."""
-        if self._pool is None:
-            yield from (_work(job, p, summary) for p in paths)
-            return
-        size = 1 if job.merge or job.again else max(1, min(CHUNK, len(paths) // (4 * self.jobs)))
-        chunks = (paths[i:i + size] for i in range(0, len(paths), size))
-        ahead: deque[Future] = deque()
-        with _dead_worker():
-            for c in chunks:
-                ahead.append(self._pool.submit(_work_chunk, job, c))
-                if len(ahead) >= AHEAD_PER_JOB * self.jobs:
-                    break
-            while ahead:
-                done, part = ahead.popleft().result()
-                nxt = next(chunks, None)
-                if nxt is not None:
-                    ahead.append(self._pool.submit(_work_chunk, job, nxt))
-                summary.merge(part)
-                yield from done
-
-
-class _dead_worker:
-    """A worker process that died (killed for memory, most often) as a clear error."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type | None, err: BaseException | None, tb: object) -> None:
-        if kind is not None and issubclass(kind, BrokenProcessPool):
-            raise UserError("a decoding process ended abruptly (out of memory?): run the report "
-                            "again with fewer processes (-j 2, or -j 1 to decode in one)") from None
+def _results(job: _Job, paths: Sequence[Path], workers: Workers, summary: Summary) -> Iterator[_Done]:
+    """``_work`` of each launch, in order, their parts added to ``summary``: in the workers,
+    in chunks of consecutive launches (one summary each, merged here)."""
+    if workers.in_process:
+        yield from (_work(job, p, summary) for p in paths)
+        return
+    size = 1 if job.merge or job.again else max(1, min(CHUNK, len(paths) // (4 * workers.jobs)))
+    for done, part in workers.stream(partial(_work_chunk, job), paths, size):
+        summary.merge(part)
+        yield from done
 
 
 @dataclass
@@ -552,7 +493,7 @@ class _Decoded:
     skipped: list[str] = field(default_factory=list)
 
 
-def _decode_all(raws: Sequence[Path], job: _Job, workers: _Workers, progress: bool) -> _Decoded:
+def _decode_all(raws: Sequence[Path], job: _Job, workers: Workers, progress: bool) -> _Decoded:
     """Decode the raw launches (``workers``), merge their summaries in launch order, and
     write the merged trace if asked (from the decoded launches the workers send back)."""
     got = _Decoded()
@@ -563,7 +504,7 @@ def _decode_all(raws: Sequence[Path], job: _Job, workers: _Workers, progress: bo
     t_min = None
     try:
         with progress_bar(len(raws), "decoding", progress) as bar:
-            for done in workers.stream(job, raws, got.summary):
+            for done in _results(job, raws, workers, got.summary):
                 bar.update()
                 if done.error is not None:
                     if len(raws) < 2:
@@ -590,7 +531,7 @@ def _decode_all(raws: Sequence[Path], job: _Job, workers: _Workers, progress: bo
             merged = job.writer(merged_path, t_min, len(raws) > 1, job.gz)
             again = replace(job, again=True)
             with progress_bar(len(raws), "merged trace", progress) as bar:
-                for done in workers.stream(again, raws, Summary()):
+                for done in _results(again, raws, workers, Summary()):
                     bar.update()
                     if done.decoded is not None:
                         merged.add(done.decoded)

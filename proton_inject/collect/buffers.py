@@ -74,7 +74,7 @@ _AFTER_SESSION_BUFFERS = _DiscardBuffers()
 
 
 
-def _throwaway_scratch(size: int, alignment: int, stream: int | None) -> Any:
+def throwaway_scratch(size: int, alignment: int, stream: int | None) -> Any:
     """Profile scratch for instrumented kernels launched after their session ended.
 
     Inductor keeps the kernels it compiled inside a ``with profile()`` block; their next
@@ -87,12 +87,12 @@ def _throwaway_scratch(size: int, alignment: int, stream: int | None) -> Any:
 
 
 
-def _after_session(prev: Any) -> Any:
+def after_session(prev: Any) -> Any:
     """The profile allocator to restore when a session ends: the program's own if it set one,
     else a throwaway one rather than Triton's default, which raises on instrumented kernels."""
     from triton.runtime import _allocation
 
-    return _throwaway_scratch if isinstance(prev, _allocation.NullAllocator) else prev
+    return throwaway_scratch if isinstance(prev, _allocation.NullAllocator) else prev
 
 
 

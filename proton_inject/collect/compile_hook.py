@@ -23,8 +23,15 @@ from typing import Any
 
 from proton_inject.errors import ParseError, UserError
 from proton_inject.formats.files import write_atomic
+from proton_inject.formats.manifest import (
+    KernelManifest,
+    RegionInfo,
+    kernel_entry,
+    rules_entry,
+    tree_manifest,
+)
 from proton_inject.formats.schema import read_ttgir
-from proton_inject.instrument.insert import InsertResult, KernelManifest, RegionInfo, insert_text
+from proton_inject.instrument.insert import InsertResult, insert_text
 from proton_inject.instrument.rules import Rules, rules_from_manifest, rules_from_table
 from proton_inject.lower.inline import inline_callees
 from proton_inject.lower.proton import caller_local, lowering_skipped, skipping
@@ -46,6 +53,7 @@ class CompiledKernel:
     scope_names: list[tuple[int, str]] = field(default_factory=list)
     scope_parents: list[tuple[int, int]] = field(default_factory=list)
     scope_locs: dict[int, str] = field(default_factory=dict)
+    cached: bool = False  # taken from the tool's build cache, built by an earlier session
 
 
 def _kernel_info(src: Any, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -82,6 +90,12 @@ class RulesSource:
 
     def wants(self, name: str) -> bool:
         return self.rules.wants_kernel(name)
+
+    def digest(self) -> str:
+        """What of this source changes an instrumented build (part of its cache key)."""
+        import json
+
+        return "rules " + json.dumps(rules_entry(self.rules), sort_keys=True)
 
     def instrument(self, name: str, text: str, ohash: str, config: dict[str, Any]) -> InsertResult:
         return insert_text(text, self.rules, f"{name}.ttgir", inline=inline_callees)
@@ -140,6 +154,18 @@ class TreeSource:
         self._loaded = True
         return self
 
+    def digest(self) -> str:
+        """The tree's manifest and files, and the --kernel filter (part of the cache key)."""
+        import hashlib
+
+        from proton_inject.formats.schema import MAX_JSON_BYTES, read_bytes
+
+        self.load()
+        h = hashlib.sha256(read_bytes(self.tree / "manifest.json", "manifest", MAX_JSON_BYTES))
+        for key in sorted(self.files):
+            h.update(read_ttgir(self.files[key][1]))
+        return f"tree {h.hexdigest()} kernel {self.pattern.pattern if self.pattern else ''}"
+
     def wants(self, name: str) -> bool:
         self.load()
         return name in self.names and (self.pattern is None or bool(self.pattern.search(name)))
@@ -192,6 +218,7 @@ class CompileHook:
         self.notes: list[str] = []
         self._manifest: dict[str, dict] = {}  # relative file -> manifest entry
         self.plain_only: set[str] = set()  # kernels whose instrumented build failed once
+        self.records: dict[str, dict[str, Any]] = {}  # compile hash -> IR and manifest entry
         self._lock = threading.Lock()
 
     def __call__(self, backend: Any, stages: dict, options: Any, language: Any, capability: Any) -> None:
@@ -255,8 +282,6 @@ class CompileHook:
         from triton._C.libtriton import ir
         from triton.runtime.cache import _base32
 
-        from proton_inject.instrument.insert import _kernel_dict
-
         chash = str(metadata.get("hash", ""))
         name = str(mod.get_entry_func_name())
         ohash = _base32(src.hash()) if src is not None else chash[:52]
@@ -286,41 +311,72 @@ class CompileHook:
         if not kernels:
             entry.reason = "no region selected"
             return None
-        rel = f"{ohash}/{_SAFE.sub('_', name)}.ttgir"
+        k = kernels[0]
+        entry.scope_names = [(r.scope_id, r.name) for r in k.regions]
+        entry.scope_parents = [(r.scope_id, r.parent_id) for r in k.regions if r.parent_id is not None]
+        entry.scope_locs = {r.scope_id: r.source for r in k.regions if r.source}
+        d = kernel_entry(k)
+        d["dump"] = _kernel_info(src, metadata)
+        path = self._register(entry, chash, res.text, d)
+        self.records[chash] = {"ir": res.text, "manifest": d, "notes": list(res.notes)}
+        inst = ir.parse_mlir_module(str(path), mod.context)
+        inst.context = mod.context
+        return inst
+
+    def _register(self, entry: CompiledKernel, chash: str, text: str, manifest_entry: dict) -> Path:
+        """Write an instrumented build's IR under OUT/ir and list it in the manifest; returns the
+        file (the first build of a kernel's hash; a later config with other IR gets its own)."""
+        name = entry.name
+        rel = f"{entry.hash}/{_SAFE.sub('_', name)}.ttgir"
         path = self.ir_dir / rel
         with self._lock:
             first = rel not in self._manifest
             if first:
-                write_atomic(path, res.text.encode("latin-1"))
-        if not first and path.read_bytes() != res.text.encode("latin-1"):
+                write_atomic(path, text.encode("latin-1"))
+        if not first and path.read_bytes() != text.encode("latin-1"):
             # Triton's override hash leaves out num_warps/num_stages; keep the first file.
-            rel = f"{ohash}/{_SAFE.sub('_', name)}.{chash[:12]}.ttgir.txt"
+            rel = f"{entry.hash}/{_SAFE.sub('_', name)}.{chash[:12]}.ttgir.txt"
             path = self.ir_dir / rel
-            write_atomic(path, res.text.encode("latin-1"))
-        inst = ir.parse_mlir_module(str(path), mod.context)
-        inst.context = mod.context
-        k = kernels[0]
+            write_atomic(path, text.encode("latin-1"))
         entry.instrumented, entry.file = True, rel
-        entry.scope_names = [(r.scope_id, r.name) for r in k.regions]
-        entry.scope_parents = [(r.scope_id, r.parent_id) for r in k.regions if r.parent_id is not None]
-        entry.scope_locs = {r.scope_id: r.source for r in k.regions if r.source}
         if first:
-            k.file = rel
-            d = _kernel_dict(k)
-            d["dump"] = _kernel_info(src, metadata)
             with self._lock:
-                self._manifest[rel] = d
+                self._manifest[rel] = {**manifest_entry, "file": rel}
                 self._write_manifest()
-        return inst
+        return path
+
+    # -- builds cached between sessions (formats/build_cache.py) --
+
+    def record(self, chash: str) -> dict[str, Any] | None:
+        """What a later session needs to use this session's build ``chash`` from the cache;
+        None where the outcome depends on this session (a kernel already failed in it)."""
+        entry = self.compiled.get(chash)
+        if entry is None or entry.reason == "instrumented build failed to compile":
+            return None
+        extra = self.records.get(chash, {}) if entry.instrumented else {}
+        return {"name": entry.name, "hash": entry.hash, "instrumented": entry.instrumented,
+                "reason": entry.reason, "scope_names": entry.scope_names,
+                "scope_parents": entry.scope_parents,
+                "scope_locs": {str(k): v for k, v in entry.scope_locs.items()}, **extra}
+
+    def restore(self, chash: str, rec: dict[str, Any]) -> None:
+        """A build taken from the cache: what its compile would have told the hook."""
+        entry = CompiledKernel(rec["name"], str(rec.get("hash", "")), False, str(rec.get("reason", "")),
+                               cached=True)
+        self.compiled[chash] = entry
+        if not rec["instrumented"]:
+            return
+        entry.scope_names = [(int(i), str(n)) for i, n in rec.get("scope_names") or []]
+        entry.scope_parents = [(int(i), int(p)) for i, p in rec.get("scope_parents") or []]
+        entry.scope_locs = {int(k): str(v) for k, v in (rec.get("scope_locs") or {}).items()}
+        for n in rec.get("notes") or []:
+            self._note(str(n))
+        self._register(entry, chash, str(rec["ir"]), dict(rec["manifest"]))
 
     def _write_manifest(self) -> None:
-        from proton_inject import __version__
         from proton_inject.formats.manifest import manifest_json
-        from proton_inject.instrument.insert import _rules_dict
 
-        manifest = {"tool": f"proton-inject {__version__}", "format": 1,
-                    "rules": _rules_dict(self.rules),
-                    "kernels": [self._manifest[k] for k in sorted(self._manifest)]}
+        manifest = tree_manifest(self.rules, [self._manifest[k] for k in sorted(self._manifest)])
         write_atomic(self.ir_dir / "manifest.json", manifest_json(manifest))
 
     def summary(self) -> list[str]:
@@ -330,7 +386,9 @@ class CompileHook:
         for c in self.compiled.values():
             if not c.instrumented and c.name not in done:
                 left.setdefault(c.name, c.reason)
-        out = [f"instrumented {len(done)} kernel(s) at compile time: {', '.join(done) or '-'}"]
+        cached = sorted({c.name for c in self.compiled.values() if c.instrumented and c.cached})
+        from_cache = f" ({len(cached)} built by an earlier session, from the build cache)" if cached else ""
+        out = [f"instrumented {len(done)} kernel(s) at compile time{from_cache}: {', '.join(done) or '-'}"]
         if left:
             out.append("left out: " + ", ".join(f"{n} ({r})" for n, r in sorted(left.items())))
         return out

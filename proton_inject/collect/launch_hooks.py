@@ -30,6 +30,7 @@ class LaunchHooks:
                 if hasattr(src, "fn"):
                     name = getattr(src.fn, "__name__", str(src.name))
                     self._compiled.setdefault(name, set()).add(_base32(src.hash()))
+                self.after_compile(metadata, metadata_group, cache_hit)
             finally:
                 if prev is not None:
                     prev(
@@ -61,7 +62,7 @@ class LaunchHooks:
 
     def _wrap_launch_metadata(self, orig: Any):
         session = self
-        oor_type = _out_of_resources_type()
+        oor_type = out_of_resources_type()
 
         def launch_metadata(ck, grid, stream, *args):
             try:
@@ -156,10 +157,14 @@ class LaunchHooks:
             fn = lazy.data.get("function") if lazy is not None else None
             if fn is not None and fn != p.info.ck.function:
                 p.keep = False  # a different kernel: this buffer was not its own
+        if getattr(self._tls, "measure", None) is not None:
+            self._measure_enter(lazy)
 
     def _exit(self, lazy: Any) -> None:
         if in_tool_work():
             return
+        if getattr(self._tls, "measure_start", None) is not None:
+            self._measure_exit()  # first: the kernel's end, before our copy-out is queued
         p: _Pending | None = getattr(self._tls, "pending", None)
         self._tls.pending = None
         if p is None or not p.keep or p.buffer is None:
@@ -224,7 +229,7 @@ class ProfileBufferTooLarge(Exception):
 
 
 
-def _out_of_resources_type() -> type:
+def out_of_resources_type() -> type:
     from triton.runtime.errors import OutOfResources
 
     class _ProfileBufferTooLarge(OutOfResources, ProfileBufferTooLarge):

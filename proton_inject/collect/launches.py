@@ -56,6 +56,8 @@ class RunResult:
     compile_fallbacks: list[dict[str, str]] = field(default_factory=list)
     # Decode problems per launch (``messages`` has them once per kernel and cause).
     details: list[str] = field(default_factory=list)
+    # --measure-overhead: kernel -> instrumented/plain kernel-time ratio, spread and counts
+    measured_overhead: dict[str, dict] = field(default_factory=dict)
 
 
 

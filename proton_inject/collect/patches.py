@@ -7,7 +7,9 @@ one object with an undo stack).
 
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +56,18 @@ class Patches:
         setattr(cls, name, make(orig))
         self._undo.append(lambda: setattr(cls, name, orig))
 
+    def when_imported(self, name: str, fn: Callable[[Any], Any]) -> None:
+        """Run ``fn(module)`` on module ``name``: now if it is imported, else right after the
+        program imports it during the session. Importing it ourselves could cost seconds (Inductor
+        pulls in sympy and Dynamo) that a program which never uses it does not pay."""
+        module = sys.modules.get(name)
+        if module is not None:
+            fn(module)
+            return
+        finder = _AfterImport(name, fn)
+        sys.meta_path.insert(0, finder)
+        self._undo.append(lambda: finder in sys.meta_path and sys.meta_path.remove(finder))
+
     def undo_all(self) -> list[str]:
         """Undo everything, newest first; returns what could not be undone (the rest still is)."""
         errors = []
@@ -64,3 +78,46 @@ class Patches:
             except Exception as e:  # keep undoing the rest
                 errors.append(f"could not restore a setting: {e}")
         return errors
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the loader the other finders give for one module, so that
+    ``fn`` runs once the module has executed (a failure in ``fn`` never fails the import)."""
+
+    def __init__(self, name: str, fn: Callable[[Any], Any]) -> None:
+        self.name, self.fn = name, fn
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        sys.meta_path.remove(self)  # once: a reload is the program's business
+        spec.loader = _ThenRun(spec.loader, self.fn)
+        return spec
+
+
+class _ThenRun(importlib.abc.Loader):
+    def __init__(self, inner: Any, fn: Callable[[Any], Any]) -> None:
+        self._inner, self._fn = inner, fn
+
+    def create_module(self, spec: Any) -> Any:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._inner.exec_module(module)
+        try:
+            self._fn(module)
+        except Exception:  # the session then runs without that patch; the import stands
+            pass
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... as the real loader
+        return getattr(self._inner, name)

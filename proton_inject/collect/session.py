@@ -17,7 +17,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -25,15 +24,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from proton_inject.collect.buffers import Buffers, _after_session, _DiscardBuffers
-from proton_inject.collect.compile_hook import INDUCTOR_PREFIXES, CompileHook, RulesSource, TreeSource, as_rules
+from proton_inject.collect.buffers import Buffers, _DiscardBuffers, after_session
+from proton_inject.collect.cached_builds import CachedBuilds
+from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
+from proton_inject.collect.compiler_patches import CompilerPatches
 from proton_inject.collect.graphs import CudaGraphs
-from proton_inject.collect.launch_hooks import LaunchHooks, _out_of_resources_type
+from proton_inject.collect.launch_hooks import LaunchHooks
 from proton_inject.collect.launches import (
     RunResult,
     _InFlight,
     _KernelInfo,
 )
+from proton_inject.collect.measured_overhead import MeasuredOverhead
 from proton_inject.collect.patches import Patches
 from proton_inject.collect.sink import RawSink
 from proton_inject.collect.tuning_hooks import TuningHooks
@@ -41,9 +43,9 @@ from proton_inject.dump import tuning
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
 from proton_inject.formats import autotune as autotune_file
+from proton_inject.formats import build_cache
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions
-from proton_inject.lower.proton import installed
 
 
 def _rank() -> int | None:
@@ -114,7 +116,8 @@ def sm_clock_mhz(device: int) -> float | None:
 
 
 
-class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink):
+class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuilds,
+              MeasuredOverhead):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -176,6 +179,11 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink):
         self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
         self._plain_mode = ""  # instrumentation_mode before the session (the plain builds')
         self._plain_cache = ""  # compile cache of the plain builds autotuners time
+        self.build_cache = True  # instrumented builds kept between sessions (--no-cache: False)
+        self.measure_overhead = False  # alternate plain and instrumented launches, time both
+        self._builds: Path | None = None  # this session's directory in that cache
+        self._stable_key = ""
+        self._session_tag = ""
         self.rank = _rank()
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
         # Files of an earlier run in out would be mixed into this run's report (once the pins
@@ -232,10 +240,10 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink):
             for d in range(torch.cuda.device_count()):
                 self._device_names[d] = torch.cuda.get_device_name(d)
                 self._device_clocks[d] = sm_clock_mhz(d)
-            self._install_compiler()
+            self.install_compiler()
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self._allocate)
-            self.patches.on_undo(lambda: _allocation.set_profile_allocator(_after_session(prev_alloc)))
+            self.patches.on_undo(lambda: _allocation.set_profile_allocator(after_session(prev_alloc)))
             knobs_rt = triton.knobs.runtime
             knobs_rt.launch_enter_hook.add(self._enter)
             knobs_rt.launch_exit_hook.add(self._exit)
@@ -245,171 +253,31 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink):
             triton.knobs.compilation.listener = self._listener(prev_listener)
             self.patches.patch(CompiledKernel, "launch_metadata", self._wrap_launch_metadata)
             self._patch_cuda_graphs()
+            if self.measure_overhead:
+                self._patch_measure()
         except BaseException:
-            self._teardown()
+            self.uninstall()
             raise
         self._started = True
         return self
-
-    def _install_compiler(self, target: Any = None) -> None:
-        """What decides how kernels build: private caches, the override tree (or the compile
-        hook), Inductor's settings, the Proton lowering, the autotuner and compile patches.
-        ``target`` (a ``GPUTarget``) sizes the lowering without a GPU (tests); undone by
-        ``_teardown``."""
-        import triton
-
-        cache_dir = os.path.join(self._tmp or "", "cache")
-        os.makedirs(cache_dir, exist_ok=True)
-        # Knobs and the environment (Inductor reads TRITON_CACHE_DIR from the environment).
-        self.patches.push_scope(triton.knobs.cache.scope())
-        self.patches.push_scope(triton.knobs.compilation.scope())
-        triton.knobs.cache.dir = cache_dir
-        triton.knobs.compilation.dump_ir = False
-        self.patches.set_env("TRITON_CACHE_DIR", cache_dir)
-        self._load_pins()
-        self._install_hook()
-        self._setup_inductor()
-        # Autotuners time the plain builds (_plain_builds): what the program would build.
-        self._plain_mode = triton.knobs.compilation.instrumentation_mode
-        self._plain_cache = os.path.join(self._tmp or "", "cache-plain")
-        # The session tag keeps the JIT from reusing kernels built in another session.
-        tag = f"s{id(self):x}{time.perf_counter_ns():x}"
-        hooks = self.patches.push_scope(installed(self.options, target=target, tag=tag))
-        self._max_shared = max(h.max_shared for h in hooks.values())
-        self._patch_autotuners()
-        self._patch_compile()
-
-    def _install_hook(self) -> None:
-        """The compile hook in place: each compile's instrumented IR comes from ``source``."""
-        import triton
-
-        self.out.mkdir(parents=True, exist_ok=True)
-        knobs_rt = triton.knobs.runtime
-        self.hook.prev = knobs_rt.add_stages_inspection_hook
-        knobs_rt.add_stages_inspection_hook = self.hook
-        self.patches.on_undo(lambda: setattr(knobs_rt, "add_stages_inspection_hook", self.hook.prev))
-        triton.knobs.compilation.override = False
-
-    def _overrides(self, name: str, src: Any = None) -> bool:
-        """A kernel the hook instrumented: if a later stage fails, compile it again plain."""
-        return any(c.instrumented and c.name == name for c in self.hook.compiled.values())
-
-    def inductor_kernels_left_instrumented(self) -> list[str]:
-        """Instrumented kernels Inductor compiled: it keeps them past the session (the JIT's own
-        kernels are keyed by the instrumentation knob and compile plain again)."""
-        if "torch._inductor" not in sys.modules:
-            return []
-        return sorted({c.name for c in self.hook.compiled.values()
-                       if c.instrumented and c.name.startswith(INDUCTOR_PREFIXES)})
 
     def _note_once(self, text: str) -> None:
         with self._lock:
             if text not in self.result.messages:
                 self.result.messages.append(text)
 
-    def _patch_compile(self) -> None:
-        """Triton prints 'Overriding kernel with file ...' on stdout for every override: count it
-        instead (the program's stdout stays its own). An instrumented build that fails to
-        compile is compiled again from the original source, with a warning."""
-        import triton
-        import triton.compiler as tc
-        import triton.compiler.compiler as tcc
-        from triton.runtime.jit import JITFunction
 
-        def quiet_print(*args: Any, **kwargs: Any) -> None:
-            text = " ".join(map(str, args))
-            if "Overriding kernel with file" in text:
-                name = Path(text.split()[-1]).stem
-                with self._lock:
-                    self._overridden[name] = self._overridden.get(name, 0) + 1
-                return
-            print(*args, **kwargs)
-
-        tcc.print = quiet_print  # shadows the builtin in that module only
-        self.patches.on_undo(lambda: tcc.__dict__.pop("print", None))
-        orig = tcc.compile
-        safe = self._with_fallback(orig, lambda src: (
-            getattr(getattr(src, "fn", None), "__name__", None) or str(getattr(src, "name", "")),
-            src))
-        safe.__wrapped__ = orig  # type: ignore[attr-defined]
-        for mod in (triton, tc, tcc):
-            if getattr(mod, "compile", None) is orig:
-                self.patches.set_attr(mod, "compile", safe)
-        # JIT functions launched before the session hold Triton's compile itself.
-        self.patches.patch(JITFunction, "_do_compile",
-                    lambda orig: self._with_fallback(orig, lambda jf: (getattr(jf, "__name__", ""), None)))
-
-    def _fallback(self, name: str, error: BaseException, compile_plain: Any, why: str = "failed to compile") -> Any:
-        self.hook.plain_only.add(name)
-        for c in self.hook.compiled.values():
-            if c.name == name and c.instrumented:
-                c.instrumented, c.reason = False, f"instrumented build {why}"
-        """Compile the original kernel after its instrumented build failed; warn once."""
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-        with self._plain_builds():  # its own cache: the instrumented build may sit under its key
-            out = compile_plain()  # its own failure is the program's, as without us
-        with self._lock:
-            self.result.compile_fallbacks.append({"kernel": name, "error": first})
-            self.result.messages.append(
-                f"warning: kernel {name}: the instrumented build {why} ({first}); it runs uninstrumented"
-            )
-        return out
-
-    def _resolved(self, ck: Any, max_shared: int | None = None) -> LoweringOptions:
-        """The options as the lowering resolved them for this instrumented build (its warps,
-        buffer type and size); the options as given if its TTGIR is not at hand."""
-        try:
-            return self.options.for_kernel(ck.asm["ttgir"], max_shared or self._max_shared)
-        except Exception:  # advice and checks only: fall back to the options as given
-            return self.options
-
-    def _does_not_fit(self, ck: Any) -> Exception | None:
-        """Why an instrumented build cannot launch on this GPU (its shared memory with the
-        record buffer is over the limit), or None. Autotuners time the plain builds, so one
-        may choose a config whose plain build fits and whose instrumented build does not."""
-        md = getattr(ck, "metadata", None)
-        if md is None or not int(getattr(md, "profile_scratch_size", 0) or 0):
-            return None
-        shared, limit = int(getattr(md, "shared", 0) or 0), self._max_shared
-        if not limit or shared <= limit or self._resolved(ck).in_global_memory:
-            return None
-        from triton.runtime.errors import OutOfResources
-
-        return self._explain_oor(ck, OutOfResources(shared, limit, "shared memory"), _out_of_resources_type())
-
-
-    def _with_fallback(self, orig: Any, identify: Any) -> Any:
-        """``orig`` (Triton's compile or JITFunction._do_compile), falling back to the original
-        kernel when an instrumented build fails; ``identify(first_arg)`` gives the kernel's
-        name and its source (None where the first argument has no hash)."""
-        session = self
-
-        def compile(first: Any, *args: Any, **kwargs: Any) -> Any:
-            plain = getattr(session._tls, "plain", False)  # a plain build fails as without us
-            try:
-                out = orig(first, *args, **kwargs)
-            except Exception as e:
-                name, src = identify(first)
-                if plain or not session._started or not session._overrides(name, src):
-                    raise
-                return session._fallback(name, e, lambda: orig(first, *args, **kwargs))
-            big = None if plain or not session._started else session._does_not_fit(out)
-            if big is not None:
-                return session._fallback(identify(first)[0], big, lambda: orig(first, *args, **kwargs),
-                                         "does not fit the GPU's shared memory")
-            return out
-
-        return compile
-
-    def _teardown(self) -> None:
+    def uninstall(self) -> None:
+        """Undo what ``start`` (or ``install_compiler``) installed, and remove its files."""
         self.result.messages += self.patches.undo_all()
+        if self._builds is not None:
+            try:
+                build_cache.prune()
+            except OSError:
+                pass
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
-
-    # -- hooks --
-
-    # -- draining --
 
     # -- the end --
 
@@ -426,11 +294,17 @@ class Session(LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink):
                     self._write_finished()
             except Exception as e:  # e.g. the program left the GPU in an error state
                 self.result.messages.append(f"could not read back {len(self._inflight)} profile buffers: {e}")
+            if self.measure_overhead:
+                try:
+                    self.result.measured_overhead, lines = self.measured_overhead()
+                    self.result.messages += lines
+                except Exception as e:  # the GPU in an error state: the rest is still written
+                    self.result.messages.append(f"measured overhead: not available ({e})")
             self._diagnose()
             self._write_decisions()
             self._write_index()
         finally:
-            self._teardown()
+            self.uninstall()
         return self.result
 
     def _diagnose(self) -> None:

@@ -139,7 +139,7 @@ class RawSink:
                                                      list[list[int]] | None]:
         """What the launch's instrumented IR says, read once per kernel: the resolved options,
         N of ``--sample-ctas``, and the record and loop tables if ``direct.py`` lowered it."""
-        from proton_inject.instrument.insert import sampled_ctas
+        from proton_inject.instrument.sampling import sampled_ctas
         from proton_inject.lower import direct
 
         cache = self.__dict__.setdefault("_kernel_ir_cache", {})
@@ -212,6 +212,7 @@ class RawSink:
             "dropped": self.result.dropped,
             "in_cuda_graphs": self.result.in_cuda_graphs,
             "compile_fallbacks": self.result.compile_fallbacks,
+            **({"measured_overhead": self.result.measured_overhead} if self.result.measured_overhead else {}),
             "autotune": {"pinned": self._tuner.pinned if self._tuner else 0,
                          "timed": self._tuner.timed if self._tuner else 0,
                          "from": str(self._pins_file) if self._pins_file else None},

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,17 +56,18 @@ class TuningHooks:
         self.patches.set_env("TORCHINDUCTOR_COMPILE_THREADS", "1")
         self.patches.set_env("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
         self.patches.set_env("TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER", "0")
-        try:
-            import torch._inductor.config as icfg
-        except Exception:  # Inductor missing or broken: plain Triton still works
-            return
         # The worker pool would compile without our lowering; the static launcher passes no
         # profile buffer; cached graphs would skip compiling (and the override) altogether.
-        self.patches.set_attr(icfg, "compile_threads", 1)
-        self.patches.set_attr(icfg, "force_disable_caches", True)
-        self.patches.set_attr(icfg, "use_static_cuda_launcher", False)
-        self.patches.set_attr(icfg, "autotune_local_cache", False)
-        self.patches.set_attr(icfg, "fx_graph_cache", False)
+        # (Imported by the program during the session, the config read the variables above
+        # already; these settings then stay after it, as the import did.)
+        def configure(icfg: Any) -> None:
+            self.patches.set_attr(icfg, "compile_threads", 1)
+            self.patches.set_attr(icfg, "force_disable_caches", True)
+            self.patches.set_attr(icfg, "use_static_cuda_launcher", False)
+            self.patches.set_attr(icfg, "autotune_local_cache", False)
+            self.patches.set_attr(icfg, "fx_graph_cache", False)
+
+        self.patches.when_imported("torch._inductor.config", configure)
 
     @contextmanager
     def _plain_builds(self) -> Iterator[None]:
@@ -122,13 +122,11 @@ class TuningHooks:
         self.patches.patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
         tuner = self._tuner or tuning.Tuner()
         self.patches.patch(Autotuner, "run", tuner.triton_run)  # recorded choices first, no timing
-        heur = sys.modules.get("torch._inductor.runtime.triton_heuristics")
-        if heur is None:
-            try:
-                import torch._inductor.runtime.triton_heuristics as heur
-            except Exception:
-                heur = None
-        cls = getattr(heur, "CachingAutotuner", None) if heur else None
+        self.patches.when_imported("torch._inductor.runtime.triton_heuristics",
+                                   lambda heur: self._patch_inductor_tuner(heur, tuner))
+
+    def _patch_inductor_tuner(self, heur: Any, tuner: tuning.Tuner) -> None:
+        cls = getattr(heur, "CachingAutotuner", None)
         if cls is not None and "benchmark_all_configs" in cls.__dict__:
             self.patches.patch(cls, "benchmark_all_configs", self._inductor_benchmark)
         if cls is not None and "coordinate_descent_tuning" in cls.__dict__:

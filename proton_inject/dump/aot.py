@@ -83,7 +83,7 @@ def _string_paths(value: Any, path: tuple[int, ...]) -> list[tuple[tuple[int, ..
     return [(path, value)] if isinstance(value, str) else []
 
 
-def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any], where: str,
+def build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any], where: str,
                   target=None):
     """The ASTSource the JIT launcher would build for these types and constexpr values.
 
@@ -93,7 +93,6 @@ def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any
     is its value. Every key that is a string (a string constexpr value too) becomes an
     ``attrs`` entry through the backend's ``parse_attr``, in parameter order.
     """
-    from triton import knobs
     from triton.compiler import ASTSource, make_backend
 
     backend = make_backend(target if target is not None else parse_target("cuda:90"))
@@ -129,35 +128,11 @@ def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any
             else:
                 missing.append(f"{name} (constexpr)")
         elif given is not None:
-            base, hint = _split_hint(name, given)
-            full_sig[name] = base
-            scalar = base.lstrip("*")
-            if base.startswith("tensordesc") or (
-                not base.startswith("*") and scalar in _UNSPECIALIZED_SCALARS
-            ):
-                continue  # the JIT gives these no attribute entry
-            if p.do_not_specialize:
-                if hint == 16:
-                    raise UserError(
-                        f"{where}: {name} is in do_not_specialize, so the JIT never assumes it "
-                        "divisible by 16: drop the :16 hint"
-                    )
-                continue  # the JIT gives it no attribute entry at all
-            if p.do_not_specialize_on_alignment:
-                if hint == 16:
-                    raise UserError(
-                        f"{where}: {name} is in do_not_specialize_on_alignment, so the JIT never "
-                        "assumes it divisible by 16: drop the :16 hint"
-                    )
-                hint = 1
-            if hint is None:
-                hint = 16 if base.startswith("*") else 1
-            key = "D" if hint == 16 else ""
-            if hint == 16:
-                div16.append(name)
-            if base.startswith("*") and hip and knobs.amd.use_buffer_ops:
-                key += "S"  # AMD: any tensor under 2 GiB may use buffer ops
-            keys.append(((i,), key))
+            full_sig[name], key = _arg_key(p, given, where, hip)
+            if key is not None:
+                if key.startswith("D"):
+                    div16.append(name)
+                keys.append(((i,), key))
         else:
             missing.append(name)
     if missing:
@@ -168,6 +143,40 @@ def _build_source(fn, signature: Mapping[str, str], constexprs: Mapping[str, Any
     attrs = {path: backend.parse_attr(key) for path, key in keys}
     src = ASTSource(fn, signature=full_sig, constexprs=cx, attrs=attrs)
     return src, full_sig, cx, div16
+
+
+def _arg_key(p, given: str, where: str, hip: bool) -> tuple[str, str | None]:
+    """A typed parameter's type and its specialization key as the JIT builds it ("D": assumed
+    divisible by 16; None: the JIT gives it no attribute entry)."""
+    from triton import knobs
+
+    name = p.name
+    base, hint = _split_hint(name, given)
+    scalar = base.lstrip("*")
+    if base.startswith("tensordesc") or (
+        not base.startswith("*") and scalar in _UNSPECIALIZED_SCALARS
+    ):
+        return base, None
+    if p.do_not_specialize:
+        if hint == 16:
+            raise UserError(
+                f"{where}: {name} is in do_not_specialize, so the JIT never assumes it "
+                "divisible by 16: drop the :16 hint"
+            )
+        return base, None
+    if p.do_not_specialize_on_alignment:
+        if hint == 16:
+            raise UserError(
+                f"{where}: {name} is in do_not_specialize_on_alignment, so the JIT never "
+                "assumes it divisible by 16: drop the :16 hint"
+            )
+        hint = 1
+    if hint is None:
+        hint = 16 if base.startswith("*") else 1
+    key = "D" if hint == 16 else ""
+    if base.startswith("*") and hip and knobs.amd.use_buffer_ops:
+        key += "S"  # AMD: any tensor under 2 GiB may use buffer ops
+    return base, key
 
 
 def _wrapper_hint(fn) -> str:
@@ -285,7 +294,7 @@ def compile_aot(
 def _compile_one(fn, signature, constexprs, options, gpu_target, source_file, where) -> AotResult:
     import triton
 
-    src, full_sig, cx, div16 = _build_source(fn, signature, constexprs, where, gpu_target)
+    src, full_sig, cx, div16 = build_source(fn, signature, constexprs, where, gpu_target)
     with tempfile.TemporaryDirectory(prefix="proton-inject-aot-") as cache_dir:
         with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
             triton.knobs.cache.dir = cache_dir

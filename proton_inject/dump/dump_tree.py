@@ -10,11 +10,27 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from proton_inject.dump.aot import AotResult
-from proton_inject.dump.signature import _UNSPECIALIZED_SCALARS, constexpr_text
+from proton_inject.dump.aot import AotResult, compile_aot_all
+from proton_inject.dump.signature import _UNSPECIALIZED_SCALARS, constexpr_text, parse_signature
 from proton_inject.errors import UserError
 from proton_inject.formats.files import write_atomic
 from proton_inject.formats.manifest import MANIFEST_NAME, MANIFEST_VERSION, jsonable, read_dump_manifest, source_sha256
+
+
+def dump_aot(source_file: str, kernel: str, signature: str | None,
+             constexprs: Mapping[str, Any], target: str, out_dir: str | os.PathLike,
+             num_warps: int | None = None, num_stages: int | None = None,
+             num_ctas: int | None = None, config: int | None = None,
+             ) -> tuple[list[AotResult], list[Path], list[str]]:
+    """The ahead-of-time dump: compile ``kernel`` of ``source_file`` for ``target`` (each
+    autotune config, or ``config`` only), keep one build per override hash and write them
+    into ``out_dir``; (the builds kept, the files written, notes on the builds dropped)."""
+    sig = parse_signature(signature) if signature else {}
+    results = compile_aot_all(source_file, kernel, sig, dict(constexprs), target,
+                              num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
+                              config=config)
+    results, notes = one_per_hash(results)
+    return results, write_dump(results, out_dir), notes
 
 
 def one_per_hash(results: Iterable[AotResult]) -> tuple[list[AotResult], list[str]]:

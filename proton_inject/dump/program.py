@@ -133,7 +133,7 @@ def dump_program(
     _mark_program_entries(out_dir, results, [target, *args])
     dumped = ProgramDump(results, len(records), proc.returncode, notes, decisions)
     if len(decisions):
-        dumped.autotune_file = _write_decisions(decisions, out_dir)
+        dumped.autotune_file = write_decisions(decisions, out_dir)
     return dumped
 
 
@@ -144,7 +144,7 @@ def _autotune_lines(records_path: str) -> str:
 
 
 
-def _write_decisions(decisions: Any, out_dir: str | os.PathLike) -> Path:
+def write_decisions(decisions: Any, out_dir: str | os.PathLike) -> Path:
     """Write the program's autotuning decisions beside the manifest; decisions an earlier dump
     into this directory recorded for other kernels or keys are kept."""
     old = autotune_file.find_file(out_dir)

@@ -21,14 +21,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
+from proton_inject.formats import autotune as autotune_file
 from proton_inject.formats.autotune import Decisions
+from proton_inject.formats.schema import MAX_JSON_BYTES, read_bytes
 
 _SCALARS = (bool, int, float, str, type(None))
+
+
+def carried_autotune(dump_dir: str | os.PathLike) -> tuple[dict[str, bytes], str | None]:
+    """A dump's autotuning decisions, for insert to carry into its tree (run pins them): the
+    files to carry and a line saying what was carried, or why not (a damaged file is left
+    behind, so that run times every autotuner)."""
+    path = Path(dump_dir) / autotune_file.FILE_NAME
+    if not path.is_file():
+        return {}, None
+    try:
+        n = len(autotune_file.load(path))
+    except ValueError as e:
+        return {}, f"warning: {e}; not carried: run times every autotuner"
+    return ({autotune_file.FILE_NAME: read_bytes(path, "autotune", MAX_JSON_BYTES)},
+            f"carried {autotune_file.FILE_NAME} ({n} autotuning decisions)")
 
 
 def config_dict(cfg: Any) -> dict[str, Any]:

@@ -253,9 +253,12 @@ def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
 
     ``inputs``: (what, path); ``outputs``: (option, path, kind) where kind is ``file`` (one
     file replaced), ``tree`` (a directory replaced whole) or ``dir`` (files written into it).
+    An entry whose path is None or empty (an option not given) is left out.
     """
-    ins = [(what, Path(p), Path(os.path.realpath(p))) for what, p in inputs]
+    ins = [(what, Path(p), Path(os.path.realpath(p))) for what, p in inputs if p]
     for opt, raw, kind in outputs:
+        if not raw:
+            continue
         path = Path(raw)
         real = Path(os.path.realpath(raw))
         for what, shown, inp in ins:

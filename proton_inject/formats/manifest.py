@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proton_inject import __version__
 from proton_inject.errors import UserError
 from proton_inject.formats.schema import (
     MAX_SOURCE_BYTES,
@@ -21,11 +23,57 @@ from proton_inject.formats.schema import (
 )
 
 MANIFEST_NAME = "manifest.json"
-
-
-
 MANIFEST_VERSION = 1
 
+
+@dataclass
+class RegionInfo:
+    """One region as the manifest describes it."""
+
+    name: str
+    scope_id: int
+    parent: str | None
+    parent_id: int | None
+    origin: str
+    source: str | None
+    ir_lines: tuple[int, int]  # first and last op of the region, in the input IR
+    partition: str | None
+
+
+@dataclass
+class KernelManifest:
+    """One instrumented kernel's entry in an instrumented tree's manifest."""
+
+    kernel: str
+    file: str
+    target: str | None
+    regions: list[RegionInfo] = field(default_factory=list)
+    dump: dict | None = None  # what `dump` recorded about this kernel, if known
+
+
+def kernel_entry(k: KernelManifest) -> dict:
+    """``k`` as its ``kernels`` entry in manifest.json."""
+    d = asdict(k)
+    for r in d["regions"]:
+        r["ir_lines"] = list(r["ir_lines"])
+    if d["dump"] is None:
+        del d["dump"]
+    return d
+
+
+def rules_entry(rules: Any) -> dict:
+    """The ``rules`` of manifest.json from ``instrument.rules.Rules`` (defaults applied)."""
+    r = rules.with_defaults()
+    return {"kernel_scope": r.kernel_scope, "loops": r.loops, "loop_depth": r.loop_depth,
+            "ranges": [f"{x.name}={x.file}:{x.start}-{x.end}" for x in r.ranges],
+            "ops": list(r.ops), "kernel": r.kernel, "marks": r.marks,
+            **({"sample_ctas": r.sample_ctas} if r.sample_ctas > 1 else {})}
+
+
+def tree_manifest(rules: Any, kernels: list[dict], left_out: list[dict] | None = None) -> dict:
+    """The manifest of an instrumented tree (``insert -o``, or ``profile``'s OUT/ir)."""
+    return {"tool": f"proton-inject {__version__}", "format": 1, "rules": rules_entry(rules),
+            "kernels": kernels, **({"left_out": left_out} if left_out is not None else {})}
 
 
 def jsonable(v: Any) -> Any:

@@ -8,6 +8,7 @@ import gzip
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -326,14 +327,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         return v
 
     kernel = str_field("kernel")
-    grid = need("grid")
-    if not (isinstance(grid, list) and 1 <= len(grid) <= 3 and all(map(is_int, grid))):
-        raise bad("grid", "a list of 1 to 3 integers")
-    grid = (list(grid) + [1, 1, 1])[:3]
-    for g, hi, axis in zip(grid, MAX_GRID, "xyz", strict=True):
-        if not 1 <= g <= hi:
-            raise UserError(f"{where}: grid {axis} = {g} is outside 1..{hi}: no CUDA launch has "
-                            f"that grid; {fix}")
+    grid = _grid(need("grid"), bad, where, fix)
     num_warps = int_field("num_warps", 1, MAX_WARPS)
     sampled = d.get("sampled_warps")
     if sampled is not None:
@@ -347,44 +341,11 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
     buffer_type = str_field("buffer_type", "shared")
     if buffer_type not in ("shared", "global", "direct"):
         raise bad("buffer_type", "'shared', 'global' or 'direct'")
-    config = d.get("config")
-    if config is not None and not isinstance(config, str):
-        raise bad("config", "null or a string")
-    device = d.get("device")
-    if device is not None and not isinstance(device, str):
-        raise bad("device", "null or a string")
-    mhz = d.get("sm_clock_mhz")
-    if mhz is not None and mhz != 0:
-        if not (isinstance(mhz, int | float) and not isinstance(mhz, bool) and
-                math.isfinite(mhz) and 0 < mhz <= MAX_CLOCK_MHZ):
-            raise bad("sm_clock_mhz", f"null or a positive number of MHz up to {MAX_CLOCK_MHZ}")
-    cost = d.get("record_cost_cycles")
-    if cost is not None and not (isinstance(cost, int | float) and not isinstance(cost, bool) and
-                                 math.isfinite(cost) and 0 <= cost < 10_000):
-        raise bad("record_cost_cycles", "null or a number of cycles from 0 to 10000")
-    bracket = d.get("clock_bracket")
-    if bracket is not None and not _clock_bracket_ok(bracket):
-        raise bad("clock_bracket", 'null, {"missing": "why"} or {"before": side, "after": side} '
-                                   "as proton-inject run writes it")
+    _check_optional(d, bad)
+    _check_direct(d, buffer_type, need, bad)
+    config, device, mhz = d.get("config"), d.get("device"), d.get("sm_clock_mhz")
+    cost, bracket = d.get("record_cost_cycles"), d.get("clock_bracket")
     table, loops = d.get("direct_records"), d.get("direct_loops")
-    for key, v in (("direct_records", table), ("direct_loops", loops)):
-        if v is not None and buffer_type != "direct":
-            raise bad(key, f"absent: it belongs to a launch with buffer_type 'direct', not "
-                           f"{buffer_type!r}")
-    if buffer_type == "direct" or table is not None:
-        need("direct_records")
-        if not (isinstance(loops, list | None) and all(
-                isinstance(x, list) and len(x) in (2, 3) and all(is_int(v) for v in x)
-                and 1 <= x[0] <= 1 << 20 and 1 <= x[1] <= 1024
-                and (len(x) == 2 or 1 <= x[2] < 2**31) for x in loops or [])):
-            raise bad("direct_loops", "absent, or a list of [iterations kept, words per "
-                                      "iteration(, every Nth iteration)], one per recording loop")
-        if not (isinstance(table, list) and table and len(table) <= 512 and all(
-                isinstance(r, list) and len(r) in (2, 3) and all(is_int(x) for x in r)
-                and 0 <= r[0] < 256 and r[1] in (0, 1)
-                and (len(r) == 2 or 0 <= r[2] < len(loops or [])) for r in table)):
-            raise bad("direct_records", "a list of [scope id, 0 start | 1 end(, loop index)], "
-                                        "one per record op, with buffer_type 'direct'")
     binary = d.get("bin")
     if binary is not None and not (isinstance(binary, str) and SAFE_NAME.fullmatch(binary) and
                                    binary.endswith((".bin", ".bin.gz"))):
@@ -408,6 +369,65 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
     )  # fmt: skip
 
+
+
+def _grid(grid: Any, bad: Callable[[str, str], UserError], where: str, fix: str) -> list[int]:
+    """The grid as three sizes, each within what a CUDA launch can have."""
+    if not (isinstance(grid, list) and 1 <= len(grid) <= 3 and all(map(is_int, grid))):
+        raise bad("grid", "a list of 1 to 3 integers")
+    grid = (list(grid) + [1, 1, 1])[:3]
+    for g, hi, axis in zip(grid, MAX_GRID, "xyz", strict=True):
+        if not 1 <= g <= hi:
+            raise UserError(f"{where}: grid {axis} = {g} is outside 1..{hi}: no CUDA launch has "
+                            f"that grid; {fix}")
+    return grid
+
+
+def _check_optional(d: dict[str, Any], bad: Callable[[str, str], UserError]) -> None:
+    """The fields a launch may leave null: config, device, SM clock, record cost, clock bracket."""
+    config = d.get("config")
+    if config is not None and not isinstance(config, str):
+        raise bad("config", "null or a string")
+    device = d.get("device")
+    if device is not None and not isinstance(device, str):
+        raise bad("device", "null or a string")
+    mhz = d.get("sm_clock_mhz")
+    if mhz is not None and mhz != 0:
+        if not (isinstance(mhz, int | float) and not isinstance(mhz, bool) and
+                math.isfinite(mhz) and 0 < mhz <= MAX_CLOCK_MHZ):
+            raise bad("sm_clock_mhz", f"null or a positive number of MHz up to {MAX_CLOCK_MHZ}")
+    cost = d.get("record_cost_cycles")
+    if cost is not None and not (isinstance(cost, int | float) and not isinstance(cost, bool) and
+                                 math.isfinite(cost) and 0 <= cost < 10_000):
+        raise bad("record_cost_cycles", "null or a number of cycles from 0 to 10000")
+    bracket = d.get("clock_bracket")
+    if bracket is not None and not _clock_bracket_ok(bracket):
+        raise bad("clock_bracket", 'null, {"missing": "why"} or {"before": side, "after": side} '
+                                   "as proton-inject run writes it")
+
+
+def _check_direct(d: dict[str, Any], buffer_type: str, need: Callable[[str], Any],
+                  bad: Callable[[str, str], UserError]) -> None:
+    """The record and loop tables of a direct-lowering launch, absent from any other."""
+    table, loops = d.get("direct_records"), d.get("direct_loops")
+    for key, v in (("direct_records", table), ("direct_loops", loops)):
+        if v is not None and buffer_type != "direct":
+            raise bad(key, f"absent: it belongs to a launch with buffer_type 'direct', not "
+                           f"{buffer_type!r}")
+    if buffer_type == "direct" or table is not None:
+        need("direct_records")
+        if not (isinstance(loops, list | None) and all(
+                isinstance(x, list) and len(x) in (2, 3) and all(is_int(v) for v in x)
+                and 1 <= x[0] <= 1 << 20 and 1 <= x[1] <= 1024
+                and (len(x) == 2 or 1 <= x[2] < 2**31) for x in loops or [])):
+            raise bad("direct_loops", "absent, or a list of [iterations kept, words per "
+                                      "iteration(, every Nth iteration)], one per recording loop")
+        if not (isinstance(table, list) and table and len(table) <= 512 and all(
+                isinstance(r, list) and len(r) in (2, 3) and all(is_int(x) for x in r)
+                and 0 <= r[0] < 256 and r[1] in (0, 1)
+                and (len(r) == 2 or 0 <= r[2] < len(loops or [])) for r in table)):
+            raise bad("direct_records", "a list of [scope id, 0 start | 1 end(, loop index)], "
+                                        "one per record op, with buffer_type 'direct'")
 
 
 def _clock_bracket_ok(b: Any) -> bool:

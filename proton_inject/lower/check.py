@@ -170,22 +170,51 @@ def check_file(
     """Compile one instrumented TTGIR file for ``target`` (default: its ``ttg.target``).
 
     Returns a report with ``ok`` False and the compiler's message when the compile fails;
-    raises ``UserError`` for a missing file or an unusable target.
+    raises ``UserError`` for a missing file or an unusable target. A kernel with noinline
+    callees (several functions, as the compiler prints them) is compiled with its callees
+    inlined, as ``insert`` does: Proton's lowering takes one function per module.
     """
-    import triton
-
-    options = options or LoweringOptions()
     p = Path(path)
-    text = read_ttgir(p).decode("utf-8", errors="replace")
+    raw = read_ttgir(p)
+    text = raw.decode("utf-8", errors="replace")
     # Parsed here, with its name, before the probes below read it: a damaged file is named
     # in the message (they parse the bare text and would call it <string>).
-    parse(text, str(path))
+    module = parse(text, str(path))
     own = file_target(text)
     if target is None:
         if own is None:
             raise UserError(f"{path}: has no ttg.target attribute; pass --target (e.g. cuda:90)")
         target = own
     gpu_target = _parse_target(target)
+    with tempfile.TemporaryDirectory(prefix="proton-inject-check-") as tmp:
+        if len(module.functions) > 1:
+            from proton_inject.lower.inline import inline_callees
+
+            try:  # (latin-1 in, so that MLIR reads the file's own bytes)
+                text = inline_callees(raw.decode("latin-1"), module, str(path))
+            except UserError as e:
+                report, _ = _new_report(str(path), text, gpu_target, options or LoweringOptions())
+                report.error = str(e)
+                return report
+            p = Path(tmp) / p.name
+            p.write_text(text, encoding="utf-8")
+        report, options = _new_report(str(path), text, gpu_target, options or LoweringOptions())
+        if report.error:
+            return report
+        start = time.perf_counter()
+        try:
+            compiled = _compile(report, p, gpu_target, options, diag_path, tmp)
+            if compiled is not None:
+                _read_build(report, compiled, text, options)
+        finally:
+            report.seconds = round(time.perf_counter() - start, 3)
+    return report
+
+
+def _new_report(path: str, text: str, gpu_target, options: LoweringOptions
+                ) -> tuple[CheckReport, LoweringOptions]:
+    """The report before compiling (its ``error`` set for options the target cannot lower),
+    and the options as the lowering decides them for this kernel."""
     # What the lowering decides per kernel (recording warps, --buffer-size auto), decided here
     # the same way, so the sizes below are predicted for the options it really used.
     chosen = options.warps == "first"
@@ -194,7 +223,7 @@ def check_file(
     recording = list(options.selected) if options.selected else None
     tname = f"{gpu_target.backend}:{gpu_target.arch}"
     report = CheckReport(
-        path=str(path), target=tname, ok=False, num_warps=num_warps_of(text) or 0,
+        path=path, target=tname, ok=False, num_warps=num_warps_of(text) or 0,
         buffer_type=options.buffer_type, recording_warps=recording,
         persistent=chosen and recording is None,
     )  # fmt: skip
@@ -206,99 +235,101 @@ def check_file(
             f"--granularity {options.granularity}: Triton 3.6's NVIDIA Proton lowering supports "
             "warp granularity only ('granularity must be warp for now'); use --granularity warp"
         )
-        return report
-    if gpu_target.backend == "hip" and options.buffer_type == "global":
+    elif gpu_target.backend == "hip" and options.buffer_type == "global":
         report.error = (
             "--buffer-type global: Triton 3.6's AMD Proton lowering does not implement record "
             "stores to global memory (LLVM ERROR: unimplemented); use --buffer-type shared"
         )
-        return report
+    return report, options
 
-    start = time.perf_counter()
-    own_diag = diag_path is None
-    if own_diag:
-        fd, diag_path = tempfile.mkstemp(prefix="proton-inject-check-", suffix=".log")
-        os.close(fd)
-    try:
-        with tempfile.TemporaryDirectory(prefix="proton-inject-check-") as cache_dir:
-            with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
-                triton.knobs.cache.dir = cache_dir
-                triton.knobs.compilation.override = False
-                triton.knobs.compilation.dump_ir = False
-                triton.knobs.compilation.always_compile = True
-                try:
-                    with _fd2_to(diag_path), installed(options, target=gpu_target):
-                        # The IR path leaves the mode out of the options unless asked.
-                        mode = triton.knobs.compilation.instrumentation_mode
-                        compiled = triton.compile(
-                            str(p), target=gpu_target, options={"instrumentation_mode": mode}
-                        )
-                        # Only after a clean compile: the scope analysis can crash on bad IR.
-                        report.regions, report.parents = scope_names_of(str(p))
-                except Exception as e:  # the compiler's errors carry no common base class
-                    captured = Path(diag_path).read_text(errors="replace")
-                    detail = diagnostics(captured)
-                    report.error = detail or f"{type(e).__name__}: {e}"
-                    if detail and str(e) and str(e) not in detail:
-                        report.error += f"\n({type(e).__name__}: {str(e).splitlines()[0]})"
-                    return report
-                # The scope analysis reports unpaired records as errors but the compile goes
-                # on, giving scope ids that do not pair: a run would decode nonsense.
-                captured = Path(diag_path).read_text(errors="replace")
-                if _SCOPE_ERROR_RE.search(captured):
-                    report.error = diagnostics(captured)
-                    return report
-        md = compiled.metadata
-        report.kernel = str(md.name)
-        report.num_warps = int(md.num_warps)
-        report.profile_scratch_bytes = int(getattr(md, "profile_scratch_size", 0) or 0)
-        report.shared_bytes = int(md.shared or 0)
-        binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
-        report.binary_bytes = len(binary)
-        if report.profile_scratch_bytes and options.buffer_type == "direct":
-            from proton_inject.lower import direct
 
-            report.buffer_bytes = direct.data_bytes(text, options.buffer_size,
-                                                    options.sample_iterations)
-            report.records_per_warp = report.buffer_bytes // 4
-        elif report.profile_scratch_bytes:
-            if options.buffer_type == "global":
-                b = _global_buffer(report.profile_scratch_bytes, report.num_warps, options)
-            else:
-                b = _buffer_split(
-                    report.shared_bytes, report.num_warps, report.max_shared, options
+def _compile(report: CheckReport, p: Path, gpu_target, options: LoweringOptions,
+             diag_path: str | None, tmp: str):
+    """``p`` compiled with the lowering in a private cache, and its scopes read into
+    ``report``; None (``report.error`` set from the compiler's diagnostics) when it fails."""
+    import triton
+
+    if diag_path is None:
+        diag_path = str(Path(tmp) / "diagnostics.log")
+    cache_dir = Path(tmp) / "cache"
+    with triton.knobs.cache.scope(), triton.knobs.compilation.scope():
+        triton.knobs.cache.dir = str(cache_dir)
+        triton.knobs.compilation.override = False
+        triton.knobs.compilation.dump_ir = False
+        triton.knobs.compilation.always_compile = True
+        try:
+            with _fd2_to(diag_path), installed(options, target=gpu_target):
+                # The IR path leaves the mode out of the options unless asked.
+                mode = triton.knobs.compilation.instrumentation_mode
+                compiled = triton.compile(
+                    str(p), target=gpu_target, options={"instrumentation_mode": mode}
                 )
-            report.buffer_bytes = b
-            if b is not None:
-                report.records_per_warp = records_per_segment(b, report.num_warps, options)
-                if report.records_per_warp == 0:
-                    report.warnings.append(
-                        "the record buffer holds no record per warp: raise --buffer-size"
-                    )
-        if report.shared_bytes > report.max_shared:
-            advice = (
-                "the kernel itself needs more than the GPU has"
-                if options.in_global_memory
-                else "lower --buffer-size or use --buffer-type global"
+                # Only after a clean compile: the scope analysis can crash on bad IR.
+                report.regions, report.parents = scope_names_of(str(p))
+        except Exception as e:  # the compiler's errors carry no common base class
+            captured = Path(diag_path).read_text(errors="replace")
+            detail = diagnostics(captured)
+            report.error = detail or f"{type(e).__name__}: {e}"
+            if detail and str(e) and str(e) not in detail:
+                report.error += f"\n({type(e).__name__}: {str(e).splitlines()[0]})"
+            return None
+        # The scope analysis reports unpaired records as errors but the compile goes
+        # on, giving scope ids that do not pair: a run would decode nonsense.
+        captured = Path(diag_path).read_text(errors="replace")
+        if _SCOPE_ERROR_RE.search(captured):
+            report.error = diagnostics(captured)
+            return None
+    return compiled
+
+
+def _read_build(report: CheckReport, compiled, text: str, options: LoweringOptions) -> None:
+    """The build's sizes into ``report``, with warnings for what would fail at launch."""
+    md = compiled.metadata
+    report.kernel = str(md.name)
+    report.num_warps = int(md.num_warps)
+    report.profile_scratch_bytes = int(getattr(md, "profile_scratch_size", 0) or 0)
+    report.shared_bytes = int(md.shared or 0)
+    binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
+    report.binary_bytes = len(binary)
+    if report.profile_scratch_bytes and options.buffer_type == "direct":
+        from proton_inject.lower import direct
+
+        report.buffer_bytes = direct.data_bytes(text, options.buffer_size,
+                                                options.sample_iterations)
+        report.records_per_warp = report.buffer_bytes // 4
+    elif report.profile_scratch_bytes:
+        if options.buffer_type == "global":
+            b = _global_buffer(report.profile_scratch_bytes, report.num_warps, options)
+        else:
+            b = _buffer_split(
+                report.shared_bytes, report.num_warps, report.max_shared, options
             )
-            report.warnings.append(
-                f"shared memory {report.shared_bytes} B exceeds {tname}'s {report.max_shared} B "
-                f"per CTA: the launch will fail; {advice}"
-            )
-        warps = options.selected
-        if warps and report.num_warps and max(warps) >= report.num_warps and (
-            "ttg.warp_specialize" not in text
-        ):
-            report.warnings.append(
-                f"--warps {','.join(map(str, warps))}: this kernel has only "
-                f"{report.num_warps} warps"
-            )
-        report.ok = True
-        return report
-    finally:
-        report.seconds = round(time.perf_counter() - start, 3)
-        if own_diag:
-            os.unlink(diag_path)
+        report.buffer_bytes = b
+        if b is not None:
+            report.records_per_warp = records_per_segment(b, report.num_warps, options)
+            if report.records_per_warp == 0:
+                report.warnings.append(
+                    "the record buffer holds no record per warp: raise --buffer-size"
+                )
+    if report.shared_bytes > report.max_shared:
+        advice = (
+            "the kernel itself needs more than the GPU has"
+            if options.in_global_memory
+            else "lower --buffer-size or use --buffer-type global"
+        )
+        report.warnings.append(
+            f"shared memory {report.shared_bytes} B exceeds {report.target}'s "
+            f"{report.max_shared} B per CTA: the launch will fail; {advice}"
+        )
+    warps = options.selected
+    if warps and report.num_warps and max(warps) >= report.num_warps and (
+        "ttg.warp_specialize" not in text
+    ):
+        report.warnings.append(
+            f"--warps {','.join(map(str, warps))}: this kernel has only "
+            f"{report.num_warps} warps"
+        )
+    report.ok = True
 
 
 # --- many files, isolated ---------------------------------------------------------------

@@ -87,7 +87,9 @@ class _Loop:
 
 
 @dataclass
-class _Plan:
+class LoweringPlan:
+    """Where a module's records are and what the direct lowering keeps of them."""
+
     module: Any
     records: list
     loops: list[_Loop]
@@ -107,14 +109,14 @@ def _constant(text: str, name: str) -> int | None:
 
 
 @functools.lru_cache(maxsize=8)  # eligible, data_bytes, record_table and lower ask in turn
-def _plan(text: str, budget: int, every: int = 1) -> _Plan:
+def plan_lowering(text: str, budget: int, every: int = 1) -> LoweringPlan:
     """Which records sit where, and which iterations each recording loop keeps: every
     ``every``-th, as many as ``budget`` bytes hold (0: ``LOOP_BYTES``)."""
     from proton_inject.ttgir import parse
 
     module = parse(text)
     records = [op for op in module.walk() if op.name == "proton.record"]
-    plan = _Plan(module, records, [], [])
+    plan = LoweringPlan(module, records, [], [])
     funcs = {id(f.op) for f in module.functions}
     if not records:
         plan.why = "no records"
@@ -187,7 +189,7 @@ def eligible(text: str, budget: int = 0, every: int = 1) -> str | None:
         return "no ttg.num-warps"
     if "proton.record" not in text:  # e.g. a module this lowering already rewrote
         return "no records"
-    return _plan(text, budget, every).why
+    return plan_lowering(text, budget, every).why
 
 
 def scope_ids(records) -> list[int]:
@@ -213,7 +215,7 @@ def record_table(text: str, budget: int = 0, every: int = 1) -> list[list[int]]:
     """``[scope id, 1 if end else 0]`` of each record op in text order, with a third entry,
     its loop's index in ``loop_table``, for a record inside a loop: what ``decode`` needs
     besides the buffer (the slots hold clocks only)."""
-    plan = _plan(text, budget, every)
+    plan = plan_lowering(text, budget, every)
     out = []
     for i, op, loop in zip(scope_ids(plan.records), plan.records, plan.loop_of, strict=True):
         row = [i, int(_RECORD.match(op.head).group(1) == "end")]
@@ -226,7 +228,7 @@ def loop_table(text: str, budget: int = 0, every: int = 1) -> list[list[int]]:
     iterations its section keeps (its first ones, or iterations 0, every, 2 every, ...) and
     the words each takes."""
     return [[lp.cap, lp.stride] + ([lp.every] if lp.every > 1 else [])
-            for lp in _plan(text, budget, every).loops]
+            for lp in plan_lowering(text, budget, every).loops]
 
 
 
@@ -253,7 +255,7 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
     why = eligible(text, budget, every)
     if why:
         raise ValueError(f"records cannot be lowered directly: {why}")
-    plan = _plan(text, budget, every)
+    plan = plan_lowering(text, budget, every)
     module, records = plan.module, plan.records
     table, loops = record_table(text, budget, every), loop_table(text, budget, every)
     word_of, sections, _ = layout(table, loops)
@@ -288,39 +290,13 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
 
     sites = [read(None, "i32") for _ in records]
     edits = [(op.start, op.end, line) for op, (_, line) in zip(records, sites, strict=True)]
-    gt, gt_line = read("globaltimer", "i64")
-    sm, sm_line = read("smid", "i32")
-    (c32, l32), (c8, l8), (mask, lmask) = (const(32, "i64"), const(SM_ID_BITS, "i32"),
-                                           const((1 << SM_ID_BITS) - 1, "i32"))
-    lo, sh, hi, hs, sm8, w0 = (names.new("w") for _ in range(6))
-    late = [gt_line, sm_line, l32, l8, lmask,
-            f"{lo} = arith.trunci {gt} : i64 to i32", f"{sh} = arith.shrui {gt}, {c32} : i64",
-            f"{hi} = arith.trunci {sh} : i64 to i32", f"{hs} = arith.shli {hi}, {c8} : i32",
-            f"{sm8} = arith.andi {sm}, {mask} : i32", f"{w0} = arith.ori {sm8}, {hs} : i32"]
-    words = {0: w0, 1: lo}
+    late, words = _header_words(read, const, names)
     for k, loop in enumerate(plan.loops):
         count, lines = _trip_count(loop, const, names)
         late += lines
         words[DIRECT_HEADER_WORDS + k] = count
-        blk = loop.op.regions[0].blocks[0]
-        iteration, lines = _iteration(loop, names)
         mine = {word_of[i] - sections[k]: sites[i][0] for i in loop.records}
-        # each kept iteration's records, stored at its end by thread 0
-        slot, guards = iteration, []
-        if loop.every > 1:
-            slot, rest = names.new("i"), names.new("i")
-            (ce, le) = const(loop.every, "i32")
-            lines += [le, f"{slot} = arith.divui {iteration}, {ce} : i32",
-                      f"{rest} = arith.remui {iteration}, {ce} : i32"]
-            guards.append((rest, 1))
-        if loop.trips is None or loop.slots_needed > loop.cap:
-            guards.append((slot, loop.cap))
-        stride_bytes, off = names.new("a"), names.new("a")
-        lines += [f"{stride_bytes} = arith.constant {4 * loop.stride} : i32",
-                  f"{off} = arith.muli {slot}, {stride_bytes} : i32"]
-        lines += _packed_stores(addr, mine, names, {1: 1, 2: 2}.get(loop.stride, 4),
-                                offset=4 * sections[k], guards=guards, index=off)
-        edits.append(_before_yield(blk, lines))
+        edits.append(_iteration_stores(loop, mine, 4 * sections[k], addr, names, const))
     for i, loop in enumerate(plan.loop_of):
         if loop < 0:
             words[word_of[i]] = sites[i][0]
@@ -342,6 +318,44 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
         pos = end
     out.append(module.text[pos:])
     return "".join(out)
+
+
+def _header_words(read, const, names: _Names) -> tuple[list[str], dict[int, str]]:
+    """The lines that read the globaltimer and the SM id at the end, and the block's two header
+    words they make (0: SM id, high timer bits; 1: low timer bits)."""
+    gt, gt_line = read("globaltimer", "i64")
+    sm, sm_line = read("smid", "i32")
+    (c32, l32), (c8, l8), (mask, lmask) = (const(32, "i64"), const(SM_ID_BITS, "i32"),
+                                           const((1 << SM_ID_BITS) - 1, "i32"))
+    lo, sh, hi, hs, sm8, w0 = (names.new("w") for _ in range(6))
+    late = [gt_line, sm_line, l32, l8, lmask,
+            f"{lo} = arith.trunci {gt} : i64 to i32", f"{sh} = arith.shrui {gt}, {c32} : i64",
+            f"{hi} = arith.trunci {sh} : i64 to i32", f"{hs} = arith.shli {hi}, {c8} : i32",
+            f"{sm8} = arith.andi {sm}, {mask} : i32", f"{w0} = arith.ori {sm8}, {hs} : i32"]
+    return late, {0: w0, 1: lo}
+
+
+def _iteration_stores(loop, words: dict[int, str], offset: int, addr: str, names: _Names,
+                      const) -> tuple[int, int, str]:
+    """The edit that stores each kept iteration's records (``words``: word in the loop's
+    section -> clock value) at the end of its body, by thread 0, at ``offset`` bytes into the
+    block plus the iteration's slot."""
+    iteration, lines = _iteration(loop, names)
+    slot, guards = iteration, []
+    if loop.every > 1:
+        slot, rest = names.new("i"), names.new("i")
+        (ce, le) = const(loop.every, "i32")
+        lines += [le, f"{slot} = arith.divui {iteration}, {ce} : i32",
+                  f"{rest} = arith.remui {iteration}, {ce} : i32"]
+        guards.append((rest, 1))
+    if loop.trips is None or loop.slots_needed > loop.cap:
+        guards.append((slot, loop.cap))
+    stride_bytes, off = names.new("a"), names.new("a")
+    lines += [f"{stride_bytes} = arith.constant {4 * loop.stride} : i32",
+              f"{off} = arith.muli {slot}, {stride_bytes} : i32"]
+    lines += _packed_stores(addr, words, names, {1: 1, 2: 2}.get(loop.stride, 4),
+                            offset=offset, guards=guards, index=off)
+    return _before_yield(loop.op.regions[0].blocks[0], lines)
 
 
 def _before_yield(blk, lines: list[str]) -> tuple[int, int, str]:

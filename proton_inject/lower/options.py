@@ -428,7 +428,12 @@ def options_from_cli(
         if not re.fullmatch(r"\s*\d+\s*", buffer_size):
             raise UserError(f"--buffer-size {buffer_size!r}: expected a byte count such as 4096, "
                             "or auto")
-        buffer_size = int(buffer_size)
+        size = buffer_size.strip()
+        if len(size) > 10 or int(size) > MAX_BUFFER_SIZE:  # before int() meets a 10^6-digit one
+            shown = size if len(size) <= 40 else f"{size[:20]}...({len(size)} digits)"
+            raise UserError(f"--buffer-size {shown}: too large; the record buffer is at most "
+                            f"{MAX_BUFFER_SIZE} bytes (1 GiB) per CTA, e.g. 65536")
+        buffer_size = int(size)
     return LoweringOptions(
         clock=clock, sched_stores=sched_stores, buffer_size=buffer_size,
         granularity=granularity, warps=w, buffer_type=buffer_type, auto_size=auto,

@@ -82,7 +82,7 @@ def first_warps(text: str) -> tuple[int, ...]:
     Partition warps follow the module's ``ttg.num-warps`` and are placed as Triton 3.6's
     AllocateWarpGroups pass places them: every ``ttg.warp_specialize`` is padded with empty
     partitions to whole warp groups of the largest one, then its partitions get start ids by
-    size, largest first (ties in partition order). ``tests/test_lowering.py`` checks this
+    size, largest first (ties in partition order). ``tests/unit/lower/test_lowering.py`` checks this
     against the pass itself.
     """
     if "ttg.warp_specialize" not in text:

@@ -206,6 +206,11 @@ class Module:
         return m.group(1) if m else None
 
 
+def line_start(text: str, pos: int) -> int:
+    """Offset of the first character of the line holding ``pos``."""
+    return text.rfind("\n", 0, pos) + 1
+
+
 def _render_op(text: str, op: Op, out: list[str]) -> int:
     """Append the text of `op`, children re-rendered from the tree; returns op.end.
 

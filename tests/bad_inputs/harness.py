@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cases import Case, Special
-from click.testing import CliRunner
 
-from proton_inject.cli import main
-
+# tests/ on the path for tally.py, which runs outside pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from limits import memory_limit  # noqa: E402
+from helpers.cli import invoke  # noqa: E402
+from helpers.limits import memory_limit  # noqa: E402
 
 # Each case must end within seconds (a FIFO read would block forever) and within a couple of
 # GiB more memory (/dev/zero, a gzip bomb) than the process has: past either, it fails.
@@ -85,17 +84,14 @@ def run_case(case: Case, workdir: Path) -> Outcome:
         else:
             p.write_bytes(content.encode() if isinstance(content, str) else content)
     before = _snapshot(workdir)
-    cwd = os.getcwd()
-    os.chdir(workdir)
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(TIMEOUT_S)
     try:
         with memory_limit(MEMORY):
-            res = CliRunner().invoke(main, case.argv)
+            res = invoke(case.argv, cwd=workdir)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-        os.chdir(cwd)
     after = _snapshot(workdir)
     modified = sorted(k for k in before.keys() | after.keys() if before.get(k, 0) != after.get(k, 0))
     tb = None

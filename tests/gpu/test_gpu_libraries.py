@@ -10,29 +10,17 @@ dump/insert/run and a table: scripts/library_matrix.py.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO, requires_gpu
+from helpers.cli import child_env, run_cli, run_python
 
-ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = ROOT / "tests" / "gpu" / "programs"
-CLI = [sys.executable, "-m", "proton_inject.cli"]
+PROGRAMS = REPO / "tests" / "gpu" / "programs"
 TIMEOUT_S = 600  # per subprocess; FlagGems --quick and the rest take well under it on an H100
 
-
-def _has_cuda() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except Exception:
-        return False
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, requires_gpu]
 
 CASES = [
     pytest.param("flaggems_ops.py", ("--quick",), "flag_gems", id="flaggems"),
@@ -44,23 +32,24 @@ CASES = [
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    """The checkout on PYTHONPATH; Triton, FlagGems and Inductor caches of this test's own,
-    shared by its plain and profiled run (the plain run tunes, as a user's first run would)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    for var, sub in (("TRITON_CACHE_DIR", "triton"), ("FLAGGEMS_CACHE_DIR", "flaggems"),
-                     ("TORCHINDUCTOR_CACHE_DIR", "inductor")):
-        env[var] = str(tmp / "caches" / sub)
-    return env
+    """Triton, FlagGems and Inductor caches of this test's own, shared by its plain and profiled
+    run (the plain run tunes, as a user's first run would)."""
+    caches = {var: str(tmp / "caches" / sub) for var, sub in (
+        ("TRITON_CACHE_DIR", "triton"), ("FLAGGEMS_CACHE_DIR", "flaggems"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"))}
+    return child_env(PYTHONUNBUFFERED="1", **caches)
 
 
-def _sh(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(args, env=_env(tmp), cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT_S)
+def _py(argv: list[str], tmp: Path, code: int | None = 0) -> subprocess.CompletedProcess:
+    return run_python(argv, cwd=tmp, env=_env(tmp), code=code, timeout=TIMEOUT_S)
+
+
+def _cli(argv: list[str], tmp: Path) -> subprocess.CompletedProcess:
+    return run_cli(argv, cwd=tmp, env=_env(tmp), code=0, timeout=TIMEOUT_S)
 
 
 def _need(module: str, tmp: Path) -> None:
     """Skip unless ``module`` imports (in a child: FlagGems registers itself on import)."""
-    p = _sh([sys.executable, "-c", f"import {module}"], tmp)
+    p = _py(["-c", f"import {module}"], tmp, code=None)
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["?"])[-1]
         pytest.skip(f"{module} does not import: {last}")
@@ -77,21 +66,18 @@ def test_library_profiled_same_outputs(tmp_path, script, args, module):
     if module:
         _need(module, tmp_path)
     prog = [str(PROGRAMS / script), *args]
-    plain = _sh([sys.executable, *prog], tmp_path)
-    assert plain.returncode == 0, plain.stderr[-4000:]
+    plain = _py(prog, tmp_path)
     lines = plain.stdout.splitlines()
     assert lines and all(len(ln.split(" ")) == 2 for ln in lines), plain.stdout[-2000:]
 
     # A second plain run with caches of its own: ops whose autotuned configs are near-tied can
     # choose another config when tuned again (FlagGems layer_norm, H100, 2026-11-26), as the
-    # profile, whose caches are private, does. Those ops are not the tool's doing.
+    # profile may (Triton's autotuner tunes again in each process). Those ops are not the
+    # tool's doing.
     (tmp_path / "again").mkdir()
-    again = _sh([sys.executable, *prog], tmp_path / "again")
-    assert again.returncode == 0, again.stderr[-4000:]
+    again = _py(prog, tmp_path / "again")
     tuned_apart = set(_differ(plain.stdout, again.stdout))
-    prof = _sh([*CLI, "profile", "-o", "prof", "--no-report", "--max-launches", "200", "--", "python", *prog],
-               tmp_path)
-    assert prof.returncode == 0, prof.stderr[-4000:]
+    prof = _cli(["profile", "-o", "prof", "--no-report", "--max-launches", "200", "--", "python", *prog], tmp_path)
     differ = ", ".join(sorted(set(_differ(plain.stdout, prof.stdout)) - tuned_apart))
     assert not differ, f"outputs differ under profile: {differ}\n{prof.stderr[-3000:]}"
     if tuned_apart:
@@ -99,8 +85,7 @@ def test_library_profiled_same_outputs(tmp_path, script, args, module):
     index = json.loads((tmp_path / "prof" / "run.json").read_text())
     assert index["launches"], "no launch kept:\n" + "\n".join(index.get("messages") or [])
 
-    rep = _sh([*CLI, "report", "prof", "--json"], tmp_path)
-    assert rep.returncode == 0, rep.stderr[-4000:]
+    rep = _cli(["report", "prof", "--json"], tmp_path)
     summary = json.loads(rep.stdout)
     decoded = sum(len(k["launches"]) for k in summary["kernels"])
     assert decoded >= 1, rep.stderr[-3000:]

@@ -18,11 +18,12 @@ HELPER = "formats/schema.py"
 
 # (file, function): why it may read directly.
 OWN_FILES = {
-    ("collect/compile_hook.py", "_instrument"): "the IR file this run wrote a moment before",
+    ("collect/compile_hook.py", "_register"): "the IR file this run wrote a moment before",
+    ("formats/build_cache.py", "code_digest"): "the package's own sources",
     ("collect/sink.py", "_kernel_ir"): "the copy of the IR this run put in its override dir",
     ("dump/program.py", "_read_records"): "the records the dump's own child appended",
     ("dump/program.py", "_program_results"): "the IR that Triton dumped for this run",
-    ("lower/check.py", "check_file"): "the compiler's diagnostics file in our temp dir",
+    ("lower/check.py", "_compile"): "the compiler's diagnostics file in our temp dir",
     ("lower/check.py", "_run_worker"): "the worker's diagnostics and log in our temp dir",
     ("ttgir/parser.py", "_get_parser"): "the package's own grammar file",
 }

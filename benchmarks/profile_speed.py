@@ -1,0 +1,113 @@
+"""Wall time of `proton-inject profile` against the plain program (issue 29, item 0).
+
+Runs benchmarks/programs/autotuned.py (3 kernels, 10-12 autotune configs each) as a user
+would, each run a fresh process, with its own Triton cache and proton-inject cache:
+
+  plain cold    empty Triton cache
+  plain warm    the same cache again (ROUNDS times, interleaved with profile warm)
+  profile cold  empty Triton cache and empty proton-inject cache
+  profile warm  both caches as the cold profile left them
+
+and prints the ratios the issue asks for (profile cold / plain cold, profile warm / plain
+warm, median and min..max over rounds), plus whether every output digest matched the plain
+run's. --cprofile also writes a cProfile of the cold and of a warm profile (top functions by
+cumulative time) into --out.
+
+    PYTHONPATH=. python benchmarks/profile_speed.py --out /tmp/speed [--rounds 3] [--cprofile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "benchmarks" / "programs" / "autotuned.py"
+
+CPROFILE = """
+import cProfile, os, pstats, sys
+from proton_inject.cli import main
+sys.argv = ["proton-inject"] + sys.argv[1:]
+p = cProfile.Profile()
+try:
+    p.runcall(main)
+except SystemExit:
+    pass
+with open(os.environ["PI_CPROFILE_TXT"], "w") as f:
+    pstats.Stats(p, stream=f).sort_stats("cumulative").print_stats(45)
+"""
+
+
+def timed(cmd: list[str], env: dict[str, str], log) -> tuple[float, list[str], int]:
+    t = time.perf_counter()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    dt = time.perf_counter() - t
+    log.write(f"$ {' '.join(cmd)}\n  {dt:.1f} s, exit {p.returncode}\n")
+    err = p.stderr.strip().splitlines()
+    log.write("".join(f"  | {line}\n" for line in err[-25:]))
+    log.flush()
+    return dt, p.stdout.splitlines(), p.returncode
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="directory for the log, outputs and cProfiles")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=20, help="launches of each kernel")
+    ap.add_argument("--cprofile", action="store_true")
+    ap.add_argument("--profile-args", default="", help="extra options for profile, one string")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="pi-speed-"))
+    base = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    plain_env = {**base, "TRITON_CACHE_DIR": str(tmp / "triton-plain"), "XDG_CACHE_HOME": str(tmp / "xdg-plain")}
+    prof_env = {**base, "TRITON_CACHE_DIR": str(tmp / "triton-prof"), "XDG_CACHE_HOME": str(tmp / "xdg-prof")}
+    prog = [sys.executable, str(PROGRAM), str(args.iters)]
+
+    def profile_cmd(tag: str, cprofile: bool) -> tuple[list[str], dict[str, str]]:
+        cli = ["profile", "-o", str(tmp / f"prof-{tag}"), "--no-report", *args.profile_args.split(), "--", *prog]
+        if cprofile:
+            txt = str(out / f"cprofile-{tag}.txt")
+            return [sys.executable, "-c", CPROFILE, *cli], {**prof_env, "PI_CPROFILE_TXT": txt}
+        return [sys.executable, "-m", "proton_inject.cli", *cli], prof_env
+
+    with open(out / "speed.log", "w") as log:
+        cold_plain, ref, _ = timed(prog, plain_env, log)
+        cmd, env = profile_cmd("cold", args.cprofile)
+        cold_prof, got, rc = timed(cmd, env, log)
+        plain_outs, prof_outs = [ref], [got]
+        warm_plain, warm_prof = [], []
+        for r in range(args.rounds):
+            dt, o, _ = timed(prog, plain_env, log)
+            warm_plain.append(dt)
+            plain_outs.append(o)
+            cmd, env = profile_cmd(f"warm{r}", args.cprofile and r == 0)
+            dt, o, rc = timed(cmd, env, log)
+            warm_prof.append(dt)
+            prof_outs.append(o)
+        # (the program computes the same bits whichever configs autotuning picks)
+        same = [o == ref for o in prof_outs]
+        plain_variants = len({tuple(o) for o in plain_outs})
+        ratios = [p / q for p, q in zip(warm_prof, warm_plain, strict=True)]
+        lines = [
+            f"plain cold   {cold_plain:7.1f} s",
+            f"profile cold {cold_prof:7.1f} s   ratio {cold_prof / cold_plain:.2f} (goal <= 2)",
+            f"plain warm   {statistics.median(warm_plain):7.1f} s   ({min(warm_plain):.1f}..{max(warm_plain):.1f})",
+            f"profile warm {statistics.median(warm_prof):7.1f} s   ({min(warm_prof):.1f}..{max(warm_prof):.1f})",
+            f"warm ratio   {statistics.median(ratios):7.2f}     ({min(ratios):.2f}..{max(ratios):.2f}, goal <= 1.2)",
+            f"profiles whose outputs equal the plain run's: {sum(same)}/{len(same)} "
+            f"(plain runs gave {plain_variants} different output(s)); last profile exit {rc}",
+        ]
+        log.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Worker processes for the report (``-j``): a pool sized to the machine, work handed out a
+few tasks ahead and results taken back in order, so what waits in memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from typing import Any
+
+from proton_inject.errors import UserError
+
+# Tasks handed to each worker process ahead of the one the report waits for: keeps every
+# worker busy while bounding what waits in memory (a merged trace's decoded launches).
+AHEAD_PER_JOB = 2
+
+
+def default_jobs() -> int:
+    """Decoding processes when -j is not given: one per core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+class Workers:
+    """``jobs`` worker processes, or none (``in_process``: the caller works) for one."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = None
+        if jobs > 1:
+            # fork: workers start at once with the modules already imported, and never run the
+            # program's __main__ again (spawn would, where ``profile()`` sits in a script
+            # without a main guard); they touch no GPU, so a CUDA context here is no matter.
+            methods = multiprocessing.get_all_start_methods()
+            ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+            self._pool = ProcessPoolExecutor(jobs, mp_context=ctx)
+
+    @property
+    def in_process(self) -> bool:
+        return self._pool is None
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """``fn`` of each item, in order (small results: all held)."""
+        if self._pool is None or len(items) < 2:
+            return [fn(x) for x in items]
+        with _dead_worker():
+            return list(self._pool.map(fn, items, chunksize=max(1, len(items) // (8 * self.jobs))))
+
+    def stream(self, fn: Callable[[Sequence[Any]], Any], items: Sequence[Any], size: int) -> Iterator[Any]:
+        """``fn`` of each run of ``size`` consecutive items, in order, in the workers, with at
+        most AHEAD_PER_JOB runs per worker in flight or waiting."""
+        if self._pool is None:
+            yield from (fn(items[i:i + size]) for i in range(0, len(items), size))
+            return
+        chunks = (items[i:i + size] for i in range(0, len(items), size))
+        ahead: deque[Future] = deque()
+        with _dead_worker():
+            for c in chunks:
+                ahead.append(self._pool.submit(fn, c))
+                if len(ahead) >= AHEAD_PER_JOB * self.jobs:
+                    break
+            while ahead:
+                got = ahead.popleft().result()
+                nxt = next(chunks, None)
+                if nxt is not None:
+                    ahead.append(self._pool.submit(fn, nxt))
+                yield got
+
+
+@contextmanager
+def _dead_worker() -> Iterator[None]:
+    """A worker process that died (killed for memory, most often) as a clear error."""
+    try:
+        yield
+    except BrokenProcessPool:
+        raise UserError("a decoding process ended abruptly (out of memory?): run the report "
+                        "again with fewer processes (-j 2, or -j 1 to decode in one)") from None

@@ -1,0 +1,143 @@
+"""Measured perturbation (``--measure-overhead``, issue 30 item 2).
+
+A kernel the program launches several times through Triton's JIT has its launches alternate
+between the instrumented build and the plain one (compiled as an autotuner's timing build is,
+in the program's own cache). Each launch still runs exactly once, so outputs stay identical.
+CUDA events recorded by the launch hooks, right before and right after the kernel itself (the
+profile buffer's zeroing comes before the first), time each one; at the end each kernel gets
+its instrumented/plain ratio: the median over adjacent (instrumented, plain) pairs after the
+first, with the 10th-90th percentile of the pairs as its spread. Launches that ran plain are counted, not
+decoded. Launches made without the JIT (Inductor's launchers, a library's cached kernels) or
+inside a CUDA graph capture are not alternated.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from proton_inject.collect.device_ops import tool_work
+
+# Pairs per kernel and config: enough for a stable median; past it the kernel runs instrumented.
+MAX_PAIRS = 100
+
+
+class _Timing:
+    """One kernel and config: its timed launches in order, (plain?, start event, end event)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.turn = 0
+        self.launches: list[tuple[bool, Any, Any]] = []
+
+
+class MeasuredOverhead:
+    """Mixed into ``Session``: alternate launches and time them (``measure_overhead``)."""
+
+    def _patch_measure(self) -> None:
+        from triton.runtime.jit import JITFunction
+
+        self._timings: dict[tuple, _Timing] = {}
+        self._launched_plain = 0
+        session = self
+
+        def wrap(orig: Any) -> Any:
+            def run(jf: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> Any:
+                t = None if warmup else session._timing_for(jf, kwargs)
+                if t is None:
+                    return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
+                plain = t.turn % 2 == 1
+                t.turn += 1
+                session._tls.measure = (t, plain)
+                try:
+                    if not plain:
+                        return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
+                    with session._plain_builds():
+                        return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
+                finally:
+                    session._tls.measure = None
+
+            return run
+
+        self.patches.patch(JITFunction, "run", wrap)
+
+    def _timing_for(self, jf: Any, kwargs: dict[str, Any]) -> _Timing | None:
+        """The kernel's timing record when this launch takes part; None to launch as usual."""
+        tls = self._tls
+        if getattr(tls, "tuning", None) is not None or getattr(tls, "plain", False):
+            return None  # autotuner benchmarking: plain already, and not the program's launch
+        import torch
+
+        if torch.cuda.is_current_stream_capturing():
+            return None
+        name = getattr(jf, "__name__", "?")
+        if not self.hook.source.wants(name) or name in self.hook.plain_only:
+            return None
+        config = tuple(sorted((k, v) for k, v in kwargs.items()
+                              if isinstance(v, (int, float, str, bool)) and k not in ("debug",)))
+        key = (name, config)
+        t = self._timings.get(key)
+        if t is None:
+            t = self._timings[key] = _Timing(name)
+        if len(t.launches) >= 2 * MAX_PAIRS:
+            return None
+        return t
+
+    def _measure_enter(self, lazy: Any) -> None:
+        m = getattr(self._tls, "measure", None)
+        if m is None or lazy is None:
+            return
+        import torch
+
+        stream = self._stream_obj(int(lazy.data.get("stream") or 0), torch.cuda.current_device())
+        with tool_work():
+            start = torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+        self._tls.measure_start = (m, start, stream)
+
+    def _measure_exit(self) -> None:
+        got = getattr(self._tls, "measure_start", None)
+        self._tls.measure_start = None
+        if got is None:
+            return
+        import torch
+
+        (t, plain), start, stream = got
+        with tool_work():
+            end = torch.cuda.Event(enable_timing=True)
+            end.record(stream)
+        t.launches.append((plain, start, end))
+        if plain:
+            self._launched_plain += 1
+
+    def measured_overhead(self) -> tuple[dict[str, Any], list[str]]:
+        """Per kernel: the ratio, its spread and counts (for run.json), and one line each."""
+        import torch
+
+        torch.cuda.synchronize()
+        per_kernel: dict[str, list[float]] = {}
+        plain_runs: dict[str, int] = {}
+        for t in self._timings.values():
+            # The first launch of each build is left out: it may load the module (CUDA's lazy
+            # loading), which an H100 run showed as a 2.4x slower first plain launch.
+            times = [(plain, s.elapsed_time(e)) for plain, s, e in t.launches][2:]
+            ratios = [inst / plain_ms for (p0, inst), (p1, plain_ms) in zip(times[::2], times[1::2], strict=False)
+                      if not p0 and p1 and plain_ms > 0]
+            per_kernel.setdefault(t.name, []).extend(ratios)
+            plain_runs[t.name] = plain_runs.get(t.name, 0) + sum(1 for p, _, _ in t.launches if p)
+        table: dict[str, Any] = {}
+        lines = []
+        for name in sorted(per_kernel):
+            r = sorted(per_kernel[name])
+            if not r:
+                table[name] = {"pairs": 0}
+                lines.append(f"measured overhead: {name}: not measured (launched once)")
+                continue
+            lo, hi = r[int(0.1 * (len(r) - 1))], r[int(round(0.9 * (len(r) - 1)))]
+            med = statistics.median(r)
+            table[name] = {"ratio": med, "p10": lo, "p90": hi, "pairs": len(r),
+                           "launches_plain": plain_runs[name]}
+            lines.append(f"measured overhead: {name}: instrumented/plain kernel time {med:.3f} "
+                         f"(p10..p90 {lo:.3f}..{hi:.3f}, {len(r)} pairs; {plain_runs[name]} "
+                         "launches ran plain, not decoded)")
+        return table, lines

@@ -1,0 +1,66 @@
+"""Kernel sources the AOT tests compile on the CPU (tests/unit/dump) and launch on the GPU
+(tests/gpu), written to a file as `dump` and a program import them."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+SPEC_SRC = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit(do_not_specialize=["seed"])
+    def spec_kernel(x_ptr, y_ptr, mask_ptr, n, seed, scale, flag,
+                    MODE: tl.constexpr, PREC: tl.constexpr, HAS_MASK: tl.constexpr,
+                    EPS: tl.constexpr, BLOCK: tl.constexpr = 128):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        x = tl.load(x_ptr + offs, mask=m)
+        if mask_ptr is not None:
+            x = x * tl.load(mask_ptr + offs, mask=m)
+        if MODE == "mean":
+            x = x / n
+        if HAS_MASK:
+            x = x + EPS
+        if flag:
+            x = x * scale
+        tl.store(y_ptr + offs, x + seed, mask=m)
+    """
+)
+
+
+TUNED_SRC = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": 64}, num_warps=2),
+                 triton.Config({"BLOCK": 128}, num_warps=4, num_stages=2),
+                 triton.Config({"BLOCK": 128}, num_warps=8, num_stages=2)],
+        key=["n"],
+    )
+    @triton.heuristics({"HAS_B": lambda args: args["b_ptr"] is not None,
+                        "EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+    @triton.jit
+    def tuned_kernel(a_ptr, b_ptr, n, BLOCK: tl.constexpr, HAS_B: tl.constexpr,
+                     EVEN: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(a_ptr + offs, mask=offs < n)
+        if HAS_B:
+            x += tl.load(b_ptr + offs, mask=offs < n)
+        tl.store(a_ptr + offs, x, mask=offs < n)
+    """
+)
+
+
+def write_kernel(folder: Path, name: str, src: str) -> Path:
+    """``src`` as ``folder/name.py``, importable as the module ``name``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(src)
+    return path
