@@ -1,6 +1,7 @@
 """insert then strip gives the input back byte for byte, for any input the parser accepts:
 the samples and mutants of them (lines deleted, duplicated, moved; comments and blank lines
-added). CI runs a fixed small budget; for a longer local run:
+added; stray tokens, cuts: ``tests/helpers/mutants.py``, shared with ``scripts/fuzz_parser.py``). CI runs
+a fixed small budget; for a longer local run:
 
     PI_ROUNDTRIP_EXAMPLES=20000 .venv/bin/python -m pytest -q tests/unit/instrument/test_roundtrip.py
 
@@ -12,7 +13,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from helpers import SAMPLES, sample_files
+from helpers import SAMPLES
+from helpers.mutants import EARLY_RETURN, ROUNDTRIP_RULES, TTGIR_FILES, insert_then_strip, mutate_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,75 +23,37 @@ from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules
 from proton_inject.instrument.strip import strip_text
 
-_FILES = [p for p in sample_files() if p.stat().st_size < 40000]
-_RULES = Rules(kernel_scope=True, loops="both", marks=False,
-               ops=["tt.load", "tt.store", "ttg.*", "scf.if"])
 _EXAMPLES = int(os.environ.get("PI_ROUNDTRIP_EXAMPLES", "100"))
-
-
-def _mutate(lines: list[bytes], data) -> list[bytes]:
-    for _ in range(data.draw(st.integers(0, 3))):
-        i = data.draw(st.integers(0, len(lines) - 1))
-        kind = data.draw(st.sampled_from(["delete", "duplicate", "move", "comment", "blank",
-                                          "partition", "record"]))
-        indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
-        if kind == "delete" and len(lines) > 1:
-            del lines[i]
-        elif kind == "duplicate":
-            lines.insert(i, lines[i])
-        elif kind == "move":
-            lines.insert(data.draw(st.integers(0, len(lines) - 1)), lines.pop(i))
-        elif kind == "comment":
-            lines.insert(i, indent + b"// " + data.draw(st.sampled_from(
-                [b"pred: ^bb0", b"{", b"}", b'"', b"proton.record end \"x\""])) + b"\n")
-        elif kind == "blank":
-            lines.insert(i, b"\n")
-        elif kind == "partition":  # a warp_specialize continuation line in an odd place
-            lines.insert(i, indent + b"partition0() num_warps(1) {\n")
-            lines.insert(i + 1, indent + b"}\n")
-        else:  # a record in the input makes it instrumented: insert refuses it
-            lines.insert(i, indent + b'proton.record start "mine"\n')
-    return lines
 
 
 @settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES <= 100,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_insert_then_strip_is_the_identity(data):
-    path = data.draw(st.sampled_from(_FILES))
-    raw = b"".join(_mutate(path.read_bytes().splitlines(keepends=True), data))
-    try:
-        res = insert_text(raw, _RULES, "m.ttgir")
-    except UserError:
-        return  # refused (unparsable, already instrumented, nothing to place): never half done
-    assert strip_text(res.text.encode("latin-1"), "m.ttgir").encode("latin-1") == raw
+    path = data.draw(st.sampled_from(TTGIR_FILES))
+    # refused (unparsable, already instrumented, nothing to place) or strip gives it back
+    insert_then_strip(b"".join(mutate_lines(path.read_bytes().splitlines(keepends=True),
+                                            data.draw)))
 
 
-# Kernels with an early return (Liger's cross entropy: several blocks, cf terminators): kernel
-# scope rewrites each tt.return into a branch to one exit block, which strip must undo.
-_EARLY_RETURN = sorted(p for name in ("cross_entropy", "fused_linear_cross_entropy")
-                       for p in (SAMPLES / "thirdparty").glob(f"*/{name}.ttgir"))
+# Kernels with an early return: kernel scope rewrites each tt.return into a branch to one exit
+# block, which strip must undo.
 
 
 @settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES <= 100,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_insert_then_strip_is_the_identity_with_early_returns(data):
-    path = data.draw(st.sampled_from(_EARLY_RETURN))
-    raw = b"".join(_mutate(path.read_bytes().splitlines(keepends=True), data))
-    rules = Rules(kernel_scope=True, loops=data.draw(st.sampled_from([None, "both"])),
-                  marks=False, sample_ctas=data.draw(st.sampled_from([1, 3])))
-    try:
-        res = insert_text(raw, rules, "m.ttgir")
-    except UserError:
-        return
-    assert strip_text(res.text.encode("latin-1"), "m.ttgir").encode("latin-1") == raw
+    path = data.draw(st.sampled_from(EARLY_RETURN))
+    raw = b"".join(mutate_lines(path.read_bytes().splitlines(keepends=True), data.draw))
+    insert_then_strip(raw, Rules(kernel_scope=True, loops=data.draw(st.sampled_from([None, "both"])),
+                                 marks=False, sample_ctas=data.draw(st.sampled_from([1, 3]))))
 
 
 def test_early_return_samples_get_an_exit_block():
-    for path in _EARLY_RETURN:
+    for path in EARLY_RETURN:
         raw = path.read_bytes()
-        res = insert_text(raw, _RULES, path.name)
+        res = insert_text(raw, ROUNDTRIP_RULES, path.name)
         assert "  ^pi_exit:\n" in res.text, path
         assert strip_text(res.text, path.name).encode("latin-1") == raw
 
