@@ -2,8 +2,9 @@
 # The main job on the bundled example, end to end:
 #   dump -> inspect -> insert -> check -> run (GPU only) -> report
 # With a GPU it profiles examples/matmul.py for real; without one it compiles the kernel
-# ahead of time for an H100 and reports on profile buffers recorded on an H100
-# (tests/data/h100-triton3.6). Usage: scripts/demo.sh [OUT_DIR]   (default: demo_out)
+# ahead of time for an H100 and reports on buffers that `run` recorded on an H100 for this very
+# kernel, config and regions (tests/data/h100-shortlaunch). Usage: scripts/demo.sh [OUT_DIR]
+# (default: demo_out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PI=${PROTON_INJECT:-.venv/bin/proton-inject}
@@ -43,8 +44,8 @@ if [ "$GPU" = 1 ]; then
   step "report"
   "$PI" report "$OUT/traces" --plot "$OUT/timeline.png"
 else
-  step "report: no GPU to run on, so report on buffers recorded on an H100 (tests/data)"
-  "$PI" report tests/data/h100-triton3.6/profile_scratch_mm.json \
+  step "report: no GPU to run on, so report on this kernel's buffers recorded on an H100 (tests/data)"
+  "$PI" report tests/data/h100-shortlaunch/00000-matmul_kernel.json \
     --plot "$OUT/timeline.png" --trace "$OUT/traces"
 fi
 printf '\nDone. Open the .pftrace traces in %s/traces with https://ui.perfetto.dev; the picture is %s/timeline.png\n' "$OUT" "$OUT"
