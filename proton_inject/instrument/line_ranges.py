@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from proton_inject.errors import UserError
 from proton_inject.formats.rules_file import LineRange
-from proton_inject.instrument.regions import KernelSelection, frame_lines, source_of, straight_line
+from proton_inject.instrument.regions import KernelSelection, frame_lines, straight_line
+from proton_inject.ttgir.outline import source_of
 from proton_inject.ttgir.tree import Block, Op
 
 

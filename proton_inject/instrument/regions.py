@@ -15,7 +15,6 @@ from proton_inject.ttgir.tree import (
     Function,
     Module,
     Op,
-    induction_var,
 )
 
 
@@ -80,37 +79,6 @@ def straight_line(block: Block) -> bool:
 def end_index(block: Block) -> int:
     """Index of the last op a region may end on: the one before the terminator."""
     return len(block.ops) - 2 if block.terminator is not None else len(block.ops) - 1
-
-
-def _short(file: str) -> str:
-    return Path(file).name
-
-
-def _var_name(op: Op) -> str | None:
-    """A readable variable for a name: the source variable, else a non-numeric SSA name."""
-    for cand in (op.location.name, op.result_name, (induction_var(op) or "").lstrip("%")):
-        if cand and not cand.isdigit():
-            return cand
-    return None
-
-
-def source_of(op: Op) -> str | None:
-    p = op.location.primary
-    return f"{_short(p.file)}:{p.line}" if p else None
-
-
-def label(kind: str, op: Op) -> str:
-    parts = [kind]
-    var = _var_name(op)
-    if var:
-        parts.append(var)
-    src = source_of(op)
-    if src:
-        parts.append(f"@{src}")
-    part = partition_of(op)
-    if part:
-        parts.append(f"[{part}]")
-    return " ".join(parts)
 
 
 # The label of the block that the instrumented copy of a kernel with an early return ends

@@ -20,14 +20,14 @@ from proton_inject.instrument.regions import (
     KernelSelection,
     Region,
     end_index,
-    label,
     return_operands,
     returns_of,
-    source_of,
     straight_line,
 )
 from proton_inject.instrument.rules import Rules
 from proton_inject.ttgir import Module
+from proton_inject.ttgir.outline import region_name as label
+from proton_inject.ttgir.outline import source_of
 from proton_inject.ttgir.tree import LOOP_OPS, loop_depth
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .tree import LOOP_OPS, Module, Op, induction_var, loop_depth
 
@@ -17,6 +18,7 @@ class LoopInfo:
     induction_var: str | None
     result: str | None
     partition: str | None  # warp_specialize region it runs in, if any
+    name: str  # the region `insert --loops` puts around it, as the manifest and report call it
 
 
 @dataclass
@@ -40,6 +42,36 @@ def partition_of(op: Op) -> str | None:
     return None
 
 
+def _var_name(op: Op) -> str | None:
+    """A readable variable for a name: the source variable, else a non-numeric SSA name."""
+    for cand in (op.location.name, op.result_name, (induction_var(op) or "").lstrip("%")):
+        if cand and not cand.isdigit():
+            return cand
+    return None
+
+
+def source_of(op: Op) -> str | None:
+    """``file.py:LINE`` of the op (the file's name only), as region names give it."""
+    p = op.location.primary
+    return f"{Path(p.file).name}:{p.line}" if p else None
+
+
+def region_name(kind: str, op: Op) -> str:
+    """The one name of a region around or inside ``op`` (``kind``: loop, iter, an op name) in
+    insert, the manifest, traces, the report and inspect: ``loop acc @matmul.py:36``."""
+    parts = [kind]
+    var = _var_name(op)
+    if var:
+        parts.append(var)
+    src = source_of(op)
+    if src:
+        parts.append(f"@{src}")
+    part = partition_of(op)
+    if part:
+        parts.append(f"[{part}]")
+    return " ".join(parts)
+
+
 def outline(module: Module) -> list[KernelOutline]:
     """Kernels, their loops, op counts and the source lines their ops come from."""
     kernels = []
@@ -57,7 +89,12 @@ def outline(module: Module) -> list[KernelOutline]:
                     op=op.name, depth=loop_depth(op), ir_line=op.line,
                     source=f"{p.file}:{p.line}" if p else None,
                     induction_var=induction_var(op), result=op.result_name,
-                    partition=partition_of(op)))
+                    partition=partition_of(op), name=region_name("loop", op)))
+        seen: Counter = Counter()
+        for lp in k.loops:  # as insert tells apart loops of one name: by their order
+            seen[lp.name] += 1
+            if seen[lp.name] > 1:
+                lp.name += f" #{seen[lp.name]}"
         kernels.append(k)
     return kernels
 
@@ -71,11 +108,9 @@ def format_outline(module: Module, max_ops: int = 12) -> str:
         total = sum(k.op_counts.values())
         lines.append(f"  kernel {k.name} ({k.visibility}, IR line {k.ir_line}): {total} ops,"
                      f" {len(k.loops)} loops")
-        for lp in k.loops:
-            what = lp.result or lp.induction_var or ""
-            where = f" [{lp.partition}]" if lp.partition else ""
-            lines.append(f"    {'  ' * lp.depth}{lp.op} {what} depth {lp.depth} @ {lp.source}"
-                         f" (IR line {lp.ir_line}){where}")
+        for lp in k.loops:  # (its name holds its partition)
+            lines.append(f"    {'  ' * lp.depth}{lp.op} {lp.name} (depth {lp.depth}, "
+                         f"{lp.source or 'no source line'}, IR line {lp.ir_line})")
         common = k.op_counts.most_common()
         shown = ", ".join(f"{n} x{c}" for n, c in common[:max_ops])
         more = len(common) - max_ops
