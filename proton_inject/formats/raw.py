@@ -8,6 +8,7 @@ import gzip
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,6 +246,9 @@ def is_raw_json(path: str | os.PathLike) -> bool:
 
 
 
+_LAUNCH_NAME = re.compile(r"(?:rank\d+-)?(\d{5,})-.+\.json")  # as LaunchMeta.label writes it
+
+
 def find_raw(path: str | os.PathLike) -> list[Path]:
     """The raw launch ``.json`` files in a directory (or the file itself), in launch order."""
     p = Path(path)
@@ -253,7 +257,13 @@ def find_raw(path: str | os.PathLike) -> list[Path]:
     found = []
     for j in sorted(p.glob("*.json")):
         if not j.is_file() and not j.is_dir():  # a FIFO, a device, a link loop: never opened
-            raise not_a_file(j, "launch metadata", f"move it out of {p}")
+            named = _LAUNCH_NAME.fullmatch(j.name)
+            if not named:
+                raise not_a_file(j, "launch metadata", f"move it out of {p}")
+            # Named as a launch: listed as a damaged one, so that report leaves it out with a
+            # note as it does any other, and decodes the rest.
+            found.append((int(named.group(1)), j))
+            continue
         if not is_raw_json(j):  # traces beside them can be huge: never parse those here
             continue
         try:
