@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from proton_inject.analyze.report import ReportResult, run_report
@@ -18,6 +18,7 @@ from proton_inject.collect.compile_hook import TreeSource
 from proton_inject.collect.launches import RunResult
 from proton_inject.collect.session import Session, run_in_session, session_block
 from proton_inject.errors import UserError
+from proton_inject.formats.files import output_lock
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions
 
@@ -95,22 +96,24 @@ def profile(
     yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``
     (with a progress bar on a terminal). ``jobs``: decoding processes (None: one per core).
     """
-    session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
-                       keep_tuning, autotune_from, gz, cache, measure_overhead)
-    try:
-        with session_block(session) as result:
-            yield result
-    finally:
-        analyze_run(session.result, gz=gz, progress=not quiet, jobs=jobs)
-        if not quiet:
-            for m in session.result.messages:
-                print(f"proton-inject: {m}", file=sys.stderr)
-            kept = session.inductor_kernels_left_instrumented()
-            if kept:
-                print(f"proton-inject: {len(kept)} kernel(s) Inductor compiled inside the profile "
-                      f"block ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}) stay "
-                      "instrumented after it, slower than plain; torch._dynamo.reset() recompiles "
-                      "them", file=sys.stderr)
+    with output_lock(out, "output"):  # another process writing there is refused
+        session = _session(rules, out, instrumented, options, kernel, max_launches,
+                           max_pending_mb, keep_tuning, autotune_from, gz, cache,
+                           measure_overhead)
+        try:
+            with session_block(session) as result:
+                yield result
+        finally:
+            analyze_run(session.result, gz=gz, progress=not quiet, jobs=jobs)
+            if not quiet:
+                for m in session.result.messages:
+                    print(f"proton-inject: {m}", file=sys.stderr)
+                kept = session.inductor_kernels_left_instrumented()
+                if kept:
+                    print(f"proton-inject: {len(kept)} kernel(s) Inductor compiled inside the "
+                          f"profile block ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}) "
+                          "stay instrumented after it, slower than plain; torch._dynamo.reset() "
+                          "recompiles them", file=sys.stderr)
 
 
 def profile_program(
@@ -141,8 +144,14 @@ def profile_program(
     is written and analyzed even when it raises or calls ``sys.exit``. ``jobs`` decoding
     processes (None: one per core); ``progress``: a bar on a terminal's stderr.
     """
-    session = _session(rules, out, instrumented, options, kernel, max_launches, max_pending_mb,
-                       keep_tuning, autotune_from, gz, cache, measure_overhead)
-    result = run_in_session(session, argv, "profile" if instrumented is None else "run")
-    rep = analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs) if report else None
+    with ExitStack() as locks:  # another process writing there is refused
+        for opt, path in (("output", out), ("plot", plot)):
+            if path is not None:
+                locks.enter_context(output_lock(path, opt))
+        session = _session(rules, out, instrumented, options, kernel, max_launches,
+                           max_pending_mb, keep_tuning, autotune_from, gz, cache,
+                           measure_overhead)
+        result = run_in_session(session, argv, "profile" if instrumented is None else "run")
+        rep = (analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs)
+               if report else None)
     return result, rep

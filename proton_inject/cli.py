@@ -47,6 +47,17 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+def _lock_outputs(*outputs) -> None:
+    """Hold each given output (option, path) until the command ends: another process writing
+    there meanwhile is refused, and this one is if another holds it."""
+    from proton_inject.formats.files import output_lock
+
+    ctx = click.get_current_context()
+    for opt, path in outputs:
+        if path:
+            ctx.with_resource(output_lock(path, opt))
+
+
 # --- read the IR: inspect -------------------------------------------------------
 
 
@@ -153,6 +164,7 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
                    [("-o", out, "tree" if srcp.is_dir() else "file")])
     if check_against:
         golden.check_golden(check_against, tree=srcp.is_dir())
+    _lock_outputs(("-o", out))
     rules = _rules_from(kw)
 
     def progress(i, n, rel):
@@ -421,6 +433,7 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     from proton_inject.api import profile_program
 
     check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
+    _lock_outputs(("-o", out))
     result, _ = profile_program(
         list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
@@ -472,6 +485,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 
     check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
     report_options(None, None, False, False, plot)  # before the program runs, not after
+    _lock_outputs(("-o", out), ("--plot", plot))
     rules = _rules_from(kw)
     result, rep = profile_program(
         list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
@@ -515,6 +529,7 @@ def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format,
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from proton_inject.analyze.report import run_report
 
+    _lock_outputs(("--trace", trace_dir), ("--plot", plot))
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz, raw=raw, launches=launches,
                      progress=True, trace_format=trace_format, source=source, jobs=jobs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import re
 import shutil
@@ -241,6 +242,68 @@ def replace_tree(out: str | os.PathLike, build: Callable[[Path], object]) -> Pat
 
 
 # --- inputs and outputs -------------------------------------------------------------------------
+
+
+def _lock_holder(fd: int) -> str:
+    with suppress(OSError, ValueError):
+        return f" (pid {int(os.pread(fd, 32, 0).decode() or 'x')})"
+    return ""
+
+
+_locks_held: set[Path] = set()
+
+
+@contextmanager
+def output_lock(path: str | os.PathLike, opt: str) -> Iterator[None]:
+    """Hold ``.NAME.lock`` beside the output ``path`` (a file, a tree or a directory) while
+    writing it: a second process writing the same output is refused with a UserError (two
+    inserts into one tree: the last writer won, with no word). Beside, not inside: a tree is
+    swapped in whole. The lock is ``flock``'s, so a killed holder frees it; the processes of
+    one torchrun job (``RANK``) share an output and take one lock per rank."""
+    p = Path(path)
+    rank = os.environ.get("RANK")
+    lock = p.parent / f".{p.name}{f'.rank{rank}' if rank is not None else ''}.lock"
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        key = lock.resolve()
+    except OSError:  # (a file on the way): the command's own check of its outputs says so
+        yield
+        return
+    if key in _locks_held:  # this process holds it already (the CLI, then the API under it)
+        yield
+        return
+    try:
+        while True:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _lock_holder(fd)
+                os.close(fd)
+                raise UserError(f"{opt} {path}: in use by another proton-inject process"
+                                f"{holder} writing there; wait for it to end or choose another "
+                                "output path") from None
+            # The holder before us may have removed the file after we opened it: lock the
+            # file that is there now, or two processes would each hold a lock.
+            try:
+                if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError as e:
+        raise _oserror(lock, e) from None
+    _locks_held.add(key)
+    try:
+        yield
+    finally:
+        _locks_held.discard(key)
+        with suppress(FileNotFoundError):
+            os.unlink(lock)  # (while still held: a waiter then sees it gone and retries)
+        os.close(fd)
+
 
 
 def _inside(a: Path, b: Path) -> bool:
