@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 from proton_inject.analyze.report import ReportResult, run_report
@@ -18,7 +18,8 @@ from proton_inject.collect.compile_hook import TreeSource
 from proton_inject.collect.launches import RunResult
 from proton_inject.collect.session import Session, run_in_session, session_block
 from proton_inject.errors import UserError
-from proton_inject.formats.files import output_lock
+from proton_inject.formats.diagnostics import headline
+from proton_inject.formats.files import output_locks
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions
 
@@ -96,7 +97,7 @@ def profile(
     yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``
     (with a progress bar on a terminal). ``jobs``: decoding processes (None: one per core).
     """
-    with output_lock(out, "output"):  # another process writing there is refused
+    with output_locks(("out", out)):  # another process writing there is refused
         session = _session(rules, out, instrumented, options, kernel, max_launches,
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
                            measure_overhead)
@@ -105,8 +106,8 @@ def profile(
                 yield result
         finally:
             analyze_run(session.result, gz=gz, progress=not quiet, jobs=jobs)
-            if not quiet:
-                for m in session.result.messages:
+            if not quiet:  # (a line each: the whole messages are in result.messages)
+                for m in map(headline, session.result.messages):
                     print(f"proton-inject: {m}", file=sys.stderr)
                 kept = session.inductor_kernels_left_instrumented()
                 if kept:
@@ -144,10 +145,7 @@ def profile_program(
     is written and analyzed even when it raises or calls ``sys.exit``. ``jobs`` decoding
     processes (None: one per core); ``progress``: a bar on a terminal's stderr.
     """
-    with ExitStack() as locks:  # another process writing there is refused
-        for opt, path in (("output", out), ("plot", plot)):
-            if path is not None:
-                locks.enter_context(output_lock(path, opt))
+    with output_locks(("-o", out), ("--plot", plot)):  # another process writing there: refused
         session = _session(rules, out, instrumented, options, kernel, max_launches,
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
                            measure_overhead)

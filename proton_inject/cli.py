@@ -6,13 +6,13 @@ User errors (``UserError``) print one message and exit 2; ``--debug`` shows the 
 
 from __future__ import annotations
 
-import re
 import sys
 
 import click
 
 from proton_inject.errors import UserError
-from proton_inject.formats.files import check_outputs
+from proton_inject.formats.diagnostics import headline
+from proton_inject.formats.files import check_outputs, output_locks
 
 
 class _Group(click.Group):
@@ -45,17 +45,6 @@ def main(ctx: click.Context, debug: bool) -> None:
     """Profile regions inside Triton kernels by instrumenting their TTGIR."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-
-
-def _lock_outputs(*outputs) -> None:
-    """Hold each given output (option, path) until the command ends: another process writing
-    there meanwhile is refused, and this one is if another holds it."""
-    from proton_inject.formats.files import output_lock
-
-    ctx = click.get_current_context()
-    for opt, path in outputs:
-        if path:
-            ctx.with_resource(output_lock(path, opt))
 
 
 # --- read the IR: inspect -------------------------------------------------------
@@ -130,7 +119,7 @@ def _rules_from(kw: dict):
 @main.command()
 @click.argument("src", type=click.Path())
 @click.option("-o", "--out", type=click.Path(),
-              help="Output: an override tree (for a directory SRC) or a .ttgir file.")
+              help="Output: a tree for a directory SRC (default: instrumented) or a .ttgir file.")
 @_rule_options
 @click.option("--force", is_flag=True, help="Strip existing records and instrument again.")
 @click.option("--check-against", type=click.Path(),
@@ -153,9 +142,10 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     from proton_inject.lower.check import leave_out_uncompilable
     from proton_inject.lower.inline import inline_callees
 
-    if not out and not check_against:
-        raise UserError("insert: give -o OUT (where to write) and/or --check-against GOLDEN")
     srcp = Path(src)
+    if not out and not check_against and not srcp.is_dir():  # (a tree's default: the next step's input)
+        raise UserError("insert: give -o OUT (where to write) and/or --check-against GOLDEN")
+    out = out or (None if check_against else "instrumented")
     if not srcp.is_file() and not srcp.is_dir():
         from proton_inject.formats.schema import not_found
 
@@ -164,7 +154,7 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
                    [("-o", out, "tree" if srcp.is_dir() else "file")])
     if check_against:
         golden.check_golden(check_against, tree=srcp.is_dir())
-    _lock_outputs(("-o", out))
+    click.get_current_context().with_resource(output_locks(("-o", out)))
     rules = _rules_from(kw)
 
     def progress(i, n, rel):
@@ -254,6 +244,7 @@ _build_options = _options(  # run's and profile's: the build cache, overhead aga
                  "between its plain and instrumented builds and report the kernel-time ratio "
                  "(plain launches are not decoded)."),
 )
+_gz_option = click.option("--gz/--no-gz", default=None, help="Gzip raw buffers and traces (the default).")
 _jobs_option = click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
                             help="Decode with N processes (default: one per core; 1: in this process).")
 
@@ -295,18 +286,6 @@ def check(paths: tuple[str, ...], targets: tuple[str, ...], **kw) -> None:
 
 # --- get the IR, run the program: dump, run -------------------------------------
 
-_AOT_SPEC_RE = re.compile(r"^(?P<file>.+\.py):(?P<kernel>[A-Za-z_]\w*)$")
-
-
-def _aot_spec(args: tuple[str, ...]) -> tuple[str, str] | None:
-    """``("examples/matmul.py:matmul_kernel",)`` -> (file, kernel); a program -> None."""
-    if len(args) == 1:
-        m = _AOT_SPEC_RE.match(args[0])
-        if m:
-            return m.group("file"), m.group("kernel")
-    return None
-
-
 @main.command(
     "dump",
     epilog="Examples:\n\n"
@@ -342,7 +321,9 @@ def dump_cmd(args, out_dir, target, signature, constexprs, num_warps, num_stages
     AOT form: one FILE.py:KERNEL argument and --target compile that kernel on this machine
     (no GPU needed).
     """
-    spec = _aot_spec(args)
+    from proton_inject.dump.kernel_source import aot_spec
+
+    spec = aot_spec(args)
     if spec is not None:
         if not target:
             raise UserError(f"{args[0]}: an ahead-of-time dump needs --target (e.g. cuda:90)")
@@ -419,13 +400,13 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
 @click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
 @click.option("--kernel", default=None, metavar="REGEX", help="Instrument only these kernels.")
 @_pending_options
-@click.option("--no-gz", is_flag=True, help="Write raw buffers and traces uncompressed.")
-@click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
+@_gz_option
+@click.option("-v", "--verbose", is_flag=True, help="Also print whole notes and decode problems per launch.")
 @_build_options
 @_jobs_option
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
-        max_pending_mb, keep_tuning, no_gz, verbose, no_cache, measure_overhead, jobs, **kw) -> None:  # fmt: skip
+        max_pending_mb, keep_tuning, gz, verbose, no_cache, measure_overhead, jobs, **kw) -> None:  # fmt: skip
     """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
 
     Exits with the program's own exit code.
@@ -433,20 +414,19 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     from proton_inject.api import profile_program
 
     check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
-    _lock_outputs(("-o", out))
     result, _ = profile_program(
         list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
         max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
-        gz=not no_gz, progress=True, cache=not no_cache, measure_overhead=measure_overhead, jobs=jobs,
+        gz=gz is not False, progress=True, cache=not no_cache, measure_overhead=measure_overhead, jobs=jobs,
     )  # fmt: skip
     _echo_messages(result, verbose)
     sys.exit(result.exit_code or 0)
 
 
 def _echo_messages(result, verbose: bool) -> None:
-    """A run's messages (decode problems once per kernel and cause; per launch with -v)."""
+    """A run's messages, a line each (whole with -v; then decode problems per launch)."""
     for m in result.messages:
-        click.echo(f"proton-inject: {m}", err=True)
+        click.echo(f"proton-inject: {m if verbose else headline(m)}", err=True)
     for m in result.details if verbose else []:
         click.echo(f"proton-inject:   {m}", err=True)
     click.echo(f"proton-inject: {len(result.launches)} launches written to {result.out}", err=True)
@@ -464,7 +444,8 @@ def _echo_messages(result, verbose: bool) -> None:
 @_pending_options
 @click.option("--no-report", is_flag=True, help="Do not print the report at the end.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also write a timeline PNG.")
-@click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
+@_gz_option
+@click.option("-v", "--verbose", is_flag=True, help="Also print whole notes and decode problems per launch.")
 @click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
 @click.option("--autotune-from", type=click.Path(exists=True), default=None, metavar="DIR",
               help="Autotuners take the choices recorded in DIR/autotune.json (a dump, or a run's "
@@ -472,8 +453,8 @@ def _echo_messages(result, verbose: bool) -> None:
 @_build_options
 @_jobs_option
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
-def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, verbose, raw,
-            autotune_from, no_cache, measure_overhead, jobs, **kw):
+def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, gz, verbose,
+            raw, autotune_from, no_cache, measure_overhead, jobs, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -485,13 +466,12 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 
     check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
     report_options(None, None, False, False, plot)  # before the program runs, not after
-    _lock_outputs(("-o", out), ("--plot", plot))
     rules = _rules_from(kw)
     result, rep = profile_program(
         list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
-        plot=plot, raw=raw, progress=True, cache=not no_cache, measure_overhead=measure_overhead,
-        jobs=jobs,
+        gz=gz is not False, plot=plot, raw=raw, progress=True, cache=not no_cache,
+        measure_overhead=measure_overhead, jobs=jobs,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if rep is not None:
@@ -514,10 +494,10 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 @click.option("--trace", "trace_dir", type=click.Path(file_okay=False),
               help="Also write traces of raw inputs into this directory (Perfetto, or JSON).")
 @click.option("--merge", is_flag=True, help="With --trace: one file for all launches.")
-@click.option("--gz", is_flag=True, help="With --trace: gzip the files (.pftrace.gz, .json.gz).")
+@_gz_option
 @click.option("--trace-format", type=click.Choice(["perfetto", "json"]), default="perfetto",
               show_default=True, help="With --trace: native Perfetto (.pftrace) or Chrome JSON.")
-@click.option("-v", "--verbose", is_flag=True, help="Also print decode problems per launch.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print whole notes and decode problems per launch.")
 @click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
 @click.option("--source", is_flag=True,
               help="Also print each kernel's source lines with the time of the regions covering them.")
@@ -529,12 +509,11 @@ def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format,
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from proton_inject.analyze.report import run_report
 
-    _lock_outputs(("--trace", trace_dir), ("--plot", plot))
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
-                     trace_dir=trace_dir, merge=merge, gz=gz, raw=raw, launches=launches,
-                     progress=True, trace_format=trace_format, source=source, jobs=jobs)
+                     trace_dir=trace_dir, merge=merge, gz=bool(trace_dir) if gz is None else gz,
+                     raw=raw, launches=launches, progress=True, trace_format=trace_format, source=source, jobs=jobs)
     for w in res.warnings:
-        click.echo(f"proton-inject: warning: {w}", err=True)
+        click.echo(f"proton-inject: warning: {w if verbose else headline(w)}", err=True)
     for w in res.details if verbose else []:
         click.echo(f"proton-inject:   {w}", err=True)
     click.echo(res.text)

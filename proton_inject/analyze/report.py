@@ -39,7 +39,7 @@ from proton_inject.errors import UserError
 from proton_inject.formats import calibration, clock_bracket
 from proton_inject.formats import schema as validate
 from proton_inject.formats.diagnostics import Issue
-from proton_inject.formats.files import check_outputs
+from proton_inject.formats.files import check_outputs, output_locks
 from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta
 from proton_inject.formats.schema import read_json
 
@@ -363,7 +363,9 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                    if p is not None])
     from_traces = [x for t in traces for x in launches_from_trace(t, clock_mhz)
                    if wanted is None or any(lo <= x.launch <= hi for lo, hi in wanted)]
-    with Workers(min(jobs or default_jobs(), max(1, len(raws)))) as workers:
+    # Outputs held against other processes (formats/files.output_lock) until they are written.
+    with Workers(min(jobs or default_jobs(), max(1, len(raws)))) as workers, \
+            output_locks(("--trace", trace_dir), ("--plot", plot)):
         # Each launch's metadata is read once before decoding: to select and order launches
         # and for the clock brackets of its device (``device_brackets``).
         facts = workers.map(_facts, raws)

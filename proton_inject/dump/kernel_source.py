@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,6 +64,19 @@ def _unwrap_jit(obj):
             return None
     return None
 
+
+
+_AOT_SPEC_RE = re.compile(r"^(?P<file>.+\.py):(?P<kernel>[A-Za-z_]\w*)$")
+
+
+def aot_spec(args: tuple[str, ...]) -> tuple[str, str] | None:
+    """``("examples/matmul.py:matmul_kernel",)`` -> (file, kernel): `dump`'s ahead-of-time form;
+    a program's command line -> None."""
+    if len(args) == 1:
+        m = _AOT_SPEC_RE.match(args[0])
+        if m:
+            return m.group("file"), m.group("kernel")
+    return None
 
 
 def load_kernel(source_file: str | os.PathLike, kernel_name: str):

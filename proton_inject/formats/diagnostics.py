@@ -59,3 +59,45 @@ def summarize(launches: dict[str, int], issues: Iterable[tuple[str, Issue]]) -> 
         out.append(f"{kernel}: {cause} on {n} of {of} launch{'es' if of != 1 else ''}"
                    + (f" ({why})" if why else "") + (f"; {then}" if then else ""))
     return out
+
+
+NOTE_WIDTH = 110  # a note's first line, after "proton-inject: warning: ", fits 135 columns
+MORE = " (more: -v)"
+
+
+def _without_asides(text: str) -> str:
+    """``text`` less its parenthesized asides (nested ones too) and the space before each."""
+    out: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+            if depth == 1 and out and out[-1] == " ":
+                out.pop()
+        elif ch == ")" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out) if depth == 0 else text
+
+
+def headline(text: str, width: int = NOTE_WIDTH) -> str:
+    """A note's first line: ``text`` itself when it fits ``width``, else its asides dropped
+    and as many of its ``; ``-clauses as fit (the first one always), ending in ``MORE``; the
+    whole note is for ``-v``."""
+    if len(text) <= width:
+        return text
+    short = _without_asides(text)
+    clauses = short.split("; ")
+    kept = clauses[0]
+    for c in clauses[1:]:
+        if len(kept) + 2 + len(c) + len(MORE) > width:
+            break
+        kept += "; " + c
+    return kept + MORE
+
+
+def headlines(notes: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(each note's first line, the whole of each note that was cut): the second for -v."""
+    notes = list(notes)
+    return [headline(n) for n in notes], [n for n in notes if headline(n) != n]

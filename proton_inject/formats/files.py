@@ -11,7 +11,7 @@ import shutil
 import signal
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -308,6 +308,16 @@ def output_lock(path: str | os.PathLike, opt: str) -> Iterator[None]:
 
 def _inside(a: Path, b: Path) -> bool:
     return a == b or b in a.parents
+
+
+@contextmanager
+def output_locks(*outputs: tuple[str, str | os.PathLike | None]) -> Iterator[None]:
+    """``output_lock`` on each ``(option, path)`` given a path, at once."""
+    with ExitStack() as stack:
+        for opt, path in outputs:
+            if path is not None:
+                stack.enter_context(output_lock(path, opt))
+        yield
 
 
 def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],

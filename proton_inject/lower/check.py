@@ -489,8 +489,9 @@ def format_report(r: CheckReport) -> str:
     if r.ok:
         lines.append(f"     {_region_text(r)}")
         if r.recording_warps:
-            lines.append(f"     recording warps: {','.join(map(str, r.recording_warps))} "
-                         "(--warps all: every warp)")
+            ws = r.recording_warps  # ids: "warp 0 of 8", never a bare 0 that reads as none
+            lines.append(f"     recording warps: warp{'s' if len(ws) > 1 else ''} "
+                         f"{','.join(map(str, ws))} of {r.num_warps} (--warps all: every warp)")
         elif r.persistent:
             lines.append("     recording warps: every warp (a persistent kernel: its CTAs loop "
                          "over tiles; --warps 0: one)")

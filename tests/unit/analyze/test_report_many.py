@@ -19,6 +19,7 @@ from helpers.cli import invoke
 
 from proton_inject.analyze import report
 from proton_inject.analyze.trace import read_trace
+from proton_inject.formats.diagnostics import headline
 
 ROOT = helpers.REPO
 N = 300
@@ -62,12 +63,13 @@ def test_every_launch_in_table_and_merged_trace(run_dir, tmp_path, monkeypatch):
     assert merged.name == "merged.json.gz"
     json_mib = len(gzip.decompress(merged.read_bytes())) / 2**20
     big = [x for x in lines if "of JSON" in x]
-    assert big == [f"proton-inject: warning: {merged}: {json_mib:,.0f} MiB of JSON ("
-                   f"{sum(k['events'] for k in summary['kernels']):,} regions), more than "
-                   "Perfetto's UI handles well (it parses traces in the browser's memory, ~2 GB): "
-                   "select launches with --launches (e.g. --launches 0-99) or drop --merge (a "
-                   "file per launch), or open it with `trace_processor --httpd FILE` and "
-                   "ui.perfetto.dev (perfetto.dev/docs/visualization/large-traces)"]
+    assert big == ["proton-inject: warning: " + headline(  # (whole with -v)
+        f"{merged}: {json_mib:,.0f} MiB of JSON ("
+        f"{sum(k['events'] for k in summary['kernels']):,} regions), more than "
+        "Perfetto's UI handles well (it parses traces in the browser's memory, ~2 GB): "
+        "select launches with --launches (e.g. --launches 0-99) or drop --merge (a "
+        "file per launch), or open it with `trace_processor --httpd FILE` and "
+        "ui.perfetto.dev (perfetto.dev/docs/visualization/large-traces)")]
     doc = read_trace(merged)
     infos = doc["otherData"]["launches"]
     assert [i["launch"] for i in infos] == list(range(N))

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from conftest import DATA, SAMPLES
 
+from proton_inject.formats.diagnostics import headline
+
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -33,8 +35,9 @@ def test_fifo_named_like_a_launch_is_left_out_with_a_note(tmp_path):
         out = _cli("report", "run", *extra, cwd=tmp_path)
         assert out.returncode == 0, out.stderr
         notes = [ln for ln in out.stderr.splitlines() if "00002" in ln]
-        assert notes == ["proton-inject: warning: left out: run/raw/00002-matmul_kernel.json: is "
-                         "a named pipe (FIFO), not a regular file; give the launch metadata file"]
+        assert notes == ["proton-inject: warning: " + headline(
+            "left out: run/raw/00002-matmul_kernel.json: is a named pipe (FIFO), not a regular "
+            "file; give the launch metadata file")]
         assert out.stdout.count("matmul_kernel") >= 2  # both real launches reported
 
 

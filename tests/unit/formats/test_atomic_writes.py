@@ -167,10 +167,10 @@ def test_report_trace_killed_leaves_no_tmp_after_next_run(tmp_path):
         shutil.copy(f, raw)
     r = cli(tmp_path, "report", "raw", "--trace", "t", kill_at="file-written")
     assert r.returncode == -signal.SIGKILL
-    assert debris(tmp_path / "t") and not list((tmp_path / "t").glob("*.pftrace"))
+    assert debris(tmp_path / "t") and not list((tmp_path / "t").glob("0*.pftrace*"))
     r = cli(tmp_path, "report", "raw", "--trace", "t")
     assert r.returncode == 0, r.stderr
-    assert [p.name for p in (tmp_path / "t").iterdir()] == ["00000-matmul_kernel.pftrace"]
+    assert [p.name for p in (tmp_path / "t").iterdir()] == ["00000-matmul_kernel.pftrace.gz"]
 
 
 def test_replace_tree_error_keeps_old_tree(tmp_path):

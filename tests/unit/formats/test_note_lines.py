@@ -1,0 +1,49 @@
+"""Notes one line each, the whole behind -v (issue 31: notes ran to 400 characters). report
+on the real short-launch matmul prints its clock note as one short line without -v, and the
+whole note, with every per-launch detail, with -v."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import DATA
+
+from proton_inject.formats.diagnostics import MORE, NOTE_WIDTH, headline, headlines
+
+REPO = Path(__file__).resolve().parents[3]
+CLOCK_NOTE = ("matmul_kernel: globaltimer fit rejected on 1 of 1 launch (anchors too close in "
+              "time, low R^2, fitted rate stretches records, no clock bracket: older run); cycles "
+              "converted at 1702 MHz (slowest clock that fits 95% of CTAs' records in their "
+              "lifetime: a bound, not a measurement; ns are upper bounds); pass --clock-mhz to "
+              "set it")
+
+
+def test_a_long_note_keeps_its_first_clauses_without_asides():
+    assert headline(CLOCK_NOTE) == ("matmul_kernel: globaltimer fit rejected on 1 of 1 launch; "
+                                    "cycles converted at 1702 MHz" + MORE)
+    assert headline("short; note (kept whole)") == "short; note (kept whole)"
+    # one clause longer than the width is kept whole: a note is never cut mid-sentence
+    long_clause = "x" * (NOTE_WIDTH + 5) + "; then more"
+    assert headline(long_clause) == "x" * (NOTE_WIDTH + 5) + MORE
+    assert headlines([CLOCK_NOTE, "short"]) == ([headline(CLOCK_NOTE), "short"], [CLOCK_NOTE])
+
+
+def _report(*flags: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "proton_inject.cli", "report",
+                          str(DATA / "h100-shortlaunch"), *flags], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    return [ln for ln in out.stderr.splitlines() if ln.startswith("proton-inject:")]
+
+
+def test_report_notes_are_one_line_each_and_whole_with_v():
+    lines = _report()
+    assert lines == ["proton-inject: warning: " + headline(CLOCK_NOTE)]
+    assert all(len(ln) <= 24 + NOTE_WIDTH for ln in lines)
+    verbose = _report("-v")
+    assert verbose[0] == lines[0]
+    assert "proton-inject:   " + CLOCK_NOTE in verbose
+    assert any("launch 00000-matmul_kernel: globaltimer clock fit rejected" in ln for ln in verbose)
