@@ -8,21 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-from conftest import DATA, SAMPLES
+from helpers import DATA, SAMPLES
+from helpers.cli import run_cli
 
 from proton_inject.formats.diagnostics import headline
-
-REPO = Path(__file__).resolve().parents[3]
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proton_inject.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def test_fifo_named_like_a_launch_is_left_out_with_a_note(tmp_path):
@@ -32,7 +22,7 @@ def test_fifo_named_like_a_launch_is_left_out_with_a_note(tmp_path):
         shutil.copy(f, raw)
     os.mkfifo(raw / "00002-matmul_kernel.json")
     for extra in ([], ["--json"], ["--trace", str(tmp_path / "traces")]):
-        out = _cli("report", "run", *extra, cwd=tmp_path)
+        out = run_cli(["report", "run", *extra], cwd=tmp_path, timeout=300)
         assert out.returncode == 0, out.stderr
         notes = [ln for ln in out.stderr.splitlines() if "00002" in ln]
         assert notes == ["proton-inject: warning: " + headline(
@@ -45,9 +35,9 @@ def test_fifo_as_the_kernel_source_is_not_read(tmp_path):
     (tmp_path / "examples").mkdir()
     os.mkfifo(tmp_path / "examples" / "matmul.py")  # where the IR's locations point
     shutil.copy(SAMPLES / "cuda-90" / "matmul_kernel.ttgir", tmp_path)
-    out = _cli("inspect", "matmul_kernel.ttgir", cwd=tmp_path)
+    out = run_cli(["inspect", "matmul_kernel.ttgir"], cwd=tmp_path, timeout=300)
     assert out.returncode == 0 and "loop acc @matmul.py:36" in out.stdout, out.stderr
-    out = _cli("insert", "matmul_kernel.ttgir", "-o", "inst.ttgir", cwd=tmp_path)
+    out = run_cli(["insert", "matmul_kernel.ttgir", "-o", "inst.ttgir"], cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "examples/matmul.py" in out.stderr and "marks are not read" in out.stderr
     assert (tmp_path / "inst.ttgir").read_text().count("proton.record start") == 2  # no marks

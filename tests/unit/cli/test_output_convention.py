@@ -7,25 +7,15 @@ the next step reads: dump -> ttgir_dump, insert -> instrumented, run and profile
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from conftest import DATA, SAMPLES
+from helpers import DATA, SAMPLES
+from helpers.cli import run_cli
 
 from proton_inject.cli import main
 
-REPO = Path(__file__).resolve().parents[3]
 LAUNCH = DATA / "h100-shortlaunch" / "00000-matmul_kernel.json"
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proton_inject.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def _option(command: str, name: str):
@@ -50,7 +40,7 @@ def test_default_outputs_are_the_next_steps_inputs():
                                         (["--no-gz"], "00000-matmul_kernel.pftrace"),
                                         (["--trace-format", "json"], "00000-matmul_kernel.json.gz")])
 def test_report_trace_is_gzipped_unless_no_gz(tmp_path, flags, name):
-    out = _cli("report", str(LAUNCH), "--trace", "t", *flags, cwd=tmp_path)
+    out = run_cli(["report", str(LAUNCH), "--trace", "t", *flags], cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == [name]
     head = (tmp_path / "t" / name).read_bytes()[:2]
@@ -60,7 +50,7 @@ def test_report_trace_is_gzipped_unless_no_gz(tmp_path, flags, name):
 
 
 def test_gz_without_trace_is_still_refused(tmp_path):
-    out = _cli("report", str(LAUNCH), "--gz", cwd=tmp_path)
+    out = run_cli(["report", str(LAUNCH), "--gz"], cwd=tmp_path, timeout=300)
     assert out.returncode == 2
     assert "--gz only applies to --trace DIR" in out.stderr
 
@@ -68,7 +58,7 @@ def test_gz_without_trace_is_still_refused(tmp_path):
 def test_insert_of_a_tree_writes_instrumented_by_default(tmp_path):
     (tmp_path / "ttgir_dump").mkdir()
     shutil.copy(SAMPLES / "cuda-90/add_kernel.ttgir", tmp_path / "ttgir_dump")
-    out = _cli("insert", "ttgir_dump", cwd=tmp_path)
+    out = run_cli(["insert", "ttgir_dump"], cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "wrote instrumented" in out.stdout
     assert (tmp_path / "instrumented" / "manifest.json").is_file()

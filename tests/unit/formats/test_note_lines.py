@@ -4,16 +4,13 @@ whole note, with every per-launch detail, with -v."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import DATA
+from helpers import DATA
+from helpers.cli import run_cli
 
 from proton_inject.formats.diagnostics import MORE, NOTE_WIDTH, headline, headlines
 
-REPO = Path(__file__).resolve().parents[3]
 CLOCK_NOTE = ("matmul_kernel: globaltimer fit rejected on 1 of 1 launch (anchors too close in "
               "time, low R^2, fitted rate stretches records, no clock bracket: older run); cycles "
               "converted at 1702 MHz (slowest clock that fits 95% of CTAs' records in their "
@@ -32,10 +29,8 @@ def test_a_long_note_keeps_its_first_clauses_without_asides():
 
 
 def _report(*flags: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-m", "proton_inject.cli", "report",
-                          str(DATA / "h100-shortlaunch"), *flags], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert out.returncode == 0, out.stderr
+    out = run_cli(["report", DATA / "h100-shortlaunch", *flags], cwd=Path.cwd(), code=0,
+                  timeout=300)
     return [ln for ln in out.stderr.splitlines() if ln.startswith("proton-inject:")]
 
 

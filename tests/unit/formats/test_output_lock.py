@@ -15,24 +15,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATA, SAMPLES
+from helpers import DATA, SAMPLES
+from helpers.cli import CLI, child_env, run_cli
 
-REPO = Path(__file__).resolve().parents[3]
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 _HOLD = ("import sys\nfrom proton_inject.formats.files import output_lock\n"
          "with output_lock(sys.argv[1], '-o'):\n    print('held', flush=True)\n    sys.stdin.readline()\n")
 
 
 def _holder(path: Path) -> subprocess.Popen:
     p = subprocess.Popen([sys.executable, "-c", _HOLD, str(path)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, env=ENV)
+                         stdout=subprocess.PIPE, text=True, env=child_env())
     assert p.stdout.readline() == "held\n"
     return p
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proton_inject.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, env=ENV)
 
 
 @pytest.fixture
@@ -58,7 +52,7 @@ COMMANDS = {
 def test_output_held_by_another_process_is_refused(case, name):
     holder = _holder(case / "out")
     try:
-        out = _cli(*COMMANDS[name], cwd=case)
+        out = run_cli(COMMANDS[name], cwd=case, timeout=300)
     finally:
         holder.communicate("\n", timeout=30)
     assert out.returncode == 2
@@ -73,13 +67,13 @@ def test_output_held_by_another_process_is_refused(case, name):
 def test_once_the_holder_ends_or_is_killed_the_output_is_written(case):
     holder = _holder(case / "tree")
     holder.communicate("\n", timeout=30)
-    assert _cli("insert", "dump", "-o", "tree", cwd=case).returncode == 0
+    assert run_cli(["insert", "dump", "-o", "tree"], cwd=case, timeout=300).returncode == 0
     assert (case / "tree" / "manifest.json").is_file()
     holder = _holder(case / "plot.png")
     os.kill(holder.pid, signal.SIGKILL)  # its lock file stays; flock's lock goes with it
     holder.wait(timeout=30)
     assert (case / ".plot.png.lock").exists()
-    out = _cli("report", "launches/00000-matmul_kernel.json", "--plot", "plot.png", cwd=case)
+    out = run_cli(["report", "launches/00000-matmul_kernel.json", "--plot", "plot.png"], cwd=case, timeout=300)
     assert out.returncode == 0, out.stderr
     assert (case / "plot.png").is_file() and not (case / ".plot.png.lock").exists()
 
@@ -87,10 +81,9 @@ def test_once_the_holder_ends_or_is_killed_the_output_is_written(case):
 def test_two_inserts_at_once_one_writes_the_other_is_refused(case):
     """Two real inserts started together: one holds the output, the other is refused or waits
     for nothing (it starts after the first ended); never both writing at once."""
-    runs = [subprocess.Popen([sys.executable, "-m", "proton_inject.cli", "insert", "dump", "-o",
-                              "tree"],
+    runs = [subprocess.Popen([*CLI, "insert", "dump", "-o", "tree"],
                              cwd=case, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=ENV) for _ in range(2)]
+                             env=child_env()) for _ in range(2)]
     results = [(r.wait(timeout=300), r.stderr.read()) for r in runs]
     assert all(code == 0 or (code == 2 and "in use by another proton-inject process" in err)
                for code, err in results), results

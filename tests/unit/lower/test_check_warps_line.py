@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from conftest import SAMPLES
+from helpers import SAMPLES
 
 from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
-from conftest import SAMPLES
+from helpers import REPO, SAMPLES
 
 from proton_inject.formats.raw import read_launch_meta
 from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def _demo_words(command: str) -> list[str]:

@@ -6,29 +6,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from helpers import REPO
+from helpers.cli import run_python
 from helpers.mutants import run_fuzz
 from hypothesis import strategies as st
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("script", ["fuzz_parser.py", "fuzz_decoder.py"])
 def test_fuzz_script_runs_a_few_seconds_clean(script, tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--seconds", "3",
-                          "--seed", "0", "--json", "--save", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = run_python([REPO / "scripts" / script, "--seconds", "3", "--seed", "0", "--json",
+                      "--save", tmp_path / "saved"], cwd=tmp_path, code=0, timeout=300)
     res = json.loads(out.stdout)
-    assert res["cases"] >= 5 and res["rate"] > 0
+    assert res["cases"] >= 1 and res["rate"] > 0
     assert res["crashes"] == {} and res["hangs"] == []
     assert sum(res["outcomes"].values()) == res["cases"]
-    assert not list(tmp_path.iterdir())  # nothing to reproduce
+    assert not (tmp_path / "saved").exists()  # nothing to reproduce
 
 
 def test_runner_counts_a_blocking_case_as_a_hang_and_goes_on(tmp_path):

@@ -5,7 +5,7 @@ gives, for every sample, warp-specialized partitions and repeated names (#2) inc
 from __future__ import annotations
 
 import pytest
-from conftest import sample_files
+from helpers import sample_files
 
 from proton_inject.instrument.insert import insert_text
 from proton_inject.instrument.rules import Rules
