@@ -69,8 +69,27 @@ def check_ops(ops: list[Op], source: str, path: str) -> None:
            or ((op.name in TERMINATORS or op.name.endswith(".return"))
                and not terminator_head(op.head))]
     errors = [e for e in (_op_problem(op, source, path) for op in odd) if e is not None]
+    errors += _misplaced(ops, source, path)
     if errors:
         raise min(errors, key=lambda e: (e.line, e.column))
+
+
+def _misplaced(ops: list[Op], source: str, path: str) -> list[ParseError]:
+    """What MLIR's verifier refuses in the tree's shape, where insert would otherwise index
+    past it (found by scripts/fuzz_parser.py): a labelled block with no op (not even a
+    terminator), and a function inside another op's region."""
+    errors = []
+    for op in ops:
+        for region in op.regions:
+            errors += [error_at(source, path, b.start, f"block {b.label.rstrip(':')} holds no op; MLIR "
+                                "expects at least a terminator in a block")
+                       for b in region.blocks if b.label is not None and not b.ops]
+        if op.name == "tt.func" and op.parent is not None and op.parent.parent is not None \
+                and op.parent.parent.parent.name not in ("module", "builtin.module"):
+            errors.append(error_at(source, path, op.start, "tt.func inside another op's region "
+                                   f"({op.parent.parent.parent.name}); a function must stand "
+                                   "in the module"))
+    return errors
 
 
 def _tail_looks_odd(op: Op, source: str) -> bool:
