@@ -95,9 +95,3 @@ def headline(text: str, width: int = NOTE_WIDTH) -> str:
             break
         kept += "; " + c
     return kept + MORE
-
-
-def headlines(notes: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(each note's first line, the whole of each note that was cut): the second for -v."""
-    notes = list(notes)
-    return [headline(n) for n in notes], [n for n in notes if headline(n) != n]
