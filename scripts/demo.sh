@@ -48,4 +48,4 @@ else
   "$PI" report tests/data/h100-shortlaunch/00000-matmul_kernel.json \
     --plot "$OUT/timeline.png" --trace "$OUT/traces"
 fi
-printf '\nDone. Open the .pftrace traces in %s/traces with https://ui.perfetto.dev; the picture is %s/timeline.png\n' "$OUT" "$OUT"
+printf '\nDone. Open the .pftrace.gz traces in %s/traces with https://ui.perfetto.dev; the picture is %s/timeline.png\n' "$OUT" "$OUT"
