@@ -387,7 +387,7 @@ class CompileHook:
             if not c.instrumented and c.name not in done:
                 left.setdefault(c.name, c.reason)
         cached = sorted({c.name for c in self.compiled.values() if c.instrumented and c.cached})
-        from_cache = f" ({len(cached)} built by an earlier session, from the build cache)" if cached else ""
+        from_cache = f", {len(cached)} from the build cache" if cached else ""
         out = [f"instrumented {len(done)} kernel(s) at compile time{from_cache}: {', '.join(done) or '-'}"]
         if left:
             out.append("left out: " + ", ".join(f"{n} ({r})" for n, r in sorted(left.items())))

@@ -334,10 +334,11 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         msgs.extend(self._autotune_summary())
         for reason, n in sorted(self.result.dropped.items()):
             if reason == "autotune benchmarking" and not self.keep_tuning:
-                msgs.append(f"{n} launches of instrumented kernels not kept (autotune benchmarking: "
-                            "configs were timed on the plain builds, as without proton-inject)")
+                # (the reason outside parentheses: a note's one-line form drops those)
+                msgs.append(f"{n} launches of instrumented kernels not kept: autotune benchmarking; "
+                            "configs were timed on the plain builds, as without proton-inject")
             else:
-                msgs.append(f"{n} instrumented launches not kept ({reason})")
+                msgs.append(f"{n} instrumented launches not kept: {reason}")
         graphs = self.result.in_cuda_graphs
         if graphs:
             msgs.append(

@@ -70,9 +70,9 @@ def _without_asides(text: str) -> str:
     out: list[str] = []
     depth = 0
     for ch in text:
-        if ch == "(":
-            depth += 1
-            if depth == 1 and out and out[-1] == " ":
+        if ch == "(" and (depth or not out or out[-1] == " "):
+            depth += 1  # an aside opens after a space; "kernel(s)" stays as it is
+            if depth == 1 and out:
                 out.pop()
         elif ch == ")" and depth:
             depth -= 1

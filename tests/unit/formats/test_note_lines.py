@@ -40,3 +40,14 @@ def test_report_notes_are_one_line_each_and_whole_with_v():
     verbose = _report("-v")
     assert verbose[0] == "proton-inject: warning: " + CLOCK_NOTE  # whole, in its place
     assert any("launch 00000-matmul_kernel: globaltimer clock fit rejected" in ln for ln in verbose)
+
+
+def test_a_word_with_parentheses_is_not_an_aside():
+    # "kernel(s)" lost its "(s)" while asides were dropped; the reason a launch was dropped and
+    # the build-cache count must stay in the one-line form (H100 GPU test, 2026-11-26).
+    line = headline("instrumented 3 kernel(s) at compile time, 3 from the build cache: "
+                    "matmul_kernel, scaled_add_kernel, softmax_kernel, " + "x" * 40)
+    assert line.startswith("instrumented 3 kernel(s) at compile time, 3 from the build cache: ")
+    assert headline("30030 launches of instrumented kernels not kept: autotune benchmarking; "
+                    "configs were timed on the plain builds, as without proton-inject") == \
+        "30030 launches of instrumented kernels not kept: autotune benchmarking (more: -v)"
