@@ -465,7 +465,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     from proton_inject.formats.schema import report_options
 
     check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
-    report_options(None, None, False, False, plot)  # before the program runs, not after
+    report_options(None, None, False, None, plot)  # before the program runs, not after
     rules = _rules_from(kw)
     result, rep = profile_program(
         list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
@@ -510,7 +510,7 @@ def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format,
     from proton_inject.analyze.report import run_report
 
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
-                     trace_dir=trace_dir, merge=merge, gz=bool(trace_dir) if gz is None else gz,
+                     trace_dir=trace_dir, merge=merge, gz=gz,
                      raw=raw, launches=launches, progress=True, trace_format=trace_format, source=source, jobs=jobs)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w if verbose else headline(w)}", err=True)

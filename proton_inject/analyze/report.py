@@ -333,7 +333,7 @@ class ReportResult:
 def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | None = None,
                as_json: bool = False, clock_mhz: float | None = None,
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
-               gz: bool = False, raw: bool = False, launches: str | None = None,
+               gz: bool | None = None, raw: bool = False, launches: str | None = None,
                progress: bool = False, trace_format: str = "perfetto", source: bool = False,
                source_root: str | os.PathLike | None = None, jobs: int | None = None) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces
@@ -347,6 +347,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     launches whose numbers it names ("0-99,250"); ``progress`` shows a bar on stderr when it
     is a terminal."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
+    gz = gz is not False  # traces are gzipped unless asked not to, as raw buffers are
     writer, ext = perfetto.trace_writer(trace_format, gz)
     if jobs is not None and jobs < 1:
         raise UserError(f"-j {jobs}: give the number of decoding processes, 1 or more")

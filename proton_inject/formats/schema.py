@@ -384,12 +384,13 @@ def trace_event_error(path: str | Path, index: int, e: Exception) -> UserError:
 # --- report options ------------------------------------------------------------------------------
 
 
-def report_options(clock_mhz: float | None, trace_dir: Any, merge: bool, gz: bool,
+def report_options(clock_mhz: float | None, trace_dir: Any, merge: bool, gz: bool | None,
                    plot: Any) -> None:
-    """Option combinations of `report` that would otherwise be ignored or print nonsense."""
+    """Option combinations of `report` that would otherwise be ignored or print nonsense
+    (``gz``: None when neither --gz nor --no-gz was given)."""
     if clock_mhz is not None and not (math.isfinite(clock_mhz) and clock_mhz > 0):
         raise UserError(f"--clock-mhz {clock_mhz}: must be a positive number of MHz, e.g. 1755")
-    for flag, on in (("--merge", merge), ("--gz", gz)):
+    for flag, on in (("--merge", merge), ("--gz", gz is True), ("--no-gz", gz is False)):
         if on and trace_dir is None:
             raise UserError(f"{flag} only applies to --trace DIR; add --trace DIR or drop {flag}")
     if plot is not None:

@@ -307,6 +307,8 @@ CASES: list[Case] = [
          "--merge only applies to --trace DIR; add --trace DIR or drop --merge", raw()),
     Case("report gz without trace", [*REPORT, "--gz"],
          "--gz only applies to --trace DIR; add --trace DIR or drop --gz", raw()),
+    Case("report no-gz without trace", [*REPORT, "--no-gz"],
+         "--no-gz only applies to --trace DIR; add --trace DIR or drop --no-gz", raw()),
     Case("report plot not png", [*REPORT, "--plot", "x.json"],
          "--plot x.json: must name a .png file, e.g. --plot timeline.png", raw()),
     Case("report plot over the metadata", [*REPORT, "--plot", RAWJ],

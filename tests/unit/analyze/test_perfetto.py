@@ -132,13 +132,15 @@ def test_slice_order_nests_with_ties_and_zero_lengths(seeds):
 
 
 def test_report_writes_native_traces_by_default(tmp_path):
-    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path / "a")
+    res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path / "a", gz=False)
     assert [p.name for p in res.files] == ["00000-add_kernel.pftrace"]
-    gz = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path / "b", gz=True)
+    # gzipped unless asked not to, as the CLI does (one convention: docs/commands.md#outputs)
+    gz = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path / "b")
     assert [p.name for p in gz.files] == ["00000-add_kernel.pftrace.gz"]
     assert gz.files[0].read_bytes()[:2] == b"\x1f\x8b"
     assert perfetto_events(gz.files[0].read_bytes()) == perfetto_events(res.files[0].read_bytes())
-    js = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path / "c", trace_format="json")
+    js = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path / "c", trace_format="json",
+                    gz=False)
     assert [p.name for p in js.files] == ["00000-add_kernel.json"]
     assert perfetto_events(res.files[0].read_bytes()) == json_events(js.files[0].read_text())
     with pytest.raises(UserError, match="open it at ui.perfetto.dev"):

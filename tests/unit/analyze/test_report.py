@@ -267,7 +267,7 @@ def test_ranks_merge_into_one_table_and_one_trace(tmp_path):
     assert sorted(p.name for p in (out / "raw").glob("*.json")) == [
         "rank0-00000-add_kernel.json", "rank1-00000-add_kernel.json"]
     res = run_report([out], as_json=True, trace_dir=tmp_path / "tr", merge=True,
-                     trace_format="json")
+                     trace_format="json", gz=False)
     (add,) = json.loads(res.text)["kernels"]
     assert add["ranks"] == [0, 1] and add["launches"] == [0, 0]
     it = _region(add, "iter")

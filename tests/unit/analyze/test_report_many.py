@@ -86,7 +86,7 @@ def test_every_launch_in_table_and_merged_trace(run_dir, tmp_path, monkeypatch):
 
 def test_launch_selection_and_trace_per_launch(run_dir, tmp_path):
     res = report.run_report([run_dir], trace_dir=tmp_path, launches="5-14,299",
-                            trace_format="json")
+                            trace_format="json", gz=False)
     assert res.summary["kernels"][0]["launches"] == [5, 6, 7, 8, 10, 11, 12, 13, 14]
     assert res.summary["kernels"][1]["launches"] == [9, 299]
     names = sorted(p.name for p in tmp_path.iterdir())

@@ -49,10 +49,18 @@ def test_report_trace_is_gzipped_unless_no_gz(tmp_path, flags, name):
         assert gzip.decompress((tmp_path / "t" / name).read_bytes())
 
 
-def test_gz_without_trace_is_still_refused(tmp_path):
-    out = run_cli(["report", str(LAUNCH), "--gz"], cwd=tmp_path, timeout=300)
+@pytest.mark.parametrize("flag", ["--gz", "--no-gz"])
+def test_gz_or_no_gz_without_trace_is_refused(tmp_path, flag):
+    out = run_cli(["report", str(LAUNCH), flag], cwd=tmp_path, timeout=300)
     assert out.returncode == 2
-    assert "--gz only applies to --trace DIR" in out.stderr
+    assert f"{flag} only applies to --trace DIR" in out.stderr
+
+
+def test_run_report_api_gzips_traces_as_the_cli_does(tmp_path):
+    from proton_inject.analyze.report import run_report
+
+    res = run_report([LAUNCH], trace_dir=tmp_path / "t")
+    assert [p.name for p in res.files] == ["00000-matmul_kernel.pftrace.gz"]
 
 
 def test_insert_of_a_tree_writes_instrumented_by_default(tmp_path):
