@@ -26,7 +26,7 @@ from proton_inject.lower.options import LoweringOptions
 
 def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | None = None,
                 raw: bool = False, progress: bool = False, trace_format: str = "perfetto",
-                jobs: int | None = None) -> ReportResult | None:
+                jobs: int | None = None, verbose: bool = False) -> ReportResult | None:
     """Decode the launches ``result`` wrote (this process's only: other ranks share ``out``)
     with ``jobs`` processes (None: one per core), write their traces into ``result.out`` and
     return the report; its warnings join the run's messages. None when no launch was kept or
@@ -36,7 +36,7 @@ def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | No
         return None
     try:
         rep = run_report(raws, plot=plot, trace_dir=result.out, gz=gz, raw=raw, progress=progress,
-                         trace_format=trace_format, jobs=jobs)
+                         trace_format=trace_format, jobs=jobs, verbose=verbose)
     except UserError as e:  # the raw files stay; `report` can retry
         result.messages.append(f"no report: {e}")
         return None
@@ -137,6 +137,7 @@ def profile_program(
     cache: bool = True,
     measure_overhead: bool = False,
     jobs: int | None = None,
+    verbose: bool = False,
 ) -> tuple[RunResult, ReportResult | None]:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
     ``profile`` does, then analyze what it kept (``report=False``: raw files and run.json only).
@@ -150,6 +151,6 @@ def profile_program(
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
                            measure_overhead)
         result = run_in_session(session, argv, "profile" if instrumented is None else "run")
-        rep = (analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs)
+        rep = (analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs, verbose=verbose)
                if report else None)
     return result, rep

@@ -470,7 +470,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     result, rep = profile_program(
         list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
-        gz=gz is not False, plot=plot, raw=raw, progress=True, cache=not no_cache,
+        gz=gz is not False, plot=plot, raw=raw, progress=True, cache=not no_cache, verbose=verbose,
         measure_overhead=measure_overhead, jobs=jobs,
     )  # fmt: skip
     _echo_messages(result, verbose)
@@ -511,7 +511,8 @@ def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format,
 
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz,
-                     raw=raw, launches=launches, progress=True, trace_format=trace_format, source=source, jobs=jobs)
+                     raw=raw, launches=launches, progress=True, trace_format=trace_format, source=source, jobs=jobs,
+                     verbose=verbose)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w if verbose else headline(w)}", err=True)
     for w in res.details if verbose else []:

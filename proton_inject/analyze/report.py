@@ -335,7 +335,8 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                trace_dir: str | os.PathLike | None = None, merge: bool = False,
                gz: bool | None = None, raw: bool = False, launches: str | None = None,
                progress: bool = False, trace_format: str = "perfetto", source: bool = False,
-               source_root: str | os.PathLike | None = None, jobs: int | None = None) -> ReportResult:
+               source_root: str | os.PathLike | None = None, jobs: int | None = None,
+               verbose: bool = False) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces
     (``trace_format`` "perfetto": native ``.pftrace``; "json": Chrome JSON). ``source``: each
     kernel's source lines with the regions covering them (``source_view.py``; relative source
@@ -395,7 +396,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     summary = got.summary.result()
     if source:  # the source view: its own module, over the summary and the raw launches
         source_view.attach(summary, raws, source_root)
-    text = json.dumps(summary, indent=1) if as_json else format_text(summary)
+    text = json.dumps(summary, indent=1) if as_json else format_text(summary, verbose)
     if source and not as_json:
         text += "\n\n" + source_view.format_source(summary)
     warn = [w for k in summary["kernels"] for w in k["warnings"]]

@@ -8,6 +8,7 @@ from typing import Any
 
 from proton_inject.analyze.clock import CLOCK_MEANING, MEASURED
 from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES, overhead_class
+from proton_inject.formats.diagnostics import headline
 
 # ... and said in the text when more than this share of CTAs is (a few are timer noise).
 OVERLONG_SHARE = 0.05
@@ -206,9 +207,10 @@ def clock_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None 
     return out
 
 
-def format_text(summary: dict[str, Any]) -> str:
-    """Human-readable tables, one per kernel."""
-    out = []
+def format_text(summary: dict[str, Any], verbose: bool = False) -> str:
+    """Human-readable tables, one per kernel; the notes under each one line (``headline``)
+    unless ``verbose``."""
+    out: list[str] = []
     fitted = fitted_rates(summary)
     for k in summary["kernels"]:
         launches = k["launches"]
@@ -221,6 +223,7 @@ def format_text(summary: dict[str, Any]) -> str:
                  f"{wall}; clock {_fmt(clk['mhz_median'])} MHz ({', '.join(clk['sources'])})")
         out.append(title)
         out += _table(k)
+        table_end = len(out)
         line = ranks_line(k)
         if line:
             out.append("  " + line)
@@ -247,6 +250,8 @@ def format_text(summary: dict[str, Any]) -> str:
                    f"CTA time ({_fmt(k['cta_time_sum_ns'] / 1000, 1)} us: the sum over profiled "
                    "warps of their CTA's lifetime, init to pre-final or its records' span where "
                    "longer); nested regions overlap their parents")
+        if not verbose:
+            out[table_end:] = ["  " + headline(n.strip()) for n in out[table_end:]]
         out.append("")
     return "\n".join(out)
 

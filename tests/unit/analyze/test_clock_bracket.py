@@ -175,7 +175,7 @@ def test_report_names_the_clock_source_and_the_bracket_survives_save(tmp_path):
     save_raw(tmp_path / "raw" / "00001-mm_kernel", buf, m)
     _, back = load_raw(tmp_path / "raw" / "00001-mm_kernel.json")
     assert back.clock_bracket == m.clock_bracket
-    res = run_report([tmp_path / "raw"])
+    res = run_report([tmp_path / "raw"], verbose=True)
     assert ("clock-bracket 1,544 MHz on 1 of 1 launch (measured on every SM right before and "
             "right after the launch: a measurement; ns within +-0.0") in res.text
     assert not [w for w in res.warnings if "clock" in w]

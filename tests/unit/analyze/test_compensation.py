@@ -127,14 +127,14 @@ def test_report_compensates_by_default_and_says_so(tmp_path, cache):
     plain = run_report([_raw_dir(tmp_path / "a", None)], as_json=True)
     [k] = plain.summary["kernels"]
     assert k["record_cost_cycles"] == [None]
-    assert "record cost: not calibrated for NVIDIA H100" in run_report([tmp_path / "a"]).text
+    assert "record cost: not calibrated for NVIDIA H100" in run_report([tmp_path / "a"], verbose=True).text
     calibration.store(H100, COST)  # this machine's cache knows the device
     comp = run_report([tmp_path / "a"], as_json=True).summary["kernels"][0]
     it = {r["name"]: r for r in comp["regions"]}["iter"]
     it_raw = {r["name"]: r for r in k["regions"]}["iter"]
     assert it["cycles"]["median"] == it_raw["cycles"]["median"] - 35
     assert comp["record_cost_cycles"] == [35.0]
-    text = run_report([tmp_path / "a"]).text
+    text = run_report([tmp_path / "a"], verbose=True).text
     assert "record cost: 35 cycles per record subtracted" in text and "--raw" in text
     raw = run_report([tmp_path / "a"], as_json=True, raw=True).summary["kernels"][0]
     assert {r["name"]: r for r in raw["regions"]}["iter"]["cycles"] == it_raw["cycles"]
@@ -143,7 +143,7 @@ def test_report_compensates_by_default_and_says_so(tmp_path, cache):
     own = run_report([_raw_dir(tmp_path / "b", 20.0)], as_json=True).summary["kernels"][0]
     assert {r["name"]: r for r in own["regions"]}["iter"]["cycles"]["median"] == it_raw["cycles"]["median"] - 20
     # and a trace written from it carries the compensated numbers and the cost
-    res = run_report([tmp_path / "b"], trace_dir=tmp_path / "tr", trace_format="json")
+    res = run_report([tmp_path / "b"], trace_dir=tmp_path / "tr", trace_format="json", verbose=True)
     again = run_report(res.files, as_json=True).summary["kernels"][0]
     assert again["record_cost_cycles"] == [20.0]
     assert {r["name"]: r for r in again["regions"]}["iter"]["cycles"] == \

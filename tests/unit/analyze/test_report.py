@@ -94,7 +94,7 @@ def _short_with_device_clock(tmp_path: Path) -> Path:
 def test_short_launch_shares_stay_within_the_cta(tmp_path):
     """The globaltimer fit said 1,275 MHz here and the kernel region got a 129% share."""
     res = run_report([_short_with_device_clock(tmp_path)], trace_dir=tmp_path / "tr",
-                     trace_format="json")
+                     trace_format="json", verbose=True)
     [k] = res.summary["kernels"]
     assert k["clock"]["sources"] == ["device-clock"] and k["clock"]["mhz_median"] == 1980
     assert "clock 1,980 MHz (device-clock)" in res.text
@@ -136,7 +136,7 @@ def test_short_launches_old_files_and_a_slow_clock():
 
 
 def test_text_table_and_drop_warning():
-    res = run_report([DATA / "profile_scratch_mm.json", DATA / "profile_scratch_add.bin.gz"])
+    res = run_report([DATA / "profile_scratch_mm.json", DATA / "profile_scratch_add.bin.gz"], verbose=True)
     text = res.text
     assert text.index("add_kernel:") < text.index("mm_kernel:")  # launch order
     assert "516,096" in text and "32,768" in text
@@ -150,7 +150,7 @@ def test_drop_warning_for_a_global_buffer(tmp_path):
     buf, meta = load_raw(DATA / "profile_scratch_mm.json")
     meta.buffer_type = "global"
     save_raw(tmp_path / "mm", buf, meta)
-    res = run_report([tmp_path / "mm.json"])
+    res = run_report([tmp_path / "mm.json"], verbose=True)
     assert ("--buffer-size 16384 (2048 bytes per warp) with --buffer-type global would have "
             "held them all.") in res.text
     assert "shared memory free" not in res.text
@@ -313,7 +313,7 @@ def test_report_ignores_run_json_beside_traces(tmp_path):
 
 def test_a_guessed_clock_names_what_fitted_launches_measured():
     """Short launch: fit rejected; the other launch of the same device fitted 1,774 MHz."""
-    text = run_report([SHORT]).text
+    text = run_report([SHORT], verbose=True).text
     guessed, fitted = [x for x in text.splitlines() if x.strip().startswith("clock:")]
     assert "a bound, not a measurement" in guessed and "globaltimer fit rejected" in guessed
     assert "launches of these inputs whose fit held ran at 1,774 MHz (1 launch" in guessed
@@ -327,7 +327,7 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
     from proton_inject.analyze.text import format_text
 
     # The H100 fixture: kernel + every iteration, every warp, Proton's 8 KiB buffer: measured.
-    text = run_report([DATA / "profile_scratch_add.bin.gz"]).text
+    text = run_report([DATA / "profile_scratch_add.bin.gz"], verbose=True).text
     assert ("overhead: every iteration, every warp, shared buffer > 1 KiB: kernel time x 1.00-1.32 "
             "(persistent softmax 1.01; matmul/attention" in text)
     assert "measured on H100, Triton 3.6" in text and "sampled:" not in text
@@ -343,7 +343,7 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
     assert k["sampled"] == {"warps": [0], "every_nth_cta": 2, "every_nth_iteration": 1,
                             "ctas_with_records": 2}
     assert k["regions"][0]["count"] == 2  # not scaled to 4
-    text = format_text({"kernels": [k]})
+    text = format_text({"kernels": [k]}, verbose=True)
     assert ("sampled: warps 0 of 4 recorded (the first of each partition unless --warps named "
             "them; --warps all: every warp); 1 CTA in 2 recorded (--sample-ctas 2): 2 of 4 "
             "CTAs have regions; counts and totals are of these only, not scaled") in text
@@ -419,3 +419,17 @@ def test_a_damaged_launch_among_many_is_left_out_with_a_note(tmp_path):
                for w in res.warnings), res.warnings
     with pytest.raises(UserError, match="num_warps"):
         run_report([raw / "profile_scratch_mm.json"])
+
+
+def test_notes_under_a_table_are_one_line_each_unless_verbose():
+    # issue 31: notes one line each, details behind -v (the record-cost note ran to 243 characters)
+    from proton_inject.formats.diagnostics import MORE, NOTE_WIDTH
+
+    short = run_report([DATA.parent / "h100-triton3.6"]).text
+    full = run_report([DATA.parent / "h100-triton3.6"], verbose=True).text
+    notes = [x for x in short.splitlines() if x.startswith("  ") and not x.startswith("   ")]
+    assert notes and any(x.endswith(MORE) for x in notes)
+    for x in notes:  # a headline is its first clause at least, else within the width
+        assert len(x.strip()) <= NOTE_WIDTH + len(MORE) or ";" not in x.strip()[:-len(MORE)], x
+    assert "`proton-inject calibrate` on that GPU measures it" in full
+    assert "`proton-inject calibrate`" not in short

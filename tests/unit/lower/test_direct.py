@@ -260,13 +260,13 @@ def test_regions_around_recorded_iterations_say_their_stores_are_in_them(tmp_pat
                 for r in summary["kernels"][0]["regions"]}
         assert held == {"kernel": 15.0, "loop partial": 5.0, "iter partial": None,
                         "loop start": 5.0, "iter start": None}, held
-    [note] = [x for x in run_report([H100_LOOPS]).text.splitlines() if "run inside" in x]
+    [note] = [x for x in run_report([H100_LOOPS], verbose=True).text.splitlines() if "run inside" in x]
     assert "kernel (15.0 per instance)" in note and "loop start @layernorm.py:35 (5.0" in note
     assert "nothing subtracts those stores" in note
     assert re.search(r"median cycles \(\d+\.\d%\)", note), note  # not 3e+01%
     assert "--loops outer" in note
     # a kernel with no records inside loops gets no such note
-    assert "run inside" not in run_report([H100_DIRECT]).text
+    assert "run inside" not in run_report([H100_DIRECT], verbose=True).text
 
 
 def test_direct_metadata_that_does_not_match_is_a_clear_error():
