@@ -130,7 +130,8 @@ def _rules_from(kw: dict):
 @click.option("--check", "compile_check", is_flag=True,
               help="Compile each instrumented file of a tree (as `check`, no GPU) and leave out "
                    "those that fail.")
-def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Print whole notes.")
+def insert(src, out, force, check_against, strict, compile_check, verbose, **kw) -> None:
     """Insert proton.record regions into the TTGIR of SRC (a dump directory or a .ttgir file).
 
     With no rule, instruments each kernel's body and each loop (--kernel-scope --loops outer).
@@ -157,15 +158,16 @@ def insert(src, out, force, check_against, strict, compile_check, **kw) -> None:
     click.get_current_context().with_resource(output_locks(("-o", out)))
     rules = _rules_from(kw)
 
-    def progress(i, n, rel):
-        if n >= 20 and (i == n or i % 10 == 0):
-            click.echo(f"  instrumented {i}/{n} files", err=True)
+    from tqdm import tqdm  # a bar on a terminal only
 
-    done = trees.insert_path(srcp, rules, force, inline_callees, progress,
-                             leave_out_uncompilable if compile_check else None, strict)
+    with tqdm(desc="instrumenting", unit="file", file=sys.stderr, leave=False, disable=None) as bar:
+        done = trees.insert_path(srcp, rules, force, inline_callees,
+                                 lambda i, n, rel: (setattr(bar, "total", n), bar.update(i - bar.n)),
+                                 leave_out_uncompilable if compile_check else None, strict)
     if done.left_out:
         click.echo(done.left_out, err=True)
     for note in done.notes:
+        note = note if verbose else headline(note)
         click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
     for name, file, n in done.kernels:
         click.echo(f"{name} ({file}): {n} region{'s' if n != 1 else ''}")
