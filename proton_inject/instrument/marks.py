@@ -24,6 +24,12 @@ def read_marks(module: Module, rules: Rules, notes: list[str] | None = None) -> 
     marks: list[LineRange] = []
     for file in sorted(files):
         path = _find_source(file, rules.source_root, module.path)
+        there = Path(file) if Path(file).is_absolute() else Path(rules.source_root or ".") / file
+        if path is None and file and there.exists() and not there.is_dir():  # (stat: never opened)
+            if notes is not None:
+                notes.append(f"{module.path}: source {there} is not a regular file (a named pipe "
+                             "or a device), so its '# proton:' marks are not read")
+            continue
         if path is None:
             if notes is not None and file.endswith(".py") and not Path(file).is_absolute():
                 # Relative paths are relative to where the kernel was compiled.
