@@ -10,15 +10,13 @@ Exits 1 on any crash or hang. docs/fuzzing.md holds the runs measured so far.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers.limits import memory_limit  # noqa: E402
-from helpers.mutants import decode_launch, draw_metadata, format_summary, mutated_buffer, run_fuzz, write_launch  # noqa: E402
+from helpers.mutants import decode_launch, draw_metadata, fuzz_main, mutated_buffer, write_launch  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
@@ -38,18 +36,7 @@ def save(case, folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", type=int, default=100_000)
-    ap.add_argument("--seconds", type=float, default=None, help="stop after this long")
-    ap.add_argument("--timeout", type=float, default=10.0, help="a case over this is a hang")
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--save", type=Path, default=None, help="write crashing inputs here")
-    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
-    a = ap.parse_args(argv)
-    res = run_fuzz(make, check, save, a.cases, a.timeout, a.seconds, a.seed, a.save)
-    print(json.dumps(res) if a.json else format_summary("fuzz_decoder", res, a.timeout))
-    return 1 if res["crashes"] or res["hangs"] else 0
-
+    return fuzz_main("fuzz_decoder", __doc__, make, check, save, argv)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,14 +11,12 @@ Exits 1 on any crash or hang. docs/fuzzing.md holds the runs measured so far.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from helpers.mutants import ROUNDTRIP_RULES, TTGIR_FILES, format_summary, insert_then_strip, mutate_lines, run_fuzz  # noqa: E402
+from helpers.mutants import ROUNDTRIP_RULES, TTGIR_FILES, fuzz_main, insert_then_strip, mutate_lines  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from proton_inject.instrument.rules import Rules  # noqa: E402
@@ -44,18 +42,7 @@ def save(case, folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", type=int, default=100_000)
-    ap.add_argument("--seconds", type=float, default=None, help="stop after this long")
-    ap.add_argument("--timeout", type=float, default=10.0, help="a case over this is a hang")
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--save", type=Path, default=None, help="write crashing inputs here")
-    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
-    a = ap.parse_args(argv)
-    res = run_fuzz(make, check, save, a.cases, a.timeout, a.seconds, a.seed, a.save)
-    print(json.dumps(res) if a.json else format_summary("fuzz_parser", res, a.timeout))
-    return 1 if res["crashes"] or res["hangs"] else 0
-
+    return fuzz_main("fuzz_parser", __doc__, make, check, save, argv)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -363,3 +363,22 @@ def format_summary(name: str, res: dict[str, Any], timeout: float) -> str:
              *(f"  {v:,} x {k}" for k, v in sorted(res["crashes"].items())),
              f"hangs (over {timeout:g} s): {len(res['hangs'])}"]
     return "\n".join(lines)
+
+
+def fuzz_main(name: str, doc: str, make: Callable[[Draw], Any], check: Callable[[Any], str],
+              save: Callable[[Any, Path], None], argv: list[str] | None = None) -> int:
+    """The fuzz scripts' command line: run, print the summary (or JSON), exit 1 on a crash or
+    a hang."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=100_000)
+    ap.add_argument("--seconds", type=float, default=None, help="stop after this long")
+    ap.add_argument("--timeout", type=float, default=10.0, help="a case over this is a hang")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--save", type=Path, default=None, help="write crashing inputs here")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    a = ap.parse_args(argv)
+    res = run_fuzz(make, check, save, a.cases, a.timeout, a.seconds, a.seed, a.save)
+    print(json.dumps(res) if a.json else format_summary(name, res, a.timeout))
+    return 1 if res["crashes"] or res["hangs"] else 0
