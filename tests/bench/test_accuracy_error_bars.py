@@ -4,13 +4,12 @@ uncertainty taken from the report's own summary of a real H100 launch, the truth
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import load_module
 
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.issues import DecodeWarning
@@ -23,11 +22,7 @@ DATA = ROOT / "tests" / "data" / "h100-triton3.6"
 
 @pytest.fixture(scope="module")
 def acc():
-    spec = importlib.util.spec_from_file_location("accuracy_bars", ROOT / "benchmarks" / "accuracy.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(ROOT / "benchmarks" / "accuracy.py", "accuracy_bars")
 
 
 def _add(cost: float):

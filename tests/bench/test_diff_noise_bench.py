@@ -4,12 +4,11 @@ made 5% longer through diff's own sides)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import load_module
 
 from proton_inject.analyze.diff import diff_sides, load_side
 
@@ -20,11 +19,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::proton_inject.analyze.issues.De
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("diff_noise_bench", ROOT / "benchmarks" / "diff_noise.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(ROOT / "benchmarks" / "diff_noise.py", "diff_noise_bench")
 
 
 @pytest.fixture(scope="module")

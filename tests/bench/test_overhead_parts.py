@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import helpers
+from helpers import load_module
 from triton.backends.compiler import GPUTarget
 
 from proton_inject.lower.options import profile_scratch_bytes
@@ -16,11 +14,7 @@ H100 = GPUTarget("cuda", 90, 32)
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("overhead_parts", ROOT / "benchmarks" / "overhead_parts.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(ROOT / "benchmarks" / "overhead_parts.py", "overhead_parts")
 
 
 def test_variants_have_the_records_and_buffers_the_benchmark_divides_by(tmp_path):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import importlib.util
 import os
 import pty
 import struct
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import load_module
 
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.report import run_report
@@ -35,9 +35,7 @@ DATA = ROOT / "tests" / "data" / "h100-triton3.6"
 
 
 def _build_run(out: Path, launches: int, ctas: int) -> Path:
-    spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(ROOT / "benchmarks" / "report_scale.py", "report_scale")
     mod.build_run(out, launches, ctas, 0.25)
     return out
 

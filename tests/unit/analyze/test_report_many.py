@@ -9,12 +9,12 @@ mm_kernel.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
 import helpers
 import pytest
+from helpers import load_module
 from helpers.cli import invoke
 
 from proton_inject.analyze import report
@@ -31,9 +31,7 @@ PER_LAUNCH = {"add_kernel": CTAS * 4 * 9, "mm_kernel": CTAS * 8 * 63}
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(ROOT / "benchmarks" / "report_scale.py", "report_scale")
     out = tmp_path_factory.mktemp("many") / "run"
     mod.build_run(out, N, CTAS, 0.1)
     return out
@@ -135,9 +133,7 @@ def test_end_of_run_analysis_decodes_each_launch_once(tmp_path):
     into its trace and the summary."""
     from proton_inject.api import analyze_run
 
-    spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(ROOT / "benchmarks" / "report_scale.py", "report_scale")
     session = mod.build_run(tmp_path, 30, 2, 0.1)
     rep = analyze_run(session.result, gz=False, jobs=2)
     assert len(list(tmp_path.glob("0*.pftrace"))) == 30  # native traces by default

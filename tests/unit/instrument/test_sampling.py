@@ -3,11 +3,10 @@ Proton lowering (issue 9); tests/gpu/test_gpu_sampling.py runs a sampled profile
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SAMPLES
+from helpers import REPO, SAMPLES, load_module
 from helpers.cli import invoke
 
 from proton_inject.errors import UserError
@@ -75,17 +74,12 @@ def test_sibling_loops_each_run_in_two_copies_and_keep_crlf(tmp_path):
 def test_nested_loops_run_in_two_copies_once(tmp_path):
     """A for loop around a while loop (accuracy.py's nested spin kernel, compiled here): only
     the outer loop is copied, the inner one comes along."""
-    import importlib.util
 
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    spec = importlib.util.spec_from_file_location(
-        "acc_nested", REPO / "benchmarks" / "accuracy.py")
-    acc = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = acc
-    spec.loader.exec_module(acc)
+    acc = load_module(REPO / "benchmarks" / "accuracy.py", "acc_nested")
     src = ASTSource(acc.nested_kernel, signature={"out_ptr": "*i64", "n": "i64", "reps": "i32"})
     with triton.knobs.cache.scope():
         triton.knobs.cache.dir = str(tmp_path / "cache")
