@@ -223,35 +223,21 @@ def format_text(summary: dict[str, Any], verbose: bool = False) -> str:
                  f"{wall}; clock {_fmt(clk['mhz_median'])} MHz ({', '.join(clk['sources'])})")
         out.append(title)
         out += _table(k)
-        table_end = len(out)
-        line = ranks_line(k)
-        if line:
-            out.append("  " + line)
-        line = sampled_line(k)
-        if line:
-            out.append("  " + line)
-        out.append("  " + overhead_class(k))
-        w = drop_warning(k)
-        if w:
-            out.append("  " + w)
-        w = held_iterations_note(k)
-        if w:
-            out.append("  " + w)
-        out += [f"  {n}" for n in clock_notes(k, fitted)]
+        notes = [ranks_line(k), sampled_line(k), overhead_class(k), drop_warning(k),
+                 held_iterations_note(k), *clock_notes(k, fitted)]
         small = [r["name"] for r in k["regions"] if r.get("below_uncertainty")]
         if small:
-            out.append(f"  (!) shorter than their error bar (+-cyc: what the records' cost may "
-                       f"still add or remove): {', '.join(small[:6])}{', ...' if len(small) > 6 else ''}")
+            notes.append(f"(!) shorter than their error bar (+-cyc: what the records' cost may "
+                         f"still add or remove): {', '.join(small[:6])}{', ...' if len(small) > 6 else ''}")
         d = k["drops"]
         if d["unmatched_starts"] or d["unmatched_ends"]:
-            out.append(f"  note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
-                       "records had no partner (regions cut by the buffer window, or left early)")
-        out.append("  wall = first CTA start to last CTA end, per launch; share = region time / "
-                   f"CTA time ({_fmt(k['cta_time_sum_ns'] / 1000, 1)} us: the sum over profiled "
-                   "warps of their CTA's lifetime, init to pre-final or its records' span where "
-                   "longer); nested regions overlap their parents")
-        if not verbose:
-            out[table_end:] = ["  " + headline(n.strip()) for n in out[table_end:]]
+            notes.append(f"note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
+                         "records had no partner (regions cut by the buffer window, or left early)")
+        notes.append("wall = first CTA start to last CTA end, per launch; share = region time / "
+                     f"CTA time ({_fmt(k['cta_time_sum_ns'] / 1000, 1)} us: the sum over profiled "
+                     "warps of their CTA's lifetime, init to pre-final or its records' span where "
+                     "longer); nested regions overlap their parents")
+        out += ["  " + (n if verbose else headline(n)) for n in notes if n]
         out.append("")
     return "\n".join(out)
 
