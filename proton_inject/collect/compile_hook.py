@@ -37,6 +37,9 @@ from proton_inject.lower.inline import inline_callees
 from proton_inject.lower.proton import caller_local, lowering_skipped, skipping
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# Why a kernel is built plain: its instrumented build failed earlier in this session (a reason
+# of this session only: such a build is never recorded for the next).
+FAILED_EARLIER = "instrumented build failed to compile"
 # How Inductor names its kernels: pointwise, reduction, persistent reduction, template, foreach.
 INDUCTOR_PREFIXES = ("triton_poi_", "triton_red_", "triton_per_", "triton_tem_", "triton_for_")
 
@@ -291,7 +294,7 @@ class CompileHook:
             entry.reason = "not matched by --kernel"
             return None
         if name in self.plain_only:
-            entry.reason = "instrumented build failed to compile"
+            entry.reason = FAILED_EARLIER
             return None
         # A kernel that calls noinline functions comes back with its callees inlined (insert's
         # inline_callees), so Proton's lowering sees one function; one it cannot inline raises.
@@ -351,7 +354,7 @@ class CompileHook:
         """What a later session needs to use this session's build ``chash`` from the cache;
         None where the outcome depends on this session (a kernel already failed in it)."""
         entry = self.compiled.get(chash)
-        if entry is None or entry.reason == "instrumented build failed to compile":
+        if entry is None or entry.reason == FAILED_EARLIER:
             return None
         extra = self.records.get(chash, {}) if entry.instrumented else {}
         return {"name": entry.name, "hash": entry.hash, "instrumented": entry.instrumented,
