@@ -56,7 +56,7 @@ class CachedBuilds:
         import hashlib
 
         import triton
-        from triton.runtime.cache import _base32
+        from triton.runtime.cache import get_cache_manager
 
         session = self
         suffix = f":{self._session_tag}"
@@ -71,7 +71,8 @@ class CachedBuilds:
                     pass
             key = orig(src, backend, options, env_vars)
             if session._builds is not None and triton.knobs.cache.dir == str(session._builds):
-                group = session._builds / _base32(hashlib.sha256(key.encode()).hexdigest())
+                # (the directory Triton's compile is about to look in, as it names it)
+                group = get_cache_manager(hashlib.sha256(key.encode()).hexdigest()).cache_dir
                 if build_cache.has_build_without_sidecar(group):
                     shutil.rmtree(group, ignore_errors=True)
             return key
