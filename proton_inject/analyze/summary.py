@@ -9,7 +9,7 @@ CTAs, time, clocks, drops and issues. ``summarize`` does it all for a list of la
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -32,8 +32,9 @@ OVERLONG_TOL = 1.02
 
 
 @dataclass
-class LaunchData:
-    """Region instances of one launch, in the form the report needs."""
+class LaunchHead:
+    """What names a launch and its regions: kernel, launch number, config, grid, warps, the
+    scopes' names, parents and source locations, and the clock that turns cycles into ns."""
 
     kernel: str
     launch: int
@@ -44,6 +45,12 @@ class LaunchData:
     scope_parents: dict[int, int]
     scope_locs: dict[int, str]
     clock: dict[str, Any]
+
+
+@dataclass
+class LaunchData(LaunchHead):
+    """Region instances of one launch, in the form the report needs."""
+
     scope: np.ndarray
     cycles: np.ndarray
     dur_ns: np.ndarray
@@ -168,19 +175,10 @@ class RegionAcc:
 
 
 @dataclass
-class LaunchPart:
+class LaunchPart(LaunchHead):
     """What one launch adds to its kernel's summary: small (no per-instance arrays), so a
     worker process sends it back cheaply and the report keeps none of them."""
 
-    kernel: str
-    launch: int
-    config: str | None
-    grid: list[int]
-    num_warps: int
-    scopes: dict[int, str]
-    scope_parents: dict[int, int]
-    scope_locs: dict[int, str]
-    clock: dict[str, Any]
     drops: dict[str, Any]
     issues: list[Issue]
     device: str | None
@@ -197,13 +195,8 @@ class LaunchPart:
 def launch_part(x: LaunchData) -> LaunchPart:
     """One launch's contribution to ``Summary``: per region its statistics, per warp (group)
     sketches, and the launch's CTA time, clock, drops and issues."""
-    return LaunchPart(
-        kernel=x.kernel, launch=x.launch, config=x.config, grid=x.grid, num_warps=x.num_warps,
-        scopes=x.scopes, scope_parents=x.scope_parents, scope_locs=x.scope_locs, clock=x.clock,
-        drops=x.drops, issues=x.issues, device=x.device, rank=x.rank, record_cost=x.record_cost,
-        sampled_warps=x.sampled_warps, sample_ctas=x.sample_ctas,
-        sample_iterations=x.sample_iterations, loop_scopes=x.loop_scopes, cta_time=_cta_time(x),
-        regions=_launch_regions(x))
+    kept = {f.name: getattr(x, f.name) for f in fields(LaunchPart) if f.name not in ("cta_time", "regions")}
+    return LaunchPart(**kept, cta_time=_cta_time(x), regions=_launch_regions(x))
 
 
 def _group(num_warps: int) -> int:
