@@ -9,10 +9,12 @@ Inductor default and reduce-overhead) this runs, each as its own process:
   proton-inject dump -o W/dump -- python PROG;  insert W/dump -o W/inst;  run W/inst -o W/run -- python PROG
   proton-inject report W/profile --json;  report W/run --json
 
-and compares every tool run's stdout with the first plain run's, line by line (each program
-prints ``op sha256`` lines). One table row per (library, path): kernels with instrumented
-builds, kernels with launches kept, launches kept and decoded, whether every output is
-byte-identical (or which ops differ), wall time plain vs tool. run.json (the tool's index of
+and compares every tool run's stdout with the last plain run's, line by line (each program
+prints ``op sha256`` lines): with the default ``--caches shared`` the tool's runs come after
+it and find the caches, autotune choices included, as it left them. One table row per
+(library, path): kernels with instrumented builds, kernels with launches kept, launches
+kept and decoded, whether every output is byte-identical (or which ops differ), wall time
+plain vs tool. run.json (the tool's index of
 a run) gives the kernels, the kept launches and why others were dropped; ``report --json``
 gives the decoded launches.
 
@@ -405,7 +407,9 @@ def _run_library(m: Matrix, lib: str) -> None:
     limit = ["--max-launches", str(a.max_launches)] if a.max_launches else []
 
     plains = [m.step(lib, f"plain{i + 1}", [m.python, *argv]) for i in range(max(1, a.plain_runs))]
-    ref_rec = plains[0]
+    # The tool's runs follow the last plain run and share its caches (autotune choices
+    # included), as a user's next run would: that run is the one they must match.
+    ref_rec = plains[-1]
     ref = read_lines(m, ref_rec) if ref_rec.get("rc") == 0 else None
     rows = [_plain_row(m, lib, plains)]
     m.set_rows(lib, rows)

@@ -52,21 +52,25 @@ class TuningHooks:
         return self.out if isinstance(self.source, TreeSource) else self.out / "ir"
 
     def _setup_inductor(self) -> None:
-        """torch.compile: compile in this process, skip its caches, use Triton's launcher."""
+        """torch.compile: compile in this process, skip its graph caches, use Triton's launcher."""
         self.patches.set_env("TORCHINDUCTOR_COMPILE_THREADS", "1")
-        self.patches.set_env("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+        self.patches.set_env("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+        self.patches.set_env("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
         self.patches.set_env("TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER", "0")
         # The worker pool would compile without our lowering; the static launcher passes no
         # profile buffer; cached graphs would skip compiling (and the override) altogether.
-        # (Imported by the program during the session, the config read the variables above
-        # already; these settings then stay after it, as the import did.)
+        # Inductor's autotune cache stays on, as in the plain run: its choices are then the
+        # plain run's (its entries are named by the hash of each kernel's module, whose text
+        # holds the cache settings, so those must stay the plain run's too). (Imported by the
+        # program during the session, the configs read the variables above already; these
+        # settings then stay after it, as the import did.)
         def configure(icfg: Any) -> None:
             self.patches.set_attr(icfg, "compile_threads", 1)
-            self.patches.set_attr(icfg, "force_disable_caches", True)
-            self.patches.set_attr(icfg, "use_static_cuda_launcher", False)
-            self.patches.set_attr(icfg, "autotune_local_cache", False)
             self.patches.set_attr(icfg, "fx_graph_cache", False)
+            self.patches.set_attr(icfg, "use_static_cuda_launcher", False)
 
+        self.patches.when_imported("torch._functorch.config",
+                                   lambda fcfg: self.patches.set_attr(fcfg, "enable_autograd_cache", False))
         self.patches.when_imported("torch._inductor.config", configure)
 
     @contextmanager

@@ -104,7 +104,10 @@ def dump_program(
             TRITON_DUMP_DIR=os.path.join(tmp, "dump"),
             TRITON_CACHE_DIR=os.path.join(tmp, "cache"),
             TORCHINDUCTOR_COMPILE_THREADS="1",
-            TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
+            # Inductor's graph caches would skip compiling (no dump); its autotune cache
+            # stays on, so the dump takes the plain run's choices.
+            TORCHINDUCTOR_FX_GRAPH_CACHE="0",
+            TORCHINDUCTOR_AUTOGRAD_CACHE="0",
         )
         # The child must import this package as the parent does (editable install or not).
         pkg_root = str(Path(__file__).resolve().parent.parent)

@@ -371,7 +371,8 @@ def test_two_ranks_under_torchrun(tmp_path):
     assert {_index(out, f"run.rank{r}.json")["rank"] for r in (0, 1)} == {0, 1}
     names = sorted(q.name for q in (out / "raw").glob("*.json"))
     assert names == ["rank0-00000-add_kernel.json", "rank1-00000-add_kernel.json"], names
-    rep = _cli(["report", "traces", "--json", "--trace", "merged", "--merge"], tmp_path)
+    rep = _cli(["report", "traces", "--json", "--trace", "merged", "--merge",
+                "--trace-format", "json", "--no-gz"], tmp_path)
     (k,) = json.loads(rep.stdout)["kernels"]
     assert k["ranks"] == [0, 1]
     doc = json.loads((tmp_path / "merged" / "merged.json").read_text())
