@@ -10,8 +10,9 @@ would, each run a fresh process, with its own Triton cache and proton-inject cac
 
 and prints the ratios the issue asks for (profile cold / plain cold, profile warm / plain
 warm, median and min..max over rounds), plus whether every output digest matched the plain
-run's. --cprofile also writes a cProfile of the cold and of a warm profile (top functions by
-cumulative time) into --out.
+run's. --cprofile then runs one more warm plain run and warm profile, each under cProfile
+(not counted in the times above), and writes both (top functions by cumulative and by own
+time) into --out, so the two can be compared function by function.
 
     PYTHONPATH=. python benchmarks/profile_speed.py --out /tmp/speed [--rounds 3] [--cprofile]
 """
@@ -31,16 +32,23 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "benchmarks" / "programs" / "autotuned.py"
 
 CPROFILE = """
-import cProfile, os, pstats, sys
-from proton_inject.cli import main
-sys.argv = ["proton-inject"] + sys.argv[1:]
+import cProfile, os, pstats, runpy, sys
 p = cProfile.Profile()
+if sys.argv[1] == "profile":
+    from proton_inject.cli import main
+    sys.argv = ["proton-inject"] + sys.argv[1:]
+    run = main
+else:  # the plain program, as python would run it
+    sys.argv = sys.argv[1:]
+    run = lambda: runpy.run_path(sys.argv[0], run_name="__main__")
 try:
-    p.runcall(main)
+    p.runcall(run)
 except SystemExit:
     pass
 with open(os.environ["PI_CPROFILE_TXT"], "w") as f:
-    pstats.Stats(p, stream=f).sort_stats("cumulative").print_stats(45)
+    st = pstats.Stats(p, stream=f)
+    st.sort_stats("cumulative").print_stats(60)
+    st.sort_stats("tottime").print_stats(40)
 """
 
 
@@ -70,28 +78,29 @@ def main() -> None:
     plain_env = {**base, "TRITON_CACHE_DIR": str(tmp / "triton-plain"), "XDG_CACHE_HOME": str(tmp / "xdg-plain")}
     prof_env = {**base, "TRITON_CACHE_DIR": str(tmp / "triton-prof"), "XDG_CACHE_HOME": str(tmp / "xdg-prof")}
     prog = [sys.executable, str(PROGRAM), str(args.iters)]
+    cli = [sys.executable, "-m", "proton_inject.cli"]
 
-    def profile_cmd(tag: str, cprofile: bool) -> tuple[list[str], dict[str, str]]:
-        cli = ["profile", "-o", str(tmp / f"prof-{tag}"), "--no-report", *args.profile_args.split(), "--", *prog]
-        if cprofile:
-            txt = str(out / f"cprofile-{tag}.txt")
-            return [sys.executable, "-c", CPROFILE, *cli], {**prof_env, "PI_CPROFILE_TXT": txt}
-        return [sys.executable, "-m", "proton_inject.cli", *cli], prof_env
+    def profile_cmd(tag: str) -> list[str]:
+        return ["profile", "-o", str(tmp / f"prof-{tag}"), "--no-report", *args.profile_args.split(), "--", *prog]
+
+    def cprofiled(argv: list[str], env: dict[str, str], tag: str) -> tuple[list[str], dict[str, str]]:
+        return [sys.executable, "-c", CPROFILE, *argv], {**env, "PI_CPROFILE_TXT": str(out / f"cprofile-{tag}.txt")}
 
     with open(out / "speed.log", "w") as log:
         cold_plain, ref, _ = timed(prog, plain_env, log)
-        cmd, env = profile_cmd("cold", args.cprofile)
-        cold_prof, got, rc = timed(cmd, env, log)
+        cold_prof, got, rc = timed([*cli, *profile_cmd("cold")], prof_env, log)
         plain_outs, prof_outs = [ref], [got]
         warm_plain, warm_prof = [], []
         for r in range(args.rounds):
             dt, o, _ = timed(prog, plain_env, log)
             warm_plain.append(dt)
             plain_outs.append(o)
-            cmd, env = profile_cmd(f"warm{r}", args.cprofile and r == 0)
-            dt, o, rc = timed(cmd, env, log)
+            dt, o, rc = timed([*cli, *profile_cmd(f"warm{r}")], prof_env, log)
             warm_prof.append(dt)
             prof_outs.append(o)
+        if args.cprofile:
+            timed(*cprofiled(prog[1:], plain_env, "plain-warm"), log)
+            timed(*cprofiled(profile_cmd("cprofile"), prof_env, "profile-warm"), log)
         # (the program computes the same bits whichever configs autotuning picks)
         same = [o == ref for o in prof_outs]
         plain_variants = len({tuple(o) for o in plain_outs})
