@@ -56,19 +56,6 @@ def _rank() -> int | None:
         return None
 
 
-
-
-
-
-
-
-
-
-
-
-# --- the instrumented tree -----------------------------------------------------------
-
-
 def sm_clock_mhz(device: int) -> float | None:
     """The device's max SM clock in MHz, as the driver reports it (CU_DEVICE_ATTRIBUTE_CLOCK_RATE).
 
@@ -84,36 +71,7 @@ def sm_clock_mhz(device: int) -> float | None:
     return float(khz) / 1000.0 if khz else None
 
 
-
-
-
-
-
-
-
-
-# --- describing launches ------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --- the session ------------------------------------------------------------------------------
-
-
-
-
-
-
 
 
 class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuilds,
@@ -434,7 +392,6 @@ def clear_out_dir(out: Path, rank: int | None = None) -> None:
     for f in stale:
         if f.is_file():
             f.unlink()
-
 
 
 def run_in_session(session: Session, argv: Sequence[str], command: str) -> RunResult:
