@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from proton_inject.analyze.diff_stats import FASTER, NA, SAME, SLOWER
@@ -84,6 +85,14 @@ def _only_lines(k: dict[str, Any], side: str) -> list[str]:
             for r in k[f"only_{side}"]]
 
 
+def _kernel_only_lines(d: dict[str, Any], kernel_name: Callable[[str], str]) -> list[str]:
+    """One line per kernel that ran on one side only (text and Markdown say them alike)."""
+    return [f"kernel only in {side}: {kernel_name(k['kernel'])}"
+            + (f" [{k['config']}]" if k["config"] else "")
+            + f" ({k['launches']} launches, {k['regions']} regions)"
+            for side in ("base", "new") for k in d[f"kernels_only_{side}"]]
+
+
 def format_text(d: dict[str, Any]) -> str:
     """Tables, one per kernel, with the verdict of each region."""
     out = [_head_line(d), ""]
@@ -97,11 +106,7 @@ def format_text(d: dict[str, Any]) -> str:
                                         ).rstrip())
         out += ["  " + line for side in ("base", "new") for line in _only_lines(k, side)]
         out.append("")
-    for side in ("base", "new"):
-        for k in d[f"kernels_only_{side}"]:
-            cfg = f" [{k['config']}]" if k["config"] else ""
-            out.append(f"kernel only in {side}: {k['kernel']}{cfg} ({k['launches']} launches, "
-                       f"{k['regions']} regions)")
+    out += _kernel_only_lines(d, lambda name: name)
     out.append(_counts_line(d))
     out += [f"note: {n}" for n in d["notes"]]
     if d["failed"]:
@@ -134,10 +139,6 @@ def format_markdown(d: dict[str, Any]) -> str:
         if only:
             out += [""] + [f"- {cell(line)}" for line in only]
         out.append("")
-    for side in ("base", "new"):
-        for k in d[f"kernels_only_{side}"]:
-            cfg = f" [{k['config']}]" if k["config"] else ""
-            out.append(f"- kernel only in {side}: `{k['kernel']}`{cell(cfg)} ({k['launches']} "
-                       f"launches, {k['regions']} regions)")
+    out += [f"- {cell(line)}" for line in _kernel_only_lines(d, lambda name: f"`{name}`")]
     out += [f"> note: {cell(n)}" for n in d["notes"]]
     return "\n".join(out).rstrip() + "\n"

@@ -35,7 +35,7 @@ def _device_empty(size: int, device: int, inline: bool = False) -> Any:
     import torch
 
     def alloc() -> Any:
-        with _no_modes():
+        with outside_program_modes():
             return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device))
 
     if inline:
@@ -97,7 +97,7 @@ def after_session(prev: Any) -> Any:
 
 
 @contextmanager
-def _no_modes() -> Iterator[None]:
+def outside_program_modes() -> Iterator[None]:
     """Outside the program's torch modes (set_default_device, Inductor's): our own tensors
     must land where we say, not where the program's context would put them."""
     import torch
@@ -111,7 +111,7 @@ def _no_modes() -> Iterator[None]:
 def _pinned(nbytes: int) -> Any:
     import torch
 
-    with _no_modes():
+    with outside_program_modes():
         return torch.empty(nbytes, dtype=torch.uint8, device="cpu", pin_memory=True)
 
 

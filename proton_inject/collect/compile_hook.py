@@ -14,6 +14,7 @@ compile's own TTGIR with records inserted by the rules) or ``TreeSource`` (``run
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -24,13 +25,15 @@ from typing import Any
 from proton_inject.errors import ParseError, UserError
 from proton_inject.formats.files import write_atomic
 from proton_inject.formats.manifest import (
+    REWRITE,
     KernelManifest,
     RegionInfo,
     kernel_entry,
+    manifest_kernels,
     rules_entry,
     tree_manifest,
 )
-from proton_inject.formats.schema import read_ttgir
+from proton_inject.formats.schema import loads_json, read_text, read_ttgir
 from proton_inject.instrument.insert import InsertResult, insert_text
 from proton_inject.instrument.rules import Rules, rules_from_manifest, rules_from_table
 from proton_inject.lower.inline import inline_callees
@@ -118,17 +121,17 @@ class TreeSource:
     def __init__(self, tree: str | os.PathLike, kernel: str | None = None) -> None:
         self.tree = Path(tree)
         self.pattern = _kernel_regex(kernel)
-        # (override hash, kernel) -> (the dump's config, file, regions); filled by load()
-        self.files: dict[tuple[str, str], tuple[dict[str, Any], Path, list[dict]]] = {}
+        # (override hash, kernel) -> (the dump's config, its IR, regions); filled by load()
+        self.files: dict[tuple[str, str], tuple[dict[str, Any], bytes, list[dict]]] = {}
         self.names: set[str] = set()
         self.rules = Rules()
+        self._sha = ""  # of the manifest and the IR as load() read them
         self._loaded = False
 
     def load(self) -> TreeSource:
-        """Read the tree's manifest (once); a missing or unusable tree is a UserError."""
-        from proton_inject.formats.manifest import read_manifest
-        from proton_inject.formats.schema import read_json
-
+        """Read the tree (once): its manifest and the IR it lists, kept, so that the cache key
+        (``digest``) is of the very IR the run compiles; a missing or unusable tree is a
+        UserError."""
         if self._loaded:
             return self
         if not self.tree.is_dir():
@@ -137,8 +140,9 @@ class TreeSource:
         if not path.is_file():
             raise UserError(f"{self.tree}: no manifest.json: give a directory that "
                             "`proton-inject insert` wrote")
-        kernels = read_manifest(path)
-        data = read_json(path, "manifest", "write the tree again with `proton-inject insert`")
+        text = read_text(path, "manifest")
+        data = loads_json(text, path, REWRITE)
+        kernels = manifest_kernels(data, path)
         recorded = data.get("rules") if isinstance(data, dict) else None
         # (a tree written by hand may lack them: other configs then get the default rules)
         self.rules = Rules() if recorded is None else rules_from_manifest(recorded, str(path))
@@ -149,25 +153,23 @@ class TreeSource:
                 continue
             dump = k.get("dump") if isinstance(k.get("dump"), dict) else {}
             config = {key: dump.get(key) for key in ("num_warps", "num_stages", "target")}
-            self.files[(parts[0], str(k.get("kernel")))] = (config, self.tree / rel, list(k.get("regions") or []))
+            self.files[(parts[0], str(k.get("kernel")))] = (config, read_ttgir(self.tree / rel),
+                                                             list(k.get("regions") or []))
         self.names = {name for _, name in self.files}
         if not self.files:
             raise UserError(f"{self.tree}: its manifest lists no instrumented .ttgir file: instrument "
                             "a dump first (proton-inject insert DUMP -o INSTRUMENTED)")
+        h = hashlib.sha256(text.encode())
+        for key in sorted(self.files):
+            h.update(self.files[key][1])
+        self._sha = h.hexdigest()
         self._loaded = True
         return self
 
     def digest(self) -> str:
-        """The tree's manifest and files, and the --kernel filter (part of the cache key)."""
-        import hashlib
-
-        from proton_inject.formats.schema import MAX_JSON_BYTES, read_bytes
-
+        """The tree's manifest and IR, and the --kernel filter (part of the cache key)."""
         self.load()
-        h = hashlib.sha256(read_bytes(self.tree / "manifest.json", "manifest", MAX_JSON_BYTES))
-        for key in sorted(self.files):
-            h.update(read_ttgir(self.files[key][1]))
-        return f"tree {h.hexdigest()} kernel {self.pattern.pattern if self.pattern else ''}"
+        return f"tree {self._sha} kernel {self.pattern.pattern if self.pattern else ''}"
 
     def wants(self, name: str) -> bool:
         self.load()
@@ -176,9 +178,9 @@ class TreeSource:
     def instrument(self, name: str, text: str, ohash: str, config: dict[str, Any]) -> InsertResult:
         entry = self.load().files.get((ohash, name))
         if entry is not None:
-            want, path, regions = entry
+            want, ir, regions = entry
             if all(want.get(k) is None or want.get(k) == config.get(k) for k in want):
-                return InsertResult(read_ttgir(path).decode("latin-1"),
+                return InsertResult(ir.decode("latin-1"),
                                     [KernelManifest(name, "", config.get("target"),
                                                     [_region(r) for r in regions])], [])
             why = (f"the tree's IR was dumped with {_config_text(want)}, this compile has "

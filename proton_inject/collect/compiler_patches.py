@@ -22,7 +22,7 @@ class CompilerPatches:
         """What decides how kernels build: private caches, the override tree (or the compile
         hook), Inductor's settings, the Proton lowering, the autotuner and compile patches.
         ``target`` (a ``GPUTarget``) sizes the lowering without a GPU (tests); undone by
-        ``uninstall``."""
+        ``uninstall`` (the compile listener with the compilation knobs' scope)."""
         import triton
 
         # Plain builds (those autotuners time) stay in the program's own cache, as without us.
@@ -46,6 +46,8 @@ class CompilerPatches:
         self.patches.set_env("TRITON_CACHE_DIR", cache_dir)  # Inductor reads the environment
         self._patch_autotuners()
         self._patch_compile()
+        # Each compile's record goes to the hook (a build from the cache gets its record back).
+        triton.knobs.compilation.listener = self._listener(triton.knobs.compilation.listener)
 
     def _install_hook(self) -> None:
         """The compile hook in place: each compile's instrumented IR comes from ``source``."""
@@ -138,7 +140,8 @@ class CompilerPatches:
             return None
         from triton.runtime.errors import OutOfResources
 
-        return self._explain_oor(ck, OutOfResources(shared, limit, "shared memory"), out_of_resources_type())
+        return self.explain_out_of_resources(ck, OutOfResources(shared, limit, "shared memory"),
+                                             out_of_resources_type())
 
     def _with_fallback(self, orig: Any, identify: Any) -> Any:
         """``orig`` (Triton's compile or JITFunction._do_compile), falling back to the original
@@ -147,15 +150,15 @@ class CompilerPatches:
         session = self
 
         def compile(first: Any, *args: Any, **kwargs: Any) -> Any:
-            plain = getattr(session._tls, "plain", False)  # a plain build fails as without us
+            plain = session.building_plain  # a plain build fails as without us
             try:
                 out = orig(first, *args, **kwargs)
             except Exception as e:
                 name, src = identify(first)
-                if plain or not session._started or not session._overrides(name, src):
+                if plain or not session._overrides(name, src):
                     raise
                 return session._fallback(name, e, lambda: orig(first, *args, **kwargs))
-            big = None if plain or not session._started else session._does_not_fit(out)
+            big = None if plain else session._does_not_fit(out)
             if big is not None:
                 return session._fallback(identify(first)[0], big, lambda: orig(first, *args, **kwargs),
                                          "does not fit the GPU's shared memory")

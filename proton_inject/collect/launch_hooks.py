@@ -55,7 +55,7 @@ class LaunchHooks:
             info = _KernelInfo(name, h, scratch > 0, scratch, ck)
             self._kernels[id(ck)] = info
             chash = str(getattr(ck.metadata, "hash", ""))
-            plain = getattr(self._tls, "plain", False)  # a plain build an autotuner times
+            plain = self.building_plain  # a plain build an autotuner times
             if chash not in self.hook.compiled and hasattr(ck.src, "fn") and not plain:
                 self._unhooked.add(info.name)
         return info
@@ -68,11 +68,11 @@ class LaunchHooks:
             try:
                 ret = orig(ck, grid, stream, *args)
             except Exception as e:
-                raise session._explain_oor(ck, e, oor_type) from e
+                raise session.explain_out_of_resources(ck, e, oor_type) from e
             if in_tool_work():  # launched by a library under our own device work: not ours
                 return ret
             info = session._info(ck)
-            tuning = getattr(session._tls, "tuning", None)
+            tuning = session.benchmarking
             if not info.instrumented:
                 session._tls.pending = None
                 if tuning is not None and session._wanted(info):  # timed on the plain build
@@ -93,8 +93,12 @@ class LaunchHooks:
 
         return launch_metadata
 
-    def _explain_oor(self, ck: Any, e: Exception, oor_type: type, build_max_shared: int | None = None) -> Exception:
-        """Turn Triton's shared-memory OutOfResources for an instrumented build into advice."""
+    def explain_out_of_resources(self, ck: Any, e: Exception, oor_type: type,
+                                 build_max_shared: int | None = None) -> Exception:
+        """Triton's shared-memory OutOfResources for an instrumented build ``ck`` turned into
+        advice (an ``oor_type``: which warps record, the --buffer-size that fits); any other
+        error comes back as it is. ``build_max_shared``: the limit the lowering sized the
+        buffer for, where it is not this session's GPU's."""
         from triton.runtime.errors import OutOfResources
 
         if not isinstance(e, OutOfResources) or "shared" not in str(getattr(e, "name", "")):

@@ -63,8 +63,7 @@ class MeasuredOverhead:
 
     def _timing_for(self, jf: Any, kwargs: dict[str, Any]) -> _Timing | None:
         """The kernel's timing record when this launch takes part; None to launch as usual."""
-        tls = self._tls
-        if getattr(tls, "tuning", None) is not None or getattr(tls, "plain", False):
+        if self.benchmarking is not None or self.building_plain:
             return None  # autotuner benchmarking: plain already, and not the program's launch
         import torch
 

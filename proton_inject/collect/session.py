@@ -20,7 +20,7 @@ import threading
 import traceback
 from collections import deque
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,19 +56,6 @@ def _rank() -> int | None:
         return None
 
 
-
-
-
-
-
-
-
-
-
-
-# --- the instrumented tree -----------------------------------------------------------
-
-
 def sm_clock_mhz(device: int) -> float | None:
     """The device's max SM clock in MHz, as the driver reports it (CU_DEVICE_ATTRIBUTE_CLOCK_RATE).
 
@@ -84,36 +71,7 @@ def sm_clock_mhz(device: int) -> float | None:
     return float(khz) / 1000.0 if khz else None
 
 
-
-
-
-
-
-
-
-
-# --- describing launches ------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --- the session ------------------------------------------------------------------------------
-
-
-
-
-
-
 
 
 class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuilds,
@@ -201,6 +159,43 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         self._pins_error: str | None = None
         self._decided = autotune_file.Decisions()  # this run's own choices, written to autotune.json
 
+    # -- what the hooks ask of the session (public: tests and tools watch a session by them) --
+
+    @property
+    def benchmarking(self) -> Any:
+        """What this thread's launches benchmark for an autotuner: the config being timed, or
+        "inductor"; None outside autotuning."""
+        return getattr(self._tls, "tuning", None)
+
+    @property
+    def building_plain(self) -> bool:
+        """Whether this thread compiles and launches the program's plain builds now (while an
+        autotuner times them), not instrumented ones."""
+        return getattr(self._tls, "plain", False)
+
+    def autotuning(self, what: Any) -> AbstractContextManager[bool]:
+        """The block as the patched autotuners run their benchmarking of ``what`` (a config, or
+        "inductor"): on the plain builds unless ``keep_tuning``; yields whether they are."""
+        return self._tuning(what)
+
+    @property
+    def tuner(self) -> tuning.Tuner:
+        """The autotuning choices this session pins and its counts of choices pinned and timed;
+        read on first use (a file named by --autotune-from that is missing or damaged: a
+        UserError)."""
+        self._load_pins()
+        return self._tuner
+
+    @property
+    def shared_memory_limit(self) -> int | None:
+        """The shared memory per CTA (bytes) instrumented builds must fit, else they run plain:
+        the GPU's, as the lowering installed for it (``install_compiler``) found it."""
+        return self._max_shared
+
+    @shared_memory_limit.setter
+    def shared_memory_limit(self, limit: int | None) -> None:
+        self._max_shared = limit
+
     # -- setup / teardown --
 
     def start(self) -> Session:
@@ -249,8 +244,6 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             knobs_rt.launch_exit_hook.add(self._exit)
             self.patches.on_undo(lambda: knobs_rt.launch_enter_hook.remove(self._enter))
             self.patches.on_undo(lambda: knobs_rt.launch_exit_hook.remove(self._exit))
-            prev_listener = triton.knobs.compilation.listener
-            triton.knobs.compilation.listener = self._listener(prev_listener)
             self.patches.patch(CompiledKernel, "launch_metadata", self._wrap_launch_metadata)
             self._patch_cuda_graphs()
             if self.measure_overhead:
@@ -300,12 +293,19 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
                     self.result.messages += lines
                 except Exception as e:  # the GPU in an error state: the rest is still written
                     self.result.messages.append(f"measured overhead: not available ({e})")
-            self._diagnose()
-            self._write_decisions()
+            self.conclude()
             self._write_index()
         finally:
             self.uninstall()
         return self.result
+
+    def conclude(self) -> None:
+        """What ``stop`` says and writes once the launches are in, besides run.json: the run's
+        messages (what was not profiled and why, autotuning's choices pinned and timed) and
+        its own autotuning choices (autotune.json, for a later ``--autotune-from``). Needs no
+        GPU: a session of the compile side alone (``install_compiler``) concludes too."""
+        self._diagnose()
+        self._write_decisions()
 
     def _diagnose(self) -> None:
         msgs = self.result.messages
@@ -392,7 +392,6 @@ def clear_out_dir(out: Path, rank: int | None = None) -> None:
     for f in stale:
         if f.is_file():
             f.unlink()
-
 
 
 def run_in_session(session: Session, argv: Sequence[str], command: str) -> RunResult:

@@ -225,7 +225,9 @@ class Tuner:
 
     # -- Inductor's CachingAutotuner --
 
-    def _inductor_entry(self, at: Any) -> dict | None:
+    def inductor_entry(self, at: Any) -> dict | None:
+        """The choices recorded for Inductor's CachingAutotuner ``at`` (its kernel, source and
+        size hints), or None: none recorded, or recorded differently twice."""
         if self.pins is None:
             return None
         entry = self.pins.inductor.get(_inductor_id(at))
@@ -234,7 +236,7 @@ class Tuner:
     def inductor_pinned_timings(self, at: Any) -> dict | None:
         """For ``benchmark_all_configs``: timings that make ``autotune_to_one_config`` keep the
         recorded config's launcher (built if no launcher has it), or None to time them."""
-        entry = self._inductor_entry(at)
+        entry = self.inductor_entry(at)
         want = entry and entry.get("autotune")
         if not want:
             self._count(False)
@@ -255,7 +257,7 @@ class Tuner:
 
     def inductor_pinned_coordesc(self, at: Any) -> Any:
         """For ``coordinate_descent_tuning``: the launcher of the recorded result, or None."""
-        entry = self._inductor_entry(at)
+        entry = self.inductor_entry(at)
         want = entry and entry.get("coordesc")
         if not want:
             self._count(False)
@@ -280,7 +282,7 @@ class Tuner:
             ret = orig(at, *args, **kwargs)
             launchers = getattr(at, "launchers", None) or []
             if len(launchers) == 1:
-                tuner._emit({"kind": "inductor", **tuner._inductor_names(at),
+                tuner._emit({"kind": "inductor", **tuner.inductor_names(at),
                              "autotune": config_dict(launchers[0].config), "coordesc": None})
             return ret
 
@@ -293,14 +295,16 @@ class Tuner:
         def wrapper(at: Any, launcher: Any, *args: Any, **kwargs: Any) -> Any:
             winner = orig(at, launcher, *args, **kwargs)
             if winner is not None and getattr(winner, "config", None) is not None:
-                tuner._emit({"kind": "inductor", **tuner._inductor_names(at),
+                tuner._emit({"kind": "inductor", **tuner.inductor_names(at),
                              "autotune": None, "coordesc": config_dict(winner.config)})
             return winner
 
         return wrapper
 
     @staticmethod
-    def _inductor_names(at: Any) -> dict:
+    def inductor_names(at: Any) -> dict:
+        """What autotune.json knows a CachingAutotuner by: its kernel's name and a digest of
+        its source and size hints (Inductor drops the config list after precompile)."""
         kernel, src = _inductor_id(at)
         return {"kernel": kernel, "src": src}
 

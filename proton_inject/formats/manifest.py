@@ -111,9 +111,12 @@ def read_dump_manifest(out_dir: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
+REWRITE = "re-run `proton-inject dump` (or `insert`) to rewrite it"  # a broken manifest's fix
+
+
 def manifest_kernels(data: Any, path: str | Path) -> list[dict[str, Any]]:
     """The ``kernels`` entries of a manifest.json, each a dict whose file keys are strings."""
-    fix = "re-run `proton-inject dump` (or `insert`) to rewrite it"
+    fix = REWRITE
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object with a \"kernels\" list, not "
                         f"{type_name(data)}; {fix}")
@@ -169,8 +172,7 @@ def _entry_fields(k: dict[str, Any], where: str, path: str | Path, fix: str) -> 
 
 def read_manifest(path: str | Path) -> list[dict[str, Any]]:
     """The kernels of a manifest.json file, validated."""
-    return manifest_kernels(read_json(path, "manifest", "re-run `proton-inject dump` (or "
-                                      "`insert`) to rewrite it"), path)
+    return manifest_kernels(read_json(path, "manifest", REWRITE), path)
 
 
 def manifest_json(manifest: dict) -> str:

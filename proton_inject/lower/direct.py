@@ -192,13 +192,18 @@ def eligible(text: str, budget: int = 0, every: int = 1) -> str | None:
     return plan_lowering(text, budget, every).why
 
 
+def record_kind_and_name(op) -> tuple[str, str]:
+    """A ``proton.record`` op's kind ("start" or "end") and its region's name, as written."""
+    m = _RECORD.match(op.head)
+    return m.group(1), m.group(2)
+
+
 def scope_ids(records) -> list[int]:
     """Each record's scope id as Proton's scope analysis numbers them: a new id per start, in
     text order; an end takes the latest open start of its name."""
     ids, open_, nxt = [], {}, 0
     for op in records:
-        m = _RECORD.match(op.head)
-        kind, name = m.group(1), m.group(2)
+        kind, name = record_kind_and_name(op)
         if kind == "start":
             open_.setdefault(name, []).append(nxt)
             ids.append(nxt)
@@ -218,7 +223,7 @@ def record_table(text: str, budget: int = 0, every: int = 1) -> list[list[int]]:
     plan = plan_lowering(text, budget, every)
     out = []
     for i, op, loop in zip(scope_ids(plan.records), plan.records, plan.loop_of, strict=True):
-        row = [i, int(_RECORD.match(op.head).group(1) == "end")]
+        row = [i, int(record_kind_and_name(op)[0] == "end")]
         out.append(row if loop < 0 else [*row, loop])
     return out
 

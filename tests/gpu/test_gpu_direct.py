@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import helpers
 import numpy as np
 import pytest
 from helpers import load_module, requires_gpu
+from helpers.gpu_programs import EXAMPLES, instrumented_tree
 
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
-ROOT = helpers.REPO
 
 
 def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
@@ -23,15 +22,10 @@ def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
 
     from proton_inject.analyze.decode import decode
     from proton_inject.api import profile
-    from proton_inject.dump.program import dump_program
     from proton_inject.formats.raw import find_raw, load_raw
-    from proton_inject.instrument.trees import instrument_tree, write_tree
 
-    ex = ROOT / "examples" / "layernorm.py"
-    res = dump_program(["python", str(ex)], tmp_path / "dump")
-    assert res.exit_code == 0
-    outputs, manifest, _ = instrument_tree(tmp_path / "dump", Rules().with_defaults())
-    inst = write_tree(outputs, manifest, tmp_path / "inst")
+    ex = EXAMPLES / "layernorm.py"
+    inst = instrumented_tree(tmp_path, ["python", str(ex)], Rules().with_defaults())
     ln = load_module(ex, "pi_layernorm_direct")
     torch.manual_seed(0)
     x = torch.randn(1151, 8232, device="cuda", dtype=torch.float16)  # the example's arguments
@@ -91,14 +85,10 @@ def test_records_inside_loops_lowered_directly_on_the_gpu(tmp_path):
 
     from proton_inject.analyze.decode import decode
     from proton_inject.api import profile
-    from proton_inject.dump.program import dump_program
     from proton_inject.formats.raw import find_raw, load_raw
-    from proton_inject.instrument.trees import instrument_tree, write_tree
 
-    ex = ROOT / "examples" / "layernorm.py"
-    assert dump_program(["python", str(ex)], tmp_path / "dump").exit_code == 0
-    outputs, manifest, _ = instrument_tree(tmp_path / "dump", Rules(kernel_scope=True, loops="both"))
-    inst = write_tree(outputs, manifest, tmp_path / "inst")
+    ex = EXAMPLES / "layernorm.py"
+    inst = instrumented_tree(tmp_path, ["python", str(ex)], Rules(kernel_scope=True, loops="both"))
     ln = load_module(ex, "pi_layernorm_loops")
     torch.manual_seed(0)
     x = torch.randn(1151, 8232, device="cuda", dtype=torch.float16)

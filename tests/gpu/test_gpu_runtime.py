@@ -7,17 +7,15 @@ real program with ``dump_program``, instruments the dump with ``proton_inject.in
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import textwrap
 from pathlib import Path
 
-import helpers
 import numpy as np
 import pytest
 import torch
-from helpers import requires_gpu
-from helpers.cli import run_cli
+from helpers import load_module, requires_gpu
+from helpers.gpu_programs import EXAMPLES, LOOPS_RULES, cli_said, decoded, instrumented_tree
 
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.report import run_report
@@ -25,38 +23,13 @@ from proton_inject.api import profile
 from proton_inject.collect.launches import RunResult
 from proton_inject.dump.program import dump_program
 from proton_inject.formats.raw import find_raw, load_raw
-from proton_inject.instrument.rules import Rules
 from proton_inject.instrument.trees import instrument_tree, write_tree
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 
-ROOT = helpers.REPO
-EXAMPLES = ROOT / "examples"
-RULES = Rules(kernel_scope=True, loops="both", marks=False)
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _instrumented(tmp_path: Path, argv: list[str], kernel: str | None = None) -> Path:
-    dump = tmp_path / "dump"
-    res = dump_program(argv, dump, kernel=kernel)
-    assert res.exit_code == 0
-    outputs, manifest, _ = instrument_tree(dump, RULES)
-    assert outputs, "nothing was instrumented"
-    return write_tree(outputs, manifest, tmp_path / "inst")
-
 
 def _pairs(ev, m) -> set:
     return set(zip(ev.cta[m].tolist(), ev.warp[m].tolist(), strict=True))
-
-
-def _decoded(out: Path) -> list:
-    return [decode(*load_raw(p)) for p in find_raw(out / "raw")]
 
 
 def _check_every_cta_and_warp(result: RunResult, out: Path, names: tuple[str, ...]) -> dict:
@@ -89,20 +62,15 @@ def _check_every_cta_and_warp(result: RunResult, out: Path, names: tuple[str, ..
 def test_vector_add_cli_pipeline(tmp_path):
     """The commands a user types, each its own process: dump, insert, check, run."""
     prog = ["--", "python", str(EXAMPLES / "vector_add.py")]
-
-    def sh(*args: str) -> str:
-        p = run_cli(args, cwd=tmp_path, code=0)
-        return p.stdout + p.stderr
-
-    sh("dump", "-o", "dump", *prog)
-    sh("insert", "dump", "-o", "inst", "--kernel-scope", "--loops", "both", "--no-marks")
-    assert "0 failed" in sh("check", "inst")
-    out = sh("run", "inst", "-o", "traces", *prog)
+    cli_said(["dump", "-o", "dump", *prog], tmp_path)
+    cli_said(["insert", "dump", "-o", "inst", "--kernel-scope", "--loops", "both", "--no-marks"], tmp_path)
+    assert "0 failed" in cli_said(["check", "inst"], tmp_path)
+    out = cli_said(["run", "inst", "-o", "traces", *prog], tmp_path)
     assert "max abs error 0.000e+00" in out
     index = json.loads((tmp_path / "traces" / "run.json").read_text())
     assert [x["kernel"] for x in index["launches"]] == ["add_kernel"]
     assert list((tmp_path / "traces").glob("00000-add_kernel.pftrace.gz"))  # the Perfetto trace
-    [d] = _decoded(tmp_path / "traces")
+    [d] = decoded(tmp_path / "traces")
     grid = int(np.prod(d.meta.grid))
     assert d.meta.sampled_warps == [0]  # the default: one recording warp
     for sid, name in d.meta.scopes.items():
@@ -113,8 +81,8 @@ def test_vector_add_cli_pipeline(tmp_path):
 
 
 def test_matmul_profile_api(tmp_path):
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "matmul.py")])
-    mm = _load(EXAMPLES / "matmul.py", "pi_matmul")
+    inst = instrumented_tree(tmp_path, ["python", str(EXAMPLES / "matmul.py")])
+    mm = load_module(EXAMPLES / "matmul.py", "pi_matmul")
     torch.manual_seed(0)
     a = torch.randn(1024, 768, device="cuda", dtype=torch.float16)
     b = torch.randn(768, 1536, device="cuda", dtype=torch.float16)
@@ -133,7 +101,7 @@ def test_matmul_profile_api(tmp_path):
     print("\nmatmul regions (instances, median cycles):", stats)
     # Launches of a few us: the clock is measured (a fit that passed its checks, or the clock
     # bracket around the launch), never the device's max clock, and no region outlasts its CTA.
-    for d in _decoded(tmp_path / "traces"):
+    for d in decoded(tmp_path / "traces"):
         assert d.meta.sm_clock_mhz and 1000 < d.meta.sm_clock_mhz < 3000
         assert d.clock.source in ("globaltimer-fit", "clock-bracket"), d.clock.summary()
         print(d.meta.label, d.clock.summary())
@@ -142,8 +110,8 @@ def test_matmul_profile_api(tmp_path):
 
 
 def test_attention_profile_api(tmp_path):
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "attention.py")])
-    at = _load(EXAMPLES / "attention.py", "pi_attention")
+    inst = instrumented_tree(tmp_path, ["python", str(EXAMPLES / "attention.py")])
+    at = load_module(EXAMPLES / "attention.py", "pi_attention")
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 1024, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     plain = at.attention(q, k, v, 0.125)
@@ -158,8 +126,8 @@ def test_attention_profile_api(tmp_path):
 def test_warp_specialized_attention_runs_and_records(tmp_path):
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("tensor descriptors + warp specialization need sm_90+")
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "attention.py")])
-    at = _load(EXAMPLES / "attention.py", "pi_attention_ws")
+    inst = instrumented_tree(tmp_path, ["python", str(EXAMPLES / "attention.py")])
+    at = load_module(EXAMPLES / "attention.py", "pi_attention_ws")
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 1024, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     plain = at.attention(q, k, v, 0.125, warp_specialize=True)
@@ -167,7 +135,7 @@ def test_warp_specialized_attention_runs_and_records(tmp_path):
         got = at.attention(q, k, v, 0.125, warp_specialize=True)
     assert torch.equal(plain, got)
     assert [r.kernel for r in result.launches] == ["attn_fwd_ws_kernel"], result.messages
-    [d] = _decoded(tmp_path / "traces")
+    [d] = decoded(tmp_path / "traces")
     assert len(d.events) > 0
     # The first warp of the default partition and of each other partition record.
     assert d.meta.sampled_warps and d.meta.sampled_warps[0] == 0 and len(d.meta.sampled_warps) > 1
@@ -212,11 +180,11 @@ def test_autotuned_kernel_is_traced_with_its_config(tmp_path):
     dump = tmp_path / "dump"
     res = dump_program(["python", str(script)], dump)
     assert sorted(r.constexprs["BLOCK"] for r in res.kernels) == [256, 1024]
-    outputs, manifest, _ = instrument_tree(dump, RULES)
+    outputs, manifest, _ = instrument_tree(dump, LOOPS_RULES)
     inst = write_tree(outputs, manifest, tmp_path / "inst")
     x = torch.randn(1 << 20, device="cuda")
-    plain = _load(script, "pi_autotuned_plain").axpy(x)  # tunes outside the profile
-    mod = _load(script, "pi_autotuned")  # a fresh autotuner: it tunes again, profiled
+    plain = load_module(script, "pi_autotuned_plain").axpy(x)  # tunes outside the profile
+    mod = load_module(script, "pi_autotuned")  # a fresh autotuner: it tunes again, profiled
     with profile(instrumented=inst, out=tmp_path / "traces") as result:
         y1 = mod.axpy(x)
         y2 = mod.axpy(x)
@@ -230,7 +198,7 @@ def test_autotuned_kernel_is_traced_with_its_config(tmp_path):
     meta = json.loads(next((tmp_path / "traces" / "raw").glob("00000-*.json")).read_text())
     assert meta["config"].startswith(f"BLOCK={best}")
     # Asked to, the tuning launches are kept and marked.
-    mod2 = _load(script, "pi_autotuned2")
+    mod2 = load_module(script, "pi_autotuned2")
     with profile(instrumented=inst, out=tmp_path / "traces2", keep_tuning=True, max_launches=6) as r2:
         mod2.axpy(x)
     assert len(r2.launches) == 6 and r2.launches[0].tuning
@@ -239,29 +207,24 @@ def test_autotuned_kernel_is_traced_with_its_config(tmp_path):
 
 def test_torch_compile_kernels_are_traced(tmp_path):
     prog = ["--", "python", str(EXAMPLES / "torch_compile_example.py")]
-
-    def sh(*args: str) -> str:
-        p = run_cli(args, cwd=tmp_path, code=0)
-        return p.stdout + p.stderr
-
-    print(sh("dump", "-o", "dump", *prog))
-    sh("insert", "dump", "-o", "inst", "--kernel-scope", "--no-marks")
-    out = sh("run", "inst", "-o", "traces", *prog)
+    print(cli_said(["dump", "-o", "dump", *prog], tmp_path))
+    cli_said(["insert", "dump", "-o", "inst", "--kernel-scope", "--no-marks"], tmp_path)
+    out = cli_said(["run", "inst", "-o", "traces", *prog], tmp_path)
     print(out)
     assert "torch_compile_example: max abs error" in out
     index = json.loads((tmp_path / "traces" / "run.json").read_text())
     kept = [x for x in index["launches"] if not x["tuning"]]
     assert kept and all(x["kernel"].startswith("triton_") for x in kept), index
     assert not any(x["all_zero"] for x in kept)
-    for d in _decoded(tmp_path / "traces"):
+    for d in decoded(tmp_path / "traces"):
         assert len(d.events) > 0
 
 
 def test_changed_kernel_is_instrumented_with_the_trees_rules(tmp_path):
     """A dump made for other constexprs (issue 27 item 3): the kernel is instrumented from its
     own TTGIR with the rules the tree was made with, kept, and the run says why."""
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
-    va = _load(EXAMPLES / "vector_add.py", "pi_vector_add")
+    inst = instrumented_tree(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
+    va = load_module(EXAMPLES / "vector_add.py", "pi_vector_add")
     x = torch.randn(1_000_003, device="cuda")
     with profile(instrumented=inst, out=tmp_path / "traces", quiet=True) as result:
         out = va.add(x, x, blocks_per_prog=2)  # dumped with 4
@@ -275,7 +238,7 @@ def test_run_program_exit_codes_and_draining(tmp_path):
     """sys.exit and exceptions still write what was collected; a tiny pending limit drains."""
     from proton_inject.api import profile_program
 
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
+    inst = instrumented_tree(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
     body = (
         f"import sys, torch\nsys.path.insert(0, {str(EXAMPLES)!r})\nimport vector_add as va\n"
         "x = torch.randn(1_000_003, device='cuda')\nfor _ in range(3):\n    va.add(x, x)\n"
@@ -293,17 +256,24 @@ def test_run_program_exit_codes_and_draining(tmp_path):
     assert len(find_raw(tmp_path / "t2" / "raw")) == 2
 
 
+def _deep_matmul(tmp_path: Path, module: str) -> tuple:
+    """The matmul example's tree, the example loaded as ``module``, and a K=4096 product (64
+    K steps: more records per warp than the default buffer holds) run plainly: (tree, module,
+    a, b, a @ b)."""
+    inst = instrumented_tree(tmp_path, ["python", str(EXAMPLES / "matmul.py")])
+    mm = load_module(EXAMPLES / "matmul.py", module)
+    torch.manual_seed(0)
+    a = torch.randn(1024, 4096, device="cuda", dtype=torch.float16)
+    b = torch.randn(4096, 1536, device="cuda", dtype=torch.float16)
+    return inst, mm, a, b, mm.matmul(a, b)
+
+
 def test_lowering_options_on_the_gpu(tmp_path):
     """--clock 32, --warps 0,4 (selective sampling) and a larger --buffer-size, end to end:
     only the sampled warps record, nothing wraps, medians agree with the 64-bit run."""
     from proton_inject.lower.options import LoweringOptions
 
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "matmul.py")])
-    mm = _load(EXAMPLES / "matmul.py", "pi_matmul_opts")
-    torch.manual_seed(0)
-    a = torch.randn(1024, 4096, device="cuda", dtype=torch.float16)
-    b = torch.randn(4096, 1536, device="cuda", dtype=torch.float16)
-    plain = mm.matmul(a, b)
+    inst, mm, a, b, plain = _deep_matmul(tmp_path, "pi_matmul_opts")
     medians = {}
     for label, opts in (("64", LoweringOptions(warps="all")),
                         ("32+sampled", LoweringOptions(clock=32, warps=(0, 4), buffer_size=16384))):
@@ -311,7 +281,7 @@ def test_lowering_options_on_the_gpu(tmp_path):
         with profile(instrumented=inst, out=out, options=opts):
             got = mm.matmul(a, b)
         assert torch.equal(plain, got)
-        [d] = _decoded(out)
+        [d] = decoded(out)
         ev = d.events
         it = next(s for s, n in d.meta.scopes.items() if n.startswith("iter"))
         m = ev.scope == it
@@ -334,12 +304,7 @@ def test_global_buffer_keeps_every_iteration_on_the_gpu(tmp_path):
     into 128 slots, test above) keeps every record with 256 slots per warp in global memory."""
     from proton_inject.lower.options import LoweringOptions
 
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "matmul.py")])
-    mm = _load(EXAMPLES / "matmul.py", "pi_matmul_global")
-    torch.manual_seed(0)
-    a = torch.randn(1024, 4096, device="cuda", dtype=torch.float16)
-    b = torch.randn(4096, 1536, device="cuda", dtype=torch.float16)
-    plain = mm.matmul(a, b)
+    inst, mm, a, b, plain = _deep_matmul(tmp_path, "pi_matmul_global")
     warps, k_steps, ctas = 8, 4096 // 64, (1024 // 128) * (1536 // 128)
     # 256 slots of 8 bytes per warp: the smallest power of two above 132 records.
     opts = LoweringOptions(buffer_type="global", buffer_size=256 * 8 * warps, warps="all")
@@ -389,7 +354,7 @@ def test_early_return_kernel_has_one_kernel_region_per_cta(tmp_path, buffer_type
     torch.cuda.synchronize()
     assert torch.equal(want, got)
     assert [r.kernel for r in result.launches] == ["skip_rows_kernel"], result.messages
-    [d] = _decoded(out)
+    [d] = decoded(out)
     assert d.meta.buffer_type != "direct"  # several blocks: Proton's lowering
     names = d.meta.scopes
     assert sorted(names.values()) == sorted(SKIP_ROWS_REGIONS), names

@@ -13,19 +13,22 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-import helpers
 import pytest
 import torch
-from helpers import requires_gpu
-from helpers.cli import child_env, run_cli, run_python
+from helpers import load_module, requires_gpu
+from helpers.gpu_programs import (
+    EXAMPLES,
+    cli_child,
+    decoded,
+    instrumented_tree,
+    python_child,
+    run_index,
+)
 
 from proton_inject.analyze.decode import decode
 from proton_inject.formats.raw import find_raw, load_raw
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
-
-ROOT = helpers.REPO
-EXAMPLES = ROOT / "examples"
 
 # A small Llama-like block: RMSNorm (looped reductions at this width), attention, SiLU MLP.
 _MODEL = textwrap.dedent("""
@@ -143,15 +146,6 @@ _CONFIG_BYTES = textwrap.dedent("""
 """)
 
 
-def _cli(argv: list[str], cwd: Path, code: int | None = 0) -> subprocess.CompletedProcess:
-    """The CLI in a child; unbuffered, so a program's prints and ours keep their order."""
-    return run_cli(argv, cwd=cwd, env=child_env(PYTHONUNBUFFERED="1"), code=code, timeout=400)
-
-
-def _py(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return run_python(argv, cwd=cwd, env=child_env(PYTHONUNBUFFERED="1"), code=0, timeout=400)
-
-
 KS = ("--kernel-scope", "--no-marks")
 LOOPS = ("--kernel-scope", "--loops", "both", "--no-marks")
 
@@ -167,21 +161,17 @@ def _plain_and_profiled(tmp_path: Path, body: str, argss: tuple[tuple[str, ...],
     go to traces<i><j>."""
     prog = tmp_path / "prog.py"
     prog.write_text(body)
-    dump = _cli(["dump", "-o", "dump", "--", "python", str(prog), *argss[0]], tmp_path)
-    plain = [dump.stdout] + [_py([str(prog), *args], tmp_path).stdout for args in argss[1:]]
+    dump = cli_child(["dump", "-o", "dump", "--", "python", str(prog), *argss[0]], tmp_path)
+    plain = [dump.stdout] + [python_child([str(prog), *args], tmp_path).stdout for args in argss[1:]]
     out = {}
     for j, rules in enumerate(inserts):
-        _cli(["insert", "dump", "-o", f"inst{j}", *rules], tmp_path)
+        cli_child(["insert", "dump", "-o", f"inst{j}", *rules], tmp_path)
         for i, args in enumerate(argss):
-            prof = _cli(["run", f"inst{j}", "-o", f"traces{i}{j}", "--", "python", str(prog), *args],
-                        tmp_path)
+            prof = cli_child(["run", f"inst{j}", "-o", f"traces{i}{j}", "--", "python", str(prog), *args],
+                             tmp_path)
             print(prof.stderr[-2000:])
             out[(i, j)] = (plain[i], prof)
     return out
-
-
-def _index(out: Path, name: str = "run.json") -> dict:
-    return json.loads((out / name).read_text())
 
 
 def _same(results: dict[str, tuple[str, str]]) -> bool:
@@ -194,7 +184,7 @@ def test_compiled_model_same_outputs(tmp_path):
     """torch.compile (default mode): the profiled run prints the plain run's bytes; Inductor's
     autotuning choices are the dump's (none timed)."""
     runs = _plain_and_profiled(tmp_path, _MODEL, (("default",),))
-    index = _index(tmp_path / "traces00")
+    index = run_index(tmp_path / "traces00")
     print(f"AUTOTUNE torch.compile default: {index['autotune']}")
     assert _same({"torch.compile default, kernel": (runs[(0, 0)][0], runs[(0, 0)][1].stdout)})
     assert index["autotune"]["timed"] == 0, index["messages"]
@@ -206,7 +196,7 @@ def test_reduce_overhead_graph_replays_are_profiled(tmp_path):
     runs = _plain_and_profiled(tmp_path, _MODEL, (("reduce-overhead",),))
     plain, prof = runs[(0, 0)]
     ok = _same({"torch.compile reduce-overhead, kernel": (plain, prof.stdout)})
-    index = _index(tmp_path / "traces00")
+    index = run_index(tmp_path / "traces00")
     replays = [x for x in index["launches"] if x["graph_replay"] is not None]
     print("reduce-overhead:", len(index["launches"]), "launches kept,", len(replays), "from replays,",
           "max replay", max((x["graph_replay"] for x in replays), default=None))
@@ -216,18 +206,16 @@ def test_reduce_overhead_graph_replays_are_profiled(tmp_path):
     for p in find_raw(tmp_path / "traces00" / "raw")[:20]:
         assert len(decode(*load_raw(p)).events) > 0
     assert "Overriding kernel" not in prof.stdout + prof.stderr
-    rep = _cli(["report", "traces00"], tmp_path)
+    rep = cli_child(["report", "traces00"], tmp_path)
     assert "kernel" in rep.stdout
     assert ok
 
 
 def test_hand_captured_graph_is_profiled_on_every_replay(tmp_path):
-    from test_gpu_runtime import _instrumented, _load
-
     from proton_inject.api import profile
 
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
-    va = _load(EXAMPLES / "vector_add.py", "pi_vector_add_graph")
+    inst = instrumented_tree(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
+    va = load_module(EXAMPLES / "vector_add.py", "pi_vector_add_graph")
     x = torch.randn(1_000_003, device="cuda")
     with profile(instrumented=inst, out=tmp_path / "traces", quiet=True) as result:
         s = torch.cuda.Stream()
@@ -245,7 +233,7 @@ def test_hand_captured_graph_is_profiled_on_every_replay(tmp_path):
             assert torch.equal(out, x + x), k
     assert [r.graph_replay for r in result.launches] == [None, 1, 2, 3], result.messages
     assert not result.in_cuda_graphs
-    evs = [decode(*load_raw(p)) for p in find_raw(tmp_path / "traces" / "raw")]
+    evs = decoded(tmp_path / "traces")
     assert len(evs) == 4 and all(len(d.events) > 0 for d in evs)
 
 
@@ -286,15 +274,15 @@ def test_autotune_picks_the_plain_runs_config(tmp_path):
     near-tied configs are chosen by noise, as between two plain runs."""
     prog = tmp_path / "prog.py"
     prog.write_text(_CONFIG_BYTES)
-    dump = _cli(["dump", "-o", "dump", "--", "python", str(prog)], tmp_path)
+    dump = cli_child(["dump", "-o", "dump", "--", "python", str(prog)], tmp_path)
     plain, timings = dump.stdout, _timings(dump.stderr)
     assert plain.splitlines()[1].endswith("distinct outputs 4"), plain
     assert "recorded the autotuners' choices (1 Triton autotune key(s)" in dump.stderr, dump.stderr[-2000:]
-    _cli(["insert", "dump", "-o", "inst", *LOOPS], tmp_path)
-    run = _cli(["run", "inst", "-o", "traces", "--", "python", str(prog)], tmp_path)
-    pinned = _cli(["profile", *LOOPS, "--no-report", "-o", "prof-pinned", "--autotune-from", "dump",
-                   "--", "python", str(prog)], tmp_path)
-    prof = _cli(["profile", *LOOPS, "--no-report", "-o", "prof", "--", "python", str(prog)], tmp_path)
+    cli_child(["insert", "dump", "-o", "inst", *LOOPS], tmp_path)
+    run = cli_child(["run", "inst", "-o", "traces", "--", "python", str(prog)], tmp_path)
+    pinned = cli_child(["profile", *LOOPS, "--no-report", "-o", "prof-pinned", "--autotune-from", "dump",
+                        "--", "python", str(prog)], tmp_path)
+    prof = cli_child(["profile", *LOOPS, "--no-report", "-o", "prof", "--", "python", str(prog)], tmp_path)
     for name, p in (("dump", dump), ("run", run), ("profile --autotune-from", pinned), ("profile", prof)):
         print(f"{name} stderr:\n" + p.stderr[-1500:])
     fastest = sorted(timings.values())
@@ -304,14 +292,14 @@ def test_autotune_picks_the_plain_runs_config(tmp_path):
     assert _same({"autotuned configs differ, run": (plain, run.stdout),
                   "autotuned configs differ, profile --autotune-from": (plain, pinned.stdout)})
     for out in ("traces", "prof-pinned"):
-        index = _index(tmp_path / out)
+        index = run_index(tmp_path / out)
         tuned = _kept_configs(index)
         print(f"CHOSEN {out:11s} plain BLOCK={chosen} profiled {tuned} autotune {index['autotune']}")
         assert tuned == [f"BLOCK={chosen}"] * 3
         assert index["autotune"]["pinned"] == 1 and index["autotune"]["timed"] == 0
         assert "autotune benchmarking" not in index["dropped"]  # nothing was timed
     assert "autotuning: 1 choice(s) taken from" in run.stderr and "Traceback" not in run.stderr
-    index = _index(tmp_path / "prof")
+    index = run_index(tmp_path / "prof")
     tuned = _kept_configs(index)
     same = _same({"autotuned configs differ, profile (timed)": (plain, prof.stdout)})
     print(f"CHOSEN prof        plain BLOCK={chosen} profiled {tuned} (timed; runner-up {gap:+.1%})")
@@ -323,9 +311,7 @@ def test_autotune_picks_the_plain_runs_config(tmp_path):
 
 
 def test_failed_instrumented_compile_runs_the_original(tmp_path):
-    from test_gpu_runtime import _instrumented
-
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
+    inst = instrumented_tree(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
     (f,) = inst.glob("*/add_kernel.ttgir")
     # An op MLIR does not know: insert's parser keeps it, Triton's parser refuses the file.
     text = f.read_text()
@@ -335,10 +321,10 @@ def test_failed_instrumented_compile_runs_the_original(tmp_path):
     prog.write_text(f"import sys, torch\nsys.path.insert(0, {str(EXAMPLES)!r})\nimport vector_add as va\n"
                     "x = torch.randn(1_000_003, device='cuda')\n"
                     "print(torch.equal(va.add(x, x), x + x))\n")
-    p = _cli(["run", str(inst), "-o", "traces", "--", "python", str(prog)], tmp_path, code=None)
+    p = cli_child(["run", str(inst), "-o", "traces", "--", "python", str(prog)], tmp_path, code=None)
     print(p.stderr[-3000:])
     assert p.returncode == 0 and p.stdout == "True\n"
-    index = _index(tmp_path / "traces")
+    index = run_index(tmp_path / "traces")
     assert index["compiled"] and not any(c["instrumented"] for c in index["compiled"].values())
     assert "kernel add_kernel runs uninstrumented: its instrumented IR could not be used" in p.stderr
 
@@ -358,21 +344,19 @@ _RANKS = textwrap.dedent("""
 
 
 def test_two_ranks_under_torchrun(tmp_path):
-    from test_gpu_runtime import _instrumented
-
-    inst = _instrumented(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
+    inst = instrumented_tree(tmp_path, ["python", str(EXAMPLES / "vector_add.py")])
     prog = tmp_path / "ranks.py"
     prog.write_text(_RANKS)
-    p = _py(["-m", "torch.distributed.run", "--nproc-per-node", "2",
-             "-m", "proton_inject.cli", "run", str(inst), "-o", "traces", "--",
-             "python", str(prog), str(EXAMPLES)], tmp_path)
+    p = python_child(["-m", "torch.distributed.run", "--nproc-per-node", "2",
+                      "-m", "proton_inject.cli", "run", str(inst), "-o", "traces", "--",
+                      "python", str(prog), str(EXAMPLES)], tmp_path)
     assert sorted(p.stdout.split("\n")) == ["", "0 True 3.0", "1 True 3.0"], p.stdout
     out = tmp_path / "traces"
-    assert {_index(out, f"run.rank{r}.json")["rank"] for r in (0, 1)} == {0, 1}
+    assert {run_index(out, f"run.rank{r}.json")["rank"] for r in (0, 1)} == {0, 1}
     names = sorted(q.name for q in (out / "raw").glob("*.json"))
     assert names == ["rank0-00000-add_kernel.json", "rank1-00000-add_kernel.json"], names
-    rep = _cli(["report", "traces", "--json", "--trace", "merged", "--merge",
-                "--trace-format", "json", "--no-gz"], tmp_path)
+    rep = cli_child(["report", "traces", "--json", "--trace", "merged", "--merge",
+                     "--trace-format", "json", "--no-gz"], tmp_path)
     (k,) = json.loads(rep.stdout)["kernels"]
     assert k["ranks"] == [0, 1]
     doc = json.loads((tmp_path / "merged" / "merged.json").read_text())

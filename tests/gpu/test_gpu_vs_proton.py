@@ -10,27 +10,19 @@ within 2% (separate launches, so not identical) except a memory-bound kernel's w
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import helpers
 import pytest
-from helpers import requires_gpu
+from helpers import load_module, requires_gpu
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 
 BENCH = helpers.REPO / "benchmarks" / "gpu_trace_vs_proton.py"
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("gpu_trace_vs_proton", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _run(tmp_path: Path, case: str) -> dict:
-    bench = _bench()
+    bench = load_module(BENCH, "gpu_trace_vs_proton")
     which, ctas, k = bench.parse_case(case)
     res = bench.run_case(tmp_path, which, ctas, k, check=True)
     p, o = res["proton"], res["ours"]

@@ -175,6 +175,27 @@ def test_a_small_region_slower(runs):
         runs["base"], runs["add_slow"]).text
 
 
+def test_each_kernel_on_one_side_only_is_said_once(tmp_path):
+    """mm_kernel in two configs on the base side only, add_kernel on the new side only: one
+    line each, in text and in Markdown."""
+    base = write_run(tmp_path / "b", kernels=("mm",))
+    buf, meta = load_raw(DATA / "profile_scratch_mm.json")
+    meta = replace(meta, launch=7, config="BLOCK=64")
+    save_raw(raw_prefix(base / "raw", meta), buf, meta)
+    new = write_run(tmp_path / "n", kernels=("add",))
+    d = run_diff(base, new).data
+    assert [k["config"] for k in d["kernels_only_base"]] == [None, "BLOCK=64"]
+    assert [k["kernel"] for k in d["kernels_only_new"]] == ["add_kernel"]
+    want = ["kernel only in base: mm_kernel (1 launches, 1 regions)",
+            "kernel only in base: mm_kernel [BLOCK=64] (1 launches, 1 regions)",
+            "kernel only in new: add_kernel (1 launches, 2 regions)"]
+    text = run_diff(base, new).text.splitlines()
+    assert [ln for ln in text if "kernel only in" in ln] == want
+    md = run_diff(base, new, fmt="markdown").text.splitlines()
+    assert [ln for ln in md if "kernel only in" in ln] == [
+        "- " + w.replace("mm_kernel", "`mm_kernel`").replace("add_kernel", "`add_kernel`") for w in want]
+
+
 def test_text_markdown_json_shapes(runs):
     text = run_diff(runs["base"], runs["mm_slow"]).text
     lines = text.splitlines()

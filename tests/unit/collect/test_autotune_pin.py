@@ -5,7 +5,7 @@ noise would break that).
 Real Triton Autotuners over a kernel run by Triton's interpreter on CPU tensors (no GPU
 here), so a choice really launches its config and changes nothing but what was chosen; the
 benchmark is the autotuner's ``do_bench`` hook, which says which config it times. Sessions
-install their compile side as in test_autotune_plain.py.
+install their compile side as in test_autotune_plain.py (helpers/compile_side.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 from helpers import SAMPLES
 from helpers.cli import invoke
-from test_autotune_plain import _compile_side, _session
+from helpers.compile_side import caching_autotuner, compile_side, session_of
 from triton.runtime.autotuner import Autotuner
 
 from proton_inject.dump import program
@@ -151,10 +151,10 @@ def test_insert_carries_the_decisions_into_the_tree(tmp_path):
 def test_run_takes_recorded_choices_and_times_the_rest(tmp_path):
     # The plain run chose BLOCK 32 for n=100 (its timing then said so).
     decisions, *_ = _record(tmp_path / "plain", {32: 1.0, 64: 1.01}, sizes=(100,))
-    session = _session("run", tmp_path)
+    session = session_of("run", tmp_path)
     decisions.write(session.source.tree)
     at, timed = _tuned({32: 1.01, 64: 1.0})  # this run's timing would choose BLOCK 64
-    with _compile_side(session, tmp_path / "run"):
+    with compile_side(session):
         pinned = _launch(at, 100)
         assert timed == [] and at.best_config.kwargs["BLOCK"] == 32  # pinned: never timed
         assert {c.kwargs["BLOCK"]: t for c, t in at.configs_timings.items()} == {32: [1.0] * 3,
@@ -162,27 +162,29 @@ def test_run_takes_recorded_choices_and_times_the_rest(tmp_path):
         _launch(at, 300)  # a key the dump did not see: timed, on the plain builds
         assert timed == [32, 64] and at.best_config.kwargs["BLOCK"] == 64
     assert pinned[:2].tolist() == [32.0, 34.0]
-    (line,) = session._autotune_summary()
-    assert "1 choice(s) taken from" in line and "autotune.json, 1 timed on the plain builds" in line
     assert not any(m.startswith("warning") for m in session.result.messages)
+    session.conclude()
+    (line,) = [m for m in session.result.messages if m.startswith("autotuning:")]
+    assert "1 choice(s) taken from" in line and "autotune.json, 1 timed on the plain builds" in line
     # the run records its own choices, for a later run or profile --autotune-from
-    session._write_decisions()
     assert len(autotune_file.load(session.out / autotune_file.FILE_NAME)) == 2
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"format": 1, "triton": [{"kernel": "scale"}]}',
                                   '{"format": 7}'])
 def test_a_damaged_file_warns_once_and_times(text, tmp_path):
-    session = _session("run", tmp_path)
+    session = session_of("run", tmp_path)
     (tmp_path / "prof" / "ir" / autotune_file.FILE_NAME).write_text(text)
     at, timed = _tuned({32: 1.0, 64: 2.0})
-    with _compile_side(session, tmp_path / "run"):
+    with compile_side(session):
         _launch(at, 100)
         _launch(at, 300)
     assert timed == [32, 64, 32, 64]
     warnings = [m for m in session.result.messages if m.startswith("warning")]
     assert len(warnings) == 1 and "autotune.json" in warnings[0], warnings
-    assert "2 timed on the plain builds" in session._autotune_summary()[0]
+    session.conclude()
+    (line,) = [m for m in session.result.messages if m.startswith("autotuning:")]
+    assert "2 timed on the plain builds" in line
 
 
 def test_a_recorded_config_the_autotuner_lacks_is_timed_with_a_warning(tmp_path, restore_autotuner):
@@ -204,30 +206,28 @@ def test_profile_autotune_from_must_name_a_file(tmp_path):
 
     session = Session(None, tmp_path / "out", autotune_from=tmp_path)
     with pytest.raises(UserError, match="--autotune-from .*no autotune.json"):
-        session._load_pins()
+        session.tuner  # noqa: B018 (read on first use)
     (tmp_path / "ir").mkdir()
     (tmp_path / "ir" / autotune_file.FILE_NAME).write_text("[]")
     session = Session(None, tmp_path / "out", autotune_from=tmp_path)
     with pytest.raises(UserError, match="--autotune-from: .*format 1"):
-        session._load_pins()
+        session.tuner  # noqa: B018 (read on first use)
 
 
 def test_inductor_kernels_are_known_by_source_and_size_hints():
-    from test_autotune_plain import _caching_autotuner
-
-    a, b = _caching_autotuner(), _caching_autotuner()
-    assert autotune._inductor_id(a) == autotune._inductor_id(b)
+    a, b = caching_autotuner(), caching_autotuner()
+    assert autotune.Tuner.inductor_names(a) == autotune.Tuner.inductor_names(b)
     b.size_hints = {"x": 1024}
-    assert autotune._inductor_id(a) != autotune._inductor_id(b)
+    assert autotune.Tuner.inductor_names(a) != autotune.Tuner.inductor_names(b)
     d = autotune.Decisions()
     cfg = autotune.config_dict(triton.Config({"BLOCK": 256}, num_warps=8))
-    d.add({"kind": "inductor", **autotune.Tuner._inductor_names(a), "autotune": cfg, "coordesc": None})
-    d.add({"kind": "inductor", **autotune.Tuner._inductor_names(a), "autotune": None, "coordesc": cfg})
+    d.add({"kind": "inductor", **autotune.Tuner.inductor_names(a), "autotune": cfg, "coordesc": None})
+    d.add({"kind": "inductor", **autotune.Tuner.inductor_names(a), "autotune": None, "coordesc": cfg})
     loaded = autotune.Decisions.from_json(json.loads(json.dumps(d.to_json())))
     (entry,) = loaded.inductor.values()
     assert entry["autotune"] == entry["coordesc"] == cfg and not entry.get("conflict")
-    assert autotune.Tuner(loaded)._inductor_entry(a) == entry
-    assert autotune.Tuner(loaded)._inductor_entry(b) is None
+    assert autotune.Tuner(loaded).inductor_entry(a) == entry
+    assert autotune.Tuner(loaded).inductor_entry(b) is None
 
 
 _PROGRAM = """
@@ -271,22 +271,21 @@ def test_inductor_autotuner_keeps_the_recorded_config_untimed(tmp_path, monkeypa
     anything, so that autotune_to_one_config (min of the timings) keeps the recorded config.
     (Its launchers need a GPU driver: the compile results of its configs, which carry the
     same configs, stand in for them.)"""
-    from test_autotune_plain import _caching_autotuner
     from torch._inductor.runtime import triton_helpers
 
     monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)
-    at, other = _caching_autotuner(), _caching_autotuner()
+    at, other = caching_autotuner(), caching_autotuner()
     other.size_hints = {"x": 4096}  # another kernel as far as the file goes
     want = autotune.config_dict(at.configs[1])  # BLOCK 256, 8 warps
     pins = autotune.Decisions()
-    pins.add({"kind": "inductor", **autotune.Tuner._inductor_names(at), "autotune": want, "coordesc": None})
-    session = _session("run", tmp_path, compile=lambda: [at._precompile_config(c).kernel for c in at.configs][-1])
+    pins.add({"kind": "inductor", **autotune.Tuner.inductor_names(at), "autotune": want, "coordesc": None})
+    session = session_of("run", tmp_path, compile=lambda: [at._precompile_config(c).kernel for c in at.configs][-1])
     pins.write(session.source.tree)
-    with _compile_side(session, tmp_path / "run"):
+    with compile_side(session):
         at.launchers = [at._precompile_config(c) for c in at.configs]
         monkeypatch.setattr(at, "bench", lambda *a, **k: pytest.fail("a config was timed"))
         timings = at.benchmark_all_configs()
-        assert session._tuner.inductor_pinned_timings(other) is None  # not recorded: timed
+        assert session.tuner.inductor_pinned_timings(other) is None  # not recorded: timed
     best = min(timings, key=timings.get)
     assert autotune.config_dict(best.config) == want and best is at.launchers[1]
-    assert (session._tuner.pinned, session._tuner.timed) == (1, 1)
+    assert (session.tuner.pinned, session.tuner.timed) == (1, 1)

@@ -58,7 +58,6 @@ def _profile(tmp_path: Path, name: str, rules: Rules, cache: bool = True, option
     session.build_cache = cache
     session.install_compiler(target=H100)
     try:
-        triton.knobs.compilation.listener = session._listener(None)  # as start() does
         ck = _compile()
     finally:
         session.uninstall()

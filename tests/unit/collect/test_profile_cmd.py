@@ -121,6 +121,27 @@ def test_run_takes_the_tree_file_only_for_the_config_it_was_dumped_with(kernel_m
         TreeSource(tmp_path / "ir", kernel="(")
 
 
+def test_tree_is_read_once_and_keyed_by_the_ir_it_gives(kernel_mod, tmp_path):
+    """The build cache's key for a tree (``digest``) is of the IR the run compiles: both come
+    from one reading, so an edit of the tree after the session loaded it changes neither;
+    the edited tree, loaded anew, has another key."""
+    src = _source(kernel_mod)
+    dumped = CompileHook(Rules(kernel_scope=True), tmp_path / "ir")
+    compile_with_hook(src, tmp_path / "c0", dumped)
+    (c,) = dumped.compiled.values()
+    tree = TreeSource(tmp_path / "ir").load()
+    key = tree.digest()
+    ir_file = tmp_path / "ir" / c.file
+    loaded = ir_file.read_text(encoding="latin-1")
+    ir_file.write_text(loaded + "// edited after the session loaded the tree\n", encoding="latin-1")
+    assert tree.digest() == key
+    run = CompileHook(tree, tmp_path / "run")
+    compile_with_hook(src, tmp_path / "c1", run)
+    (r,) = run.compiled.values()
+    assert r.instrumented and (tmp_path / "run" / r.file).read_text(encoding="latin-1") == loaded
+    assert TreeSource(tmp_path / "ir").digest() != key
+
+
 def test_kernel_left_out_compiles_as_without_the_tool(kernel_mod, tmp_path):
     hook = CompileHook(Rules(kernel_scope=True, kernel="^other$"), tmp_path / "ir")
     ck = compile_with_hook(_source(kernel_mod), tmp_path / "cache", hook)

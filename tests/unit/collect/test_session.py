@@ -104,13 +104,13 @@ def test_shared_memory_overflow_message_names_kernel_and_fix(tmp_path):
     s = Session(None, tmp_path / "unused", options=every_warp)
     # As if the device allowed 100 KiB: the 96 KiB pipeline fits, its 8 KiB of records do not.
     oor = OutOfResources(106496, 102400, "shared memory")
-    err = s._explain_oor(ck, oor, out_of_resources_type(), build_max_shared=232448)
+    err = s.explain_out_of_resources(ck, oor, out_of_resources_type(), build_max_shared=232448)
     assert isinstance(err, OutOfResources) and isinstance(err, ProfileBufferTooLarge)
     msg = str(err)
     assert "mm_kernel" in msg and "106496 B" in msg and "8192 B of it for the record buffer" in msg
     assert "--buffer-size 4096" in msg  # 4096 B free: 8 warps x 512 B
     other = OutOfResources(5, 4, "threads")
-    assert s._explain_oor(ck, other, out_of_resources_type()) is other
+    assert s.explain_out_of_resources(ck, other, out_of_resources_type()) is other
 
 
 def test_shared_memory_advice_counts_the_warps_that_record(tmp_path):
@@ -130,8 +130,8 @@ def test_shared_memory_advice_counts_the_warps_that_record(tmp_path):
     assert opts.selected == (0, 4, 8)
     need = int(ck.metadata.shared)
     oor = OutOfResources(need, need - 256, "shared memory")  # as if 256 B were missing
-    msg = str(Session(None, tmp_path / "unused")._explain_oor(ck, oor, out_of_resources_type(),
-                                                        build_max_shared=232448))
+    msg = str(Session(None, tmp_path / "unused").explain_out_of_resources(
+        ck, oor, out_of_resources_type(), build_max_shared=232448))
     buf = int(msg.split(" B of it for the record buffer")[0].rsplit("(", 1)[1])
     fit = int(msg.split("--buffer-size ")[1].split(" ")[0])
     per = fit // 3
@@ -239,10 +239,10 @@ def test_own_tensors_ignore_the_programs_default_device():
     """Pinned host buffers once came out as CUDA tensors under the program's default device."""
     import torch
 
-    from proton_inject.collect.buffers import _no_modes
+    from proton_inject.collect.buffers import outside_program_modes
 
     with torch.device("meta"):
         assert torch.empty(2).device.type == "meta"
-        with _no_modes():
+        with outside_program_modes():
             assert torch.empty(2).device.type == "cpu"
         assert torch.empty(2).device.type == "meta"

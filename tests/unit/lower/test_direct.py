@@ -83,7 +83,7 @@ def test_eligible_samples_compile_with_protons_scope_ids(path, tmp_path):
         pytest.skip(direct.eligible(text))
     records = direct.plan_lowering(text, 0).records
     ids = direct.scope_ids(records)
-    names = {i: direct._RECORD.match(op.head).group(2) for i, op in zip(ids, records, strict=True)}
+    names = {i: direct.record_kind_and_name(op)[1] for i, op in zip(ids, records, strict=True)}
     assert sorted(names.items()) == sorted(scope_names_of(str(path))[0])
     ck = _compile(text, tmp_path, LoweringOptions(buffer_type="direct", warps=(0,)))
     ptx = ck.asm["ptx"]
