@@ -114,9 +114,9 @@ class LaunchHooks:
         opts = self._resolved(ck, built_for)
         if opts.in_global_memory:
             return e  # records use no shared memory: the kernel itself does not fit
-        from proton_inject.lower.check import _buffer_split
+        from proton_inject.lower.check import record_buffer_share
 
-        buf = _buffer_split(need, nw, built_for, opts) or 0
+        buf = record_buffer_share(need, nw, built_for, opts) or 0
         fit = suggest_buffer_size(limit - (need - buf), nw, opts) if buf else 0
         advice = (
             f"pass --buffer-size {fit} (or less), or --buffer-type global"

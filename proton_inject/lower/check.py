@@ -137,7 +137,7 @@ def diagnostics(text: str, limit: int = 20) -> str:
 # --- one file -------------------------------------------------------------------------
 
 
-def _buffer_split(
+def record_buffer_share(
     total: int, num_warps: int, max_shared: int, options: LoweringOptions
 ) -> int | None:
     """The record buffer's share of ``total`` shared bytes (None if it cannot be told)."""
@@ -301,7 +301,7 @@ def _read_build(report: CheckReport, compiled, text: str, options: LoweringOptio
         if options.buffer_type == "global":
             b = _global_buffer(report.profile_scratch_bytes, report.num_warps, options)
         else:
-            b = _buffer_split(
+            b = record_buffer_share(
                 report.shared_bytes, report.num_warps, report.max_shared, options
             )
         report.buffer_bytes = b
