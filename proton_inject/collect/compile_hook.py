@@ -64,21 +64,16 @@ class CompiledKernel:
 
 def _kernel_info(src: Any, metadata: dict[str, Any]) -> dict[str, Any]:
     """What the manifest keeps about a compile besides its regions (as dump records it)."""
+    from proton_inject.dump.aot import source_facts
     from proton_inject.formats.manifest import jsonable
 
-    info: dict[str, Any] = {}
     fn = getattr(src, "fn", None)
-    names = list(getattr(fn, "arg_names", []) or [])
-    consts = {}
-    for key, v in sorted((getattr(src, "constants", None) or {}).items(), key=str):
-        idx = key[0] if isinstance(key, tuple) and key else key
-        consts[names[idx] if isinstance(idx, int) and idx < len(names) else str(key)] = jsonable(v)
-    target = metadata.get("target")
-    info["target"] = str(_target_text(target))
+    info: dict[str, Any] = {"target": str(_target_text(metadata.get("target")))}
     for k in ("num_warps", "num_stages", "num_ctas"):
         if k in metadata:
             info[k] = jsonable(metadata[k])
-    info["constexprs"] = consts
+    if fn is not None:  # signature, constexprs, specialization, fn_key: what `run` compares
+        info.update(source_facts(src))
     info["compile_hash"] = str(metadata.get("hash", ""))
     inner = getattr(fn, "fn", None)
     code = getattr(inner, "__code__", None)
@@ -103,7 +98,8 @@ class RulesSource:
 
         return "rules " + json.dumps(rules_entry(self.rules), sort_keys=True)
 
-    def instrument(self, name: str, text: str, ohash: str, config: dict[str, Any]) -> InsertResult:
+    def instrument(self, name: str, text: str, ohash: str, config: dict[str, Any],
+                   src: Any = None) -> InsertResult:
         return insert_text(text, self.rules, f"{name}.ttgir", inline=inline_callees)
 
 
@@ -123,6 +119,7 @@ class TreeSource:
         self.pattern = _kernel_regex(kernel)
         # (override hash, kernel) -> (the dump's config, its IR, regions); filled by load()
         self.files: dict[tuple[str, str], tuple[dict[str, Any], bytes, list[dict]]] = {}
+        self.dumped: dict[str, list[dict[str, Any]]] = {}  # kernel -> what dump recorded of each build
         self.names: set[str] = set()
         self.rules = Rules()
         self._sha = ""  # of the manifest and the IR as load() read them
@@ -155,6 +152,8 @@ class TreeSource:
             config = {key: dump.get(key) for key in ("num_warps", "num_stages", "target")}
             self.files[(parts[0], str(k.get("kernel")))] = (config, read_ttgir(self.tree / rel),
                                                              list(k.get("regions") or []))
+            if dump:
+                self.dumped.setdefault(str(k.get("kernel")), []).append(dump)
         self.names = {name for _, name in self.files}
         if not self.files:
             raise UserError(f"{self.tree}: its manifest lists no instrumented .ttgir file: instrument "
@@ -175,7 +174,8 @@ class TreeSource:
         self.load()
         return name in self.names and (self.pattern is None or bool(self.pattern.search(name)))
 
-    def instrument(self, name: str, text: str, ohash: str, config: dict[str, Any]) -> InsertResult:
+    def instrument(self, name: str, text: str, ohash: str, config: dict[str, Any],
+                   src: Any = None) -> InsertResult:
         entry = self.load().files.get((ohash, name))
         if entry is not None:
             want, ir, regions = entry
@@ -186,10 +186,44 @@ class TreeSource:
             why = (f"the tree's IR was dumped with {_config_text(want)}, this compile has "
                    f"{_config_text(config)}")
         else:
-            why = "its hash is not in the tree (source, constexprs or argument specialization changed since the dump)"
+            why = f"its hash is not in the tree ({_moved_hash(self.dumped.get(name, []), src)})"
         res = insert_text(text, self.rules, f"{name}.ttgir", inline=inline_callees)
         res.notes.append(f"kernel {name}: {why}: instrumented from its own TTGIR with the tree's rules")
         return res
+
+
+def _moved_hash(dumped: list[dict[str, Any]], src: Any) -> str:
+    """What differs between this compile and the dump's builds of the same kernel: the parts
+    of the override hash (``source_facts``), against the dumped build that differs least."""
+    from proton_inject.dump.aot import source_facts
+
+    unknown = "source, constexprs or argument specialization changed since the dump"
+    if src is None or not dumped:
+        return unknown
+    now = source_facts(src)
+    best: list[str] | None = None
+    for d in dumped:
+        diff = _facts_diff(d, now)
+        if best is None or len(diff) < len(best):
+            best = diff
+    if not best:
+        return "the dump recorded the same signature, constexprs and specialization; " + unknown
+    return f"against the dump's closest build of it: {'; '.join(best)}"
+
+
+def _facts_diff(dumped: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    out = []
+    if dumped.get("fn_key") and dumped["fn_key"] != now["fn_key"]:
+        out.append("the function's source or the globals and functions it uses changed")
+    for key, what in (("constexprs", "constexpr"), ("signature", "argument type")):
+        was, is_ = dumped.get(key) or {}, now[key]
+        out += [f"{what} {n} {was.get(n)!r} -> {is_.get(n)!r}" for n in sorted(set(was) | set(is_))
+                if str(was.get(n)) != str(is_.get(n))]
+    was16, now16 = set(dumped.get("divisibility_16") or []), set(now["divisibility_16"])
+    if was16 != now16:
+        out.append("divisible by 16: " + ", ".join(
+            [f"now {n}" for n in sorted(now16 - was16)] + [f"no longer {n}" for n in sorted(was16 - now16)]))
+    return out
 
 
 def _config_text(c: dict[str, Any]) -> str:
@@ -304,7 +338,7 @@ class CompileHook:
         try:
             config = {k: (_target_text(metadata.get(k)) if k == "target" else metadata.get(k))
                       for k in ("num_warps", "num_stages", "target")}
-            res = self.source.instrument(name, text, ohash, config)
+            res = self.source.instrument(name, text, ohash, config, src)
         except UserError as e:
             entry.reason = ("its IR could not be parsed" if isinstance(e, ParseError)
                             else "a rule could not be placed")

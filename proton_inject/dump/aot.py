@@ -32,6 +32,7 @@ from proton_inject.dump.kernel_source import (
 )
 from proton_inject.dump.signature import _UNSPECIALIZED_SCALARS, _split_hint, parse_signature
 from proton_inject.errors import UserError
+from proton_inject.formats.manifest import jsonable
 from proton_inject.lower.target import format_target, parse_target
 
 # --- autotune and heuristics wrappers --------------------------------------------
@@ -70,6 +71,7 @@ class AotResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     config: int | None = None  # index of the @triton.autotune config dumped
     config_desc: str | None = None
+    fn_key: str | None = None  # source_facts' digest of the function's cache key
 
     @property
     def ttgir_relpath(self) -> str:
@@ -194,6 +196,30 @@ def _wrapper_hint(fn) -> str:
 
 
 _SPECS: dict[int, KernelSpec] = {}  # JITFunction id -> its wrappers, for messages
+
+
+def source_facts(src) -> dict[str, Any]:
+    """What of a compile's ASTSource goes into its override hash, by parameter name: the
+    signature, the constexprs, the arguments specialized as divisible by 16, and ``fn_key``, a
+    digest of the function's own cache key (its source and the globals and functions it uses).
+    Two compiles whose hashes differ differ in one of these."""
+    import hashlib
+
+    fn = src.fn
+    names = list(fn.arg_names)
+
+    def name_of(key) -> str:
+        idx = key[0] if isinstance(key, tuple) and key else key
+        return names[idx] if isinstance(idx, int) and idx < len(names) else str(key)
+
+    attrs = getattr(src, "attrs", {}) or {}
+    return {
+        "signature": {name_of(k): str(v) for k, v in dict(src.signature).items()},
+        "constexprs": {name_of(k): jsonable(v) for k, v in dict(src.constants).items()},
+        "divisibility_16": sorted(name_of(k) for k, v in attrs.items()
+                                  if any(a == ["tt.divisibility", 16] for a in v)),
+        "fn_key": hashlib.sha256(str(fn.cache_key).encode()).hexdigest()[:16],
+    }
 
 
 def override_hash(src) -> str:
@@ -331,6 +357,7 @@ def _compile_one(fn, signature, constexprs, options, gpu_target, source_file, wh
         divisibility_16=div16,
         ttgir=ttgir,
         metadata=metadata,
+        fn_key=source_facts(src)["fn_key"],
     )
 
 

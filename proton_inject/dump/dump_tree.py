@@ -71,6 +71,7 @@ def manifest_entry(r: AotResult) -> dict[str, Any]:
         "divisibility_16": list(r.divisibility_16),
         "mode": "aot",
         **({"config": r.config, "config_desc": r.config_desc} if r.config is not None else {}),
+        **({"fn_key": r.fn_key} if r.fn_key else {}),
         "source_sha256": source_sha256(r.source_file),
     }
 

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.dump import tuning
-from proton_inject.dump.aot import AotResult, override_hash
+from proton_inject.dump.aot import AotResult, override_hash, source_facts
 from proton_inject.dump.dump_tree import aot_command, write_dump
 from proton_inject.dump.signature import constexpr_text
 from proton_inject.errors import UserError
 from proton_inject.formats import autotune as autotune_file
 from proton_inject.formats.files import write_atomic
-from proton_inject.formats.manifest import MANIFEST_NAME, jsonable, read_dump_manifest
+from proton_inject.formats.manifest import MANIFEST_NAME, read_dump_manifest
 
 
 @dataclass
@@ -193,6 +193,7 @@ def _program_results(
             num_ctas=rec["num_ctas"], signature=rec["signature"], constexprs=rec["constexprs"],
             divisibility_16=rec["divisibility_16"], ttgir=path.read_text(encoding="utf-8"),
             metadata={**rec["metadata"], "constexpr_args": rec.get("constexpr_args")},
+            fn_key=rec.get("fn_key"),
         )  # fmt: skip
         key = (r.hash, r.kernel_name)
         prev = by_key.get(key)
@@ -279,12 +280,6 @@ def _describe_compile(src, metadata: dict[str, Any], metadata_group: dict[str, s
     import inspect
 
     fn = src.fn
-    names = list(fn.arg_names)
-
-    def name_of(key) -> str:
-        idx = key[0] if isinstance(key, tuple) and key else key
-        return names[idx] if isinstance(idx, int) and idx < len(names) else str(key)
-
     target = metadata.get("target")
     target_text = f"{target.backend}:{target.arch}" if hasattr(target, "backend") else str(target)
     inner = getattr(fn, "fn", None)
@@ -292,10 +287,7 @@ def _describe_compile(src, metadata: dict[str, Any], metadata_group: dict[str, s
         source_file = inspect.getsourcefile(inner) if inner is not None else None
     except TypeError:
         source_file = None
-    attrs = getattr(src, "attrs", {}) or {}
-    div16 = sorted(
-        name_of(k) for k, v in attrs.items() if any(a == ["tt.divisibility", 16] for a in v)
-    )
+    facts = source_facts(src)
     ttgir_path = next((p for k, p in metadata_group.items() if k.endswith(".ttgir")), None)
     return {
         "name": fn.__name__,
@@ -305,10 +297,10 @@ def _describe_compile(src, metadata: dict[str, Any], metadata_group: dict[str, s
         "num_warps": int(metadata.get("num_warps", 0)),
         "num_stages": int(metadata.get("num_stages", 0)),
         "num_ctas": int(metadata.get("num_ctas", 1)),
-        "signature": {name_of(k): str(v) for k, v in dict(src.signature).items()},
-        "constexprs": {name_of(k): jsonable(v) for k, v in dict(src.constants).items()},
-        "divisibility_16": div16,
-        "constexpr_args": {name_of(k): constexpr_text(v) for k, v in dict(src.constants).items()},
+        **facts,
+        # (source_facts names the constexprs in the order src.constants holds them)
+        "constexpr_args": dict(zip(facts["constexprs"], map(constexpr_text, dict(src.constants).values()),
+                                   strict=True)),
         "kernel_attr": fn.__name__,
         "ttgir_path": ttgir_path,
         "metadata": {

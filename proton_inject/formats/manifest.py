@@ -156,7 +156,7 @@ def manifest_kernels(data: Any, path: str | Path) -> list[dict[str, Any]]:
 # The fields of a kernel entry (of a dump's manifest, or the ``dump`` of an instrumented tree's)
 # that the tool reads, and the type each must have when present.
 _STRING_FIELDS = ("file", "ttgir", "kernel", "hash", "name", "source_file", "source_sha256",
-                  "target", "config_desc", "mode")
+                  "target", "config_desc", "mode", "fn_key")
 _COUNT_FIELDS = ("num_warps", "num_stages", "num_ctas", "config")
 
 

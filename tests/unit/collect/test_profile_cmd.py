@@ -49,13 +49,13 @@ def kernel_mod(tmp_path_factory):
     return load_module(path)
 
 
-def _source(mod):
+def _source(mod, reps=3, out_div16=True):
     from triton.compiler import ASTSource
 
     sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr",
            "REPS": "constexpr"}
-    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): []}
-    return ASTSource(mod.scale_kernel, signature=sig, constexprs={"BLOCK": 256, "REPS": 3},
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]] if out_div16 else [], (2,): []}
+    return ASTSource(mod.scale_kernel, signature=sig, constexprs={"BLOCK": 256, "REPS": reps},
                      attrs=attrs)
 
 
@@ -119,6 +119,23 @@ def test_run_takes_the_tree_file_only_for_the_config_it_was_dumped_with(kernel_m
         TreeSource(tmp_path / "c0").load()
     with pytest.raises(UserError, match="not a valid regular expression"):
         TreeSource(tmp_path / "ir", kernel="(")
+
+
+def test_a_hash_that_moved_since_the_dump_is_explained(kernel_mod, tmp_path):
+    """Issue 27: FlagGems' sort and cumsum kernels compiled under ``run`` with hashes the dump
+    never saw. The run's note now names what of the hash differs from the dump's build."""
+    dumped = CompileHook(Rules(kernel_scope=True), tmp_path / "ir")
+    compile_with_hook(_source(kernel_mod), tmp_path / "c0", dumped)
+    (entry,) = json.loads((tmp_path / "ir" / "manifest.json").read_text())["kernels"]
+    assert entry["dump"]["divisibility_16"] == ["out_ptr", "x_ptr"] and len(entry["dump"]["fn_key"]) == 16
+
+    moved = CompileHook(TreeSource(tmp_path / "ir"), tmp_path / "run")
+    compile_with_hook(_source(kernel_mod, reps=4, out_div16=False), tmp_path / "c1", moved)
+    (c,) = moved.compiled.values()
+    assert c.instrumented
+    (note,) = [n for n in moved.notes if "not in the tree" in n]
+    assert "constexpr REPS 3 -> 4" in note and "divisible by 16: no longer out_ptr" in note, note
+    assert "source" not in note.split("not in the tree")[1], note  # the function itself did not change
 
 
 def test_tree_is_read_once_and_keyed_by_the_ir_it_gives(kernel_mod, tmp_path):

@@ -247,7 +247,9 @@ def test_write_dump_layout(result, tmp_path):
         "divisibility_16": ["x_ptr", "out_ptr", "n"],
         "mode": "aot",
         "source_sha256": hashlib.sha256(Path(result.source_file).read_bytes()).hexdigest(),
+        "fn_key": result.fn_key,
     }
+    assert len(result.fn_key) == 16
 
 
 def test_write_dump_merges_and_rejects_hash_clash(result, tmp_path):
