@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -41,6 +42,13 @@ class Workers:
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
             self._pool = ProcessPoolExecutor(jobs, mp_context=ctx)
+            # Forking all workers now, with Python's warning about forking a process that
+            # runs threads (torch's, in ``profile()``) silenced: the workers run only our
+            # decoding, and a program run with -W error must not fail over it.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
+                with _dead_worker():
+                    self._pool.submit(os.getpid).result()
 
     @property
     def in_process(self) -> bool:
