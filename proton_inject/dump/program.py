@@ -37,7 +37,7 @@ class ProgramDump:
 
 
 
-_DUMP_CHILD = (
+DUMP_CHILD = (
     "import sys; from proton_inject.dump.program import _dump_child; "
     "sys.exit(_dump_child(sys.argv[1:]))"
 )
@@ -112,7 +112,7 @@ def dump_program(
         # The child must import this package as the parent does (editable install or not).
         pkg_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
-        cmd = [sys.executable, "-c", _DUMP_CHILD, records_path, kind, target, *args]
+        cmd = [sys.executable, "-c", DUMP_CHILD, records_path, kind, target, *args]
         try:
             proc = subprocess.run(cmd, env=env, timeout=timeout)
         except subprocess.TimeoutExpired as e:
@@ -120,7 +120,7 @@ def dump_program(
         records = _read_records(records_path)
         dump_dir = Path(env["TRITON_DUMP_DIR"])
         results, notes = _program_results(records, dump_dir, pattern)
-        decisions = autotune_file.from_lines(_autotune_lines(records_path))
+        decisions = autotune_file.from_lines(autotune_lines_path(records_path))
     where = " ".join([target, *args])
     if not records:
         raise UserError(
@@ -141,7 +141,7 @@ def dump_program(
 
 
 
-def _autotune_lines(records_path: str) -> str:
+def autotune_lines_path(records_path: str) -> str:
     """Where the child appends the autotuning decisions (beside its compile records)."""
     return os.path.join(os.path.dirname(records_path), "autotune.jsonl")
 
@@ -235,7 +235,7 @@ def _dump_child(argv: list[str]) -> int:
     import triton
 
     try:  # the program's autotuning decisions, for run to use the same configs
-        patch_inductor = tuning.record_in_child(_autotune_lines(records_path))
+        patch_inductor = tuning.record_in_child(autotune_lines_path(records_path))
     except Exception as e:  # never break the user's program over it
         print(f"proton-inject dump: autotuning decisions are not recorded: {e}", file=sys.stderr)
         patch_inductor = None

@@ -257,10 +257,10 @@ def test_dump_child_records_the_programs_choices(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(_PROGRAM)
     records = tmp_path / "compiled.jsonl"
-    p = run_python(["-c", program._DUMP_CHILD, str(records), "path", str(prog)], cwd=tmp_path,
+    p = run_python(["-c", program.DUMP_CHILD, str(records), "path", str(prog)], cwd=tmp_path,
                    env=child_env(TRITON_INTERPRET="1"), code=0, timeout=120)
     assert p.stdout == "chosen 64 9900.0\n"  # the program's own output, nothing of ours
-    decisions = autotune_file.from_lines(program._autotune_lines(str(records)))
+    decisions = autotune_file.from_lines(program.autotune_lines_path(str(records)))
     (e,) = decisions.triton.values()
     assert (e["module"], e["kernel"], e["key"]) == ("__main__", "scale", [100, "torch.float32", "torch.float32"])
     assert e["config"]["kwargs"] == {"BLOCK": 64}
