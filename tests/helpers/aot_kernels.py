@@ -64,3 +64,18 @@ def write_kernel(folder: Path, name: str, src: str) -> Path:
     path = folder / f"{name}.py"
     path.write_text(src)
     return path
+
+
+def binder_hash(fn, target: str, *args, **kwargs) -> str:
+    """The override hash JITFunction.run computes for a launch on ``target`` with these args
+    (Triton's own binder and packing, no GPU needed)."""
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    from proton_inject.dump.aot import override_hash, parse_target
+
+    backend = make_backend(parse_target(target))
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, spec, opts = binder(*args, **kwargs)
+    _, signature, constexprs, attrs = fn._pack_args(backend, {}, bound, spec, opts)
+    return override_hash(ASTSource(fn, signature, constexprs, attrs))

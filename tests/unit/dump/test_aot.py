@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers.aot_kernels import SPEC_SRC, TUNED_SRC, write_kernel
+from helpers.aot_kernels import SPEC_SRC, TUNED_SRC, binder_hash, write_kernel
 from helpers.cli import invoke
 
 from proton_inject.dump import aot as override
@@ -327,18 +327,6 @@ def test_cli_dump_usage_errors(argv, needle):
 # --- the hash of every specialization, against Triton's own launch binder -----------------
 
 
-def _binder_hash(fn, target: str, *args, **kwargs) -> str:
-    """The override hash JITFunction.run computes for a launch on ``target`` with these args."""
-    from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature
-
-    backend = make_backend(override.parse_target(target))
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-    bound, spec, opts = binder(*args, **kwargs)
-    _, signature, constexprs, attrs = fn._pack_args(backend, {}, bound, spec, opts)
-    return override.override_hash(ASTSource(fn, signature, constexprs, attrs))
-
-
 SPEC_CASES = [
     # (name, launch args builder, --signature, --constexpr)
     ("string and float constexprs, aligned pointers",
@@ -381,7 +369,7 @@ def test_hash_matches_binder_for_every_specialization(spec_kernel, case, target)
     args, kwargs = build(lambda n: torch.empty(n))
     src, *_ = override.build_source(fn, override.parse_signature(sig), cx, "t",
                                      override.parse_target(target))
-    assert override.override_hash(src) == _binder_hash(fn, target, *args, **kwargs)
+    assert override.override_hash(src) == binder_hash(fn, target, *args, **kwargs)
 
 
 def test_string_constexpr_has_an_attrs_entry(spec_kernel):
@@ -427,7 +415,7 @@ def test_autotune_dumps_one_file_per_config(tuned_file):
     fn = override.load_kernel(tuned_file, "tuned_kernel")
     x = torch.empty(1024)
     for r in results:
-        assert r.hash == _binder_hash(fn, "cuda:90", x, None, 1024, BLOCK=r.constexprs["BLOCK"],
+        assert r.hash == binder_hash(fn, "cuda:90", x, None, 1024, BLOCK=r.constexprs["BLOCK"],
                                       HAS_B=False, EVEN=True)
     kept, notes = dump_tree.one_per_hash(results)
     assert [r.config for r in kept] == [0, 1]

@@ -170,10 +170,10 @@ def _stand_in_args(fn, sig, cx):
 @pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
 @pytest.mark.parametrize("k", SOURCES, ids=[k["name"] for k in SOURCES])
 def test_aot_hash_matches_tritons_binder(k, target):
-    from test_aot import _binder_hash
+    from helpers.aot_kernels import binder_hash
 
     from proton_inject.dump import aot as override
 
     fn, sig, cx = _spec_source(k)
     src, *_ = override.build_source(fn, sig, cx, k["name"], override.parse_target(target))
-    assert override.override_hash(src) == _binder_hash(fn, target, **_stand_in_args(fn, sig, cx))
+    assert override.override_hash(src) == binder_hash(fn, target, **_stand_in_args(fn, sig, cx))
