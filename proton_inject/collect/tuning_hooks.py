@@ -68,6 +68,8 @@ class TuningHooks:
             self.patches.set_attr(icfg, "compile_threads", 1)
             self.patches.set_attr(icfg, "fx_graph_cache", False)
             self.patches.set_attr(icfg, "use_static_cuda_launcher", False)
+            if self.keep_tuning:  # choices timed on instrumented builds stay out of the user's cache
+                self.patches.set_attr(icfg, "autotune_local_cache", False)
 
         self.patches.when_imported("torch._functorch.config",
                                    lambda fcfg: self.patches.set_attr(fcfg, "enable_autograd_cache", False))

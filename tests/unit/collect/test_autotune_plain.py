@@ -129,3 +129,27 @@ def test_instrumented_build_over_the_shared_memory_limit_runs_plain(kind, tmp_pa
     assert [f["kernel"] for f in session.result.compile_fallbacks] == ["tuned_kernel"]
     (msg,) = [m for m in session.result.messages if m.startswith("warning")]
     assert "does not fit the GPU's shared memory" in msg and "runs uninstrumented" in msg, msg
+
+
+def test_inductor_keeps_its_autotune_cache_and_only_its_graph_caches_go(tmp_path):
+    """Under profile, Inductor must compile every kernel through the hook (graph caches off) yet
+    take the plain run's config choices from its autotune cache. force_disable_caches would
+    turn that cache off and change the kernels' module text, which names its entries (the
+    reduce-overhead and Inductor dump rows of the library matrix differed, H100 2026-11-26).
+    Choices timed on instrumented builds (--keep-tuning) stay out of the user's cache."""
+    import os
+
+    import torch._functorch.config as fcfg
+    import torch._inductor.config as icfg
+
+    before = (icfg.autotune_local_cache, icfg.fx_graph_cache, fcfg.enable_autograd_cache,
+              icfg.force_disable_caches, icfg.compile_threads)
+    for keep in (False, True):
+        with compile_side(session_of("profile", tmp_path / f"keep{keep}", keep_tuning=keep)):
+            assert icfg.fx_graph_cache is False and fcfg.enable_autograd_cache is False
+            assert icfg.force_disable_caches is False and icfg.compile_threads == 1
+            assert icfg.autotune_local_cache is (not keep)
+            assert os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0"
+            assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES" not in os.environ
+        assert (icfg.autotune_local_cache, icfg.fx_graph_cache, fcfg.enable_autograd_cache,
+                icfg.force_disable_caches, icfg.compile_threads) == before
