@@ -327,7 +327,7 @@ class ReportResult:
     warnings: list[str]  # one line per kernel and cause
     files: list[Path]
     summary: dict[str, Any]
-    details: list[str] = field(default_factory=list)  # the same, per launch (--verbose)
+    details: list[str] = field(default_factory=list)  # the same, per launch (verbose only)
 
 
 def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | None = None,
@@ -346,7 +346,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     process), each launch once: its trace and plot are written there and only its summary
     part comes back, so memory does not hold whole launches. ``launches`` keeps only the
     launches whose numbers it names ("0-99,250"); ``progress`` shows a bar on stderr when it
-    is a terminal."""
+    is a terminal; ``verbose``: the notes whole and each launch's issues in ``details``."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
     gz = gz is not False  # traces are gzipped unless asked not to, as raw buffers are
     writer, ext = perfetto.trace_writer(trace_format, gz)
@@ -385,14 +385,15 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         job = _Job(clock_mhz, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
                    merge, writer, ext, gz, None if plot is None else Path(plot), n_all == 1)
         del facts
-        got = _decode_all(raws, job, workers, progress)
+        got = _decode_all(raws, job, workers, progress, verbose)
     if raws and not got.summary.kernels and got.skipped:  # nothing decoded: the first reason is the error
         raise UserError(got.skipped[0].removeprefix("left out: "))
     for x in sorted(from_traces, key=lambda x: x.launch):
         if plot is not None:
             got.plots.append(plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, job.one)))
         got.summary.add(launch_part(x))
-        got.details += [(x.launch, i.detail) for i in x.issues]
+        if verbose:
+            got.details += [(x.launch, i.detail) for i in x.issues]
     summary = got.summary.result()
     if source:  # the source view: its own module, over the summary and the raw launches
         source_view.attach(summary, raws, source_root)
@@ -497,9 +498,11 @@ class _Decoded:
     skipped: list[str] = field(default_factory=list)
 
 
-def _decode_all(raws: Sequence[Path], job: _Job, workers: Workers, progress: bool) -> _Decoded:
+def _decode_all(raws: Sequence[Path], job: _Job, workers: Workers, progress: bool,
+                verbose: bool) -> _Decoded:
     """Decode the raw launches (``workers``), merge their summaries in launch order, and
-    write the merged trace if asked (from the decoded launches the workers send back)."""
+    write the merged trace if asked (from the decoded launches the workers send back).
+    ``verbose``: keep each launch's issues in full (else only their groups, in the summary)."""
     got = _Decoded()
     merged = merged_path = None
     if job.trace_dir is not None and job.merge:
@@ -529,7 +532,8 @@ def _decode_all(raws: Sequence[Path], job: _Job, workers: Workers, progress: boo
                     got.traced.append(done.traced)
                 if done.plot is not None:
                     got.plots.append(done.plot)
-                got.details += done.details
+                if verbose:
+                    got.details += done.details
         if redo:  # rare (several streams or ranks): a second pass from the earliest launch
             merged.abort()
             merged = job.writer(merged_path, t_min, len(raws) > 1, job.gz)
