@@ -299,6 +299,19 @@ def _heads(seqs: np.ndarray, track_uuid: np.ndarray | None, names: _Names,
     ])
 
 
+def _time_order(t: np.ndarray) -> np.ndarray:
+    """The indices that sort ``t``, equal times in their order (each track's order is kept):
+    one sort of (time, index) packed in an int64, 0.7 ms for add's 73,728 packets against
+    6.6 for a stable argsort (2026-11-26), which is the fallback where they do not fit."""
+    if not len(t):
+        return np.zeros(0, np.int64)
+    bits = len(t).bit_length()
+    lo = int(t.min())
+    if int(t.max()) - lo >= 1 << (62 - bits):
+        return np.argsort(t, kind="stable")
+    return np.sort(((t - lo) << bits) | np.arange(len(t))) & ((1 << bits) - 1)
+
+
 # long: the columns of every slice packet, then its runs (per sequence layout) encoded in chunks
 def _slice_events(d: Decoded, sl: _Slices, track: np.ndarray, seqs: np.ndarray, names: _Names,
                   shared_uuid: np.ndarray | None) -> list[np.ndarray]:
@@ -328,7 +341,7 @@ def _slice_events(d: Decoded, sl: _Slices, track: np.ndarray, seqs: np.ndarray, 
         runs = []
         for rows, seq in ((~is_f, seqs[0]), (is_f, seqs[1])):
             k = np.nonzero(rows)[0]
-            k = k[np.argsort(t[k], kind="stable")]  # (stable: each track's order is kept)
+            k = k[_time_order(t[k])]
             runs.append((k, np.diff(t[k], prepend=0), np.full(len(k), seq), shared_uuid[tr[k]]))
     else:
         dt = np.diff(t, prepend=0)

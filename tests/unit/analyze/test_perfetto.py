@@ -146,6 +146,14 @@ def test_slice_order_nests_with_ties_and_zero_lengths(seeds):
     assert not any(stacks.values())
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=80), st.sampled_from([0, 1 << 58]))
+def test_time_order_is_a_stable_sort(times, far):
+    """Packed (time, index) sort, and the stable argsort it falls back to past 62 bits."""
+    t = np.array(times + ([far] if far else []), np.int64)
+    assert P._time_order(t).tolist() == np.argsort(t, kind="stable").tolist()
+
+
 def test_report_writes_native_traces_by_default(tmp_path):
     res = run_report([DATA / "profile_scratch_add.json"], trace_dir=tmp_path / "a", gz=False)
     assert [p.name for p in res.files] == ["00000-add_kernel.pftrace"]
