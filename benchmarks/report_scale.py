@@ -11,8 +11,8 @@ launch, gzipped) and with ``--trace --merge --gz``, and the CLI once.
 
     python benchmarks/report_scale.py --launches 1000,10000 -j 1,all [--ctas 64] [--mm-share 0.1]
 
-Peak memory is the report's own process and its largest worker (each worker's peak RSS
-includes what it shares with the report's process, forked from it). One run per case (no
+Peak memory is the report's own process (its ``VmHWM``) and its largest worker (each
+worker's peak RSS includes what it shares with the report's process, forked from it). One run per case (no
 spread): the per-launch ratio between sizes is the linearity check, and the closing table
 gives each case's speed-up over -j 1 measured in the same run, and peak memory at the
 largest run size over the smallest.
@@ -94,6 +94,17 @@ def _sizes(paths: list[str]) -> dict:
     return {k: (len(v), sum(v)) for k, v in by.items()}
 
 
+def _peak_rss() -> int:
+    """This process's own peak resident bytes: ``VmHWM`` (Linux), not ``ru_maxrss``, which an
+    exec'd child inherits from the process that started it (here the one that just built the
+    run: its memory grew with the launches and set a floor under every case)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) * 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def child(case: str, run_dir: str, tmp: str, jobs: str) -> None:
     """One measured case; prints a JSON line."""
     t0 = time.perf_counter()
@@ -120,7 +131,7 @@ def child(case: str, run_dir: str, tmp: str, jobs: str) -> None:
     res = run_report([run_dir], jobs=int(jobs), **kw)
     dt = time.perf_counter() - t0
     # (before this script's own json.dumps of the summary below: not the report's memory)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = _peak_rss()
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 if int(jobs) > 1 else None
     if prof:
         prof.disable()

@@ -139,7 +139,7 @@ def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
         yield d
 
 
-def _decode_one(p: Path, clock_mhz: float | None, raw: bool,
+def _decode_one(p: str | Path, clock_mhz: float | None, raw: bool,
                 brackets: dict[tuple[int | None, str | None], tuple[float, int]]) -> Decoded:
     """One raw launch read, its record cost found, decoded."""
     buf, meta = load_raw(p)
@@ -161,7 +161,7 @@ def _decode_one(p: Path, clock_mhz: float | None, raw: bool,
 Facts = tuple[int, int | None, str | None, float | None]  # launch, rank, device, bracket MHz
 
 
-def _facts(p: Path) -> Facts | None:
+def _facts(p: str | Path) -> Facts | None:
     """What the report needs of a launch before decoding any: its number (to select and
     order launches) and its clock bracket's rate (``device_brackets``). None where its
     metadata cannot be read (decoding it says what is wrong)."""
@@ -327,7 +327,7 @@ class ReportResult:
     warnings: list[str]  # one line per kernel and cause
     files: list[Path]
     summary: dict[str, Any]
-    details: list[str] = field(default_factory=list)  # the same, per launch (--verbose)
+    details: list[str] = field(default_factory=list)  # the same, per launch (verbose only)
 
 
 def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | None = None,
@@ -346,7 +346,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     process), each launch once: its trace and plot are written there and only its summary
     part comes back, so memory does not hold whole launches. ``launches`` keeps only the
     launches whose numbers it names ("0-99,250"); ``progress`` shows a bar on stderr when it
-    is a terminal."""
+    is a terminal; ``verbose``: the notes whole and each launch's issues in ``details``."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
     gz = gz is not False  # traces are gzipped unless asked not to, as raw buffers are
     writer, ext = perfetto.trace_writer(trace_format, gz)
@@ -359,10 +359,13 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
             raise UserError("--plot needs matplotlib, which is not installed: "
                             "pip install 'proton-inject[plot]' (or pip install matplotlib)") from e
     wanted = parse_launches(launches) if launches is not None else None
-    raws, traces = expand_inputs(inputs)
-    check_outputs([("input", p) for p in raws + traces],
+    paths, traces = expand_inputs(inputs)
+    check_outputs([("input", p) for p in paths + traces],
                   [(o, p, k) for o, p, k in (("--trace", trace_dir, "dir"), ("--plot", plot, "file"))
                    if p is not None])
+    # kept as strings: a Path is ~540 bytes (with its parts), 5 MiB over 10^4 launches
+    raws = [os.fspath(p) for p in paths]
+    del paths
     from_traces = [x for t in traces for x in launches_from_trace(t, clock_mhz)
                    if wanted is None or any(lo <= x.launch <= hi for lo, hi in wanted)]
     # Outputs held against other processes (formats/files.output_lock) until they are written.
@@ -385,14 +388,15 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         job = _Job(clock_mhz, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
                    merge, writer, ext, gz, None if plot is None else Path(plot), n_all == 1)
         del facts
-        got = _decode_all(raws, job, workers, progress)
+        got = _decode_all(raws, job, workers, progress, verbose)
     if raws and not got.summary.kernels and got.skipped:  # nothing decoded: the first reason is the error
         raise UserError(got.skipped[0].removeprefix("left out: "))
     for x in sorted(from_traces, key=lambda x: x.launch):
         if plot is not None:
             got.plots.append(plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, job.one)))
         got.summary.add(launch_part(x))
-        got.details += [(x.launch, i.detail) for i in x.issues]
+        if verbose:
+            got.details += [(x.launch, i.detail) for i in x.issues]
     summary = got.summary.result()
     if source:  # the source view: its own module, over the summary and the raw launches
         source_view.attach(summary, raws, source_root)
@@ -440,7 +444,7 @@ class _Done:
     decoded: Decoded | None = None  # for the merged trace
 
 
-def _work(job: _Job, path: Path, summary: Summary) -> _Done:
+def _work(job: _Job, path: str, summary: Summary) -> _Done:
     """Decode one launch, write its trace and plot, and add its part to ``summary``."""
     with warnings.catch_warnings():  # the report says them once per kernel and cause
         warnings.simplefilter("ignore", DecodeWarning)
@@ -468,13 +472,13 @@ def _work(job: _Job, path: Path, summary: Summary) -> _Done:
     return out
 
 
-def _work_chunk(job: _Job, paths: Sequence[Path]) -> tuple[list[_Done], Summary]:
+def _work_chunk(job: _Job, paths: Sequence[str]) -> tuple[list[_Done], Summary]:
     """``_work`` of some consecutive launches (in a worker): one summary for them all."""
     summary = Summary()
     return [_work(job, p, summary) for p in paths], summary
 
 
-def _results(job: _Job, paths: Sequence[Path], workers: Workers, summary: Summary) -> Iterator[_Done]:
+def _results(job: _Job, paths: Sequence[str], workers: Workers, summary: Summary) -> Iterator[_Done]:
     """``_work`` of each launch, in order, their parts added to ``summary``: in the workers,
     in chunks of consecutive launches (one summary each, merged here)."""
     if workers.in_process:
@@ -497,9 +501,11 @@ class _Decoded:
     skipped: list[str] = field(default_factory=list)
 
 
-def _decode_all(raws: Sequence[Path], job: _Job, workers: Workers, progress: bool) -> _Decoded:
+def _decode_all(raws: Sequence[str], job: _Job, workers: Workers, progress: bool,
+                verbose: bool) -> _Decoded:
     """Decode the raw launches (``workers``), merge their summaries in launch order, and
-    write the merged trace if asked (from the decoded launches the workers send back)."""
+    write the merged trace if asked (from the decoded launches the workers send back).
+    ``verbose``: keep each launch's issues in full (else only their groups, in the summary)."""
     got = _Decoded()
     merged = merged_path = None
     if job.trace_dir is not None and job.merge:
@@ -529,7 +535,8 @@ def _decode_all(raws: Sequence[Path], job: _Job, workers: Workers, progress: boo
                     got.traced.append(done.traced)
                 if done.plot is not None:
                     got.plots.append(done.plot)
-                got.details += done.details
+                if verbose:
+                    got.details += done.details
         if redo:  # rare (several streams or ranks): a second pass from the earliest launch
             merged.abort()
             merged = job.writer(merged_path, t_min, len(raws) > 1, job.gz)

@@ -231,7 +231,7 @@ def kernel_source(kernel: dict[str, Any], raw: Path | None, meta: LaunchMeta | N
     return {"ir": str(ir) if ir else None, "note": note, "files": files}
 
 
-def attach(summary: dict[str, Any], raws: Sequence[Path], source_root: str | Path | None = None) -> None:
+def attach(summary: dict[str, Any], raws: Sequence[str | Path], source_root: str | Path | None = None) -> None:
     """Give each kernel of ``summary`` its ``source`` (in place). ``raws``: the raw launches
     the summary came from (one per kernel and config is read for its IR); relative source
     paths are looked up under ``source_root``, else the current directory and the run's."""

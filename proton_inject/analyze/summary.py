@@ -8,6 +8,7 @@ CTAs, time, clocks, drops and issues. ``summarize`` does it all for a list of la
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 
 from proton_inject.analyze.clock import MEASURED
 from proton_inject.analyze.decode import Decoded
+from proton_inject.analyze.launch_groups import LaunchGroups
 from proton_inject.analyze.sketch import BITS, FIXED, Dist, Sketch, coarsen, fixed, keys
 from proton_inject.analyze.uncertainty import add_uncertainty
 from proton_inject.formats import diagnostics
@@ -266,14 +268,14 @@ def _groups(g: np.ndarray, k: np.ndarray, c: np.ndarray, n_groups: int) -> list[
 
 class KernelAcc:
     """One (kernel, config)'s launches merged as they come: memory bounded by its regions,
-    warps and ranks, plus a few numbers per launch (its number, clock and issues). Sums are
+    warps and ranks, plus a few bytes per launch (its number and clock rate: ``LaunchGroups``
+    keeps clocks and issues once per group of launches that share them). Sums are
     integers (``sketch.fixed``), so any grouping of the launches gives the same numbers."""
 
     def __init__(self, first: LaunchPart):
         self.first = replace(first, regions={})  # the kernel's grid, warps, scopes, ...
-        self.launches: list[int] = []
-        self.clocks: list[dict[str, Any]] = []
-        self.issues: list[tuple[int, Issue]] = []
+        self.launches = array("q")
+        self.groups = LaunchGroups()  # clocks and issues
         self.costs: set[float | None] = set()
         self.regions: dict[int, RegionAcc] = {}
         self.cta_fixed = self.wall_fixed = 0
@@ -290,8 +292,7 @@ class KernelAcc:
     def add(self, p: LaunchPart) -> None:
         """Merge one launch."""
         self.launches.append(p.launch)
-        self.clocks.append(p.clock)
-        self.issues += [(p.launch, i) for i in p.issues]
+        self.groups.add(p.launch, p.clock, p.issues)
         self.costs.add(p.record_cost)
         t = p.cta_time
         self.cta_fixed += fixed(t[0])
@@ -317,8 +318,7 @@ class KernelAcc:
     def merge(self, o: KernelAcc) -> None:
         """Merge the launches of another accumulator of this kernel, as if added after ours."""
         self.launches += o.launches
-        self.clocks += o.clocks
-        self.issues += o.issues
+        self.groups.merge(o.groups)
         self.costs |= o.costs
         self.cta_fixed += o.cta_fixed
         self.wall_fixed += o.wall_fixed
@@ -342,13 +342,14 @@ class KernelAcc:
     def summary(self) -> dict[str, Any]:
         """The kernel's entry of the report (JSON-ready)."""
         first = self.first
-        by_launch = sorted(range(len(self.launches)), key=self.launches.__getitem__)
         ranks = sorted(self.rank_wall)
-        mhz = [c.get("mhz_median") for c in self.clocks if c.get("mhz_median")]
+        mhz = self.groups.mhz()
+        mhz = mhz[np.isfinite(mhz) & (mhz != 0)]
+        clocks = self.groups.clock_groups()
         drops = dict(self.drops, needed_buffer_size=self.needed, buffer_size=self.buffer_size or None,
                      buffer_type=next(iter(self.buffer_types)) if len(self.buffer_types) == 1 else None)
         o = self.overlong
-        issues = sorted(self.issues, key=lambda li: li[0])
+        issues = self.groups.issue_groups()
         out = {
             "kernel": first.kernel,
             "config": first.config,
@@ -359,9 +360,9 @@ class KernelAcc:
             "num_warps": first.num_warps,
             "ctas": self.ctas,
             "clock": {
-                "sources": sorted({str(c.get("source")) for c in self.clocks}),
-                "mhz_median": float(np.median(mhz)) if mhz else None,
-                "per_launch": [self.clocks[i] for i in by_launch],
+                "sources": sorted({c["source"] for c in clocks}),
+                "mhz_median": float(np.median(mhz)) if len(mhz) else None,
+                "groups": clocks,
             },
             "kernel_wall_ns": self.wall_fixed / FIXED,
             "cta_time_sum_ns": self.cta_fixed / FIXED,
@@ -381,8 +382,9 @@ class KernelAcc:
             "drops": drops,
             "record_cost_cycles": sorted(self.costs, key=lambda c: -1 if c is None else c),
             "warnings": diagnostics.summarize({first.kernel: len(self.launches)},
-                                              [(first.kernel, i) for _, i in issues]),
-            "issues": [{"launch": n, **i.to_dict()} for n, i in issues],
+                                              [(first.kernel, g.issue) for g in issues
+                                               for _ in g.launches]),
+            "issues": [g.to_json() for g in issues],
         }
         add_uncertainty(out)
         return out

@@ -123,46 +123,50 @@ def fitted_rates(summary: dict[str, Any]) -> dict[str | None, list[float]]:
     """Per device, the clocks of every launch in the report whose globaltimer fit held."""
     out: dict[str | None, list[float]] = {}
     for k in summary["kernels"]:
-        for c in k["clock"]["per_launch"]:
-            if c.get("source") in MEASURED and c.get("mhz_median"):
-                out.setdefault(k.get("device"), []).append(float(c["mhz_median"]))
+        for g in k["clock"]["groups"]:
+            if g["source"] in MEASURED:
+                out.setdefault(k.get("device"), []).extend(float(m) for m in g["mhz_median"] if m)
     return out
+
+
+def _launches(groups: list[dict[str, Any]]) -> int:
+    return sum(len(g["launches"]) for g in groups)
 
 
 def clock_line(k: dict[str, Any], fitted: dict[str | None, list[float]] | None = None) -> str:
     """Which clock turned this kernel's cycles into ns, and what that is worth: a fit's
     quality, or that a fallback is a guess, never presented as a measurement. ``fitted``
     (``fitted_rates``): what other launches on the device measured, as a hint for a guess."""
-    per = k["clock"]["per_launch"]
+    groups = k["clock"]["groups"]  # in the order of their first launches
+    n_all = _launches(groups)
     by_source: dict[str, list[dict[str, Any]]] = {}
-    for c in per:
-        by_source.setdefault(str(c.get("source")), []).append(c)
+    for g in groups:
+        by_source.setdefault(g["source"], []).append(g)
     parts = []
-    for source, cs in sorted(by_source.items(), key=lambda kv: -len(kv[1])):
-        mhz = sorted({c["mhz_median"] for c in cs if c.get("mhz_median")})
+    for source, gs in sorted(by_source.items(), key=lambda kv: -_launches(kv[1])):
+        mhz = sorted({m for g in gs for m in g["mhz_median"] if m})
         rate = ("-" if not mhz else f"{mhz[0]:,.0f}" if len(mhz) == 1
                 else f"{mhz[0]:,.0f}-{mhz[-1]:,.0f}") + " MHz"
-        head = f"{source} {rate} on {len(cs)} of {len(per)} launch{'es' if len(per) != 1 else ''}"
+        head = f"{source} {rate} on {_launches(gs)} of {n_all} launch{'es' if n_all != 1 else ''}"
         if source == "globaltimer-fit":
-            r2 = [c["fit_r2"] for c in cs if c.get("fit_r2") is not None]
-            res = [c["residual_ns"] for c in cs if c.get("residual_ns") is not None]
+            r2 = _worst(gs, "lowest", "fit_r2", min)
+            res = _worst(gs, "highest", "residual_ns", max)
             q = []
-            if r2:
-                q.append(f"R^2 >= {min(r2):.3f}")
-            if res:
-                q.append(f"residual <= {max(res):,.0f} ns RMS")
-            parts.append(f"{head} (measured: {', '.join(q) or 'fit'}{_within(cs)})")
+            if r2 is not None:
+                q.append(f"R^2 >= {r2:.3f}")
+            if res is not None:
+                q.append(f"residual <= {res:,.0f} ns RMS")
+            parts.append(f"{head} (measured: {', '.join(q) or 'fit'}{_within(gs)})")
         elif source == "clock-bracket":
-            differ = [abs(c["bracket"].get("sides_differ_pct") or 0) for c in cs
-                      if isinstance(c.get("bracket"), dict)]
-            note = (f", before and after differ by up to {max(differ):.1f}%"
-                    if differ and max(differ) > 0.1 else "")
-            parts.append(f"{head} ({CLOCK_MEANING[source]}{_within(cs)}{note})")
+            differ = _worst(gs, "highest", "bracket_sides_differ_pct", max)
+            note = (f", before and after differ by up to {differ:.1f}%"
+                    if differ is not None and differ > 0.1 else "")
+            parts.append(f"{head} ({CLOCK_MEANING[source]}{_within(gs)}{note})")
         else:
-            why = f"; globaltimer fit rejected: {cs[0]['reason']}" if cs[0].get("reason") else ""
-            br = cs[0].get("bracket")
-            if isinstance(br, dict) and br.get("missing") and source != "--clock-mhz":
-                why += f"; no clock bracket: {br['missing']}"
+            why = (f"; globaltimer fit rejected: {gs[0]['first_reason']}" if gs[0].get("first_reason")
+                   else "")
+            if gs[0].get("bracket_missing") and source != "--clock-mhz":
+                why += f"; no clock bracket: {gs[0]['bracket_missing']}"
             parts.append(f"{head} ({CLOCK_MEANING.get(source, source)}{why})")
     near = (fitted or {}).get(k.get("device"))
     if near and set(by_source) - {*MEASURED, "--clock-mhz"}:
@@ -173,10 +177,16 @@ def clock_line(k: dict[str, Any], fitted: dict[str | None, list[float]] | None =
     return "clock: " + "; ".join(parts)
 
 
-def _within(cs: list[dict[str, Any]]) -> str:
+def _worst(groups: list[dict[str, Any]], side: str, name: str, pick: Any) -> float | None:
+    """The lowest or highest of a clock number over some groups (None: none had it)."""
+    got = [g[side][name] for g in groups if g[side].get(name) is not None]
+    return pick(got) if got else None
+
+
+def _within(groups: list[dict[str, Any]]) -> str:
     """The largest stated uncertainty of some launches' clocks, as ``: +-0.05%``."""
-    u = [c["uncertainty_pct"] for c in cs if c.get("uncertainty_pct") is not None]
-    return f"; ns within +-{max(u):.2g}%" if u else ""
+    u = _worst(groups, "highest", "uncertainty_pct", max)
+    return f"; ns within +-{u:.2g}%" if u is not None else ""
 
 
 def clock_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None = None) -> list[str]:

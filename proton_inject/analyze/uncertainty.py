@@ -60,11 +60,10 @@ def add_uncertainty(kernel: dict[str, Any]) -> None:
     buffer_type = kernel["drops"].get("buffer_type") or "shared"
     costs = kernel.get("record_cost_cycles") or []
     calibrated = bool(costs) and all(costs)  # None: no calibration; 0: --raw
-    per_launch = kernel["clock"].get("per_launch") or []
-    measured = [c for c in per_launch if c.get("source") in MEASURED]
+    groups = kernel["clock"].get("groups") or []
     clock_pct = None
-    if measured and len(measured) == len(per_launch):
-        clock_pct = max(float(c.get("uncertainty_pct") or 0.0) for c in measured)
+    if groups and all(g["source"] in MEASURED for g in groups):
+        clock_pct = max(float(g["highest"].get("uncertainty_pct") or 0.0) for g in groups)
     elif kernel["clock"].get("sources") == ["--clock-mhz"]:
         clock_pct = 0.0  # given: its error is the user's
     for r in kernel["regions"]:

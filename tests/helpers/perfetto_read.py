@@ -1,6 +1,7 @@
 """Read a native trace back the way Perfetto's trace processor does (for the tests): the
 perfetto package's ``Trace`` proto, sequence-scoped incremental clocks, interning and track
-descriptors, begin/end slices matched per track."""
+descriptors, each event on its sequence's track or the one it names, begin/end slices matched
+per track."""
 
 from __future__ import annotations
 
@@ -30,10 +31,11 @@ def read_slices(data: bytes) -> tuple[list[dict], dict[int, dict]]:
             st = seqs[p.trusted_packet_sequence_id]
             st["t"] += p.timestamp
             e = p.track_event
-            stack = open_.setdefault(st["track"], [])
+            track = e.track_uuid if e.HasField("track_uuid") else st["track"]
+            stack = open_.setdefault(track, [])
             if e.type == begin:
                 args = {st["annots"][a.name_iid]: a.int_value for a in e.debug_annotations}
-                stack.append({"name": st["names"][e.name_iid], "track": st["track"],
+                stack.append({"name": st["names"][e.name_iid], "track": track,
                               "ts": st["t"], "args": args,
                               "loc": st["locs"].get(e.source_location_iid)})
             else:
@@ -60,7 +62,8 @@ def read_slices(data: bytes) -> tuple[list[dict], dict[int, dict]]:
             st["locs"][n.iid] = (n.file_name, n.line_number, n.function_name)
         d = p.trace_packet_defaults
         assert d.timestamp_clock_id == 64
-        st["track"] = d.track_event_defaults.track_uuid
+        # (a sequence of several tracks has none: its packets name theirs)
+        st["track"] = d.track_event_defaults.track_uuid if d.HasField("track_event_defaults") else None
         st["t"] = 0
         assert p.timestamp_clock_id == 6 and p.timestamp == 0
     assert all(not s for s in open_.values())

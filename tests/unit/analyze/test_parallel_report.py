@@ -28,6 +28,7 @@ from proton_inject.analyze.report import run_report
 from proton_inject.analyze.sketch import BITS, MAX_BINS, Dist, Sketch, fixed, keys
 from proton_inject.analyze.summary import LaunchData, Summary, launch_part, summarize
 from proton_inject.analyze.text import format_text
+from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.raw import load_raw
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -134,6 +135,44 @@ def test_summary_is_the_same_whatever_the_order_launches_come_in():
     totals = [r["ns"]["total"] for r in add["regions"]]
     assert totals == sorted(totals, reverse=True)  # longest in total first
     assert {r["name"]: r["launches"] for r in add["regions"]} == {"kernel": 2, "iter": 2}
+
+
+def test_clocks_and_issues_are_kept_once_per_group_of_launches():
+    """A kernel keeps a few bytes per launch: its clocks grouped by source (each launch's rate
+    listed, the first launch's reason), its issues by cause; the same in any order or split."""
+    buf, meta = load_raw(DATA / "profile_scratch_add.json")
+    x = LaunchData.from_decoded(decode(buf, meta))
+    assert x.clock["source"] == "globaltimer-fit"
+    guess = Issue("globaltimer fit rejected", "", "low R^2", "cycles converted at 1980 MHz")
+    xs = []
+    for n in range(6):
+        clock = dict(x.clock, mhz_median=1900.0 + n, fit_r2=0.99 - n / 100)
+        issues = []
+        if n % 3 == 2:  # launches 2 and 5: a guessed clock, each with its own reason
+            clock.update(source="device-clock", mhz_median=1980.0, reason=f"R^2 0.{n} (< 0.9)")
+            issues = [dataclasses.replace(guess, detail=f"launch {n}: R^2 0.{n}")]
+        xs.append(dataclasses.replace(x, launch=n, clock=clock, issues=issues))
+    whole = summarize(xs)
+    [k] = whole["kernels"]
+    fit, guessed = k["clock"]["groups"]
+    assert fit["source"] == "globaltimer-fit" and fit["launches"] == [0, 1, 3, 4]
+    assert fit["mhz_median"] == [1900.0, 1901.0, 1903.0, 1904.0] and fit["lowest"]["fit_r2"] == 0.95
+    assert guessed["launches"] == [2, 5] and guessed["first_reason"] == "R^2 0.2 (< 0.9)"
+    assert k["clock"]["mhz_median"] == 1903.5
+    [issue] = k["issues"]
+    assert issue["launches"] == [2, 5] and issue["detail"] == "launch 2: R^2 0.2"
+    assert k["warnings"] == ["add_kernel: globaltimer fit rejected on 2 of 6 launches (low R^2); "
+                             "cycles converted at 1980 MHz"]
+    assert "globaltimer-fit 1,900-1,904 MHz on 4 of 6 launches (measured: R^2 >= 0.950" in format_text(whole, True)
+    # launches in reverse, and in two summaries merged: the same report
+    back = Summary()
+    for y in reversed(xs):
+        back.add(launch_part(y))
+    halves = [Summary(), Summary()]
+    for y in xs:
+        halves[y.launch % 2].add(launch_part(y))
+    halves[1].merge(halves[0])
+    assert back.result() == whole == halves[1].result()
 
 
 def test_ranks_name_the_slowest_and_the_spread():

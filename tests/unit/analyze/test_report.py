@@ -115,8 +115,9 @@ def test_short_launch_shares_stay_within_the_cta(tmp_path):
     # the trace says which clock it used, and reports the same from it
     [tr] = res.files
     again = run_report([tr], as_json=True).summary["kernels"][0]
-    clock = again["clock"]["per_launch"][0]
-    assert clock["source"] == "device-clock" and "1.5 ticks" in clock["reason"]
+    [clock] = again["clock"]["groups"]
+    assert clock["source"] == "device-clock" and "1.5 ticks" in clock["first_reason"]
+    assert clock["launches"] == [0] and clock["mhz_median"] == [1980]
     assert _region(again, "kernel")["share"] == pytest.approx(shares["kernel"], rel=0.01)
 
 
@@ -393,7 +394,7 @@ def test_every_region_row_states_its_error_bar(tmp_path):
 
     k = json.loads(json.dumps(add))
     k["record_cost_cycles"] = [34.5]
-    k["clock"]["per_launch"][0]["source"] = "device-clock"
+    k["clock"]["groups"][0]["source"] = "device-clock"
     k["clock"]["sources"] = ["device-clock"]
     add_uncertainty(k)
     assert {r["uncertainty"]["cycles"] for r in k["regions"]} == {CALIBRATED["shared"]}
