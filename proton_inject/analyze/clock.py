@@ -253,13 +253,16 @@ def _fallback_clock(build: Callable[[tuple, str], ClockFit], a: _Anchors, cta: t
         clock.reason, clock.bracket = reason, detail
         return clock
     mhz, source = _fallback_rate(cta, device_mhz, tick)
+    # (launches that got the same treatment share ``then``: a per-launch bound stays out of
+    # it, or 10^4 launches would make 10^4 report lines)
+    rate = "a per-launch bound" if source == "within-cta" else f"{mhz:.0f} MHz"
     add_issue(warn, "globaltimer fit rejected",
               f"{where}: globaltimer clock fit rejected ({reason}); no clock bracket: {missing}; "
               f"used {source} "
               f"({mhz:.0f} MHz); pass --clock-mhz to set it",
               why=", ".join([_why(d) for d in doubts] + [f"no clock bracket: {_short(missing)}"]),
-              then=f"cycles converted at {mhz:.0f} MHz ({CLOCK_MEANING[source]}); "
-                   "pass --clock-mhz to set it")
+              then=f"cycles converted at {rate} "
+                   f"({CLOCK_MEANING[source]}); pass --clock-mhz to set it")
     clock = build(_fixed_rate(a, mhz), source)
     clock.reason, clock.bracket = reason, detail
     return clock

@@ -143,6 +143,10 @@ def test_short_launch_from_an_old_file_uses_the_within_cta_bound():
     assert d.meta.sm_clock_mhz is None
     c = d.clock.summary()
     assert c["source"] == "within-cta" and len(warned) == 1
+    # launches of other bounds share the report's line: the bound is in the detail, not in "then"
+    (issue,) = d.issues
+    assert f"({c['mhz_median']:.0f} MHz)" in issue.detail and "MHz" not in issue.then
+    assert issue.then.startswith("cycles converted at a per-launch bound (slowest clock")
     # the slowest clock that puts 95% of CTAs' records inside their lifetime: above the
     # rejected fit (1,275 MHz), below the max clock
     assert 1650 < c["mhz_median"] < H100_SM_CLOCK_MHZ

@@ -13,14 +13,14 @@ from proton_inject.formats.diagnostics import MORE, NOTE_WIDTH, headline
 
 CLOCK_NOTE = ("matmul_kernel: globaltimer fit rejected on 1 of 1 launch (anchors too close in "
               "time, low R^2, fitted rate stretches records, no clock bracket: older run); cycles "
-              "converted at 1702 MHz (slowest clock that fits 95% of CTAs' records in their "
+              "converted at a per-launch bound (slowest clock that fits 95% of CTAs' records in their "
               "lifetime: a bound, not a measurement; ns are upper bounds); pass --clock-mhz to "
               "set it")
 
 
 def test_a_long_note_keeps_its_first_clauses_without_asides():
     assert headline(CLOCK_NOTE) == ("matmul_kernel: globaltimer fit rejected on 1 of 1 launch; "
-                                    "cycles converted at 1702 MHz" + MORE)
+                                    "cycles converted at a per-launch bound" + MORE)
     assert headline("short; note (kept whole)") == "short; note (kept whole)"
     # one clause longer than the width is kept whole: a note is never cut mid-sentence
     long_clause = "x" * (NOTE_WIDTH + 5) + "; then more"
