@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: the GPU tests and the overhead benchmark, one summary.
-# Usage: scripts/gpu_check.sh [test paths or pytest args; default: tests]
+# Usage: scripts/gpu_check.sh [part1|part2|part3 | test paths or pytest args; default: tests]
+# The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-26):
+# part1 the runtime, profile, AOT, direct-lowering, sampling and overhead tests (340 s),
+# part2 same-program, vs-Proton and accuracy (330 s), part3 the real libraries but fla
+# (FlagGems, Liger, Inductor; not yet timed as one run). fla's plain run alone takes ~250 s:
+# give it a call of its own (tests/gpu/test_gpu_libraries.py -k fla).
 # Logs go to $OUT (or /tmp/gpu_check).
 # Runs from the checkout with PYTHONPATH=. (the project is not pip-installed there); a lark
 # wheel in .whl/ is installed into /tmp/site when lark is missing.
@@ -17,6 +22,14 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, \
 'gpu', torch.cuda.get_device_name())" || exit 2
+
+G=tests/gpu
+case "${1:-}" in
+  part1) set -- $G/test_gpu_runtime.py $G/test_gpu_profile_cmd.py $G/test_gpu_measure_overhead.py \
+           $G/test_gpu_aot.py $G/test_gpu_direct.py $G/test_gpu_many_launches.py $G/test_gpu_sampling.py ;;
+  part2) set -- $G/test_gpu_same_program.py $G/test_gpu_vs_proton.py $G/test_gpu_accuracy.py ;;
+  part3) set -- $G/test_gpu_libraries.py -k "not fla" ;;
+esac
 
 echo "== GPU tests (pytest -m gpu) =="
 "$PY" -m pytest -m gpu -q -s -p no:cacheprovider --durations=8 "${@:-tests}" 2>&1 | tee "$LOG/pytest.log"
