@@ -55,6 +55,10 @@ def test_truth_within(acc):
     biased = acc.ErrorBar(1000.0, 4.0, (24.0, 63.0))
     assert biased.holds(1000 - 63 - 4) and biased.holds(1000 - 24 + 4) and not biased.holds(1000)
     assert acc.ErrorBar(1000.0, None, None).holds(1000.0) is None
+    # an ns truth is two %globaltimer reads apart, each rounded to the 32 ns tick: the H100 run
+    # of 2026-11-26 stated 199,936 +-46 ns against a truth of 200,000
+    ns = acc.ErrorBar(199_936.0, 46.0, None)
+    assert not ns.holds(200_000.0) and ns.holds(200_000.0, 32.0) and not ns.holds(200_020.0, 32.0)
 
 
 def test_table_says_per_region_and_counts(acc):
@@ -63,15 +67,19 @@ def test_table_says_per_region_and_counts(acc):
              acc.Case("out", "cycles", 1000.0, z, z, "fit", "direct", acc.ErrorBar(1100.0, 4.0, None)),
              acc.Case("guess", "ns", 1000.0, z, z, "device-clock (a guess)", "direct",
                       acc.ErrorBar(1000.0, None, None)),
-             acc.Case("lost", "cycles", 1000.0, z, z, "fit", "direct")]
+             acc.Case("lost", "cycles", 1000.0, z, z, "fit", "direct"),
+             acc.Case("timer", "ns", 200_000.0, z, z, "clock-bracket", "direct",
+                      acc.ErrorBar(199_936.0, 46.0, None), 32.0)]
     cal = {"direct": {"cycles": 2, "region": 1502, "plain": 1500, "instances": 9, "device": "H100",
                       "differences": [3.0]}}
     lines = acc.table(cal, cases).splitlines()
-    row = {ln.split()[0]: ln for ln in lines if ln.split()[0] in ("in", "out", "guess", "lost")}
+    row = {ln.split()[0]: ln for ln in lines if ln.split()[0] in ("in", "out", "guess", "lost", "timer")}
     cells = {k: v.split("  ") for k, v in row.items()}
     assert [c.strip() for c in cells["in"] if c.strip()][-2:] == ["1,002 +-4", "yes"]
     assert [c.strip() for c in cells["out"] if c.strip()][-2:] == ["1,100 +-4", "NO"]
     assert [c.strip() for c in cells["guess"] if c.strip()][-2:] == ["1,000 (no error bar)", "no bar"]
     assert [c.strip() for c in cells["lost"] if c.strip()][-2:] == ["no region", "-"]
-    assert lines[-1] == ("truth within the stated uncertainty: 1 of 4 regions (1 outside, 1 without "
+    assert [c.strip() for c in cells["timer"] if c.strip()][2] == "200,000 +-32 ns"
+    assert [c.strip() for c in cells["timer"] if c.strip()][-2:] == ["199,936 +-46", "yes"]
+    assert lines[-1] == ("truth within the stated uncertainty: 2 of 5 regions (1 outside, 1 without "
                          "an error bar, 1 without the region)")
