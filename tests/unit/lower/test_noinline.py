@@ -10,22 +10,11 @@ import pytest
 import triton
 import triton.language as tl
 from helpers.cli import invoke
+from helpers.real_kernels import calls_kernel
 from helpers.ttgir import H100, compile_ttgir
 
 from proton_inject.lower.check import check_file
 from proton_inject.ttgir import parse
-
-
-@triton.jit(noinline=True)
-def _twice_plus_one(n):
-    return n * 2 + 1
-
-
-@triton.jit
-def _calls_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n)
-    tl.store(y_ptr + offs, x * _twice_plus_one(n), mask=offs < n)
 
 
 @triton.jit
@@ -45,7 +34,7 @@ def _dump(fn, path):
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory):
     d = tmp_path_factory.mktemp("noinline")
-    calls = _dump(_calls_kernel, d / "calls.ttgir")
+    calls = _dump(calls_kernel, d / "calls.ttgir")
     assert len(parse(calls.read_text()).functions) == 2  # the kernel and its callee
     return {"calls": calls, "plain": _dump(_plain_kernel, d / "plain.ttgir")}
 
@@ -53,7 +42,7 @@ def dumps(tmp_path_factory):
 def test_check_compiles_a_plain_dump_of_a_kernel_with_a_noinline_callee(dumps):
     report = check_file(dumps["calls"])
     assert report.ok, report.error
-    assert report.kernel == "_calls_kernel" and report.target == "cuda:90"
+    assert report.kernel == "calls_kernel" and report.target == "cuda:90"
     assert report.binary_bytes > 0
 
 
