@@ -210,7 +210,7 @@ def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, be
             ok = ~np.isnan(r) & ~np.isnan(c)
             label = name if len(truths) == 1 else f"{name}: {raw_d.scope_name(scope)}"
             label += f" [launch {i}]" if len(runs) > 1 else ""
-            tick = float(comp_d.clock.summary().get("timer_tick_ns") or 0) if unit == "ns" else 0.0
+            tick = float(comp_d.clock.tick_ns or 0) if unit == "ns" else 0.0
             cases.append(Case(label, unit, float(np.median(t)), r[ok] - t[ok], c[ok] - t[ok],
                               clock_label(comp_d.clock), raw_d.meta.buffer_type,
                               error_bar(comp_d, scope, unit), tick))
