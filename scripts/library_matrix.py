@@ -11,7 +11,7 @@ Inductor default and reduce-overhead) this runs, each as its own process:
 
 and compares every tool run's stdout with the last plain run's, line by line (each program
 prints ``op sha256`` lines): with the default ``--caches shared`` the tool's runs come after
-it and find the caches, autotune choices included, as it left them. One table row per
+it and find the caches, autotune choices included (TRITON_CACHE_AUTOTUNING=1), as it left them. One table row per
 (library, path): kernels with instrumented builds, kernels with launches kept, launches
 kept and decoded, whether every output is byte-identical (or which ops differ), wall time
 plain vs tool. run.json (the tool's index of
@@ -137,6 +137,11 @@ class Matrix:
             env["TRITON_CACHE_DIR"] = str(base / "triton")
             env["FLAGGEMS_CACHE_DIR"] = str(base / "flaggems")
             env["TORCHINDUCTOR_CACHE_DIR"] = str(base / "inductor")
+        if self.args.caches == "shared":
+            # Triton's autotuner saves its choices beside the builds, so every run after the
+            # first takes the first one's (else each process tunes again, and near-tied
+            # configs, as FlagGems' layer_norm on an H100, make even two plain runs differ).
+            env["TRITON_CACHE_AUTOTUNING"] = "1"
         return env
 
     def left(self) -> float | None:
@@ -592,7 +597,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="smaller programs where they have --quick (FlagGems: 12 ops)")
     ap.add_argument("--caches", choices=("shared", "fresh", "user"), default="shared",
                     help="TRITON_CACHE_DIR, FLAGGEMS_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR: one empty set per "
-                         "library shared by its runs (default; the first plain run tunes and compiles), "
+                         "library shared by its runs (default; the first plain run tunes and compiles, and "
+                         "TRITON_CACHE_AUTOTUNING=1 saves its choices), "
                          "one empty set per run (every run tunes), or the user's own")
     args = ap.parse_args(argv)
     args.libraries = list(dict.fromkeys(args.libraries)) or list(PROGRAMS)

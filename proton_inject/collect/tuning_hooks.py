@@ -94,6 +94,19 @@ class TuningHooks:
             comp.instrumentation_mode, comp.override, cache.dir, self._tls.plain = prev
 
     @contextmanager
+    def _plain_cache_dir(self) -> Iterator[None]:
+        """Triton's cache directory is the program's own in this block."""
+        import triton
+
+        cache = triton.knobs.cache
+        prev = cache.dir
+        cache.dir = self._plain_cache or prev
+        try:
+            yield
+        finally:
+            cache.dir = prev
+
+    @contextmanager
     def _tuning(self, what: Any) -> Iterator[bool]:
         """Launches of this block are autotune benchmarking (``what``: the config, or
         "inductor"). Unless they are kept (--keep-tuning), they run the plain builds, so the
@@ -123,8 +136,19 @@ class TuningHooks:
 
             return wrapper
 
+        def disk_cache(orig: Any) -> Any:
+            def wrapper(at: Any, *args: Any, **kwargs: Any) -> Any:
+                with session._plain_cache_dir():
+                    return orig(at, *args, **kwargs)
+
+            return wrapper
+
         # While the autotuner runs, the launch hook can ask it which config won.
         self.patches.patch(Autotuner, "_bench", bench)
+        # Choices saved by cache_results / TRITON_CACHE_AUTOTUNING live in the program's cache:
+        # read (and write) them there, so a profile takes the plain run's config.
+        if hasattr(Autotuner, "check_disk_cache"):
+            self.patches.patch(Autotuner, "check_disk_cache", disk_cache)
         self.patches.patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
         tuner = self._tuner or tuning.Tuner()
         self.patches.patch(Autotuner, "run", tuner.triton_run)  # recorded choices first, no timing

@@ -37,6 +37,10 @@ class ProgramDump:
 
 
 
+# The program's own Triton cache, for the child (whose cache is private) to read saved
+# autotune choices from.
+PROGRAM_CACHE_ENV = "PROTON_INJECT_PROGRAM_TRITON_CACHE"
+
 DUMP_CHILD = (
     "import sys; from proton_inject.dump.program import _dump_child; "
     "sys.exit(_dump_child(sys.argv[1:]))"
@@ -99,6 +103,7 @@ def dump_program(
         env = dict(os.environ)
         for key in ("TRITON_KERNEL_OVERRIDE", "TRITON_OVERRIDE_DIR", "TRITON_ALWAYS_COMPILE"):
             env.pop(key, None)
+        env[PROGRAM_CACHE_ENV] = _program_triton_cache()
         env.update(
             TRITON_KERNEL_DUMP="1",
             TRITON_DUMP_DIR=os.path.join(tmp, "dump"),
@@ -226,6 +231,13 @@ def _mark_program_entries(out_dir: str | os.PathLike, results: list[AotResult], 
 
 
 
+def _program_triton_cache() -> str:
+    """Where the program's Triton cache is (TRITON_CACHE_DIR, else Triton's default)."""
+    import triton
+
+    return str(triton.knobs.cache.dir)
+
+
 def _dump_child(argv: list[str]) -> int:
     """In the child: record every kernel compile, then run the program as ``__main__``."""
     import runpy
@@ -239,6 +251,9 @@ def _dump_child(argv: list[str]) -> int:
     except Exception as e:  # never break the user's program over it
         print(f"proton-inject dump: autotuning decisions are not recorded: {e}", file=sys.stderr)
         patch_inductor = None
+    program_cache = os.environ.pop(PROGRAM_CACHE_ENV, "")
+    if program_cache:
+        tuning.saved_choices_from(program_cache)
 
     def listener(*, src, metadata, metadata_group, times, cache_hit):
         if patch_inductor is not None:

@@ -364,3 +364,25 @@ def record_in_child(lines_path: str) -> Callable[[], None]:
                 setattr(cls, name, wrap(cls.__dict__[name]))
 
     return patch_inductor
+
+
+def saved_choices_from(cache_dir: str) -> None:
+    """In `dump`'s child, whose Triton cache is private: autotune choices saved to disk
+    (``cache_results`` / TRITON_CACHE_AUTOTUNING) are read from and written to the program's
+    own cache ``cache_dir``, so the dump takes the configs a plain run takes."""
+    import triton
+    from triton.runtime.autotuner import Autotuner
+
+    orig = Autotuner.__dict__.get("check_disk_cache")
+    if orig is None:
+        return
+
+    def check_disk_cache(at: Any, *args: Any, **kwargs: Any) -> Any:
+        cache = triton.knobs.cache
+        prev, cache.dir = cache.dir, cache_dir
+        try:
+            return orig(at, *args, **kwargs)
+        finally:
+            cache.dir = prev
+
+    Autotuner.check_disk_cache = check_disk_cache

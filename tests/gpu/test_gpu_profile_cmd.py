@@ -48,6 +48,23 @@ PROGRAMS = {
         double[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
         print("sum", out.sum().item())
     """,
+    # Choices saved to the program's cache (cache_results): the profile reads them, times nothing.
+    "autotune_cached": """
+        import torch, triton, triton.language as tl
+
+        @triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 1024})],
+                         key=["n"], cache_results=True)
+        @triton.jit
+        def triple(x, out, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = offs < n
+            tl.store(out + offs, tl.load(x + offs, mask=m) * 3, mask=m)
+
+        x = torch.ones(1 << 20, device="cuda")
+        out = torch.empty_like(x)
+        triple[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+        print("sum", out.sum().item(), "block", triple.best_config.kwargs["BLOCK"])
+    """,
     "compiled": """
         import torch
 
@@ -68,6 +85,8 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
     env = child_env(TRITON_CACHE_DIR=str(user_cache), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor_cache"),
                     XDG_CACHE_HOME=str(tmp_path / "xdg"))
     plain = run_python([str(prog)], cwd=tmp_path, env=env, code=0, timeout=300)
+    if name == "autotune_cached":
+        plain = _slower_config_saved(prog, user_cache, env, plain.stdout)
     out = tmp_path / "out"
     prof = run_cli(["profile", "--kernel-scope", "--loops", "both", "-o", str(out), "--", "python", str(prog)],
                    cwd=tmp_path, env=env, code=0, timeout=300)
@@ -80,6 +99,14 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
     assert "total cyc" in prof.stderr  # the report's table
     if name == "autotuned":
         assert "autotune benchmarking" in prof.stderr
+    if name == "autotune_cached":  # the plain run's saved choice, read from its cache
+        assert "timed on the plain builds" not in prof.stderr, prof.stderr
+        assert "autotune benchmarking" not in prof.stderr, prof.stderr
+        saved = list(user_cache.rglob("triple.autotune.json"))
+        assert len(saved) == 1 and not list((tmp_path / "xdg").rglob("*.autotune.json"))
+        dumped = run_cli(["dump", "-o", str(tmp_path / "dump"), "--", "python", str(prog)],
+                         cwd=tmp_path, env=env, code=0, timeout=300)
+        assert dumped.stdout == plain.stdout, dumped.stderr
     # Nothing instrumented reached the user's cache, and a plain run afterwards is plain.
     def instrumented_files() -> list[Path]:
         dirs = [user_cache, tmp_path / "inductor_cache"]
@@ -101,6 +128,19 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
         assert (tmp_path / "out2" / "run.json").is_file()
         assert sorted(p.name for p in (tmp_path / "out2" / "ir").rglob("*.ttgir")) == \
             sorted(p.name for p in (out / "ir").rglob("*.ttgir"))
+
+
+def _slower_config_saved(prog: Path, user_cache: Path, env: dict, first: str):
+    """Swap the timings the plain run saved, so the saved choice is the config a new tuning
+    would not pick; a plain run now takes it, and so must the tool."""
+    (saved,) = user_cache.rglob("triple.autotune.json")
+    data = json.loads(saved.read_text())
+    (a, ta), (b, tb) = data["configs_timings"]
+    data["configs_timings"] = [[a, tb], [b, ta]]
+    saved.write_text(json.dumps(data))
+    plain = run_python([str(prog)], cwd=prog.parent, env=env, code=0, timeout=300)
+    assert plain.stdout.split()[-1] != first.split()[-1], (first, plain.stdout)
+    return plain
 
 
 def test_profile_api_with_torchcompile_with_hook(tmp_path, capfd):
