@@ -198,9 +198,14 @@ def _moved_hash(dumped: list[dict[str, Any]], src: Any) -> str:
     from proton_inject.dump.aot import source_facts
 
     unknown = "source, constexprs or argument specialization changed since the dump"
-    if src is None or not dumped:
+    if src is None:
         return unknown
     now = source_facts(src)
+    if now.get("per_process_globals"):
+        return (f"it changes in every process: Triton hashes its constexpr global(s) "
+                f"{', '.join(now['per_process_globals'])} with their memory address")
+    if not dumped:
+        return unknown
     best: list[str] | None = None
     for d in dumped:
         diff = _facts_diff(d, now)

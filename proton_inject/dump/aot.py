@@ -17,6 +17,7 @@ or integer argument gets an attribute entry, ``[["tt.divisibility", 16]]`` or ``
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -213,13 +214,31 @@ def source_facts(src) -> dict[str, Any]:
         return names[idx] if isinstance(idx, int) and idx < len(names) else str(key)
 
     attrs = getattr(src, "attrs", {}) or {}
-    return {
+    facts = {
         "signature": {name_of(k): str(v) for k, v in dict(src.signature).items()},
         "constexprs": {name_of(k): jsonable(v) for k, v in dict(src.constants).items()},
         "divisibility_16": sorted(name_of(k) for k, v in attrs.items()
                                   if any(a == ["tt.divisibility", 16] for a in v)),
         "fn_key": hashlib.sha256(str(fn.cache_key).encode()).hexdigest()[:16],
     }
+    if moving := per_process_globals(fn):
+        facts["per_process_globals"] = moving
+    return facts
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def per_process_globals(fn) -> list[str]:
+    """Constexpr globals (of the kernel or the functions it calls) that Triton hashes by a
+    repr holding a memory address, e.g. a ``@tl.constexpr`` Python function (FlagGems'
+    sort): the kernel's hash, and so its override and cache entries, changes in every process."""
+    from triton.language.core import constexpr
+
+    _ = fn.cache_key  # computing it fills used_global_vals
+    used = getattr(fn, "used_global_vals", None) or {}
+    return sorted({name for (name, _), (val, _) in used.items()
+                   if isinstance(val, constexpr) and _ADDRESS.search(repr(val))})
 
 
 def override_hash(src) -> str:

@@ -183,9 +183,16 @@ def _program_results(
     """One ``AotResult`` per distinct (hash, kernel); notes for what was merged or dropped."""
     notes: list[str] = []
     by_key: dict[tuple[str, str], AotResult] = {}
+    per_process: set[str] = set()
     for rec in records:
         if pattern and not pattern.search(rec["name"]):
             continue
+        if rec.get("per_process_globals") and rec["name"] not in per_process:
+            per_process.add(rec["name"])
+            notes.append(
+                f"{rec['name']}: its hash changes in every process (Triton hashes its constexpr "
+                f"global(s) {', '.join(rec['per_process_globals'])} with their memory address), so "
+                "no run finds this IR by hash; run instruments it from its own TTGIR with the tree's rules")
         path = dump_dir / rec["hash"] / f"{rec['name']}.ttgir"
         if not path.is_file():
             path = Path(rec.get("ttgir_path") or "")
@@ -210,7 +217,7 @@ def _program_results(
                 f"{r.kernel_name}: configs ({prev.num_warps} warps, {prev.num_stages} stages) and "
                 f"({r.num_warps} warps, {r.num_stages} stages) share override hash {r.hash} "
                 "(Triton's hash ignores num_warps/num_stages); the dump keeps the last compiled, "
-                "and an instrumented run will use its IR for both"
+                "and run instruments the other config from its own TTGIR with the tree's rules"
             )
     return list(by_key.values()), notes
 

@@ -344,3 +344,51 @@ def test_hook_sizes_the_buffer_of_a_loop_free_profile_with_auto(kernel_mod, tmp_
     unsized = compile_with_hook(src, tmp_path / "c3", CompileHook(rules, tmp_path / "ir3"),
                                 options=LoweringOptions(warps="all", auto_size=False))
     assert unsized.metadata.profile_scratch_size == auto.metadata.profile_scratch_size
+
+
+PER_PROCESS_SRC = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @tl.constexpr
+    def width(n: tl.constexpr):
+        return n
+
+
+    @triton.jit
+    def iota_kernel(out_ptr, N: tl.constexpr):
+        w: tl.constexpr = width(N)
+        tl.store(out_ptr + tl.arange(0, w), tl.arange(0, w))
+    """
+)
+
+
+def test_a_hash_that_changes_in_every_process_is_named(kernel_mod, tmp_path):
+    """FlagGems' sort kernels use ``@tl.constexpr`` Python functions as globals: Triton hashes
+    them by a repr holding the function's address, so each process (here: each load of the
+    module) gives the kernel another hash. The dump's facts and the run's note say so."""
+    from triton.compiler import ASTSource
+
+    from proton_inject.dump.aot import per_process_globals, source_facts
+    from proton_inject.dump.kernel_source import load_module
+
+    def src_of(where):
+        where.mkdir()
+        (where / "iota.py").write_text(PER_PROCESS_SRC)
+        fn = load_module(where / "iota.py").iota_kernel
+        return ASTSource(fn, signature={"out_ptr": "*i32", "N": "constexpr"}, constexprs={"N": 64},
+                         attrs={(0,): [["tt.divisibility", 16]]})
+
+    first, second = src_of(tmp_path / "p1"), src_of(tmp_path / "p2")
+    assert per_process_globals(first.fn) == ["width"]
+    assert source_facts(first)["fn_key"] != source_facts(second)["fn_key"]
+    compile_with_hook(first, tmp_path / "c0", CompileHook(Rules(kernel_scope=True), tmp_path / "ir"))
+    moved = CompileHook(TreeSource(tmp_path / "ir"), tmp_path / "run")
+    compile_with_hook(second, tmp_path / "c1", moved)
+    (note,) = [n for n in moved.notes if "not in the tree" in n]
+    assert "changes in every process" in note and "width" in note, note
+    (c,) = moved.compiled.values()
+    assert c.instrumented
+    assert per_process_globals(kernel_mod.scale_kernel) == []  # no such globals, none named
