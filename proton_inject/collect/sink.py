@@ -215,6 +215,7 @@ class RawSink:
             **({"measured_overhead": self.result.measured_overhead} if self.result.measured_overhead else {}),
             "autotune": {"pinned": self._tuner.pinned if self._tuner else 0,
                          "timed": self._tuner.timed if self._tuner else 0,
+                         "saved": self._tuner.saved if self._tuner else 0,
                          "from": str(self._pins_file) if self._pins_file else None},
             "compiled": {
                 h: {"kernel": c.name, "hash": c.hash, "instrumented": c.instrumented,

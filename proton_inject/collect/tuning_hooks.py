@@ -145,13 +145,14 @@ class TuningHooks:
 
         # While the autotuner runs, the launch hook can ask it which config won.
         self.patches.patch(Autotuner, "_bench", bench)
+        self.patches.patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
+        tuner = self._tuner or tuning.Tuner()
+        self.patches.patch(Autotuner, "run", tuner.triton_run)  # recorded choices first, no timing
         # Choices saved by cache_results / TRITON_CACHE_AUTOTUNING live in the program's cache:
         # read (and write) them there, so a profile takes the plain run's config.
         if hasattr(Autotuner, "check_disk_cache"):
             self.patches.patch(Autotuner, "check_disk_cache", disk_cache)
-        self.patches.patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
-        tuner = self._tuner or tuning.Tuner()
-        self.patches.patch(Autotuner, "run", tuner.triton_run)  # recorded choices first, no timing
+            self.patches.patch(Autotuner, "check_disk_cache", tuner.triton_disk_cache)
         self.patches.when_imported("torch._inductor.runtime.triton_heuristics",
                                    lambda heur: self._patch_inductor_tuner(heur, tuner))
 
@@ -236,10 +237,12 @@ class TuningHooks:
     def _autotune_summary(self) -> list[str]:
         """One line: how many autotuning choices were pinned to recorded ones, how many timed."""
         t = self._tuner
-        if t is None or not (t.pinned or t.timed):
+        if t is None or not (t.pinned or t.timed or t.saved):
             return []
         timed = (f"{t.timed} timed on the plain builds" if not self.keep_tuning
                  else f"{t.timed} timed on the instrumented builds (--keep-tuning)")
+        if t.saved:
+            timed = f"{t.saved} read from the program's saved choices (TRITON_CACHE_AUTOTUNING), {timed}"
         if t.near_tied:
             timed += f" ({t.near_tied} with configs within 2% of the fastest: a plain run may choose another)"
         if self._pins_file is not None:

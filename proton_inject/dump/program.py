@@ -253,14 +253,12 @@ def _dump_child(argv: list[str]) -> int:
     records_path, kind, target, *args = argv
     import triton
 
+    program_cache = os.environ.pop(PROGRAM_CACHE_ENV, "")
     try:  # the program's autotuning decisions, for run to use the same configs
-        patch_inductor = tuning.record_in_child(autotune_lines_path(records_path))
+        patch_inductor = tuning.record_in_child(autotune_lines_path(records_path), program_cache)
     except Exception as e:  # never break the user's program over it
         print(f"proton-inject dump: autotuning decisions are not recorded: {e}", file=sys.stderr)
         patch_inductor = None
-    program_cache = os.environ.pop(PROGRAM_CACHE_ENV, "")
-    if program_cache:
-        tuning.saved_choices_from(program_cache)
 
     def listener(*, src, metadata, metadata_group, times, cache_hit):
         if patch_inductor is not None:

@@ -121,7 +121,8 @@ def _timings(at: Any) -> list:
 class Tuner:
     """Records each decision autotuners make (``record``, called with an entry) and, where
     ``pins`` holds the decision, makes them take it without timing. ``note`` receives
-    warnings (each once). Counts ``pinned`` and ``timed`` decisions."""
+    warnings (each once). Counts ``pinned`` and ``timed`` decisions, and ``saved``: Triton
+    choices its autotuner read from disk (cache_results / TRITON_CACHE_AUTOTUNING)."""
 
     def __init__(self, pins: Decisions | None = None, record: Callable[[dict], None] | None = None,
                  note: Callable[[str], None] | None = None) -> None:
@@ -130,8 +131,10 @@ class Tuner:
         self.note = note or (lambda text: None)
         self.pinned = 0
         self.timed = 0
+        self.saved = 0
         self.near_tied = 0  # timed Triton choices whose runner-up was within 2% (noise decides)
         self._lock = threading.Lock()
+        self._tls = threading.local()  # whether this thread's autotuner read its choice from disk
         self._warned: set[str] = set()
 
     def _warn(self, text: str) -> None:
@@ -173,29 +176,43 @@ class Tuner:
                 except Exception as e:  # the autotuner then does what it does without us
                     tuner._warn(f"autotune pinning skipped for {getattr(at.base_fn, '__name__', '?')}: {e!r}")
                     fresh = False
+            tuner._tls.from_disk = False
             ret = orig(at, *args, **kwargs)
             if fresh and key in at.cache:
-                if not pinned and _near_tie(getattr(at, "configs_timings", None)):
+                if not pinned:
                     with tuner._lock:
-                        tuner.near_tied += 1
+                        if tuner._tls.from_disk:
+                            tuner.saved += 1
+                        else:
+                            tuner.timed += 1
+                            tuner.near_tied += _near_tie(getattr(at, "configs_timings", None))
                 tuner._record_triton(at, key)
             return ret
 
         return run
+
+    def triton_disk_cache(self, orig: Any) -> Any:
+        """Wrap ``Autotuner.check_disk_cache``: note a choice read from disk (not timed)."""
+        tuner = self
+
+        def check_disk_cache(at: Any, *args: Any, **kwargs: Any) -> Any:
+            found = orig(at, *args, **kwargs)
+            tuner._tls.from_disk = found is True
+            return found
+
+        return check_disk_cache
 
     def _pin_triton(self, at: Any, key: tuple, args: tuple, kwargs: dict) -> bool:
         """Put the recorded choice for ``key`` where Triton's run looks first; whether it did."""
         ident = _triton_id(at, key) if self.pins is not None else None
         entry = self.pins.triton.get(ident) if ident else None
         if entry is None or entry.get("conflict"):
-            self._count(False)
             return False
         want = entry["config"]
         cfg = next((c for c in at.configs if config_dict(c) == want), None)
         if cfg is None:
             self._warn(f"kernel {at.base_fn.__name__}: the recorded config ({want}) is not one of its "
                        "autotune configs; it is timed instead")
-            self._count(False)
             return False
         by_desc = {json.dumps(config_dict(c), sort_keys=True): c for c in at.configs}
         timings = {}
@@ -334,10 +351,13 @@ def caching_autotuner() -> Any:
 # --- the dump's child ------------------------------------------------------------------------
 
 
-def record_in_child(lines_path: str) -> Callable[[], None]:
+def record_in_child(lines_path: str, program_cache: str = "") -> Callable[[], None]:
     """In `dump`'s child: record every decision into ``lines_path`` (JSON lines). Patches
     Triton's Autotuner now; returns a function that patches Inductor's CachingAutotuner once
-    it is imported (the child calls it from its compile listener)."""
+    it is imported (the child calls it from its compile listener). The child's Triton cache is
+    private: choices saved to disk (cache_results / TRITON_CACHE_AUTOTUNING) are read from and
+    written to the program's own cache ``program_cache``, so the dump takes a plain run's."""
+    import triton
     from triton.runtime.autotuner import Autotuner
 
     lock = threading.Lock()
@@ -351,6 +371,17 @@ def record_in_child(lines_path: str) -> Callable[[], None]:
 
     tuner = Tuner(record=record, note=note)
     Autotuner.run = tuner.triton_run(Autotuner.__dict__["run"])
+    disk = Autotuner.__dict__.get("check_disk_cache")
+    if program_cache and disk is not None:
+        def check_disk_cache(at: Any, *args: Any, **kwargs: Any) -> Any:
+            cache = triton.knobs.cache
+            prev, cache.dir = cache.dir, program_cache
+            try:
+                return disk(at, *args, **kwargs)
+            finally:
+                cache.dir = prev
+
+        Autotuner.check_disk_cache = tuner.triton_disk_cache(check_disk_cache)
     done = []
 
     def patch_inductor() -> None:
@@ -364,25 +395,3 @@ def record_in_child(lines_path: str) -> Callable[[], None]:
                 setattr(cls, name, wrap(cls.__dict__[name]))
 
     return patch_inductor
-
-
-def saved_choices_from(cache_dir: str) -> None:
-    """In `dump`'s child, whose Triton cache is private: autotune choices saved to disk
-    (``cache_results`` / TRITON_CACHE_AUTOTUNING) are read from and written to the program's
-    own cache ``cache_dir``, so the dump takes the configs a plain run takes."""
-    import triton
-    from triton.runtime.autotuner import Autotuner
-
-    orig = Autotuner.__dict__.get("check_disk_cache")
-    if orig is None:
-        return
-
-    def check_disk_cache(at: Any, *args: Any, **kwargs: Any) -> Any:
-        cache = triton.knobs.cache
-        prev, cache.dir = cache.dir, cache_dir
-        try:
-            return orig(at, *args, **kwargs)
-        finally:
-            cache.dir = prev
-
-    Autotuner.check_disk_cache = check_disk_cache

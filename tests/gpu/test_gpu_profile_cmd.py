@@ -100,7 +100,8 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
     if name == "autotuned":
         assert "autotune benchmarking" in prof.stderr
     if name == "autotune_cached":  # the plain run's saved choice, read from its cache
-        assert "timed on the plain builds" not in prof.stderr, prof.stderr
+        assert "1 read from the program's saved choices" in prof.stderr, prof.stderr
+        assert index["autotune"]["saved"] == 1 and index["autotune"]["timed"] == 0, index["autotune"]
         assert "autotune benchmarking" not in prof.stderr, prof.stderr
         saved = list(user_cache.rglob("triple.autotune.json"))
         assert len(saved) == 1 and not list((tmp_path / "xdg").rglob("*.autotune.json"))
