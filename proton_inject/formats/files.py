@@ -328,7 +328,19 @@ def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
     file replaced), ``tree`` (a directory replaced whole) or ``dir`` (files written into it).
     An entry whose path is None or empty (an option not given) is left out.
     """
-    ins = [(what, Path(p), Path(os.path.realpath(p))) for what, p in inputs if p]
+    outputs = [o for o in outputs if o[1]]
+    if not outputs:
+        return
+    dirs: dict[str, str] = {}  # one realpath per directory: 10^4 launches share a few
+
+    def resolved(p: str | os.PathLike) -> Path:
+        head, name = os.path.split(os.path.abspath(p))
+        if head not in dirs:
+            dirs[head] = os.path.realpath(head)
+        joined = os.path.join(dirs[head], name)
+        return Path(os.path.realpath(joined) if os.path.islink(joined) else joined)
+
+    ins = [(what, Path(p), resolved(p)) for what, p in inputs if p]
     for opt, raw, kind in outputs:
         if not raw:
             continue
