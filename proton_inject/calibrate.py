@@ -32,16 +32,6 @@ from proton_inject.formats.calibration import store
 LOOP_ITERATIONS = 256  # of the calibration loop
 
 
-
-
-
-
-
-
-
-
-
-
 def cost_from(decoded: list[Any], plain: list[np.ndarray]) -> dict[str, Any]:
     """The record cost from decoded calibration launches (decoded without compensation) and
     the reference kernel's loop cycles launched in turn with them (each CTA's own clock reads,

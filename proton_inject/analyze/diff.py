@@ -146,7 +146,6 @@ def match_kernels(base: Side, new: Side
     return pairs, only_b, list(nk.values())
 
 
-
 def _lower_bound(row: dict[str, Any]) -> float | None:
     if row["change_pct"] is None:
         return None

@@ -18,13 +18,10 @@ from proton_inject.formats import clock_bracket
 _KEEP_FOREVER: list[Any] = []
 
 
-
 _ALLOC_POOL: Any = None  # one helper thread for device buffers (see _device_empty)
 
 
-
 _ALLOC_POOL_LOCK = threading.Lock()
-
 
 
 def _device_empty(size: int, device: int, inline: bool = False) -> Any:
@@ -49,7 +46,6 @@ def _device_empty(size: int, device: int, inline: bool = False) -> Any:
     return _ALLOC_POOL.submit(alloc).result()
 
 
-
 class _DiscardBuffers:
     """Device buffers that take records nobody reads (launches not kept, kernels run after
     their session). Reused when large enough, never freed: an in-flight kernel (or a captured
@@ -69,9 +65,7 @@ class _DiscardBuffers:
             return buf
 
 
-
 _AFTER_SESSION_BUFFERS = _DiscardBuffers()
-
 
 
 def throwaway_scratch(size: int, alignment: int, stream: int | None) -> Any:
@@ -86,14 +80,12 @@ def throwaway_scratch(size: int, alignment: int, stream: int | None) -> Any:
     return _AFTER_SESSION_BUFFERS.get(size, torch.cuda.current_device())
 
 
-
 def after_session(prev: Any) -> Any:
     """The profile allocator to restore when a session ends: the program's own if it set one,
     else a throwaway one rather than Triton's default, which raises on instrumented kernels."""
     from triton.runtime import _allocation
 
     return throwaway_scratch if isinstance(prev, _allocation.NullAllocator) else prev
-
 
 
 @contextmanager
@@ -105,7 +97,6 @@ def outside_program_modes() -> Iterator[None]:
 
     with torch._C.DisableTorchFunction(), _disable_current_modes():
         yield
-
 
 
 def _pinned(nbytes: int) -> Any:

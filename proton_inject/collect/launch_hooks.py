@@ -232,7 +232,6 @@ class ProfileBufferTooLarge(Exception):
     """Set up as a subclass of Triton's OutOfResources at run time (autotuners catch it)."""
 
 
-
 def out_of_resources_type() -> type:
     from triton.runtime.errors import OutOfResources
 

@@ -40,7 +40,6 @@ class LaunchRecord:
         return self.grid[0] * self.grid[1] * self.grid[2] * self.num_ctas
 
 
-
 @dataclass
 class RunResult:
     """What a profiling session collected and where it wrote it."""
@@ -60,7 +59,6 @@ class RunResult:
     measured_overhead: dict[str, dict] = field(default_factory=dict)
 
 
-
 def config_of_kernel(ck: Any) -> dict[str, Any]:
     """Constexpr values and launch options of a compiled kernel (what names its config)."""
     cfg: dict[str, Any] = {}
@@ -78,7 +76,6 @@ def config_of_kernel(ck: Any) -> dict[str, Any]:
     return cfg
 
 
-
 def config_of_autotune(config: Any) -> dict[str, Any]:
     """A ``triton.Config`` as a plain dict (kwargs plus num_warps/num_stages/num_ctas)."""
     cfg = {k: _jsonable(v) for k, v in dict(getattr(config, "kwargs", {}) or {}).items()}
@@ -89,10 +86,8 @@ def config_of_autotune(config: Any) -> dict[str, Any]:
     return cfg
 
 
-
 def config_name(cfg: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in cfg.items())
-
 
 
 @dataclass
@@ -104,7 +99,6 @@ class _KernelInfo:
     ck: Any
     config: dict[str, Any] | None = None  # config_of_kernel, computed on first launch
     wanted: bool | None = None  # a plain build of a kernel we instrument (Session._wanted)
-
 
 
 @dataclass
@@ -119,7 +113,6 @@ class _Pending:
     graph: Any = None  # the CUDA graph this launch is being captured into
     bracket: Any = None  # int64 rows of the clock bracket (before, after), in buffer's tail
     bracket_at: tuple[int, int] | None = None
-
 
 
 @dataclass

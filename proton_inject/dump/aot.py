@@ -39,18 +39,6 @@ from proton_inject.lower.target import format_target, parse_target
 # --- autotune and heuristics wrappers --------------------------------------------
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 # --- compiling ------------------------------------------------------------------
 
 
@@ -420,20 +408,6 @@ def _error_text(e: BaseException, max_lines: int = 8) -> str:
 # --- writing the dump -----------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --- dumping the kernels of a running program (program form of `dump`) ---------------------
 #
 # The program runs in a child interpreter with Triton's IR dump on and a private cache, so
@@ -443,27 +417,5 @@ def _error_text(e: BaseException, max_lines: int = 8) -> str:
 # specialization, options); the parent turns those records into ``AotResult``s for
 # ``write_dump``. torch.compile is told to compile in-process (its worker pool would not carry
 # the listener) and to skip its caches (a cached graph compiles nothing).
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 

@@ -54,7 +54,6 @@ def one_per_hash(results: Iterable[AotResult]) -> tuple[list[AotResult], list[st
     return list(kept.values()), notes
 
 
-
 def manifest_entry(r: AotResult) -> dict[str, Any]:
     """The manifest's record of one kernel."""
     return {
@@ -76,11 +75,9 @@ def manifest_entry(r: AotResult) -> dict[str, Any]:
     }
 
 
-
 def _config_text(e: Mapping[str, Any]) -> str:
     cfg = f"config [{e['config']}] {e.get('config_desc')}, " if e.get("config") is not None else ""
     return f"{cfg}{e.get('target')}, {e.get('num_warps')} warps, {e.get('num_stages')} stages"
-
 
 
 def write_dump(results: Iterable[AotResult], out_dir: str | os.PathLike) -> list[Path]:
@@ -144,7 +141,6 @@ def write_dump(results: Iterable[AotResult], out_dir: str | os.PathLike) -> list
     }
     write_atomic(out / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
     return written
-
 
 
 def aot_command(r: AotResult, out_dir: str | os.PathLike) -> str:

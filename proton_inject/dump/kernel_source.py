@@ -19,7 +19,6 @@ from proton_inject.errors import UserError
 _MODULES: dict[tuple[str, float], Any] = {}
 
 
-
 def load_module(path: Path):
     """Import a Python file by path (cached per path and mtime)."""
     key = (str(path), path.stat().st_mtime)
@@ -51,7 +50,6 @@ def load_module(path: Path):
     return module
 
 
-
 def _unwrap_jit(obj):
     """The JITFunction behind ``@triton.autotune`` / ``@triton.heuristics`` wrappers, or None."""
     from triton.runtime.jit import JITFunction
@@ -63,7 +61,6 @@ def _unwrap_jit(obj):
         if obj is None:
             return None
     return None
-
 
 
 _AOT_SPEC_RE = re.compile(r"^(?P<file>.+\.py):(?P<kernel>[A-Za-z_]\w*)$")
@@ -97,7 +94,6 @@ def load_kernel(source_file: str | os.PathLike, kernel_name: str):
     return fn
 
 
-
 @dataclass
 class KernelSpec:
     """A kernel as its module defines it: the JITFunction, its autotune configs (in the
@@ -107,7 +103,6 @@ class KernelSpec:
     fn: Any
     configs: list | None
     heuristics: dict[str, Any]
-
 
 
 def load_kernel_spec(source_file: str | os.PathLike, kernel_name: str) -> KernelSpec:
@@ -132,14 +127,12 @@ def load_kernel_spec(source_file: str | os.PathLike, kernel_name: str) -> Kernel
     return KernelSpec(fn, configs, heuristics)
 
 
-
 def describe_config(cfg) -> str:
     """``BLOCK=64, num_warps=4, num_stages=3`` for an autotune config."""
     parts = [f"{k}={v}" for k, v in cfg.kwargs.items()]
     parts += [f"{k}={getattr(cfg, k)}" for k in ("num_warps", "num_stages", "num_ctas", "maxnreg")
               if getattr(cfg, k, None) is not None and not (k == "num_ctas" and cfg.num_ctas == 1)]
     return ", ".join(parts)
-
 
 
 class _Unknown:
@@ -163,10 +156,8 @@ class _Unknown:
     __hash__ = object.__hash__
 
 
-
 class _NeedsValue(Exception):
     pass
-
 
 
 def apply_heuristics(spec: KernelSpec, signature: Mapping[str, str], constexprs: dict[str, Any],

@@ -36,7 +36,6 @@ class ProgramDump:
     autotune_file: Path | None = None
 
 
-
 # The program's own Triton cache, for the child (whose cache is private) to read saved
 # autotune choices from.
 PROGRAM_CACHE_ENV = "PROTON_INJECT_PROGRAM_TRITON_CACHE"
@@ -45,7 +44,6 @@ DUMP_CHILD = (
     "import sys; from proton_inject.dump.program import _dump_child; "
     "sys.exit(_dump_child(sys.argv[1:]))"
 )
-
 
 
 def split_program_argv(argv: Iterable[str], command: str) -> tuple[str, str, list[str]]:
@@ -73,7 +71,6 @@ def split_program_argv(argv: Iterable[str], command: str) -> tuple[str, str, lis
     if not Path(args[0]).is_file():
         raise UserError(f"{command}: {args[0]}: no such script")
     return "path", args[0], args[1:]
-
 
 
 def dump_program(
@@ -145,11 +142,9 @@ def dump_program(
     return dumped
 
 
-
 def autotune_lines_path(records_path: str) -> str:
     """Where the child appends the autotuning decisions (beside its compile records)."""
     return os.path.join(os.path.dirname(records_path), "autotune.jsonl")
-
 
 
 def write_decisions(decisions: Any, out_dir: str | os.PathLike) -> Path:
@@ -168,13 +163,11 @@ def write_decisions(decisions: Any, out_dir: str | os.PathLike) -> Path:
     return merged.write(out_dir)
 
 
-
 def _read_records(path: str) -> list[dict[str, Any]]:
     if not os.path.exists(path):
         return []
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
 
 
 def _program_results(
@@ -222,7 +215,6 @@ def _program_results(
     return list(by_key.values()), notes
 
 
-
 def _mark_program_entries(out_dir: str | os.PathLike, results: list[AotResult], argv) -> None:
     """Tag the manifest entries this dump wrote as coming from a program run, each with the
     AOT command line that reproduces it."""
@@ -235,7 +227,6 @@ def _mark_program_entries(out_dir: str | os.PathLike, results: list[AotResult], 
             e["program"] = list(argv)
             e["aot_command"] = aot_command(r, out_dir)
     write_atomic(Path(out_dir) / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
-
 
 
 def _program_triton_cache() -> str:
@@ -292,7 +283,6 @@ def _dump_child(argv: list[str]) -> int:
         traceback.print_exc()
         return 1
     return 0
-
 
 
 def _describe_compile(src, metadata: dict[str, Any], metadata_group: dict[str, str]) -> dict:

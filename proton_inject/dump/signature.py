@@ -15,14 +15,11 @@ _SCALAR_TYPES = {
 }  # fmt: skip
 
 
-
 # Scalars the JIT never specializes on divisibility (it passes no attribute for them).
 _UNSPECIALIZED_SCALARS = {"u1", "fp16", "bf16", "fp32", "fp64"}
 
 
-
 _NAME_RE = re.compile(r"[A-Za-z_]\w*")
-
 
 
 def _split_top_level(text: str, sep: str = ",") -> list[str]:
@@ -40,7 +37,6 @@ def _split_top_level(text: str, sep: str = ",") -> list[str]:
             cur.append(ch)
     parts.append("".join(cur))
     return parts
-
 
 
 def _check_type(name: str, ty: str) -> None:
@@ -62,7 +58,6 @@ def _check_type(name: str, ty: str) -> None:
         "*fp16, *fp32, i32, i64, fp32 or tensordesc<fp16[128, 64]> (none for an argument passed "
         "as None), optionally with a divisibility hint :16 (or :1 for none)"
     )
-
 
 
 def parse_signature(text: str) -> dict[str, str]:
@@ -94,7 +89,6 @@ def parse_signature(text: str) -> dict[str, str]:
     return sig
 
 
-
 def _split_hint(name: str, ty: str) -> tuple[str, int | None]:
     """``"*fp16:16"`` -> ``("*fp16", 16)``; no hint -> ``(ty, None)``."""
     if ty.startswith("tensordesc"):
@@ -108,7 +102,6 @@ def _split_hint(name: str, ty: str) -> tuple[str, int | None]:
             "equal to 1 is a constexpr: pass --constexpr NAME=1"
         )
     return base, int(hint)
-
 
 
 def parse_constexpr_value(text: str) -> Any:
@@ -172,7 +165,6 @@ def constexpr_text(v: Any) -> str:
             same = False
         return v if same else repr(v)
     return str(v)
-
 
 
 def parse_constexprs(items: Iterable[str]) -> dict[str, Any]:

@@ -105,16 +105,6 @@ def _timings(at: Any) -> list:
     return out
 
 
-
-
-
-
-
-
-
-
-
-
 # --- what an autotuner does: record, and pin ---------------------------------------------------
 
 

@@ -17,9 +17,7 @@ from proton_inject.formats.schema import MAX_JSON_BYTES, read_bytes, read_json
 FILE_NAME = "autotune.json"
 
 
-
 FORMAT = 1
-
 
 
 class Decisions:
@@ -94,14 +92,12 @@ class Decisions:
         return write_atomic(Path(directory) / FILE_NAME, json.dumps(self.to_json(), indent=1) + "\n")
 
 
-
 def _check_config(c: Any) -> None:
     if not isinstance(c, dict) or not isinstance(c.get("kwargs"), dict):
         raise ValueError("config without kwargs")
     for f in ("num_warps", "num_stages", "num_ctas"):
         if not isinstance(c.get(f), int):
             raise ValueError(f"config {f} is not an integer")
-
 
 
 def load(path: str | os.PathLike) -> Decisions:
@@ -116,7 +112,6 @@ def load(path: str | os.PathLike) -> Decisions:
         raise ValueError(f"{path}: {e}") from e
 
 
-
 def find_file(directory: str | os.PathLike) -> Path | None:
     """The autotune file of a dump, an instrumented tree or a run's output (its ir/ too)."""
     d = Path(directory)
@@ -124,7 +119,6 @@ def find_file(directory: str | os.PathLike) -> Path | None:
         if p.is_file():
             return p
     return None
-
 
 
 def from_lines(path: str | os.PathLike) -> Decisions:

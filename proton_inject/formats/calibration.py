@@ -16,11 +16,9 @@ from proton_inject.formats.schema import read_json
 CACHE_VERSION = 2  # 1: a region around one clock read, no plain reference
 
 
-
 def cache_file() -> Path:
     """``$XDG_CACHE_HOME/proton-inject/record_cost.json`` (``~/.cache`` by default)."""
     return user_cache_dir() / "record_cost.json"
-
 
 
 def cache_key(device: str, clock_bits: int = 64, buffer_type: str = "shared",
@@ -29,7 +27,6 @@ def cache_key(device: str, clock_bits: int = 64, buffer_type: str = "shared",
     which adds a warp-id test to every record)."""
     key = f"{device}|clock{clock_bits}|{buffer_type}|{'sched' if sched_stores else 'nosched'}"
     return key + "|selective" if selective else key
-
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -43,7 +40,6 @@ def _read(path: Path) -> dict[str, Any]:
     return entries if isinstance(entries, dict) else {}
 
 
-
 def lookup(device: str | None, clock_bits: int = 64, buffer_type: str = "shared",
            sched_stores: bool = False, selective: bool = False) -> float | None:
     """The cached cost of one record in cycles, or None when this device was not calibrated."""
@@ -53,7 +49,6 @@ def lookup(device: str | None, clock_bits: int = 64, buffer_type: str = "shared"
     v = e.get("cycles") if isinstance(e, dict) else None
     ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
     return float(v) if ok else None
-
 
 
 def store(device: str, cycles: float, clock_bits: int = 64, buffer_type: str = "shared",

@@ -16,7 +16,6 @@ def bracket_bytes(ctas: int) -> int:
     return 2 * ctas * WORDS * 8
 
 
-
 def summarize(rows: np.ndarray) -> dict[str, Any] | None:
     """One side's rows ``(ctas, 5)`` int64 -> what the metadata keeps (None: nothing ran).
 
@@ -42,7 +41,6 @@ def summarize(rows: np.ndarray) -> dict[str, Any] | None:
     }
 
 
-
 @dataclass
 class BracketRate:
     """The clock a bracket measured: mean of the sides, and what it is worth."""
@@ -60,7 +58,6 @@ class BracketRate:
         return 100.0 * (self.after["mhz"] - self.before["mhz"]) / self.mhz
 
 
-
 def rate(bracket: dict[str, Any] | None) -> BracketRate | None:
     """The clock of a launch's bracket (``LaunchMeta.clock_bracket``), None when it has none."""
     if not bracket:
@@ -75,7 +72,6 @@ def rate(bracket: dict[str, Any] | None) -> BracketRate | None:
                        bracket.get("after"))
 
 
-
 def missing_reason(bracket: dict[str, Any] | None) -> str:
     """Why a launch has no bracket, in the report's words."""
     if bracket is None:
@@ -84,7 +80,6 @@ def missing_reason(bracket: dict[str, Any] | None) -> str:
 
 
 WORDS = 5  # per CTA: smid, c0, t0, c1, t1 (int64)
-
 
 
 # Before and after further apart than this (relative) are said to differ: the clock changed

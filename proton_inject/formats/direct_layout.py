@@ -12,9 +12,7 @@ sits, read by the decoder.
 DIRECT_HEADER_WORDS = 2
 
 
-
 SM_ID_BITS = 8
-
 
 
 def layout(table: list[list[int]], loops: list[list[int]]) -> tuple[list[int], list[int], int]:
@@ -39,12 +37,10 @@ def layout(table: list[list[int]], loops: list[list[int]]) -> tuple[list[int], l
     return out, sections, start
 
 
-
 def loop_bytes_needed(strides: list[int], iterations: list[int]) -> int:
     """The ``budget`` whose even share gives each loop (``stride`` words per iteration) a cap
     of at least its ``iterations``: the inverse of ``_plan``'s rule."""
     return len(strides) * max(4 * s * int(n) for s, n in zip(strides, iterations, strict=True))
-
 
 
 def block_bytes(table: list[list[int]], loops: list[list[int]] = ()) -> int:

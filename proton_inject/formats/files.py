@@ -305,7 +305,6 @@ def output_lock(path: str | os.PathLike, opt: str) -> Iterator[None]:
         os.close(fd)
 
 
-
 def _inside(a: Path, b: Path) -> bool:
     return a == b or b in a.parents
 

@@ -83,7 +83,6 @@ def jsonable(v: Any) -> Any:
     return str(v)
 
 
-
 def source_sha256(path: str, fix: str | None = None) -> str | None:
     """sha256 of a kernel's source file, so `insert` can tell when its marks may have moved;
     None when it is missing or unreadable. A FIFO, a device or a file over
@@ -94,7 +93,6 @@ def source_sha256(path: str, fix: str | None = None) -> str | None:
         if e.reason in ("missing", "unreadable"):
             return None
         raise
-
 
 
 def read_dump_manifest(out_dir: str | os.PathLike) -> dict[str, Any]:

@@ -38,9 +38,7 @@ from proton_inject.formats.schema import (
 RAW_FORMAT = "proton-inject-raw"
 
 
-
 RAW_VERSION = 1
-
 
 
 @dataclass
@@ -153,7 +151,6 @@ class LaunchMeta:
         return cls(**launch_meta(d, where))
 
 
-
 def _as_bytes(buffer: Any) -> np.ndarray:
     """View a buffer (bytes, numpy array, CPU torch tensor) as flat uint8 without copying."""
     if hasattr(buffer, "detach") and hasattr(buffer, "cpu"):  # torch tensor
@@ -162,13 +159,11 @@ def _as_bytes(buffer: Any) -> np.ndarray:
     return arr.reshape(-1).view(np.uint8)
 
 
-
 def raw_prefix(out_dir: str | os.PathLike, meta: LaunchMeta) -> Path:
     """Where ``save_raw`` should put a launch inside a ``raw/`` directory."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in meta.kernel)
     head = "" if meta.rank is None else f"rank{meta.rank}-"
     return Path(out_dir) / f"{head}{meta.launch:05d}-{safe}"
-
 
 
 def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta,
@@ -186,7 +181,6 @@ def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta,
     d["bin"] = bin_path.name
     write_atomic(json_path, json.dumps(d, indent=1) + "\n")
     return bin_path, json_path
-
 
 
 def _json_path(path: str | os.PathLike) -> tuple[Path, str]:
@@ -239,11 +233,9 @@ def load_raw(path: str | os.PathLike) -> tuple[np.ndarray, LaunchMeta]:
     raise UserError(f"{json_path}: raw buffer {name}.bin not found next to it")
 
 
-
 def is_raw_json(path: str | os.PathLike) -> bool:
     """Whether ``path`` is the ``.json`` half of a raw launch (reads only its first bytes)."""
     return f'"format": "{RAW_FORMAT}"'.encode() in read_head(path, 512)
-
 
 
 _LAUNCH_NAME = re.compile(r"(?:rank\d+-)?(\d{5,})-.+\.json")  # as LaunchMeta.label writes it
@@ -311,7 +303,6 @@ def _id_map(d: dict, key: str, where: str, value_ok, want: str) -> dict[int, Any
 
 
 MAX_SCOPE_ID = 255  # a record's tag keeps 8 bits of scope id (decode.py)
-
 
 
 def launch_meta(d: Any, where: str) -> dict[str, Any]:
@@ -392,7 +383,6 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         direct_loops=None if not loops else [list(x) for x in loops],
         timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
     )  # fmt: skip
-
 
 
 def _grid(grid: Any, bad: Callable[[str, str], UserError], where: str, fix: str) -> list[int]:

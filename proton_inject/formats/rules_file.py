@@ -14,7 +14,6 @@ from proton_inject.formats.schema import is_int, shown, type_name
 LOOP_MODES = ("outer", "iteration", "both")
 
 
-
 @dataclass(frozen=True)
 class LineRange:
     """`NAME=FILE:START-END`: profile the ops coming from those source lines."""
@@ -41,7 +40,6 @@ class LineRange:
 
 RULE_KEYS = ("kernel-scope", "loops", "loop-depth", "region", "op", "kernel", "marks",
              "source-root", "sample-ctas")
-
 
 
 def rules_table(table: Any, where: str) -> dict[str, Any]:

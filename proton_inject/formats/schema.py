@@ -327,23 +327,10 @@ def is_int(v: Any) -> bool:
 # --- rules (a rules TOML file or [tool.proton-inject] of pyproject.toml) -------------------------
 
 
-
-
-
 # --- manifest.json of a dump or an override tree ------------------------------------------------
 
 
-
-
-
-
 # --- raw launch metadata (the .json half of a raw launch) ---------------------------------------
-
-
-
-
-
-
 
 
 # --- traces written by `report --trace` / `run` --------------------------------------------------

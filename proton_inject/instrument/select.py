@@ -64,7 +64,6 @@ def select(module: Module, rules: Rules,
     return out
 
 
-
 def _kernel_scope(k: KernelSelection) -> None:
     """The kernel body as one region, `kernel`, from its first op to whichever return the CTA
     takes.

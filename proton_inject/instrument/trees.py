@@ -92,8 +92,6 @@ def _changed_source_note(k: KernelManifest, manifest: Path | str = "manifest.jso
             "`proton-inject dump` if lines moved"]
 
 
-
-
 def _one_line(message: str, path: str) -> str:
     """An error's first line without the file name it starts with (the summary names it)."""
     first = message.splitlines()[0] if message else ""

@@ -236,12 +236,6 @@ def loop_table(text: str, budget: int = 0, every: int = 1) -> list[list[int]]:
             for lp in plan_lowering(text, budget, every).loops]
 
 
-
-
-
-
-
-
 def data_bytes(text: str, budget: int = 0, every: int = 1) -> int:
     """Record bytes per CTA (the block less its two header words), the ``buffer_size``
     ``check`` shows."""

@@ -14,13 +14,10 @@ _RECORD_AT_EOL = re.compile(r'^([ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n
                             re.M)
 
 
-
 _CALLEE = re.compile(r'\s*(@[\w$.]+|@"(?:[^"\\]|\\.)*")')
 
 
-
 _NOINLINE = re.compile(r"^([ \t]*tt\.func\b[^\n]*?\bnoinline = )true\b", re.M)
-
 
 
 def inline_callees(text: str, module: Module, path: str) -> str:

@@ -341,20 +341,6 @@ def suggest_buffer_size(free_shared: int, num_warps: int, options: LoweringOptio
     return (1 << (per.bit_length() - 1)) * segments
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _per_warp_share(text: str, options: LoweringOptions, max_shared: int | None) -> int:
     """For ``--buffer-size auto`` when records repeat and fewer warps than all record, in a
     shared buffer: each recording warp keeps the slots Proton's default gives each warp when
@@ -384,29 +370,7 @@ def auto_buffer_bytes(text: str, options: LoweringOptions) -> int | None:
     return per_warp * options.segments(num_warps)
 
 
-
-
 # --- the hook ----------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def options_from_cli(

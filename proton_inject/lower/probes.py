@@ -41,11 +41,9 @@ def records_per_warp_bound(text: str) -> int | None:
     return count
 
 
-
 # A persistent kernel's tile loop steps by the grid size (``range(pid, n, tl.num_programs(0))``);
 # the CTA sampler's own reads of it (``%pi_cta0_gx``) do not count.
 _PERSISTENT = re.compile(r"%(?!pi_cta\d|pi_d)[\w$.-]+ = tt\.get_num_programs\b")
-
 
 
 # ... or by a constant the caller set to the grid size (``range(pid, n, NUM_SMS)``, as in
@@ -53,13 +51,10 @@ _PERSISTENT = re.compile(r"%(?!pi_cta\d|pi_d)[\w$.-]+ = tt\.get_num_programs\b")
 _PROGRAM_ID = re.compile(r"(%(?!pi_)[\w$.-]+) = tt\.get_program_id\b")
 
 
-
 _FOR_FROM = re.compile(r"scf\.for %[\w$.-]+ = (%[\w$.-]+) to %[\w$.-]+ step (%[\w$.-]+)")
 
 
-
 _ONE = re.compile(r"(%[\w$.-]+) = arith\.constant 1 : i(?:32|64)\b")
-
 
 
 def is_persistent(text: str) -> bool:
@@ -71,9 +66,7 @@ def is_persistent(text: str) -> bool:
     return any(lb in pids and step not in ones for lb, step in _FOR_FROM.findall(text))
 
 
-
 _PARTITION_WARPS = re.compile(r"\bnum_warps\((\d+)\)\s*\{")
-
 
 
 def first_warps(text: str) -> tuple[int, ...]:
@@ -109,13 +102,10 @@ def first_warps(text: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-
 _NUM_WARPS = re.compile(r'"ttg\.num-warps"\s*=\s*(\d+)')
 
 
-
 _HIP_TARGET = re.compile(r'"?ttg\.target"?\s*=\s*"hip:')
-
 
 
 def num_warps_of(text: str) -> int | None:

@@ -37,7 +37,6 @@ def caller_local(name: str, depth: int, accept: Callable[[Any, dict], bool]) -> 
     return None
 
 
-
 class ProtonLowering:
     """The object a Triton backend calls as ``instrumentation``: adds Proton's passes."""
 
@@ -137,13 +136,10 @@ class ProtonLowering:
                 proton.add_convert_proton_amd_gpu_to_llvm(pm, self.arch or "gfx942")
 
 
-
 _install_lock = threading.RLock()
 
 
-
 _skip = threading.local()
-
 
 
 @contextmanager
@@ -157,18 +153,15 @@ def lowering_skipped() -> Iterator[None]:
         _skip.on = prev
 
 
-
 def skipping() -> bool:
     """Whether compiles on this thread are inside ``lowering_skipped()``."""
     return bool(getattr(_skip, "on", False))
-
 
 
 def _backend_classes() -> dict[str, Any]:
     from triton.backends import backends
 
     return {name: backends[name].compiler for name in ("nvidia", "amd") if name in backends}
-
 
 
 def device_target() -> tuple[Any, int]:
@@ -178,7 +171,6 @@ def device_target() -> tuple[Any, int]:
     target = driver.active.get_current_target()
     props = driver.active.utils.get_device_properties(driver.active.get_current_device())
     return target, int(props["max_shared_mem"])
-
 
 
 @contextmanager
@@ -232,7 +224,6 @@ def installed(
             triton.knobs.compilation.instrumentation_mode = saved_mode
 
 
-
 def _direct_first(make_llir: Callable, hook: ProtonLowering) -> Callable:
     """The backend's ``make_llir`` run on ``hook.direct_module(src)``: records that ``direct.py``
     can lower are lowered before Proton's passes see the module."""
@@ -242,7 +233,6 @@ def _direct_first(make_llir: Callable, hook: ProtonLowering) -> Callable:
         return make_llir(self, hook.direct_module(src), *args, **kwargs)
 
     return wrapped
-
 
 
 def mlir_context():
@@ -255,7 +245,6 @@ def mlir_context():
     amd.load_dialects(ctx)
     proton.load_dialects(ctx)
     return ctx
-
 
 
 def scope_names_of(ttgir_path: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:

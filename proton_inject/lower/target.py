@@ -10,7 +10,6 @@ from proton_inject.errors import UserError
 _TARGET_FORMS = "cuda:<sm> (e.g. cuda:80, cuda:90, cuda:100) or hip:<gfx arch> (e.g. hip:gfx942)"
 
 
-
 def parse_target(text: str):
     """``"cuda:90"`` -> ``GPUTarget("cuda", 90, 32)``; ``"hip:gfx942"`` -> warp size 64."""
     from triton.backends.compiler import GPUTarget
@@ -26,7 +25,6 @@ def parse_target(text: str):
     if m:
         return GPUTarget("hip", m.group(1), 64)
     raise UserError(f"--target: unknown target {text!r}: expected {_TARGET_FORMS}")
-
 
 
 def format_target(target) -> str:
