@@ -29,6 +29,26 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+def keep_freed_memory() -> None:
+    """In a worker: glibc's malloc keeps freed memory for the next launch's arrays instead of
+    handing it back to the system (large arrays are mmap-ed and unmapped each time by default),
+    so a worker does not fault in and zero fresh pages for every launch. 2,000 launches over
+    2 workers on the 2-core VM (2026-11-27): page faults 1.0 M -> 15 k, the workers' system
+    time 2.2 -> 0.2 s. A worker's peak is then its largest launch's, as before. Only in the
+    workers: the report's own process may be the user's program (``profile()``)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc: its allocator's own defaults
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
+    mallopt(m_mmap_threshold, 512 << 20)
+    mallopt(m_trim_threshold, 1 << 30)
+
+
 class Workers:
     """``jobs`` worker processes, or none (``in_process``: the caller works) for one."""
 
@@ -41,7 +61,7 @@ class Workers:
             # without a main guard); they touch no GPU, so a CUDA context here is no matter.
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            self._pool = ProcessPoolExecutor(jobs, mp_context=ctx)
+            self._pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=keep_freed_memory)
             # Forking all workers now, with Python's warning about forking a process that
             # runs threads (torch's, in ``profile()``) silenced: the workers run only our
             # decoding, and a program run with -W error must not fail over it.
