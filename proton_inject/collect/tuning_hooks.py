@@ -83,15 +83,14 @@ class TuningHooks:
         compile options leave the mode out, so plain and instrumented builds share a key)."""
         import triton
 
-        comp, cache = triton.knobs.compilation, triton.knobs.cache
-        prev = (comp.instrumentation_mode, comp.override, cache.dir, getattr(self._tls, "plain", False))
-        comp.instrumentation_mode, comp.override = self._plain_mode, False
-        cache.dir, self._tls.plain = self._plain_cache or cache.dir, True
+        comp = triton.knobs.compilation
+        prev = (comp.instrumentation_mode, comp.override, getattr(self._tls, "plain", False))
+        comp.instrumentation_mode, comp.override, self._tls.plain = self._plain_mode, False, True
         try:
-            with lowering_skipped():
+            with self._plain_cache_dir(), lowering_skipped():
                 yield
         finally:
-            comp.instrumentation_mode, comp.override, cache.dir, self._tls.plain = prev
+            comp.instrumentation_mode, comp.override, self._tls.plain = prev
 
     @contextmanager
     def _plain_cache_dir(self) -> Iterator[None]:
