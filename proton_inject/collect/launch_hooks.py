@@ -3,7 +3,6 @@ and why."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from proton_inject.collect.device_ops import in_tool_work, tool_work
@@ -221,7 +220,6 @@ class LaunchHooks:
             config=p.config,
             config_name=config_name(p.config),
             tuning=p.tuning,
-            enqueued_ns=time.perf_counter_ns(),
             graph_replay=replay,
         )
         self.result.launches.append(rec)

@@ -27,7 +27,6 @@ class LaunchRecord:
     tuning: bool = False  # launched by an autotuner while benchmarking configs
     scope_names: list[tuple[int, str]] = field(default_factory=list)
     scope_parents: list[tuple[int, int]] = field(default_factory=list)
-    enqueued_ns: int = 0  # host clock (time.perf_counter_ns) when launched
     all_zero: bool = False
     graph_replay: int | None = None  # replay number of the CUDA graph the launch was captured in
     # Where the clock bracket's rows sit in the copied buffer: (byte offset, CTAs per side);

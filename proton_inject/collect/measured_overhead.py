@@ -38,7 +38,6 @@ class MeasuredOverhead:
         from triton.runtime.jit import JITFunction
 
         self._timings: dict[tuple, _Timing] = {}
-        self._launched_plain = 0
         session = self
 
         def wrap(orig: Any) -> Any:
@@ -106,8 +105,6 @@ class MeasuredOverhead:
             end = torch.cuda.Event(enable_timing=True)
             end.record(stream)
         t.launches.append((plain, start, end))
-        if plain:
-            self._launched_plain += 1
 
     def measured_overhead(self) -> tuple[dict[str, Any], list[str]]:
         """Per kernel: the ratio, its spread and counts (for run.json), and one line each."""
