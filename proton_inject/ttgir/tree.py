@@ -163,7 +163,6 @@ class Module:
     items: list[Op]
     loc_aliases: dict[str, object]
     attr_aliases: list[tuple[int, int]]
-    ops_list: list[Op] = field(default_factory=list)
 
     def render(self) -> bytes:
         """Re-render the file from the tree; unmodified trees give the input back exactly."""
