@@ -83,27 +83,15 @@ class TuningHooks:
         compile options leave the mode out, so plain and instrumented builds share a key)."""
         import triton
 
-        comp = triton.knobs.compilation
-        prev = (comp.instrumentation_mode, comp.override, getattr(self._tls, "plain", False))
-        comp.instrumentation_mode, comp.override, self._tls.plain = self._plain_mode, False, True
+        comp, cache = triton.knobs.compilation, triton.knobs.cache
+        prev = (comp.instrumentation_mode, comp.override, cache.dir, getattr(self._tls, "plain", False))
+        comp.instrumentation_mode, comp.override = self._plain_mode, False
+        cache.dir, self._tls.plain = self._plain_cache or cache.dir, True
         try:
-            with self._plain_cache_dir(), lowering_skipped():
+            with lowering_skipped():
                 yield
         finally:
-            comp.instrumentation_mode, comp.override, self._tls.plain = prev
-
-    @contextmanager
-    def _plain_cache_dir(self) -> Iterator[None]:
-        """Triton's cache directory is the program's own in this block."""
-        import triton
-
-        cache = triton.knobs.cache
-        prev = cache.dir
-        cache.dir = self._plain_cache or prev
-        try:
-            yield
-        finally:
-            cache.dir = prev
+            comp.instrumentation_mode, comp.override, cache.dir, self._tls.plain = prev
 
     @contextmanager
     def _tuning(self, what: Any) -> Iterator[bool]:
@@ -135,22 +123,17 @@ class TuningHooks:
 
             return wrapper
 
-        def disk_cache(orig: Any) -> Any:
-            def wrapper(at: Any, *args: Any, **kwargs: Any) -> Any:
-                with session._plain_cache_dir():
-                    return orig(at, *args, **kwargs)
-
-            return wrapper
-
         # While the autotuner runs, the launch hook can ask it which config won.
         self.patches.patch(Autotuner, "_bench", bench)
         self.patches.patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
         tuner = self._tuner or tuning.Tuner()
         self.patches.patch(Autotuner, "run", tuner.triton_run)  # recorded choices first, no timing
         # Choices saved by cache_results / TRITON_CACHE_AUTOTUNING live in the program's cache:
-        # read (and write) them there, so a profile takes the plain run's config.
-        if hasattr(Autotuner, "check_disk_cache"):
-            self.patches.patch(Autotuner, "check_disk_cache", disk_cache)
+        # read (and write) them there, so a profile takes the plain run's config. Not under
+        # --keep-tuning: choices timed on instrumented builds must not reach the program's cache.
+        if "check_disk_cache" in Autotuner.__dict__:
+            if not self.keep_tuning:
+                self.patches.patch(Autotuner, "check_disk_cache", tuning.saved_choices_in(self._plain_cache))
             self.patches.patch(Autotuner, "check_disk_cache", tuner.triton_disk_cache)
         self.patches.when_imported("torch._inductor.runtime.triton_heuristics",
                                    lambda heur: self._patch_inductor_tuner(heur, tuner))

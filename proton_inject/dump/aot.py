@@ -218,15 +218,30 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def per_process_globals(fn) -> list[str]:
-    """Constexpr globals (of the kernel or the functions it calls) that Triton hashes by a
-    repr holding a memory address, e.g. a ``@tl.constexpr`` Python function (FlagGems'
-    sort): the kernel's hash, and so its override and cache entries, changes in every process."""
+    """Constexpr globals (of the kernel or the functions it calls, at any depth) that Triton
+    hashes by a repr holding a memory address, e.g. a ``@tl.constexpr`` Python function
+    (FlagGems' sort): the kernel's hash, and so its override and cache entries, changes in
+    every process. Each called function is walked itself: Triton merges a callee's globals into
+    the caller's before the callee's own cache key has found them."""
     from triton.language.core import constexpr
+    from triton.runtime.jit import JITFunction
 
-    _ = fn.cache_key  # computing it fills used_global_vals
-    used = getattr(fn, "used_global_vals", None) or {}
-    return sorted({name for (name, _), (val, _) in used.items()
-                   if isinstance(val, constexpr) and _ADDRESS.search(repr(val))})
+    found: set[str] = set()
+    seen: set[int] = set()
+    todo = [fn]
+    while todo:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        _ = f.cache_key  # computing it fills used_global_vals
+        for (name, _), (val, _) in (getattr(f, "used_global_vals", None) or {}).items():
+            if isinstance(val, constexpr) and _ADDRESS.search(repr(val)):
+                found.add(name)
+        code = getattr(getattr(f, "fn", None), "__code__", None)
+        names = getattr(f, "__globals__", None) or {}
+        todo += [v for n in (code.co_names if code else ()) if isinstance(v := names.get(n), JITFunction)]
+    return sorted(found)
 
 
 def override_hash(src) -> str:

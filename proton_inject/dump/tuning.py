@@ -124,7 +124,7 @@ class Tuner:
         self.saved = 0
         self.near_tied = 0  # timed Triton choices whose runner-up was within 2% (noise decides)
         self._lock = threading.Lock()
-        self._tls = threading.local()  # whether this thread's autotuner read its choice from disk
+        self._tls = threading.local()  # per thread: its autotuner runs, whether each read from disk
         self._warned: set[str] = set()
 
     def _warn(self, text: str) -> None:
@@ -166,12 +166,18 @@ class Tuner:
                 except Exception as e:  # the autotuner then does what it does without us
                     tuner._warn(f"autotune pinning skipped for {getattr(at.base_fn, '__name__', '?')}: {e!r}")
                     fresh = False
-            tuner._tls.from_disk = False
-            ret = orig(at, *args, **kwargs)
+            # One cell per run on this thread's stack: an autotuned kernel may launch another
+            # (in its benchmark or its launch), whose run must not answer for this one.
+            runs = tuner._tls.__dict__.setdefault("runs", [])
+            runs.append(cell := [False])
+            try:
+                ret = orig(at, *args, **kwargs)
+            finally:
+                runs.pop()
             if fresh and key in at.cache:
                 if not pinned:
                     with tuner._lock:
-                        if tuner._tls.from_disk:
+                        if cell[0]:
                             tuner.saved += 1
                         else:
                             tuner.timed += 1
@@ -187,7 +193,9 @@ class Tuner:
 
         def check_disk_cache(at: Any, *args: Any, **kwargs: Any) -> Any:
             found = orig(at, *args, **kwargs)
-            tuner._tls.from_disk = found is True
+            runs = tuner._tls.__dict__.get("runs")
+            if runs:  # (the innermost run of this thread is the one that asked)
+                runs[-1][0] = found is True
             return found
 
         return check_disk_cache
@@ -347,7 +355,6 @@ def record_in_child(lines_path: str, program_cache: str = "") -> Callable[[], No
     it is imported (the child calls it from its compile listener). The child's Triton cache is
     private: choices saved to disk (cache_results / TRITON_CACHE_AUTOTUNING) are read from and
     written to the program's own cache ``program_cache``, so the dump takes a plain run's."""
-    import triton
     from triton.runtime.autotuner import Autotuner
 
     lock = threading.Lock()
@@ -363,15 +370,7 @@ def record_in_child(lines_path: str, program_cache: str = "") -> Callable[[], No
     Autotuner.run = tuner.triton_run(Autotuner.__dict__["run"])
     disk = Autotuner.__dict__.get("check_disk_cache")
     if program_cache and disk is not None:
-        def check_disk_cache(at: Any, *args: Any, **kwargs: Any) -> Any:
-            cache = triton.knobs.cache
-            prev, cache.dir = cache.dir, program_cache
-            try:
-                return disk(at, *args, **kwargs)
-            finally:
-                cache.dir = prev
-
-        Autotuner.check_disk_cache = tuner.triton_disk_cache(check_disk_cache)
+        Autotuner.check_disk_cache = tuner.triton_disk_cache(saved_choices_in(program_cache)(disk))
     done = []
 
     def patch_inductor() -> None:
@@ -385,3 +384,33 @@ def record_in_child(lines_path: str, program_cache: str = "") -> Callable[[], No
                 setattr(cls, name, wrap(cls.__dict__[name]))
 
     return patch_inductor
+
+
+def saved_choices_in(cache_dir: str) -> Callable[[Any], Any]:
+    """A wrapper for ``Autotuner.check_disk_cache``: the saved choices (cache_results /
+    TRITON_CACHE_AUTOTUNING) are read from and written to ``cache_dir``, the program's own
+    Triton cache; the configs it benchmarks on a miss still build where they built before."""
+    import triton
+
+    def wrap(orig: Any) -> Any:
+        def check_disk_cache(at: Any, tuning_key: Any, configs: Any, bench_fn: Any) -> Any:
+            cache = triton.knobs.cache
+            prev = cache.dir
+            target = cache_dir or prev
+
+            def bench() -> Any:
+                cache.dir = prev
+                try:
+                    return bench_fn()
+                finally:
+                    cache.dir = target
+
+            cache.dir = target
+            try:
+                return orig(at, tuning_key, configs, bench)
+            finally:
+                cache.dir = prev
+
+        return check_disk_cache
+
+    return wrap

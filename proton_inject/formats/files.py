@@ -333,9 +333,12 @@ def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
     dirs: dict[str, str] = {}  # one realpath per directory: 10^4 launches share a few
 
     def resolved(p: str | os.PathLike) -> Path:
-        head, name = os.path.split(os.path.abspath(p))
+        text = os.fspath(p)
+        head, name = os.path.split(text)
+        if not name or name in (".", "..") or ".." in Path(head).parts:
+            return Path(os.path.realpath(text))  # ".." only means something after links
         if head not in dirs:
-            dirs[head] = os.path.realpath(head)
+            dirs[head] = os.path.realpath(head or ".")
         joined = os.path.join(dirs[head], name)
         return Path(os.path.realpath(joined) if os.path.islink(joined) else joined)
 

@@ -289,3 +289,29 @@ def test_inductor_autotuner_keeps_the_recorded_config_untimed(tmp_path, monkeypa
     best = min(timings, key=timings.get)
     assert autotune.config_dict(best.config) == want and best is at.launchers[1]
     assert (session.tuner.pinned, session.tuner.timed) == (1, 1)
+
+
+def test_saved_choices_are_read_in_the_programs_cache_and_configs_build_where_they_did(tmp_path):
+    """Triton's check_disk_cache under the tool: its saved-choice file in the program's cache,
+    the configs it benchmarks on a miss built in the cache they were built in before."""
+    import triton
+
+    from proton_inject.dump.tuning import saved_choices_in
+
+    seen = {}
+
+    def check_disk_cache(at, tuning_key, configs, bench_fn):  # Triton's order of work
+        seen["lookup"] = triton.knobs.cache.dir
+        bench_fn()
+        seen["put"] = triton.knobs.cache.dir
+        return False
+
+    def bench():
+        seen["bench"] = triton.knobs.cache.dir
+
+    with triton.knobs.cache.scope():
+        triton.knobs.cache.dir = str(tmp_path / "tool")
+        assert saved_choices_in(str(tmp_path / "program"))(check_disk_cache)(None, ("k",), [], bench) is False
+        assert triton.knobs.cache.dir == str(tmp_path / "tool")
+    assert seen == {"lookup": str(tmp_path / "program"), "bench": str(tmp_path / "tool"),
+                    "put": str(tmp_path / "program")}
