@@ -335,7 +335,7 @@ def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
     def resolved(p: str | os.PathLike) -> Path:
         text = os.fspath(p)
         head, name = os.path.split(text)
-        if not name or name in (".", "..") or ".." in Path(head).parts:
+        if not name or name in (".", "..") or ".." in head.split(os.sep):
             return Path(os.path.realpath(text))  # ".." only means something after links
         if head not in dirs:
             dirs[head] = os.path.realpath(head or ".")
