@@ -46,7 +46,9 @@ from proton_inject.analyze.decode import decode  # noqa: E402
 from proton_inject.analyze.issues import DecodeWarning  # noqa: E402
 from proton_inject.analyze.report import expand_inputs  # noqa: E402
 from proton_inject.analyze.summary import LaunchData, summarize  # noqa: E402
+from proton_inject.analyze.uncertainty import add_perturbation  # noqa: E402
 from proton_inject.api import profile  # noqa: E402
+from proton_inject.formats import run_index  # noqa: E402
 from proton_inject.formats.raw import load_raw  # noqa: E402
 from proton_inject.lower.options import LoweringOptions  # noqa: E402
 
@@ -61,6 +63,9 @@ DEFAULTS = LoweringOptions()  # the tool's defaults: direct for top-level loops
 # Every warp records, Proton's own buffer size: Proton's lowering as it comes.
 PROTON = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
 GLOBAL0 = LoweringOptions(buffer_type="global", warps=(0,))  # the defaults before direct.py
+# Instrumented/plain launch pairs per cycle case for the measured perturbation (after a first
+# pair, which --measure-overhead leaves out).
+MEASURED_PAIRS = 10
 
 
 @triton.jit
@@ -109,6 +114,7 @@ class ErrorBar:
     median: float
     plus_minus: float | None  # None: no error bar (ns through a clock that was not measured)
     bias: tuple[float, float] | None  # recorded iterations inside: the region reads longer by
+    perturbation_pct: float | None = None  # --measure-overhead's share, included in plus_minus
 
     def holds(self, truth: float, truth_pm: float = 0.0) -> bool | None:
         """Whether ``truth`` (known to +-``truth_pm``) meets median -+ plus_minus, less the
@@ -136,20 +142,24 @@ class Case:
     truth_pm: float = 0.0
 
 
-def error_bar(d, scope: int, unit: str) -> ErrorBar | None:
+def error_bar(d, scope: int, unit: str, perturbation: dict | None = None) -> ErrorBar | None:
     """Region ``scope`` of decoded launch ``d`` as the report summarizes it (every recorded
-    warp), with the uncertainty it states; None when the launch has no such region."""
+    warp), with the uncertainty it states (``perturbation``: what ``--measure-overhead``
+    measured for the kernel, as the report reads it from run.json); None when the launch has
+    no such region."""
     [k] = summarize([LaunchData.from_decoded(d)])["kernels"]
+    add_perturbation(k, perturbation)
     r = next((r for r in k["regions"] if r["scope"] == scope), None)
     if r is None:
         return None
     u = r["uncertainty"]
     bias = tuple(u["bias_cycles"]) if u["bias_cycles"] else None
+    pert = k.get("perturbation_pct")
     if unit == "cycles":
-        return ErrorBar(r["cycles"]["median"], u["cycles"], bias)
+        return ErrorBar(r["cycles"]["median"], u["cycles"], bias, pert)
     mhz = k["clock"]["mhz_median"]
     return ErrorBar(r["ns"]["median"], u["ns"],
-                    tuple(b * 1000.0 / mhz for b in bias) if bias and mhz else None)
+                    tuple(b * 1000.0 / mhz for b in bias) if bias and mhz else None, pert)
 
 
 def _decode_all(out: str, cost: float) -> list[tuple]:
@@ -177,27 +187,32 @@ def region_per_cta(d, scope: int, unit: str, ctas: int) -> np.ndarray:
 
 def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, before=None,
              rules=RULES):
-    """Launch ``kernel`` twice plain and twice profiled (the first of each warms up) and compare
-    its regions with the truths it stored (``cols`` int64 per CTA). ``truths``: [(scope,
-    column)] per region.
-    cycles: the truth is the plain launch's median over CTAs; ns: each CTA's own value in the
-    same launch (what is checked is the clock that turns cycles into ns)."""
+    """Launch ``kernel`` twice plain and then profiled and compare its regions with the truths
+    it stored (``cols`` int64 per CTA). ``truths``: [(scope, column)] per region.
+    cycles: the truth is the plain launch's median over CTAs, and the profile measures the
+    records' perturbation as ``--measure-overhead`` does (``MEASURED_PAIRS`` pairs of
+    instrumented and plain launches after a first pair; the last instrumented launch is
+    compared); ns: two profiled launches (the first warms up), each CTA's own value in the same
+    launch (what is checked is the clock that turns cycles into ns)."""
     import torch
 
     out = torch.zeros(ctas * cols, dtype=torch.int64, device="cuda")
     for _ in range(2):  # plain: compiled before the profile, kept beside the instrumented build
         kernel[(ctas,)](out, *args, num_warps=4)
     plain = out.view(ctas, cols).cpu().numpy().astype(np.float64)
-    seen = []  # each launch's truths (the second launch overwrites the first's)
+    measured = unit == "cycles"
+    seen = []  # each instrumented launch's truths (the next launch overwrites them)
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(rules, tmp, options=options, quiet=True) as res:
-            for i in range(2):
+        with profile(rules, tmp, options=options, quiet=True, measure_overhead=measured) as res:
+            for i in range(2 + 2 * MEASURED_PAIRS if measured else 2):
                 if before is not None and i == 1:
                     before()
                 kernel[(ctas,)](out, *args, num_warps=4)
-                seen.append(out.clone())
+                if not (measured and i % 2):  # odd launches ran plain: not decoded
+                    seen.append(out.clone())
             torch.cuda.synchronize()
         decoded = _decode_all(res.out, cost)
+        perturbation = run_index.measured_overheads([Path(res.out)]).get(kernel.__name__)
     # cycles: the second launch; ns: every launch (the clock is what differs between them)
     runs = list(zip(decoded, seen, strict=True))[-1 if unit == "cycles" else 0:]
     cases = []
@@ -213,7 +228,7 @@ def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, be
             tick = float(comp_d.clock.tick_ns or 0) if unit == "ns" else 0.0
             cases.append(Case(label, unit, float(np.median(t)), r[ok] - t[ok], c[ok] - t[ok],
                               clock_label(comp_d.clock), raw_d.meta.buffer_type,
-                              error_bar(comp_d, scope, unit), tick))
+                              error_bar(comp_d, scope, unit, perturbation), tick))
     return cases
 
 
@@ -297,7 +312,8 @@ def _bar(c: Case) -> tuple[str, str]:
     if b.plus_minus is None:
         return f"{b.median:,.0f} (no error bar)", "no bar"
     bias = f" bias +{b.bias[0]:,.0f}..+{b.bias[1]:,.0f}" if b.bias else ""
-    return f"{b.median:,.0f} +-{b.plus_minus:,.0f}{bias}", "yes" if b.holds(c.truth, c.truth_pm) else "NO"
+    pert = f" (perturbation {b.perturbation_pct:.2g}%)" if b.perturbation_pct is not None else ""
+    return f"{b.median:,.0f} +-{b.plus_minus:,.0f}{bias}{pert}", "yes" if b.holds(c.truth, c.truth_pm) else "NO"
 
 
 def table(cal: dict[str, dict], cases: list[Case]) -> str:
@@ -315,7 +331,9 @@ def table(cal: dict[str, dict], cases: list[Case]) -> str:
     lines += ["error = region - truth per CTA (warp 0): median (p5..p95); cycle truths: the "
               "plain launch's cycles between the reads right around the loop (median over CTAs)"]
     lines += ["stated = the region's median as report gives it (every recorded warp) +- its stated "
-              "uncertainty (analyze/uncertainty.py), less the bias of recorded iterations inside; "
+              "uncertainty (analyze/uncertainty.py; cycle rows: with the perturbation "
+              f"--measure-overhead measured over {MEASURED_PAIRS} launch pairs), less the bias of "
+              "recorded iterations inside; "
               "within: the two intervals meet (an ns truth is known to +-1 globaltimer tick)"]
     lines += ["  ".join(v.ljust(w[i]) for i, v in enumerate(r)).rstrip() for r in rows]
     verdicts = [_bar(c)[1] for c in cases]

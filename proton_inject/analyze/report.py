@@ -35,8 +35,9 @@ from proton_inject.analyze.plot import plot_timeline
 from proton_inject.analyze.pool import Workers, default_jobs
 from proton_inject.analyze.summary import LaunchData, Summary, launch_part
 from proton_inject.analyze.text import format_text
+from proton_inject.analyze.uncertainty import add_perturbation
 from proton_inject.errors import UserError
-from proton_inject.formats import calibration, clock_bracket
+from proton_inject.formats import calibration, clock_bracket, run_index
 from proton_inject.formats import schema as validate
 from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.files import check_outputs, output_locks
@@ -398,6 +399,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         if verbose:
             got.details += [(x.launch, i.detail) for i in x.issues]
     summary = got.summary.result()
+    _add_measured_perturbation(summary, raws)
     if source:  # the source view: its own module, over the summary and the raw launches
         source_view.attach(summary, raws, source_root)
     text = json.dumps(summary, indent=1) if as_json else format_text(summary, verbose)
@@ -409,6 +411,13 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     details = [d for _, d in sorted(got.details, key=lambda ld: ld[0])]
     files = [p for p, _, _ in got.traced] + sorted(got.plots)
     return ReportResult(text=text, warnings=warn, files=files, summary=summary, details=details)
+
+
+def _add_measured_perturbation(summary: dict[str, Any], raws: Sequence[str]) -> None:
+    """Widen the error bars of the kernels ``--measure-overhead`` measured (their runs' index)."""
+    measured = run_index.measured_overheads({run_index.run_dir_of(Path(p)) for p in raws})
+    for k in summary["kernels"]:
+        add_perturbation(k, measured.get(k["kernel"]))
 
 
 def _plot_path(plot: Path, launch: int, kernel: str, one: bool) -> Path:

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.errors import UserError
+from proton_inject.formats import run_index
 from proton_inject.formats.raw import LaunchMeta, read_launch_meta
-from proton_inject.formats.schema import MAX_SOURCE_BYTES, FileError, read_bytes, read_json
+from proton_inject.formats.schema import MAX_SOURCE_BYTES, FileError, read_bytes
 from proton_inject.ttgir.parser import parse_file
 from proton_inject.ttgir.tree import Module
 
@@ -114,9 +115,9 @@ def ir_candidates(raw: Path, meta: LaunchMeta) -> list[Path]:
     """Where the instrumented IR of a raw launch may be: ``profile``'s ``OUT/ir/<hash>/``
     (a second config's own file too), the tree ``run`` was given (its run.json says), and
     beside the raw launches."""
-    run_dir = raw.parent.parent if raw.parent.name == "raw" else raw.parent
+    run_dir = run_index.run_dir_of(raw)
     name = _SAFE.sub("_", meta.kernel)
-    trees = [run_dir / "ir"] + _run_trees(run_dir)
+    trees = [run_dir / "ir"] + run_index.run_trees(run_dir)
     out: list[Path] = []
     for t in trees:
         if meta.hash and (t / meta.hash).is_dir():
@@ -126,20 +127,6 @@ def ir_candidates(raw: Path, meta: LaunchMeta) -> list[Path]:
     out += [raw.parent / f"{name}.ttgir", run_dir / f"{name}.ttgir"]
     seen: set[Path] = set()
     return [p for p in out if not (p in seen or seen.add(p)) and p.is_file()]
-
-
-def _run_trees(run_dir: Path) -> list[Path]:
-    """The instrumented trees named by the run's index files (``run`` keeps its ``tree``)."""
-    out = []
-    for idx in sorted(run_dir.glob("run*.json")):
-        try:
-            d = read_json(idx, "run index", "")
-        except UserError:
-            continue  # report says what is wrong with it
-        tree = d.get("tree") if isinstance(d, dict) else None
-        if isinstance(tree, str):
-            out.append(Path(tree))
-    return out
 
 
 def find_coverage(raw: Path, meta: LaunchMeta) -> tuple[Path | None, Coverage | None, str | None]:

@@ -235,6 +235,10 @@ def format_text(summary: dict[str, Any], verbose: bool = False) -> str:
         out += _table(k)
         notes = [ranks_line(k), sampled_line(k), overhead_class(k), drop_warning(k),
                  held_iterations_note(k), *clock_notes(k, fitted)]
+        if k.get("perturbation_pct") is not None:
+            notes.append(f"measured perturbation: the records made the kernel up to "
+                         f"{k['perturbation_pct']:.2g}% slower (--measure-overhead); +-cyc and +-ns "
+                         "include that share of each region")
         small = [r["name"] for r in k["regions"] if r.get("below_uncertainty")]
         if small:
             notes.append(f"(!) shorter than their error bar (+-cyc: what the records' cost may "

@@ -14,6 +14,7 @@ inside a CUDA graph capture are not alternated.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from typing import Any
 
 from proton_inject.collect.device_ops import tool_work
@@ -111,29 +112,49 @@ class MeasuredOverhead:
         import torch
 
         torch.cuda.synchronize()
-        per_kernel: dict[str, list[float]] = {}
-        plain_runs: dict[str, int] = {}
-        for t in self._timings.values():
-            # The first launch of each build is left out: it may load the module (CUDA's lazy
-            # loading), which an H100 run showed as a 2.4x slower first plain launch.
-            times = [(plain, s.elapsed_time(e)) for plain, s, e in t.launches][2:]
-            ratios = [inst / plain_ms for (p0, inst), (p1, plain_ms) in zip(times[::2], times[1::2], strict=False)
-                      if not p0 and p1 and plain_ms > 0]
-            per_kernel.setdefault(t.name, []).extend(ratios)
-            plain_runs[t.name] = plain_runs.get(t.name, 0) + sum(1 for p, _, _ in t.launches if p)
-        table: dict[str, Any] = {}
-        lines = []
-        for name in sorted(per_kernel):
-            r = sorted(per_kernel[name])
-            if not r:
-                table[name] = {"pairs": 0}
-                lines.append(f"measured overhead: {name}: not measured (launched once)")
-                continue
-            lo, hi = r[int(0.1 * (len(r) - 1))], r[int(round(0.9 * (len(r) - 1)))]
-            med = statistics.median(r)
-            table[name] = {"ratio": med, "p10": lo, "p90": hi, "pairs": len(r),
-                           "launches_plain": plain_runs[name]}
-            lines.append(f"measured overhead: {name}: instrumented/plain kernel time {med:.3f} "
-                         f"(p10..p90 {lo:.3f}..{hi:.3f}, {len(r)} pairs; {plain_runs[name]} "
-                         "launches ran plain, not decoded)")
-        return table, lines
+        return overhead_table((t.name, [(plain, s.elapsed_time(e)) for plain, s, e in t.launches])
+                              for t in self._timings.values())
+
+
+def _spread(values: list[float]) -> tuple[float, float, float]:
+    """Median, 10th and 90th percentile (nearest rank) of some values."""
+    v = sorted(values)
+    return statistics.median(v), v[int(0.1 * (len(v) - 1))], v[int(round(0.9 * (len(v) - 1)))]
+
+
+def overhead_table(timed: Iterable[tuple[str, list[tuple[bool, float]]]]) -> tuple[dict[str, Any], list[str]]:
+    """``measured_overhead`` from each (kernel, config)'s launches in order: (ran plain?, ms).
+
+    Per kernel: the instrumented/plain ratio of adjacent (instrumented, plain) pairs and the
+    instrumented - plain difference in us (what the records added to the kernel's own time: the
+    launch's fixed cost, which dilutes a short kernel's ratio, cancels in it); median and
+    10th-90th percentile of each."""
+    ratios: dict[str, list[float]] = {}
+    extra_us: dict[str, list[float]] = {}
+    plain_runs: dict[str, int] = {}
+    for name, launches in timed:
+        # The first launch of each build is left out: it may load the module (CUDA's lazy
+        # loading), which an H100 run showed as a 2.4x slower first plain launch.
+        times = launches[2:]
+        pairs = [(inst, plain_ms) for (p0, inst), (p1, plain_ms) in zip(times[::2], times[1::2], strict=False)
+                 if not p0 and p1 and plain_ms > 0]
+        ratios.setdefault(name, []).extend(i / p for i, p in pairs)
+        extra_us.setdefault(name, []).extend(1000.0 * (i - p) for i, p in pairs)
+        plain_runs[name] = plain_runs.get(name, 0) + sum(1 for p, _ in launches if p)
+    table: dict[str, Any] = {}
+    lines = []
+    for name in sorted(ratios):
+        if not ratios[name]:
+            table[name] = {"pairs": 0}
+            lines.append(f"measured overhead: {name}: not measured (launched once)")
+            continue
+        med, lo, hi = _spread(ratios[name])
+        x_med, x_lo, x_hi = _spread(extra_us[name])
+        n = len(ratios[name])
+        table[name] = {"ratio": med, "p10": lo, "p90": hi, "pairs": n,
+                       "extra_us": round(x_med, 4), "extra_us_p10": round(x_lo, 4),
+                       "extra_us_p90": round(x_hi, 4), "launches_plain": plain_runs[name]}
+        lines.append(f"measured overhead: {name}: instrumented/plain kernel time {med:.3f} "
+                     f"(p10..p90 {lo:.3f}..{hi:.3f}, {n} pairs; {x_med:+.2f} us a launch; "
+                     f"{plain_runs[name]} launches ran plain, not decoded)")
+    return table, lines

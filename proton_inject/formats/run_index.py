@@ -2,9 +2,65 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from proton_inject.errors import UserError
+from proton_inject.formats.schema import is_number, read_json
+
 RUN_FORMAT = "proton-inject-run"  # run.json's "format": report tells it from a trace
 
 
 def run_index_name(rank: int | None) -> str:
     """run.json, or run.rank<R>.json for one rank of a multi-process job."""
     return "run.json" if rank is None else f"run.rank{rank}.json"
+
+
+def run_dir_of(raw: Path) -> Path:
+    """The run directory of a raw launch, where its run.json is: ``OUT`` of ``OUT/raw/``."""
+    return raw.parent.parent if raw.parent.name == "raw" else raw.parent
+
+
+def run_trees(run_dir: Path) -> list[Path]:
+    """The instrumented trees named by the run's index files (``run`` keeps its ``tree``)."""
+    out = []
+    for d in _indexes(run_dir):
+        tree = d.get("tree")
+        if isinstance(tree, str):
+            out.append(Path(tree))
+    return out
+
+
+def measured_overheads(run_dirs: Iterable[Path]) -> dict[str, dict[str, float]]:
+    """``--measure-overhead``'s numbers per kernel from the index files in ``run_dirs`` (every
+    rank's): ``extra_us`` with its p10 and p90 (instrumented - plain kernel time per launch
+    pair). A kernel measured in several files keeps the widest spread; entries without those
+    numbers (older runs, "not measured") are passed over: the report stands without them."""
+    keys = ("extra_us", "extra_us_p10", "extra_us_p90")
+    out: dict[str, dict[str, float]] = {}
+    for d in run_dirs:
+        for doc in _indexes(d):
+            got = doc.get("measured_overhead")
+            for name, m in got.items() if isinstance(got, dict) else ():
+                if not (isinstance(m, dict) and all(is_number(m.get(k)) for k in keys)):
+                    continue
+                new = {k: float(m[k]) for k in keys}
+                if name not in out or _widest(new) > _widest(out[name]):
+                    out[name] = new
+    return out
+
+
+def _widest(m: dict[str, float]) -> float:
+    return max(abs(m["extra_us_p10"]), abs(m["extra_us_p90"]))
+
+
+def _indexes(run_dir: Path) -> Iterator[dict]:
+    """The readable index files of a run directory (every rank's), parsed; the others are
+    passed over (report says what is wrong with them where it needs them)."""
+    for idx in sorted(Path(run_dir).glob("run*.json")):
+        try:
+            doc = read_json(idx, "run index", "")
+        except UserError:
+            continue
+        if isinstance(doc, dict):
+            yield doc

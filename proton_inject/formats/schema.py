@@ -324,6 +324,11 @@ def is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def is_number(v: Any) -> bool:
+    """A finite JSON number (not a boolean)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 # --- rules (a rules TOML file or [tool.proton-inject] of pyproject.toml) -------------------------
 
 

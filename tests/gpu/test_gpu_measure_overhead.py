@@ -63,3 +63,13 @@ def test_measure_overhead_alternates_builds_and_keeps_outputs(tmp_path):
     assert len(kept) == 10  # the instrumented half; plain launches are not decoded
     index = json.loads((tmp_path / "out" / "run.json").read_text())
     assert index["measured_overhead"]["looped_kernel"]["pairs"] == m["looped_kernel"]["pairs"]
+    lk = m["looped_kernel"]
+    assert lk["extra_us_p10"] <= lk["extra_us"] <= lk["extra_us_p90"]
+    # the report widens the measured kernel's error bars by its share
+    from proton_inject.analyze.report import run_report
+
+    summary = run_report([tmp_path / "out"]).summary
+    k = next(k for k in summary["kernels"] if k["kernel"] == "looped_kernel")
+    assert k["perturbation_pct"] > 0
+    assert all("measured perturbation" in r["uncertainty"]["from"][-1] for r in k["regions"])
+    assert "perturbation_pct" not in next(k for k in summary["kernels"] if k["kernel"] == "once_kernel")

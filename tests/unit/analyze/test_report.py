@@ -401,6 +401,45 @@ def test_every_region_row_states_its_error_bar(tmp_path):
     assert {r["uncertainty"]["ns"] for r in k["regions"]} == {None}
 
 
+def test_measured_perturbation_widens_each_region_by_its_share(tmp_path):
+    """Issue 30 items 2-3: where run.json holds --measure-overhead's extra kernel time, each
+    region's bar grows by that share (the wider of p10/p90 over the plain kernel's wall) of its
+    median; a kernel not measured keeps its bar; an index without the numbers changes nothing."""
+    import shutil
+    import warnings
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for f in ("profile_scratch_add.json", "profile_scratch_add.bin.gz", "profile_scratch_mm.json",
+              "profile_scratch_mm.bin.gz"):
+        shutil.copy(DATA / f, raw / f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        before = run_report([tmp_path]).summary
+        (tmp_path / "run.json").write_text(json.dumps({
+            "format": "proton-inject-run",
+            "measured_overhead": {"add_kernel": {"ratio": 1.1, "pairs": 9, "extra_us": 0.4,
+                                                 "extra_us_p10": -0.1, "extra_us_p90": 0.6},
+                                  "gone": {"pairs": 0}}}))
+        got = run_report([tmp_path])
+    old = {k["kernel"]: k for k in before["kernels"]}
+    new = {k["kernel"]: k for k in got.summary["kernels"]}
+    add = new["add_kernel"]
+    share = 600.0 / (add["kernel_wall_ns"] / len(add["launches"]) - 400.0)
+    assert add["perturbation_pct"] == pytest.approx(100 * share, abs=1e-3)
+    for r, r0 in zip(add["regions"], old["add_kernel"]["regions"], strict=True):
+        u, u0 = r["uncertainty"], r0["uncertainty"]
+        assert u["cycles"] == pytest.approx(u0["cycles"] + share * r["cycles"]["median"])
+        assert u["ns"] == pytest.approx(u0["ns"] + share * r["ns"]["median"])
+        assert "measured perturbation" in u["from"][-1]
+        assert r["below_uncertainty"] == (r["cycles"]["median"] < u["cycles"])
+    assert "perturbation_pct" not in new["mm_kernel"]
+    assert [r["uncertainty"] for r in new["mm_kernel"]["regions"]] == \
+        [r["uncertainty"] for r in old["mm_kernel"]["regions"]]
+    assert f"measured perturbation: the records made the kernel up to {add['perturbation_pct']:.2g}% slower" \
+        in got.text
+
+
 def test_a_damaged_launch_among_many_is_left_out_with_a_note(tmp_path):
     """Issue 31 item 2: one corrupt launch in a directory of several is skipped with a note
     naming it; the others are decoded. Alone, it is the error it always was."""
