@@ -4,14 +4,15 @@ uncertainty leaves out.
 The bracket (``collect/bracket.py``) measures the SM clock in ~10 us right before and right
 after a profiled launch; ``report`` turns the launch's cycles into ns at the mean of the two,
 +- half their difference plus two standard errors. Here a kernel measures its own clock: each
-CTA reads ``%clock64`` and ``%globaltimer`` together, spins on the globaltimer for N ns, reads
-both again; cycles / ns over its whole life, median over CTAs, is the clock the launch ran
-at (a 32 ns tick at each end: +-0.03% per CTA at 200 us, averaged over 264 CTAs). Each launch
-is profiled (a region around the spin, so it gets its bracket), in three states of the chip:
-idle, right after a heavy matmul (the clock comes down), and with matmuls before and after.
-Printed per launch: the bracket's clock and stated uncertainty, the launch's own clock, their
-difference and whether it lies within the stated bar; then per span the largest difference.
-ns through the bracket are off by that difference (a 200 us region by 0.05% is 100 ns).
+CTA waits for a globaltimer edge, reads ``%clock64``, spins to the edge N ns later and reads it
+again (at an edge on both ends, the tick and the reads' latency cancel; a first version read
+at a random phase of the tick and came out ~50 ns long, 0.25% at 20 us); cycles / ns, median
+over CTAs, is the clock the launch ran at. Each launch is profiled (a region around the spin,
+so it gets its bracket) in three states of the chip: idle, right after a heavy matmul (the
+clock comes down), and with matmuls before and after. Printed per launch: the bracket's clock
+and stated uncertainty, the launch's own clock, their difference and whether it lies within
+the stated bar; then per span the largest difference. ns through the bracket are off by that
+difference (a 200 us region by 0.05% is 100 ns).
 
     PYTHONPATH=. python benchmarks/bracket_vs_launch.py     # needs a CUDA GPU; ~1 minute
 """
@@ -40,17 +41,20 @@ CTAS = 264
 
 @triton.jit
 def own_clock_kernel(out_ptr, n):
-    """Per CTA: cycles and ns from its first pair of reads to its last (a region around the
-    spin); the reads of each pair back to back, in mirrored order."""
+    """Per CTA: cycles and ns between two globaltimer edges about ``n`` ns apart, each edge
+    seen by the first read past it and ``%clock64`` read right after (as the bracket does:
+    the globaltimer's 32 ns tick and the reads' latency cancel)."""
+    a = tl.inline_asm_elementwise(GLOBALTIMER, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+    t0 = a
+    while t0 == a:
+        t0 = tl.inline_asm_elementwise(GLOBALTIMER, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
     c0 = tl.inline_asm_elementwise(CLOCK64, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-    t0 = tl.inline_asm_elementwise(GLOBALTIMER, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
     t = t0
     while t - t0 < n:
         t = tl.inline_asm_elementwise(GLOBALTIMER, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-    t1 = tl.inline_asm_elementwise(GLOBALTIMER, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
     c1 = tl.inline_asm_elementwise(CLOCK64, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
     tl.store(out_ptr + 2 * tl.program_id(0), c1 - c0)
-    tl.store(out_ptr + 2 * tl.program_id(0) + 1, t1 - t0)
+    tl.store(out_ptr + 2 * tl.program_id(0) + 1, t - t0)
 
 
 def _matmul_short():

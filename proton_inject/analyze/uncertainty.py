@@ -10,6 +10,7 @@ than the symmetric part.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from proton_inject.analyze.clock import MEASURED
@@ -75,26 +76,29 @@ def add_perturbation(kernel: dict[str, Any], measured: dict[str, float] | None) 
     to the kernel (in place; ``measured``: ``run_index.measured_overheads``' entry, None when
     the kernel was not measured).
 
-    The launch pairs' instrumented - plain kernel time (p10..p90, the wider side) over the
-    plain kernel's own time (its launches' wall time from the records, less the median extra)
-    is how much slower the instrumented code ran: each region's bar grows by that share of
-    its median. It is a share, not a bound: extra time spread evenly over the kernel. Records
-    that slow the loop they measure (Proton's every-warp lowering: +417 cycles on 7,228, H100)
-    show here and in no record-cost bar."""
+    The launch pairs' median instrumented - plain kernel time, plus its own uncertainty (the
+    pairs' p10..p90 width over sqrt(pairs), ~2.5 standard errors), over the plain kernel's own
+    time (its launches' wall time from the records, less the median extra) is how much slower
+    the instrumented code ran: each region's bar grows by that share of its median. It is a
+    share, not a bound: the extra time spread evenly over the kernel. Records that slow the
+    loop they measure (Proton's every-warp lowering: +417 cycles on 7,228, H100) show here
+    and in no record-cost bar."""
     launches = len(kernel.get("launches") or [])
     wall = (kernel.get("kernel_wall_ns") or 0.0) / launches if launches else 0.0
     if not measured or wall <= 0:
         return
-    plain = wall - 1000.0 * measured["extra_us"]
-    worst = 1000.0 * max(abs(measured["extra_us_p10"]), abs(measured["extra_us_p90"]))
-    share = worst / plain if plain > 0 else 1.0
+    med = 1000.0 * measured["extra_us"]
+    width = 1000.0 * (measured["extra_us_p90"] - measured["extra_us_p10"])
+    extra = abs(med) + width / math.sqrt(max(measured["pairs"], 1.0))
+    plain = wall - med
+    share = extra / plain if plain > 0 else 1.0
     kernel["perturbation_pct"] = round(100.0 * share, 3)
     for r in kernel["regions"]:
         u = r["uncertainty"]
         u["cycles"] += share * abs(r["cycles"]["median"])
         if u["ns"] is not None:
             u["ns"] += share * abs(r["ns"]["median"])
-        u["from"].append(f"measured perturbation: the records added up to {worst / 1000.0:.3g} us "
-                         f"a launch, {100.0 * share:.2g}% of the kernel: +-{100.0 * share:.2g}% "
-                         "of the region")
+        u["from"].append(f"measured perturbation: the records added {med / 1000.0:.3g} us +-"
+                         f"{(extra - abs(med)) / 1000.0:.2g} a launch: +-{100.0 * share:.2g}% of the "
+                         "region")
         r["below_uncertainty"] = r["cycles"]["median"] < u["cycles"]

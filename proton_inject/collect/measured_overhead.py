@@ -4,7 +4,8 @@ A kernel the program launches several times through Triton's JIT has its launche
 between the instrumented build and the plain one (compiled as an autotuner's timing build is,
 in the program's own cache). Each launch still runs exactly once, so outputs stay identical.
 CUDA events recorded by the launch hooks, right before and right after the kernel itself (the
-profile buffer's zeroing comes before the first), time each one; at the end each kernel gets
+profile buffer's zeroing comes before the first), time each one, after a spin that keeps the
+GPU from reaching the first event before the host has enqueued the second; at the end each kernel gets
 its instrumented/plain ratio: the median over adjacent (instrumented, plain) pairs after the
 first, with the 10th-90th percentile of the pairs as its spread. Launches that ran plain are counted, not
 decoded. Launches made without the JIT (Inductor's launchers, a library's cached kernels) or
@@ -21,6 +22,9 @@ from proton_inject.collect.device_ops import tool_work
 
 # Pairs per kernel and config: enough for a stable median; past it the kernel runs instrumented.
 MAX_PAIRS = 100
+# GPU cycles of the spin queued before each timed launch (~100 us at an H100's clocks): the host's
+# work from the start event to the end event must be enqueued before it ends.
+PAD_CYCLES = 200_000
 
 
 class _Timing:
@@ -90,6 +94,12 @@ class MeasuredOverhead:
 
         stream = self._stream_obj(int(lazy.data.get("stream") or 0), torch.cuda.current_device())
         with tool_work():
+            # The stream is kept busy past the host's enqueueing of the events and the kernel:
+            # on an idle GPU, an event runs as soon as it is enqueued and the time would include
+            # the host's work up to the kernel's and the end event's enqueueing (an H100 run of
+            # ~1 us kernels read 1-10 us more per instrumented launch that way).
+            with torch.cuda.stream(stream):
+                torch.cuda._sleep(PAD_CYCLES)
             start = torch.cuda.Event(enable_timing=True)
             start.record(stream)
         self._tls.measure_start = (m, start, stream)

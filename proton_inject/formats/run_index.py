@@ -34,15 +34,15 @@ def run_trees(run_dir: Path) -> list[Path]:
 def measured_overheads(run_dirs: Iterable[Path]) -> dict[str, dict[str, float]]:
     """``--measure-overhead``'s numbers per kernel from the index files in ``run_dirs`` (every
     rank's): ``extra_us`` with its p10 and p90 (instrumented - plain kernel time per launch
-    pair). A kernel measured in several files keeps the widest spread; entries without those
+    pair) and the number of pairs. A kernel measured in several files keeps the widest spread; entries without those
     numbers (older runs, "not measured") are passed over: the report stands without them."""
-    keys = ("extra_us", "extra_us_p10", "extra_us_p90")
+    keys = ("extra_us", "extra_us_p10", "extra_us_p90", "pairs")
     out: dict[str, dict[str, float]] = {}
     for d in run_dirs:
         for doc in _indexes(d):
             got = doc.get("measured_overhead")
             for name, m in got.items() if isinstance(got, dict) else ():
-                if not (isinstance(m, dict) and all(is_number(m.get(k)) for k in keys)):
+                if not (isinstance(m, dict) and all(is_number(m.get(k)) for k in keys) and m["pairs"] > 0):
                     continue
                 new = {k: float(m[k]) for k in keys}
                 if name not in out or _widest(new) > _widest(out[name]):
