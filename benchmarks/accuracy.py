@@ -65,7 +65,7 @@ PROTON = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
 GLOBAL0 = LoweringOptions(buffer_type="global", warps=(0,))  # the defaults before direct.py
 # Instrumented/plain launch pairs per cycle case for the measured perturbation (after a first
 # pair, which --measure-overhead leaves out).
-MEASURED_PAIRS = 10
+MEASURED_PAIRS = 50
 
 
 @triton.jit

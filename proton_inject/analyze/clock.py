@@ -62,8 +62,9 @@ class ClockFit:
     tick_ns: int | None = None  # globaltimer resolution seen in the data
     spread_ns: float | None = None  # within-SM RMS spread of anchor times (carries the rate)
     r2: float | None = None  # share of that spread's cycle variance one rate explains
-    # What the ns are worth, relative: a bracket's (half its sides' difference + 2 standard
-    # errors), a fit's bias bound (1 - R^2); None for a guess or a given clock.
+    # What the ns are worth, relative: a bracket's (its sides' difference + 2 standard
+    # errors + what brackets were seen to miss), a fit's bias bound (1 - R^2); None for a
+    # guess or a given clock.
     uncertainty_pct: float | None = None
     # The clock bracket around the launch (its sides and their distance from the launch), or
     # {"missing": why}; None where none was looked at.
@@ -305,7 +306,7 @@ def _check_sides(br: clock_bracket.BracketRate, warn: list[Issue], where: str) -
                   f"{br.mhz:.0f} MHz +-{br.uncertainty_pct:.1f}%",
                   why="before and after differ by more than "
                       f"{100 * clock_bracket.MAX_SIDE_DIFF:g}%",
-                  then="cycles converted at the mean of the two; ns carry half their difference "
+                  then="cycles converted at the mean of the two; ns carry their whole difference "
                        "as uncertainty")
 
 

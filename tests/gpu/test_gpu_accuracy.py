@@ -89,3 +89,12 @@ def test_what_holds_for_every_lowering(acc, measured):
     assert all(c["cycles"] >= 0 for c in cal.values()), cal
     [direct] = [c for name, c in cal.items() if name.startswith("direct")]
     assert direct["cycles"] <= 5, cal
+
+
+def test_every_truth_within_its_stated_uncertainty(acc, measured):
+    """Issue 30's goal: every region's truth lies within the uncertainty report states for it
+    (record cost, recorded iterations, the clock's, and the perturbation --measure-overhead
+    measured)."""
+    cal, cases = measured
+    outside = [c.name for c in cases if acc._bar(c)[1] != "yes"]
+    assert not outside, (outside, acc.table(cal, cases))

@@ -81,11 +81,14 @@ def test_summarize_recovers_the_rate_through_32ns_ticks():
 
 
 def test_rate_is_the_mean_of_the_sides_with_their_difference_as_uncertainty():
+    """The mean of the sides, +- their whole difference (a launch between them may run below
+    both), two standard errors and what brackets were seen to miss on an H100."""
     r = clock_bracket.rate({"before": side(1500.0, 0), "after": side(1530.0, 10**6)})
     assert abs(r.mhz - 1515.0) < 0.5
-    assert 0.99 < r.uncertainty_pct < 1.1 and abs(r.sides_differ_pct - 1.98) < 0.05
+    floor = clock_bracket.SYSTEMATIC_PCT
+    assert 1.98 + floor < r.uncertainty_pct < 2.1 + floor and abs(r.sides_differ_pct - 1.98) < 0.05
     one = clock_bracket.rate({"before": side(1500.0, 0), "after": None})
-    assert abs(one.mhz - 1500.0) < 0.5 and one.uncertainty_pct < 0.1
+    assert abs(one.mhz - 1500.0) < 0.5 and floor < one.uncertainty_pct < floor + 0.1
     assert clock_bracket.rate({"missing": "CUDA-graph replay"}) is None and clock_bracket.rate(None) is None
 
 
@@ -113,7 +116,7 @@ def test_short_launch_uses_the_bracket_and_says_so():
     assert "too few timer anchors" in d.clock.reason
     assert not [i for i in d.issues if "clock" in i.cause or "fit" in i.cause]
     s = d.clock.summary()
-    assert abs(s["mhz_median"] - 1544.0) < 0.5 and 0 < s["uncertainty_pct"] < 0.1
+    assert abs(s["mhz_median"] - 1544.0) < 0.5 and 0 < s["uncertainty_pct"] < 0.2
     assert s["bracket"]["before"]["gap_us"] == 3.0 and s["bracket"]["after"]["gap_us"] == 2.0
     # ns are the cycles at the measured rate
     e = d.events
@@ -164,7 +167,7 @@ def test_sides_that_differ_are_said_once_per_kernel():
     lines = summarize({"mm_kernel": 2}, [("mm_kernel", issue), ("mm_kernel", issue)])
     assert lines == ["mm_kernel: clock changed across the launch on 2 of 2 launches (before and "
                      "after differ by more than 1%); cycles converted at the mean of the two; ns "
-                     "carry half their difference as uncertainty"]
+                     "carry their whole difference as uncertainty"]
 
 
 def test_report_names_the_clock_source_and_the_bracket_survives_save(tmp_path):
@@ -177,7 +180,7 @@ def test_report_names_the_clock_source_and_the_bracket_survives_save(tmp_path):
     assert back.clock_bracket == m.clock_bracket
     res = run_report([tmp_path / "raw"], verbose=True)
     assert ("clock-bracket 1,544 MHz on 1 of 1 launch (measured on every SM right before and "
-            "right after the launch: a measurement; ns within +-0.0") in res.text
+            "right after the launch: a measurement; ns within +-0.1") in res.text
     assert not [w for w in res.warnings if "clock" in w]
 
 
