@@ -245,12 +245,16 @@ def find_raw(path: str | os.PathLike) -> list[Path]:
     """The raw launch ``.json`` files in a directory (or the file itself), in launch order.
 
     A file named as ``LaunchMeta.label`` names it is ordered by the launch number in its name
-    (its metadata is read when decoded, not here: ~3x faster over 10^4 launches)."""
+    (its metadata is read when decoded, not here: ~3x faster over 10^4 launches), and taken
+    as a launch without reading its head when its buffer (``.bin`` or ``.bin.gz``) lies
+    beside it (10^4 opens: 0.5 s of a report's serial start)."""
     p = Path(path)
     if not p.is_dir():
         return [p]
     with os.scandir(p) as it:
-        entries = sorted((e for e in it if e.name.endswith(".json")), key=lambda e: e.name)
+        everything = list(it)
+    names = {e.name for e in everything}
+    entries = sorted((e for e in everything if e.name.endswith(".json")), key=lambda e: e.name)
     found = []
     for e in entries:
         named = _LAUNCH_NAME.fullmatch(e.name)
@@ -265,6 +269,10 @@ def find_raw(path: str | os.PathLike) -> list[Path]:
                 raise not_a_file(p / e.name, "launch metadata", f"move it out of {p}")
             # Named as a launch: listed as a damaged one, so that report leaves it out with
             # a note as it does any other, and decodes the rest.
+            found.append((int(named.group(1)), e.name))
+            continue
+        stem = e.name[:-5]
+        if named and (stem + ".bin.gz" in names or stem + ".bin" in names):
             found.append((int(named.group(1)), e.name))
             continue
         if not is_raw_json(e.path):  # traces beside them can be huge: never parse those here

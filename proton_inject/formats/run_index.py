@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from proton_inject.errors import UserError
-from proton_inject.formats.schema import is_number, read_json
+from proton_inject.formats.schema import is_number, loads_json, read_text
 
 RUN_FORMAT = "proton-inject-run"  # run.json's "format": report tells it from a trace
 
@@ -16,9 +17,15 @@ def run_index_name(rank: int | None) -> str:
     return "run.json" if rank is None else f"run.rank{rank}.json"
 
 
-def run_dir_of(raw: Path) -> Path:
+def run_dir_of(raw: str | os.PathLike) -> Path:
     """The run directory of a raw launch, where its run.json is: ``OUT`` of ``OUT/raw/``."""
-    return raw.parent.parent if raw.parent.name == "raw" else raw.parent
+    parent = Path(raw).parent
+    return parent.parent if parent.name == "raw" else parent
+
+
+def run_dirs_of(raws: Iterable[str]) -> set[Path]:
+    """The run directories of some raw launches (by their folders: 10^4 paths, a few folders)."""
+    return {run_dir_of(os.path.join(d, "x")) for d in {os.path.dirname(r) for r in raws}}
 
 
 def run_trees(run_dir: Path) -> list[Path]:
@@ -39,7 +46,8 @@ def measured_overheads(run_dirs: Iterable[Path]) -> dict[str, dict[str, float]]:
     keys = ("extra_us", "extra_us_p10", "extra_us_p90", "pairs")
     out: dict[str, dict[str, float]] = {}
     for d in run_dirs:
-        for doc in _indexes(d):
+        # (an index lists every launch: 3 MB over 10^4 of them, parsed only when it holds any)
+        for doc in _indexes(d, '"measured_overhead"'):
             got = doc.get("measured_overhead")
             for name, m in got.items() if isinstance(got, dict) else ():
                 if not (isinstance(m, dict) and all(is_number(m.get(k)) for k in keys) and m["pairs"] > 0):
@@ -54,12 +62,16 @@ def _widest(m: dict[str, float]) -> float:
     return max(abs(m["extra_us_p10"]), abs(m["extra_us_p90"]))
 
 
-def _indexes(run_dir: Path) -> Iterator[dict]:
-    """The readable index files of a run directory (every rank's), parsed; the others are
-    passed over (report says what is wrong with them where it needs them)."""
+def _indexes(run_dir: Path, holding: str = "") -> Iterator[dict]:
+    """The readable index files of a run directory (every rank's) whose text holds
+    ``holding``, parsed; the others are passed over (report says what is wrong with them
+    where it needs them)."""
     for idx in sorted(Path(run_dir).glob("run*.json")):
         try:
-            doc = read_json(idx, "run index", "")
+            text = read_text(idx, "run index")
+            if holding not in text:
+                continue
+            doc = loads_json(text, idx, "")
         except UserError:
             continue
         if isinstance(doc, dict):

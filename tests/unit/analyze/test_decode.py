@@ -216,6 +216,21 @@ def test_save_and_load_raw_round_trip(tmp_path, add):
         assert find_raw(tmp_path / f"r{i}") == [json_path]
 
 
+def test_find_raw_lists_launches_by_name_and_buffer_and_sniffs_the_rest(tmp_path, add):
+    """A file named as a launch with its buffer beside it is listed without being read (a
+    damaged one is left out later, with a note); any other .json only when its head says it
+    is raw metadata; in launch order either way."""
+    buf, meta, _ = add
+    _, j2 = save_raw(tmp_path / "00002-add_kernel", bytes(buf), meta)
+    _, j10 = save_raw(tmp_path / "00010-add_kernel", bytes(buf), meta)
+    (tmp_path / "00003-damaged.json").write_text("not json")
+    (tmp_path / "00003-damaged.bin").write_bytes(b"")
+    (tmp_path / "00004-trace.json").write_text('{"traceEvents": []}')  # named, no buffer: sniffed
+    (tmp_path / "other.json").write_text('{"traceEvents": []}')
+    _, renamed = save_raw(tmp_path / "mine", bytes(buf), meta)  # raw, not named as a launch
+    assert find_raw(tmp_path) == [renamed, j2, tmp_path / "00003-damaged.json", j10]
+
+
 def test_load_raw_errors(tmp_path):
     with pytest.raises(UserError, match="metadata not found"):
         load_raw(tmp_path / "nothing.bin")
