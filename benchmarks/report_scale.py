@@ -10,6 +10,7 @@ report's own process): ``run_report(DIR)``, the same with ``--trace`` (one nativ
 launch, gzipped) and with ``--trace --merge --gz``, and the CLI once.
 
     python benchmarks/report_scale.py --launches 1000,10000 -j 1,all [--ctas 64] [--mm-share 0.1]
+        [--rounds 3]    # every case and -j in turn, 3 times: the speed-up's spread
 
 Peak memory is the report's own process (its ``VmHWM``) and its largest worker (each
 worker's peak RSS includes what it shares with the report's process, forked from it). One run per case (no
@@ -25,6 +26,7 @@ import json
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -164,6 +166,9 @@ def main() -> None:
     ap.add_argument("--cases", default="plain,trace,merge,cli",
                     help="plain (table only), trace (--trace --gz), merge (--trace --merge --gz), "
                          "cli (report DIR); add +prof to a case for a cProfile on stderr")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of every case and -j, interleaved (the speed-up is then the median "
+                         "over rounds of each round's own ratio, with its min..max)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -180,7 +185,7 @@ def main() -> None:
           f"{default_jobs()} cores available, -j {','.join(map(str, jobs))}")
     print(f"{'launches':>9} {'case':<11} {'-j':>3} {'s':>8} {'ms/launch':>10} {'peak MiB':>9} "
           f"{'worker MiB':>10}  outputs")
-    got: dict[tuple[int, str, int], dict] = {}
+    got: dict[tuple[int, str, int], list[dict]] = {}
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix="report_scale_") as tmp:
             run_dir = Path(tmp) / "run"
@@ -190,38 +195,51 @@ def main() -> None:
                    "bytes": sum(p.stat().st_size for p in (run_dir / "raw").iterdir())}
             print(f"{n:>9,} {'(build)':<11} {'':>3} {time.perf_counter() - t0:>8.1f} {'':>10} {'':>9} "
                   f"{'':>10}  raw/: {raw['files']:,} files, {raw['bytes'] / mib:,.1f} MiB", flush=True)
-            for case in cases:
-                for j in jobs:
-                    r = got[(n, case, j)] = measure(case, run_dir, Path(tmp), j)
+            for rnd, case, j in ((rnd, c, j) for rnd in range(args.rounds) for c in cases for j in jobs):
+                    r = measure(case, run_dir, Path(tmp), j)
+                    got.setdefault((n, case, j), []).append(r)
                     outs = (f"stdout {r['stdout']:,} B, rc {r['rc']}, {r['stderr_lines']} stderr lines "
                             f"{r['err']}" if case == "cli" else
                             f"table {r['text']:,} B, --json {r['json']:,} B; " + ", ".join(
                                 f"{c:,} {k} {b / mib:,.1f} MiB" for k, (c, b) in r["files"].items()) +
                             "".join(f" (warned: {w})" for w in r["big"][:1]))
                     wk = "-" if r["worker_rss"] is None else f"{r['worker_rss'] / mib:,.0f}"
-                    print(f"{n:>9,} {case:<11} {j:>3} {r['s']:>8.1f} {1000 * r['s'] / n:>10.2f} "
+                    label = case if args.rounds == 1 else f"{case} #{rnd + 1}"
+                    print(f"{n:>9,} {label:<11} {j:>3} {r['s']:>8.1f} {1000 * r['s'] / n:>10.2f} "
                           f"{r['rss'] / mib:>9,.0f} {wk:>10}  {outs}", flush=True)
     _closing_table(got, sizes, cases, jobs)
 
 
-def _closing_table(got: dict[tuple[int, str, int], dict], sizes: list[int], cases: list[str],
+def _closing_table(got: dict[tuple[int, str, int], list[dict]], sizes: list[int], cases: list[str],
                    jobs: list[int]) -> None:
-    """One line per case and -j: speed-up over -j 1 at each size, and peak memory at the
-    largest size over the smallest (the goal: within 1.2)."""
+    """One line per case and -j: speed-up over -j 1 at each size (each round's own ratio; over
+    several rounds their median and min..max), and peak memory (the largest over rounds) at
+    the largest size over the smallest (the goal: within 1.2)."""
     lo, hi = min(sizes), max(sizes)
-    print(f"\nsummary ({os.cpu_count()} CPUs on this machine; speed-up: -j 1 s / -j N s, same run)")
-    head = "".join(f" {'x at ' + format(n, ','):>12}" for n in sizes)
+    print(f"\nsummary ({os.cpu_count()} CPUs on this machine; speed-up: -j 1 s / -j N s, same round)")
+    head = "".join(f" {'x at ' + format(n, ','):>20}" for n in sizes)
     ratio = f"peak {hi:,}/{lo:,}"
     print(f"{'case':<11} {'-j':>3}{head} {'peak MiB':>16} {'worker MiB':>16} {ratio:>18}")
+
+    def peak(n: int, case: str, j: int, key: str) -> float | None:
+        vals = [r[key] for r in got[(n, case, j)] if r[key] is not None]
+        return max(vals) if vals else None
+
     for case in cases:
         for j in jobs:
-            ups = "".join(f" {got[(n, case, 1)]['s'] / got[(n, case, j)]['s']:>12.2f}"
-                          if (n, case, 1) in got else f" {'-':>12}" for n in sizes)
-            a, b = got[(lo, case, j)], got[(hi, case, j)]
-            mem = f"{a['rss'] / 2**20:,.0f}-{b['rss'] / 2**20:,.0f}"
-            wk = ("-" if a["worker_rss"] is None else
-                  f"{a['worker_rss'] / 2**20:,.0f}-{b['worker_rss'] / 2**20:,.0f}")
-            print(f"{case:<11} {j:>3}{ups} {mem:>16} {wk:>16} {b['rss'] / a['rss']:>18.2f}")
+            ups = ""
+            for n in sizes:
+                if (n, case, 1) not in got:
+                    ups += f" {'-':>20}"
+                    continue
+                x = sorted(a["s"] / b["s"] for a, b in zip(got[(n, case, 1)], got[(n, case, j)], strict=True))
+                spread = f" ({x[0]:.2f}..{x[-1]:.2f})" if len(x) > 1 else ""
+                ups += f" {f'{statistics.median(x):.2f}{spread}':>20}"
+            a, b = peak(lo, case, j, "rss"), peak(hi, case, j, "rss")
+            mem = f"{a / 2**20:,.0f}-{b / 2**20:,.0f}"
+            wa, wb = peak(lo, case, j, "worker_rss"), peak(hi, case, j, "worker_rss")
+            wk = "-" if wa is None else f"{wa / 2**20:,.0f}-{wb / 2**20:,.0f}"
+            print(f"{case:<11} {j:>3}{ups} {mem:>16} {wk:>16} {b / a:>18.2f}")
 
 
 if __name__ == "__main__":
