@@ -11,6 +11,8 @@ launch, gzipped) and with ``--trace --merge --gz``, and the CLI once.
 
     python benchmarks/report_scale.py --launches 1000,10000 -j 1,all [--ctas 64] [--mm-share 0.1]
         [--rounds 3]    # every case and -j in turn, 3 times: the speed-up's spread
+    python benchmarks/report_scale.py --launches 10000 --cases plain,ceiling -j 1,all --rounds 3
+        # -j N against N independent reports at once: the pool's cost vs the machine's limit
 
 Peak memory is the report's own process (its ``VmHWM``) and its largest worker (each
 worker's peak RSS includes what it shares with the report's process, forked from it). One run per case (no
@@ -125,6 +127,11 @@ def child(case: str, run_dir: str, tmp: str, jobs: str) -> None:
 
     from proton_inject.analyze.report import run_report
 
+    if case == "ceiling-part":  # one of the independent reports: its launches listed in run_dir
+        run_report(Path(run_dir).read_text().splitlines(), jobs=1)
+        print(json.dumps({"s": time.perf_counter() - t0, "rss": _peak_rss()}))
+        return
+
     kw = {"plain": {}, "trace": {"trace_dir": f"{tmp}/t", "gz": True},
           "merge": {"trace_dir": f"{tmp}/m", "gz": True, "merge": True}}[case.removesuffix("+prof")]
     prof = cProfile.Profile() if case.endswith("+prof") else None
@@ -146,7 +153,33 @@ def child(case: str, run_dir: str, tmp: str, jobs: str) -> None:
                       "files": _sizes([str(f) for f in res.files])}))
 
 
+def ceiling(run_dir: Path, tmp: Path, jobs: int) -> dict:
+    """The machine's own parallel ceiling: ``jobs`` independent one-process reports at once,
+    each over every ``jobs``-th launch (the same mix of kernels), timed until the last ends.
+    Against it, ``-j N`` shows what the pool itself costs; against ``-j 1``, what the machine
+    gives (all-core clocks, shared caches and memory bandwidth)."""
+    from proton_inject.formats.raw import find_raw
+
+    raws = [str(r) for r in find_raw(run_dir / "raw")]
+    lists = []
+    for i in range(jobs):
+        lists.append(tmp / f"ceiling-{jobs}-{i}.txt")
+        lists[-1].write_text("\n".join(raws[i::jobs]))
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, __file__, "--child", "ceiling-part", str(f), str(tmp), "1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for f in lists]
+    outs = [p.communicate() for p in procs]
+    dt = time.perf_counter() - t0
+    bad = [err[-2000:] for p, (_, err) in zip(procs, outs, strict=True) if p.returncode]
+    if bad:
+        raise SystemExit(f"ceiling failed:\n{bad[0]}")
+    rss = max(json.loads(out.strip().splitlines()[-1])["rss"] for out, _ in outs)
+    return {"s": dt, "rss": rss, "worker_rss": None, "text": 0, "json": 0, "big": [], "files": {}}
+
+
 def measure(case: str, run_dir: Path, tmp: Path, jobs: int) -> dict:
+    if case == "ceiling":
+        return ceiling(run_dir, tmp, jobs)
     p = subprocess.run([sys.executable, __file__, "--child", case, str(run_dir), str(tmp), str(jobs)],
                        capture_output=True, text=True)
     if p.returncode:
@@ -165,7 +198,9 @@ def main() -> None:
                     help="comma-separated decoding processes to compare (all: one per core)")
     ap.add_argument("--cases", default="plain,trace,merge,cli",
                     help="plain (table only), trace (--trace --gz), merge (--trace --merge --gz), "
-                         "cli (report DIR); add +prof to a case for a cProfile on stderr")
+                         "cli (report DIR), ceiling (N independent one-process reports over every "
+                         "N-th launch, at once: the machine's own limit); add +prof to a case for a "
+                         "cProfile on stderr")
     ap.add_argument("--rounds", type=int, default=1,
                     help="rounds of every case and -j, interleaved (the speed-up is then the median "
                          "over rounds of each round's own ratio, with its min..max)")
