@@ -34,51 +34,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-# The kernels: a vector add that loops 8 times per program and a pipelined fp16 matmul
-# (128x128x64 tiles, 8 warps, 3 stages), as in tests/data/h100-triton3.6.
-KERNELS = textwrap.dedent(
+# The kernels: the fixtures' own source (tests/data/h100-triton3.6/kernels.py: a vector add
+# that loops 8 times per program and a pipelined fp16 matmul, 128x128x64 tiles, 8 warps, 3
+# stages), at the same lines, followed by the code that launches one of them.
+FIXTURE_KERNELS = REPO / "tests" / "data" / "h100-triton3.6" / "kernels.py"
+LAUNCH = textwrap.dedent(
     '''
+
     import sys
 
     import torch
-    import triton
-    import triton.language as tl
-
-
-    @triton.jit
-    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        pid = tl.program_id(0)
-        offs = pid * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for i in range(0, 8):
-            x = tl.load(x_ptr + offs, mask=mask)
-            y = tl.load(y_ptr + offs, mask=mask)
-            acc += x * y + i
-        tl.store(out_ptr + offs, acc, mask=mask)
-
-
-    @triton.jit
-    def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pid = tl.program_id(0)
-        npn = tl.cdiv(N, BN)
-        pm = pid // npn
-        pn = pid % npn
-        rm = pm * BM + tl.arange(0, BM)
-        rn = pn * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        a = a_ptr + rm[:, None] * sam + rk[None, :] * sak
-        b = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BK)):
-            x = tl.load(a)
-            y = tl.load(b)
-            acc = tl.dot(x, y, acc)
-            a += BK * sak
-            b += BK * sbk
-        c = c_ptr + rm[:, None] * scm + rn[None, :] * scn
-        tl.store(c, acc.to(tl.float16))
 
 
     def busy_gpu(seconds=0.5):
@@ -145,7 +110,7 @@ def instrument(work: Path, which: str, ctas: int, k: int) -> Path:
     from proton_inject.instrument.trees import instrument_tree, write_tree
 
     script = work / "kernels.py"
-    script.write_text(KERNELS)
+    script.write_text(FIXTURE_KERNELS.read_text() + LAUNCH)
     dump = work / f"dump-{which}"
     dump_program(["python", str(script), which, str(ctas), str(k)], dump,
                  kernel=f"^{which}_kernel$")
