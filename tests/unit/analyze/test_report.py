@@ -439,6 +439,13 @@ def test_measured_perturbation_widens_each_region_by_its_share(tmp_path):
         [r["uncertainty"] for r in old["mm_kernel"]["regions"]]
     assert f"measured perturbation: the records made the kernel up to {add['perturbation_pct']:.2g}% slower" \
         in got.text
+    # a hand-edited index (p10 above p90) never narrows a bar
+    from proton_inject.analyze.uncertainty import add_perturbation
+
+    k = json.loads(json.dumps(old_k := old["add_kernel"]))
+    add_perturbation(k, {"extra_us": 0.0, "extra_us_p10": 5.0, "extra_us_p90": -5.0, "pairs": 4.0})
+    assert [r["uncertainty"]["cycles"] for r in k["regions"]] == \
+        [r["uncertainty"]["cycles"] for r in old_k["regions"]]
 
 
 def test_a_damaged_launch_among_many_is_left_out_with_a_note(tmp_path):
