@@ -509,8 +509,10 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format, verbose, raw,
            source, launches, jobs) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
+    from proton_inject.analyze.pool import keep_freed_memory
     from proton_inject.analyze.report import run_report
 
+    keep_freed_memory()  # this process is the tool's own (not the user's program): as in the workers
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz,
                      raw=raw, launches=launches, progress=True, trace_format=trace_format, source=source, jobs=jobs,
