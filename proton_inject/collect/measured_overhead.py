@@ -98,8 +98,10 @@ class MeasuredOverhead:
             # on an idle GPU, an event runs as soon as it is enqueued and the time would include
             # the host's work up to the kernel's and the end event's enqueueing (an H100 run of
             # ~1 us kernels read 1-10 us more per instrumented launch that way).
-            with torch.cuda.stream(stream):
-                torch.cuda._sleep(PAD_CYCLES)
+            sleep = getattr(torch.cuda, "_sleep", None)  # (private torch API: absent, no pad)
+            if sleep is not None:
+                with torch.cuda.stream(stream):
+                    sleep(PAD_CYCLES)
             start = torch.cuda.Event(enable_timing=True)
             start.record(stream)
         self._tls.measure_start = (m, start, stream)
