@@ -241,8 +241,8 @@ def format_text(summary: dict[str, Any], verbose: bool = False) -> str:
                          "include that share of each region")
         small = [r["name"] for r in k["regions"] if r.get("below_uncertainty")]
         if small:
-            notes.append(f"(!) shorter than their error bar (+-cyc: what the records' cost may "
-                         f"still add or remove): {', '.join(small[:6])}{', ...' if len(small) > 6 else ''}")
+            notes.append(f"(!) shorter than their error bar (+-cyc: what the records may still add "
+                         f"or remove): {', '.join(small[:6])}{', ...' if len(small) > 6 else ''}")
         d = k["drops"]
         if d["unmatched_starts"] or d["unmatched_ends"]:
             notes.append(f"note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
