@@ -142,13 +142,12 @@ class Case:
     truth_pm: float = 0.0
 
 
-def error_bar(d, scope: int, unit: str, perturbation: dict | None = None) -> ErrorBar | None:
+def error_bar(d, scope: int, unit: str, measured: dict | None = None) -> ErrorBar | None:
     """Region ``scope`` of decoded launch ``d`` as the report summarizes it (every recorded
-    warp), with the uncertainty it states (``perturbation``: what ``--measure-overhead``
-    measured for the kernel, as the report reads it from run.json); None when the launch has
-    no such region."""
+    warp), with the uncertainty it states (``measured``: what ``--measure-overhead`` measured,
+    as the report reads it from run.json); None when the launch has no such region."""
     [k] = summarize([LaunchData.from_decoded(d)])["kernels"]
-    add_perturbation(k, perturbation)
+    add_perturbation(k, run_index.perturbation_for(measured or {}, k["kernel"], k["config"]))
     r = next((r for r in k["regions"] if r["scope"] == scope), None)
     if r is None:
         return None
@@ -212,7 +211,7 @@ def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, be
                     seen.append(out.clone())
             torch.cuda.synchronize()
         decoded = _decode_all(res.out, cost)
-        perturbation = run_index.measured_overheads([Path(res.out)]).get(kernel.__name__)
+        measured = run_index.measured_overheads([Path(res.out) / "run.json"])
     # cycles: the second launch; ns: every launch (the clock is what differs between them)
     runs = list(zip(decoded, seen, strict=True))[-1 if unit == "cycles" else 0:]
     cases = []
@@ -228,7 +227,7 @@ def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, be
             tick = float(comp_d.clock.tick_ns or 0) if unit == "ns" else 0.0
             cases.append(Case(label, unit, float(np.median(t)), r[ok] - t[ok], c[ok] - t[ok],
                               clock_label(comp_d.clock), raw_d.meta.buffer_type,
-                              error_bar(comp_d, scope, unit, perturbation), tick))
+                              error_bar(comp_d, scope, unit, measured), tick))
     return cases
 
 

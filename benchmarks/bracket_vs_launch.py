@@ -3,16 +3,18 @@ uncertainty leaves out.
 
 The bracket (``collect/bracket.py``) measures the SM clock in ~10 us right before and right
 after a profiled launch; ``report`` turns the launch's cycles into ns at the mean of the two,
-+- half their difference plus two standard errors. Here a kernel measures its own clock: each
-CTA waits for a globaltimer edge, reads ``%clock64``, spins to the edge N ns later and reads it
-again (at an edge on both ends, the tick and the reads' latency cancel; a first version read
-at a random phase of the tick and came out ~50 ns long, 0.25% at 20 us); cycles / ns, median
-over CTAs, is the clock the launch ran at. Each launch is profiled (a region around the spin,
-so it gets its bracket) in three states of the chip: idle, right after a heavy matmul (the
-clock comes down), and with matmuls before and after. Printed per launch: the bracket's clock
-and stated uncertainty, the launch's own clock, their difference and whether it lies within
-the stated bar; then per span the largest difference. ns through the bracket are off by that
-difference (a 200 us region by 0.05% is 100 ns).
++- their difference plus two standard errors plus 0.1% (``clock_bracket.SYSTEMATIC_PCT``, set
+from this benchmark's runs; before 2026-11-27, half the difference and no floor). Here a
+kernel measures its own clock: each CTA waits for a globaltimer edge, reads ``%clock64``,
+spins to the edge N ns later and reads it again (at an edge on both ends, the tick and the
+reads' latency cancel; a first version read at a random phase of the tick and came out ~50 ns
+long, 0.25% at 20 us); cycles / ns, median over CTAs, is the clock the launch ran at. Each
+launch is profiled (a region around the spin, so it gets its bracket) in three states of the
+chip: idle, right after a heavy matmul (the clock comes down), and with matmuls before and
+after. Printed per launch: the bracket's clock and stated uncertainty, the launch's own clock,
+their difference and whether it lies within the stated bar; then per span the largest
+difference. ns through the bracket are off by that difference (a 200 us region by 0.05% is
+100 ns).
 
     PYTHONPATH=. python benchmarks/bracket_vs_launch.py     # needs a CUDA GPU; ~1 minute
 """
@@ -112,7 +114,8 @@ def table(rows: list[dict]) -> str:
         diff = 100.0 * (r["bracket_mhz"] - r["own_mhz"]) / r["own_mhz"]
         worst.setdefault(r["span_ns"], []).append(diff)
         out.append((r["state"], f"{r['span_ns']:,} ns", r["source"], f"{r['bracket_mhz']:.1f}",
-                    f"+-{r['stated_pct']:.3f}%", f"{r['before']:.0f} / {r['after']:.0f}",
+                    f"+-{r['stated_pct']:.3f}%", " / ".join("-" if v is None else f"{v:.0f}"
+                                                             for v in (r["before"], r["after"])),
                     f"{r['own_mhz']:.1f}", f"{diff:+.3f}%", "yes" if abs(diff) <= r["stated_pct"] else "NO"))
     w = [max(len(str(row[i])) for row in out) for i in range(len(head))]
     lines = ["  ".join(str(v).ljust(w[i]) for i, v in enumerate(row)).rstrip() for row in out]

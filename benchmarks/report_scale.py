@@ -162,7 +162,7 @@ def ceiling(run_dir: Path, tmp: Path, jobs: int) -> dict:
 
     raws = [str(r) for r in find_raw(run_dir / "raw")]
     lists = []
-    for i in range(jobs):
+    for i in range(min(jobs, len(raws))):
         lists.append(tmp / f"ceiling-{jobs}-{i}.txt")
         lists[-1].write_text("\n".join(raws[i::jobs]))
     t0 = time.perf_counter()

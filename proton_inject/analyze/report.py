@@ -415,9 +415,9 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
 
 def _add_measured_perturbation(summary: dict[str, Any], raws: Sequence[str]) -> None:
     """Widen the error bars of the kernels ``--measure-overhead`` measured (their runs' index)."""
-    measured = run_index.measured_overheads(run_index.run_dirs_of(raws))
+    measured = run_index.measured_overheads(run_index.index_files_of(raws))
     for k in summary["kernels"]:
-        add_perturbation(k, measured.get(k["kernel"]))
+        add_perturbation(k, run_index.perturbation_for(measured, k["kernel"], k["config"]))
 
 
 def _plot_path(plot: Path, launch: int, kernel: str, one: bool) -> Path:

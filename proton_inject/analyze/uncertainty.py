@@ -10,11 +10,11 @@ than the symmetric part.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from proton_inject.analyze.clock import MEASURED
 from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES
+from proton_inject.formats.run_index import extra_bound_us
 
 # Cycles a region's median may be off by after the calibrated record cost is subtracted, per
 # buffer type (H100, Triton 3.6, benchmarks/accuracy.py and 16 calibrations, 2026-11-24/25):
@@ -73,7 +73,7 @@ def add_uncertainty(kernel: dict[str, Any]) -> None:
 
 def add_perturbation(kernel: dict[str, Any], measured: dict[str, float] | None) -> None:
     """Widen each region's error bar by what ``--measure-overhead`` measured the records to add
-    to the kernel (in place; ``measured``: ``run_index.measured_overheads``' entry, None when
+    to the kernel (in place; ``measured``: ``run_index.perturbation_for``'s numbers, None when
     the kernel was not measured).
 
     The launch pairs' median instrumented - plain kernel time, plus its own uncertainty (the
@@ -88,8 +88,7 @@ def add_perturbation(kernel: dict[str, Any], measured: dict[str, float] | None) 
     if not measured or wall <= 0:
         return
     med = 1000.0 * measured["extra_us"]
-    width = 1000.0 * max(0.0, measured["extra_us_p90"] - measured["extra_us_p10"])  # (a hand-edited index)
-    extra = abs(med) + width / math.sqrt(max(measured["pairs"], 1.0))
+    extra = 1000.0 * extra_bound_us(measured)
     plain = wall - med
     share = extra / plain if plain > 0 else 1.0
     kernel["perturbation_pct"] = round(100.0 * share, 3)

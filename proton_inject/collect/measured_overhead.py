@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from proton_inject.collect.device_ops import tool_work
+from proton_inject.collect.launches import config_name
 
 # Pairs per kernel and config: enough for a stable median; past it the kernel runs instrumented.
 MAX_PAIRS = 100
@@ -32,6 +33,7 @@ class _Timing:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.config: str | None = None  # its name as the launch metadata gives it
         self.turn = 0
         self.launches: list[tuple[bool, Any, Any]] = []
 
@@ -52,6 +54,7 @@ class MeasuredOverhead:
                     return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
                 plain = t.turn % 2 == 1
                 t.turn += 1
+                session._pad()
                 session._tls.measure = (t, plain)
                 try:
                     if not plain:
@@ -64,6 +67,20 @@ class MeasuredOverhead:
             return run
 
         self.patches.patch(JITFunction, "run", wrap)
+
+    def _pad(self) -> None:
+        """Keep the launch's stream (the current one) busy while the host enqueues the launch:
+        on an idle GPU an event runs as soon as it is enqueued, and the time would include the
+        host's work up to the kernel's and the end event's enqueueing (an H100 run of ~1 us
+        kernels read 1-10 us more per instrumented launch that way). Queued before the launch's
+        own work (its buffer's zeroing, the clock bracket's first side), which then runs right
+        before the kernel as without the pad."""
+        import torch
+
+        sleep = getattr(torch.cuda, "_sleep", None)  # (private torch API: absent, no pad)
+        if sleep is not None:
+            with tool_work():
+                sleep(PAD_CYCLES)
 
     def _timing_for(self, jf: Any, kwargs: dict[str, Any]) -> _Timing | None:
         """The kernel's timing record when this launch takes part; None to launch as usual."""
@@ -94,14 +111,6 @@ class MeasuredOverhead:
 
         stream = self._stream_obj(int(lazy.data.get("stream") or 0), torch.cuda.current_device())
         with tool_work():
-            # The stream is kept busy past the host's enqueueing of the events and the kernel:
-            # on an idle GPU, an event runs as soon as it is enqueued and the time would include
-            # the host's work up to the kernel's and the end event's enqueueing (an H100 run of
-            # ~1 us kernels read 1-10 us more per instrumented launch that way).
-            sleep = getattr(torch.cuda, "_sleep", None)  # (private torch API: absent, no pad)
-            if sleep is not None:
-                with torch.cuda.stream(stream):
-                    sleep(PAD_CYCLES)
             start = torch.cuda.Event(enable_timing=True)
             start.record(stream)
         self._tls.measure_start = (m, start, stream)
@@ -118,13 +127,16 @@ class MeasuredOverhead:
             end = torch.cuda.Event(enable_timing=True)
             end.record(stream)
         t.launches.append((plain, start, end))
+        pending = getattr(self._tls, "pending", None)  # an instrumented launch's: its config
+        if t.config is None and not plain and pending is not None and pending.config is not None:
+            t.config = config_name(pending.config)
 
     def measured_overhead(self) -> tuple[dict[str, Any], list[str]]:
         """Per kernel: the ratio, its spread and counts (for run.json), and one line each."""
         import torch
 
         torch.cuda.synchronize()
-        return overhead_table((t.name, [(plain, s.elapsed_time(e)) for plain, s, e in t.launches])
+        return overhead_table((t.name, t.config, [(plain, s.elapsed_time(e)) for plain, s, e in t.launches])
                               for t in self._timings.values())
 
 
@@ -134,24 +146,32 @@ def _spread(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(v), v[int(0.1 * (len(v) - 1))], v[int(round(0.9 * (len(v) - 1)))]
 
 
-def overhead_table(timed: Iterable[tuple[str, list[tuple[bool, float]]]]) -> tuple[dict[str, Any], list[str]]:
-    """``measured_overhead`` from each (kernel, config)'s launches in order: (ran plain?, ms).
+def overhead_table(timed: Iterable[tuple[str, str | None, list[tuple[bool, float]]]]
+                   ) -> tuple[dict[str, Any], list[str]]:
+    """``measured_overhead`` from each (kernel, config name)'s launches in order: (ran plain?,
+    ms).
 
     Per kernel: the instrumented/plain ratio of adjacent (instrumented, plain) pairs and the
     instrumented - plain difference in us (what the records added to the kernel's own time: the
     launch's fixed cost, which dilutes a short kernel's ratio, cancels in it); median and
-    10th-90th percentile of each."""
+    10th-90th percentile of each, over all its configs, and the difference per config
+    (``configs``: a config's extra time is its own; the report divides it by that config's
+    kernel time)."""
     ratios: dict[str, list[float]] = {}
     extra_us: dict[str, list[float]] = {}
+    per_config: dict[str, dict[str, list[float]]] = {}
     plain_runs: dict[str, int] = {}
-    for name, launches in timed:
+    for name, config, launches in timed:
         # The first launch of each build is left out: it may load the module (CUDA's lazy
         # loading), which an H100 run showed as a 2.4x slower first plain launch.
         times = launches[2:]
         pairs = [(inst, plain_ms) for (p0, inst), (p1, plain_ms) in zip(times[::2], times[1::2], strict=False)
                  if not p0 and p1 and plain_ms > 0]
         ratios.setdefault(name, []).extend(i / p for i, p in pairs)
-        extra_us.setdefault(name, []).extend(1000.0 * (i - p) for i, p in pairs)
+        extra = [1000.0 * (i - p) for i, p in pairs]
+        extra_us.setdefault(name, []).extend(extra)
+        if config is not None and extra:
+            per_config.setdefault(name, {}).setdefault(config, []).extend(extra)
         plain_runs[name] = plain_runs.get(name, 0) + sum(1 for p, _ in launches if p)
     table: dict[str, Any] = {}
     lines = []
@@ -161,12 +181,18 @@ def overhead_table(timed: Iterable[tuple[str, list[tuple[bool, float]]]]) -> tup
             lines.append(f"measured overhead: {name}: not measured (launched once)")
             continue
         med, lo, hi = _spread(ratios[name])
-        x_med, x_lo, x_hi = _spread(extra_us[name])
         n = len(ratios[name])
-        table[name] = {"ratio": med, "p10": lo, "p90": hi, "pairs": n,
-                       "extra_us": round(x_med, 4), "extra_us_p10": round(x_lo, 4),
-                       "extra_us_p90": round(x_hi, 4), "launches_plain": plain_runs[name]}
+        table[name] = {"ratio": med, "p10": lo, "p90": hi, "pairs": n, **_extra(extra_us[name]),
+                       "launches_plain": plain_runs[name],
+                       "configs": {c: _extra(x) for c, x in sorted(per_config.get(name, {}).items())}}
         lines.append(f"measured overhead: {name}: instrumented/plain kernel time {med:.3f} "
-                     f"(p10..p90 {lo:.3f}..{hi:.3f}, {n} pairs; {x_med:+.2f} us a launch; "
-                     f"{plain_runs[name]} launches ran plain, not decoded)")
+                     f"(p10..p90 {lo:.3f}..{hi:.3f}, {n} pairs; {table[name]['extra_us']:+.2f} us a "
+                     f"launch; {plain_runs[name]} launches ran plain, not decoded)")
     return table, lines
+
+
+def _extra(values: list[float]) -> dict[str, float]:
+    """The extra time of some launch pairs (us): median, p10, p90 and how many."""
+    med, lo, hi = _spread(values)
+    return {"extra_us": round(med, 4), "extra_us_p10": round(lo, 4), "extra_us_p90": round(hi, 4),
+            "pairs": len(values)}

@@ -325,8 +325,13 @@ def is_int(v: Any) -> bool:
 
 
 def is_number(v: Any) -> bool:
-    """A finite JSON number (not a boolean)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite JSON number (not a boolean) that fits a float."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an integer of hundreds of digits
+        return False
 
 
 # --- rules (a rules TOML file or [tool.proton-inject] of pyproject.toml) -------------------------

@@ -448,6 +448,48 @@ def test_measured_perturbation_widens_each_region_by_its_share(tmp_path):
         [r["uncertainty"]["cycles"] for r in old_k["regions"]]
 
 
+def test_measured_overhead_is_taken_per_config_from_the_launchs_own_rank(tmp_path):
+    """A launch of rank 1 takes its config's extra time from run.rank1.json: not the pooled
+    one, not another rank's (which may not be written yet when a rank reports), not run.json's.
+    A bad entry (a number too big for a float, p10 above p90, a boolean) is passed over."""
+    import shutil
+    import warnings
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    meta = json.loads((DATA / "profile_scratch_add.json").read_text())
+    meta["config"] = "BLOCK=1024"
+    (raw / "rank1-00003-add_kernel.json").write_text(json.dumps(meta))
+    shutil.copy(DATA / "profile_scratch_add.bin.gz", raw / "rank1-00003-add_kernel.bin.gz")
+
+    def index(name, entry):
+        (tmp_path / name).write_text(json.dumps({"format": "proton-inject-run",
+                                                 "measured_overhead": {"add_kernel": entry}}))
+
+    def numbers(extra, lo, hi, pairs):
+        return {"extra_us": extra, "extra_us_p10": lo, "extra_us_p90": hi, "pairs": pairs}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        [plain] = run_report([tmp_path]).summary["kernels"]
+        index("run.rank1.json", {**numbers(9.0, 8.0, 10.0, 50),
+                                 "configs": {"BLOCK=1024": numbers(2.0, 1.9, 2.1, 25),
+                                             "BLOCK=2048": numbers(7.0, 6.0, 8.0, 25)}})
+        other = numbers(50.0, 49.0, 51.0, 9)
+        index("run.rank0.json", {**other, "configs": {"BLOCK=1024": other}})
+        index("run.json", numbers(60.0, 59.0, 61.0, 9))
+        [k] = run_report([tmp_path]).summary["kernels"]
+        assert k["config"] == "BLOCK=1024"
+        share = (2000.0 + 200.0 / 5) / (k["kernel_wall_ns"] - 2000.0)
+        assert k["perturbation_pct"] == pytest.approx(100 * share, abs=1e-3)
+        for bad in (numbers(10**400, 0.0, 1.0, 9), numbers(1.0, 2.0, 0.5, 9), numbers(1.0, 0.5, 2.0, True),
+                    numbers(1e300, -1e308, 1e308, 9), {"configs": {"BLOCK=1024": "fast"}}):
+            index("run.rank1.json", {"configs": {"BLOCK=1024": bad}} if "configs" not in bad else bad)
+            [k] = run_report([tmp_path]).summary["kernels"]
+            assert "perturbation_pct" not in k, bad
+            assert [r["uncertainty"] for r in k["regions"]] == [r["uncertainty"] for r in plain["regions"]]
+
+
 def test_a_damaged_launch_among_many_is_left_out_with_a_note(tmp_path):
     """Issue 31 item 2: one corrupt launch in a directory of several is skipped with a note
     naming it; the others are decoded. Alone, it is the error it always was."""
