@@ -42,7 +42,6 @@ from proton_inject.formats import schema as validate
 from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.files import check_outputs, output_locks
 from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta
-from proton_inject.formats.schema import read_json
 
 # Launches per task at most: a worker merges their summary parts itself, so the report's own
 # process merges one summary per task (it would else be the bottleneck past a few workers:
@@ -106,13 +105,7 @@ def _empty_run(runs: Sequence[Path]) -> str:
     """Why a run directory holds no launch, from its run.json messages."""
     msgs: list[str] = []
     code = None
-    for r in runs:
-        try:
-            d = read_json(r, "run index", "")
-        except UserError:
-            continue
-        if not isinstance(d, dict):
-            continue
+    for d in run_index.read_indexes(runs):
         got = d.get("messages")
         msgs += [m for m in got if isinstance(m, str)][:3] if isinstance(got, list) else []
         code = d["exit_code"] if validate.is_int(d.get("exit_code")) else code

@@ -182,7 +182,7 @@ def overhead_table(timed: Iterable[tuple[str, str | None, list[tuple[bool, float
             continue
         med, lo, hi = _spread(ratios[name])
         n = len(ratios[name])
-        table[name] = {"ratio": med, "p10": lo, "p90": hi, "pairs": n, **_extra(extra_us[name]),
+        table[name] = {"ratio": med, "p10": lo, "p90": hi, **_extra(extra_us[name]),
                        "launches_plain": plain_runs[name],
                        "configs": {c: _extra(x) for c, x in sorted(per_config.get(name, {}).items())}}
         lines.append(f"measured overhead: {name}: instrumented/plain kernel time {med:.3f} "

@@ -22,8 +22,11 @@ def run_index_name(rank: int | None) -> str:
 
 def run_dir_of(raw: str | os.PathLike) -> Path:
     """The run directory of a raw launch, where its run.json is: ``OUT`` of ``OUT/raw/``."""
-    parent = Path(raw).parent
-    return parent.parent if parent.name == "raw" else parent
+    return _run_dir_of_folder(Path(raw).parent)
+
+
+def _run_dir_of_folder(folder: Path) -> Path:
+    return folder.parent if folder.name == "raw" else folder
 
 
 _RANK = re.compile(r"rank(\d+)-")  # a raw launch of one rank (LaunchMeta.label)
@@ -36,13 +39,13 @@ def index_files_of(raws: Iterable[str]) -> set[Path]:
     for r in raws:
         m = _RANK.match(os.path.basename(r))
         seen.add((os.path.dirname(r), int(m.group(1)) if m else None))
-    return {run_dir_of(os.path.join(d, "x")) / run_index_name(rank) for d, rank in seen}
+    return {_run_dir_of_folder(Path(d)) / run_index_name(rank) for d, rank in seen}
 
 
 def run_trees(run_dir: Path) -> list[Path]:
     """The instrumented trees named by the run's index files (``run`` keeps its ``tree``)."""
     out = []
-    for d in _indexes(sorted(Path(run_dir).glob("run*.json"))):
+    for d in read_indexes(sorted(Path(run_dir).glob("run*.json"))):
         tree = d.get("tree")
         if isinstance(tree, str):
             out.append(Path(tree))
@@ -71,7 +74,7 @@ def measured_overheads(index_files: Iterable[Path]) -> dict[str, dict[str | None
             out[name][config] = got
 
     # (an index lists every launch: 3 MB over 10^4 of them, parsed only when it holds any)
-    for doc in _indexes(sorted(index_files), '"measured_overhead"'):
+    for doc in read_indexes(sorted(index_files), '"measured_overhead"'):
         got = doc.get("measured_overhead")
         for name, m in got.items() if isinstance(got, dict) else ():
             if not isinstance(m, dict):
@@ -112,7 +115,7 @@ def _numbers(m: Any) -> dict[str, float] | None:
     return v
 
 
-def _indexes(files: Iterable[Path], holding: str = "") -> Iterator[dict]:
+def read_indexes(files: Iterable[Path], holding: str = "") -> Iterator[dict]:
     """The readable index files among ``files`` whose text holds ``holding``, parsed; the
     others (missing too) are passed over (report says what is wrong with them where it needs
     them)."""
