@@ -207,6 +207,7 @@ class Buffers:
         ctas = 0 if capturing or device not in self._brackets else self._brackets[device][1]
         at = -(-size // 128) * 128
         buf = _device_empty(at + clock_bracket.bracket_bytes(ctas) if ctas else size, device, inline)
+        self._pad(s)  # (--measure-overhead) before the launch's own work
         # The driver's memset, not zero_(), which a library may re-route to a Triton kernel; in a
         # capture it becomes part of the graph: zeroed on every replay.
         device_ops.zero(buf, s.cuda_stream)

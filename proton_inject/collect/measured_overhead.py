@@ -54,8 +54,8 @@ class MeasuredOverhead:
                     return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
                 plain = t.turn % 2 == 1
                 t.turn += 1
-                session._pad()
                 session._tls.measure = (t, plain)
+                session._tls.measure_padded = False
                 try:
                     if not plain:
                         return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
@@ -68,18 +68,23 @@ class MeasuredOverhead:
 
         self.patches.patch(JITFunction, "run", wrap)
 
-    def _pad(self) -> None:
-        """Keep the launch's stream (the current one) busy while the host enqueues the launch:
-        on an idle GPU an event runs as soon as it is enqueued, and the time would include the
-        host's work up to the kernel's and the end event's enqueueing (an H100 run of ~1 us
-        kernels read 1-10 us more per instrumented launch that way). Queued before the launch's
-        own work (its buffer's zeroing, the clock bracket's first side), which then runs right
-        before the kernel as without the pad."""
+    def _pad(self, stream: Any) -> None:
+        """Keep the launch's stream busy while the host enqueues the launch: on an idle GPU an
+        event runs as soon as it is enqueued, and the time would include the host's work up to
+        the kernel's and the end event's enqueueing (an H100 run of ~1 us kernels read 1-10 us
+        more per instrumented launch that way). Queued right before the launch's own work (an
+        instrumented launch's buffer zeroing and clock bracket's first side, which then run
+        right before the kernel as without the pad; else the start event), never earlier: the
+        host's work in Triton's launch path would use the pad up (an H100 run with the pad
+        before it read more extra time than the kernels' own)."""
         import torch
 
+        if getattr(self._tls, "measure", None) is None or getattr(self._tls, "measure_padded", True):
+            return
+        self._tls.measure_padded = True
         sleep = getattr(torch.cuda, "_sleep", None)  # (private torch API: absent, no pad)
         if sleep is not None:
-            with tool_work():
+            with tool_work(), torch.cuda.stream(stream):
                 sleep(PAD_CYCLES)
 
     def _timing_for(self, jf: Any, kwargs: dict[str, Any]) -> _Timing | None:
@@ -110,6 +115,7 @@ class MeasuredOverhead:
         import torch
 
         stream = self._stream_obj(int(lazy.data.get("stream") or 0), torch.cuda.current_device())
+        self._pad(stream)  # where the launch had no work of ours before the kernel
         with tool_work():
             start = torch.cuda.Event(enable_timing=True)
             start.record(stream)
