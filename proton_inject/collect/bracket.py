@@ -23,7 +23,15 @@ SPIN_NS = 10_000
 
 
 def compile_for(device: int) -> Any:
-    """The bracket kernel compiled and loaded for ``device`` (torch's index).
+    """The bracket kernel compiled and loaded for ``device`` (torch's index)."""
+    from proton_inject.collect._clock_kernel import clock_bracket
+
+    return compile_tool_kernel(clock_bracket, {"out_ptr": "*i64", "spin_ns": "i64"}, device)
+
+
+def compile_tool_kernel(fn: Any, signature: dict[str, str], device: int) -> Any:
+    """One of the tool's own kernels (the bracket, ``--measure-overhead``'s gate) compiled and
+    loaded for ``device`` (torch's index), one warp.
 
     Called before a session installs its hooks, so no lowering or rule touches it; it is
     launched through the compiled kernel's own launcher without launch hooks. Built in the
@@ -34,15 +42,13 @@ def compile_for(device: int) -> Any:
     from triton.compiler import ASTSource
     from triton.runtime import driver
 
-    from proton_inject.collect._clock_kernel import clock_bracket
     from proton_inject.formats.files import user_cache_dir
 
     cache = user_cache_dir() / "triton"
     cache.mkdir(parents=True, exist_ok=True)
     with torch.cuda.device(device), triton.knobs.cache.scope():
         triton.knobs.cache.dir = str(cache)
-        src = ASTSource(clock_bracket, signature={"out_ptr": "*i64", "spin_ns": "i64"})
-        ck = triton.compile(src, target=driver.active.get_current_target(),
+        ck = triton.compile(ASTSource(fn, signature=signature), target=driver.active.get_current_target(),
                             options={"num_warps": 1})
         ck._init_handles()  # loads it on this device now, not inside a program's launch
     return ck

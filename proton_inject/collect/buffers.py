@@ -127,6 +127,16 @@ class Buffers:
             self.result.messages.append(f"warning: clock {self._bracket_error}; launches whose own "
                                         "timer reads cannot fit the clock get a guessed one")
 
+    def _before_kernel(self, p: _Pending, stream: int) -> None:
+        """Enqueue a kept launch's own work before its kernel: the buffer's zeroing and the
+        clock bracket's first side."""
+        p.deferred_stream = None
+        # The driver's memset, not zero_(), which a library may re-route to a Triton kernel; in a
+        # capture it becomes part of the graph: zeroed on every replay.
+        device_ops.zero(p.buffer, stream)
+        if p.bracket is not None:
+            self._run_bracket(p, 0, stream)
+
     def _run_bracket(self, p: _Pending, side: int, stream: int) -> None:
         """Enqueue one side (0 before, 1 after) of ``p``'s bracket on the launch's stream."""
         entry = self._brackets.get(p.buffer.device.index)
@@ -207,15 +217,14 @@ class Buffers:
         ctas = 0 if capturing or device not in self._brackets else self._brackets[device][1]
         at = -(-size // 128) * 128
         buf = _device_empty(at + clock_bracket.bracket_bytes(ctas) if ctas else size, device, inline)
-        self._pad(s)  # (--measure-overhead) before the launch's own work
-        # The driver's memset, not zero_(), which a library may re-route to a Triton kernel; in a
-        # capture it becomes part of the graph: zeroed on every replay.
-        device_ops.zero(buf, s.cuda_stream)
         pending.buffer = buf
         pending.keep = True
         pending.graph = graph if capturing else None
         if ctas:
             pending.bracket = buf[at:].view(torch.int64).view(2, -1)
             pending.bracket_at = (at, ctas)
-            self._run_bracket(pending, 0, s.cuda_stream)
+        if getattr(self._tls, "measure", None) is not None:
+            pending.deferred_stream = s.cuda_stream  # after --measure-overhead's pad (_measure_enter)
+        else:
+            self._before_kernel(pending, s.cuda_stream)
         return buf[:size] if ctas else buf

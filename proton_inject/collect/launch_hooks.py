@@ -170,8 +170,8 @@ class LaunchHooks:
             self._measure_exit()  # first: the kernel's end, before our copy-out is queued
         p: _Pending | None = getattr(self._tls, "pending", None)
         self._tls.pending = None
-        if p is None or not p.keep or p.buffer is None:
-            return
+        if p is None or not p.keep or p.buffer is None or p.deferred_stream is not None:
+            return  # (deferred work never enqueued: no enter hook ran; the buffer was not zeroed)
         with tool_work():
             self._keep(p)
 

@@ -4,11 +4,12 @@ A kernel the program launches several times through Triton's JIT has its launche
 between the instrumented build and the plain one (compiled as an autotuner's timing build is,
 in the program's own cache). Each launch still runs exactly once, so outputs stay identical.
 CUDA events recorded by the launch hooks, right before and right after the kernel itself (the
-profile buffer's zeroing comes before the first), time each one, after a spin that keeps the
-GPU from reaching the first event before the host has enqueued the second; at the end each kernel gets
-its instrumented/plain ratio: the median over adjacent (instrumented, plain) pairs after the
-first, with the 10th-90th percentile of the pairs as its spread. Launches that ran plain are counted, not
-decoded. Launches made without the JIT (Inductor's launchers, a library's cached kernels) or
+profile buffer's zeroing comes before the first), time each one. A gate kernel ahead of them holds
+the stream until the host has enqueued the kernel and the end event (on an idle GPU an event runs
+as soon as it is enqueued, and the time would include the host's work in between). At the end
+each kernel gets its instrumented/plain ratio: the median over adjacent (instrumented, plain)
+pairs after the first, with the 10th-90th percentile of the pairs as its spread. Launches that
+ran plain are counted, not decoded. Launches made without the JIT (Inductor's launchers, a library's cached kernels) or
 inside a CUDA graph capture are not alternated.
 """
 
@@ -23,9 +24,14 @@ from proton_inject.collect.launches import config_name
 
 # Pairs per kernel and config: enough for a stable median; past it the kernel runs instrumented.
 MAX_PAIRS = 100
-# GPU cycles of the spin queued before each timed launch (~100 us at an H100's clocks): the host's
-# work from the start event to the end event must be enqueued before it ends.
+# How long the gate holds a stream at most (a host that never opens it: the launch failed).
+GATE_LIMIT_NS = 20_000_000
+# Where the gate could not be built: GPU cycles of a spin queued instead (~100 us at an H100's
+# clocks), which the host's work usually, not always, fits in.
 PAD_CYCLES = 200_000
+
+
+_NEVER_SHUT = 2**31 - 1  # a ticket past every other: every gate opens
 
 
 class _Timing:
@@ -55,7 +61,6 @@ class MeasuredOverhead:
                 plain = t.turn % 2 == 1
                 t.turn += 1
                 session._tls.measure = (t, plain)
-                session._tls.measure_padded = False
                 try:
                     if not plain:
                         return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
@@ -63,29 +68,68 @@ class MeasuredOverhead:
                         return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
                 finally:
                     session._tls.measure = None
+                    session._open_gate()  # (a launch that failed before its end event)
 
             return run
 
         self.patches.patch(JITFunction, "run", wrap)
+        self.patches.on_undo(lambda: self._open_gate(_NEVER_SHUT))
 
-    def _pad(self, stream: Any) -> None:
-        """Keep the launch's stream busy while the host enqueues the launch: on an idle GPU an
-        event runs as soon as it is enqueued, and the time would include the host's work up to
-        the kernel's and the end event's enqueueing (an H100 run of ~1 us kernels read 1-10 us
-        more per instrumented launch that way). Queued right before the launch's own work (an
-        instrumented launch's buffer zeroing and clock bracket's first side, which then run
-        right before the kernel as without the pad; else the start event), never earlier: the
-        host's work in Triton's launch path would use the pad up (an H100 run with the pad
-        before it read more extra time than the kernels' own)."""
+    def _compile_gates(self) -> None:
+        """The gate kernel for every device and the host-pinned flag it waits on, built before
+        any hook is installed (as the bracket is). Without it a spin stands in."""
+        import itertools
+
         import torch
 
-        if getattr(self._tls, "measure", None) is None or getattr(self._tls, "measure_padded", True):
-            return
-        self._tls.measure_padded = True
-        sleep = getattr(torch.cuda, "_sleep", None)  # (private torch API: absent, no pad)
-        if sleep is not None:
-            with tool_work(), torch.cuda.stream(stream):
-                sleep(PAD_CYCLES)
+        from proton_inject.collect import bracket, buffers, device_ops
+        from proton_inject.collect._gate_kernel import launch_gate
+
+        self._gates: dict[int, tuple[Any, Any]] = {}
+        self._tickets = itertools.count(1)
+        self._ticket = 0
+        try:
+            self._gate_flag = buffers._pinned(4).view(torch.int32)
+            self._gate_flag_host = self._gate_flag.numpy()  # written by the host, read by the gate
+            self._gate_flag_host[0] = 0
+            for d in range(torch.cuda.device_count()):
+                ck = bracket.compile_tool_kernel(
+                    launch_gate, {"flag_ptr": "*i32", "ticket": "i32", "limit_ns": "i64", "late_ptr": "*i32"}, d)
+                late = buffers._device_empty(4, d, inline=True).view(torch.int32)
+                device_ops.zero(late, torch.cuda.current_stream(d).cuda_stream)
+                self._gates[d] = (ck, late)
+        except Exception as e:  # never stop profiling for it
+            self._gates.clear()
+            self.result.messages.append(f"warning: --measure-overhead's gate kernel could not be built "
+                                        f"({e})"[:300] + "; a spin stands in")
+
+    def _hold(self, stream: Any) -> None:
+        """Hold the launch's stream until ``_open_gate``: the gate, or where it was not built
+        a ~100 us spin (``torch.cuda._sleep``, private torch API; absent: nothing)."""
+        import torch
+
+        gate = getattr(self, "_gates", {}).get(stream.device.index)
+        with tool_work():
+            if gate is not None:
+                ck, late = gate
+                self._ticket = ticket = next(self._tickets)
+                ck.run(1, 1, 1, stream.cuda_stream, ck.function, ck.packed_metadata, None, None, None,
+                       self._gate_flag, ticket, GATE_LIMIT_NS, late)
+                return
+            sleep = getattr(torch.cuda, "_sleep", None)
+            if sleep is not None:
+                with torch.cuda.stream(stream):
+                    sleep(PAD_CYCLES)
+
+    def _open_gate(self, ticket: int | None = None) -> None:
+        """Let every gate up to ``ticket`` (the last one held) go."""
+        flag = getattr(self, "_gate_flag_host", None)
+        if flag is not None:
+            flag[0] = max(int(flag[0]), self._ticket if ticket is None else ticket)
+
+    def _late_gates(self) -> int:
+        """Gates that stopped on their time limit (after a synchronize)."""
+        return sum(int(late.item()) for _, late in getattr(self, "_gates", {}).values())
 
     def _timing_for(self, jf: Any, kwargs: dict[str, Any]) -> _Timing | None:
         """The kernel's timing record when this launch takes part; None to launch as usual."""
@@ -109,14 +153,24 @@ class MeasuredOverhead:
         return t
 
     def _measure_enter(self, lazy: Any) -> None:
+        """Right before a timed launch's kernel: the gate, then the launch's own work (its
+        buffer's zeroing and clock bracket's first side, which so still run right before the
+        kernel), then the start event."""
         m = getattr(self._tls, "measure", None)
-        if m is None or lazy is None:
+        p = getattr(self._tls, "pending", None)
+        deferred = p is not None and p.deferred_stream is not None
+        if m is None or (lazy is None and not deferred):
             return
         import torch
 
-        stream = self._stream_obj(int(lazy.data.get("stream") or 0), torch.cuda.current_device())
-        self._pad(stream)  # where the launch had no work of ours before the kernel
+        stream = self._stream_obj(p.deferred_stream if deferred else int(lazy.data.get("stream") or 0),
+                                  torch.cuda.current_device())
+        self._hold(stream)
         with tool_work():
+            if deferred:
+                self._before_kernel(p, stream.cuda_stream)
+            if lazy is None:
+                return
             start = torch.cuda.Event(enable_timing=True)
             start.record(stream)
         self._tls.measure_start = (m, start, stream)
@@ -132,6 +186,7 @@ class MeasuredOverhead:
         with tool_work():
             end = torch.cuda.Event(enable_timing=True)
             end.record(stream)
+        self._open_gate()
         t.launches.append((plain, start, end))
         pending = getattr(self._tls, "pending", None)  # an instrumented launch's: its config
         if t.config is None and not plain and pending is not None and pending.config is not None:
@@ -141,9 +196,15 @@ class MeasuredOverhead:
         """Per kernel: the ratio, its spread and counts (for run.json), and one line each."""
         import torch
 
+        self._open_gate(_NEVER_SHUT)
         torch.cuda.synchronize()
-        return overhead_table((t.name, t.config, [(plain, s.elapsed_time(e)) for plain, s, e in t.launches])
-                              for t in self._timings.values())
+        table, lines = overhead_table((t.name, t.config, [(plain, s.elapsed_time(e)) for plain, s, e in t.launches])
+                                      for t in self._timings.values())
+        late = self._late_gates()
+        if late:
+            lines.append(f"measured overhead: {late} timed launches waited past the gate's "
+                         f"{GATE_LIMIT_NS // 1_000_000} ms limit: their times may hold the host's own")
+        return table, lines
 
 
 def _spread(values: list[float]) -> tuple[float, float, float]:

@@ -230,6 +230,8 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         if self.clear_out:
             clear_out_dir(self.out, self.rank)
         self._compile_brackets()
+        if self.measure_overhead:
+            self._compile_gates()
         self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
         try:
             for d in range(torch.cuda.device_count()):

@@ -38,3 +38,20 @@ def test_a_kernels_configs_are_pooled_and_kept_apart_and_the_spread_is_the_10th_
     assert k["configs"]["BLOCK=128"]["extra_us"] == pytest.approx(0.5)
     assert k["configs"]["BLOCK=128"]["pairs"] == 1 and k["configs"]["BLOCK=64"]["pairs"] == 10
     assert k["configs"]["BLOCK=64"]["extra_us"] == pytest.approx(0.55)
+
+
+def test_the_gate_kernel_compiles_for_an_h100_and_reads_the_host_flag_afresh_each_turn(tmp_path, monkeypatch):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from proton_inject.collect._gate_kernel import launch_gate
+
+    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path))
+    src = ASTSource(launch_gate, signature={"flag_ptr": "*i32", "ticket": "i32", "limit_ns": "i64",
+                                            "late_ptr": "*i32"})
+    ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
+    ptx = ck.asm["ptx"]
+    # a cached load would spin forever on the flag's first value; the limit needs the timer
+    assert ptx.count("ld.volatile.global") >= 2 and "%globaltimer" in ptx
+    assert "atom.global" in ptx and ck.asm["cubin"]
