@@ -98,6 +98,13 @@ def _sizes(paths: list[str]) -> dict:
     return {k: (len(v), sum(v)) for k, v in by.items()}
 
 
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process and of its children that ended (the pool's
+    workers, or the CLI): what the report cost the machine, against its wall time."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def _peak_rss() -> int:
     """This process's own peak resident bytes: ``VmHWM`` (Linux), not ``ru_maxrss``, which an
     exec'd child inherits from the process that started it (here the one that just built the
@@ -118,7 +125,7 @@ def child(case: str, run_dir: str, tmp: str, jobs: str) -> None:
         dt = time.perf_counter() - t0
         # (the CLI's process and its workers are all children here: the largest of them)
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        print(json.dumps({"s": dt, "rss": rss, "worker_rss": None, "rc": p.returncode,
+        print(json.dumps({"s": dt, "cpu": _cpu_s(), "rss": rss, "worker_rss": None, "rc": p.returncode,
                           "stdout": len(p.stdout), "stderr_lines": len(p.stderr.splitlines()),
                           "err": p.stderr[-800:] if p.returncode else ""}))
         return
@@ -129,7 +136,7 @@ def child(case: str, run_dir: str, tmp: str, jobs: str) -> None:
 
     if case == "ceiling-part":  # one of the independent reports: its launches listed in run_dir
         run_report(Path(run_dir).read_text().splitlines(), jobs=1)
-        print(json.dumps({"s": time.perf_counter() - t0, "rss": _peak_rss()}))
+        print(json.dumps({"s": time.perf_counter() - t0, "cpu": _cpu_s(), "rss": _peak_rss()}))
         return
 
     kw = {"plain": {}, "trace": {"trace_dir": f"{tmp}/t", "gz": True},
@@ -146,7 +153,8 @@ def child(case: str, run_dir: str, tmp: str, jobs: str) -> None:
         prof.disable()
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
     kernels = {k["kernel"]: len(k["launches"]) for k in res.summary["kernels"]}
-    print(json.dumps({"s": dt, "rss": rss, "worker_rss": workers, "text": len(res.text), "kernels": kernels,
+    print(json.dumps({"s": dt, "cpu": _cpu_s(), "rss": rss, "worker_rss": workers, "text": len(res.text),
+                      "kernels": kernels,
                       "json": len(json.dumps(res.summary, indent=1)),
                       "big": [m.group(0) for w in res.warnings
                               if (m := re.search(r"[\d,]+ MiB of JSON", w))],
@@ -173,8 +181,9 @@ def ceiling(run_dir: Path, tmp: Path, jobs: int) -> dict:
     bad = [err[-2000:] for p, (_, err) in zip(procs, outs, strict=True) if p.returncode]
     if bad:
         raise SystemExit(f"ceiling failed:\n{bad[0]}")
-    rss = max(json.loads(out.strip().splitlines()[-1])["rss"] for out, _ in outs)
-    return {"s": dt, "rss": rss, "worker_rss": None, "text": 0, "json": 0, "big": [], "files": {}}
+    parts = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    return {"s": dt, "cpu": sum(p["cpu"] for p in parts), "rss": max(p["rss"] for p in parts),
+            "worker_rss": None, "text": 0, "json": 0, "big": [], "files": {}}
 
 
 def measure(case: str, run_dir: Path, tmp: Path, jobs: int) -> dict:
@@ -218,7 +227,7 @@ def main() -> None:
     print(f"launches: {1 - args.mm_share:.0%} add_kernel (4 warps, 9 regions/warp), "
           f"{args.mm_share:.0%} mm_kernel (8 warps, 63 regions/warp, wrapped), {args.ctas} CTAs each; "
           f"{default_jobs()} cores available, -j {','.join(map(str, jobs))}")
-    print(f"{'launches':>9} {'case':<11} {'-j':>3} {'s':>8} {'ms/launch':>10} {'peak MiB':>9} "
+    print(f"{'launches':>9} {'case':<11} {'-j':>3} {'s':>8} {'cpu s':>8} {'ms/launch':>10} {'peak MiB':>9} "
           f"{'worker MiB':>10}  outputs")
     got: dict[tuple[int, str, int], list[dict]] = {}
     for n in sizes:
@@ -228,7 +237,7 @@ def main() -> None:
             build_run(run_dir, n, args.ctas, args.mm_share)
             raw = {"files": len(list((run_dir / "raw").iterdir())),
                    "bytes": sum(p.stat().st_size for p in (run_dir / "raw").iterdir())}
-            print(f"{n:>9,} {'(build)':<11} {'':>3} {time.perf_counter() - t0:>8.1f} {'':>10} {'':>9} "
+            print(f"{n:>9,} {'(build)':<11} {'':>3} {time.perf_counter() - t0:>8.1f} {'':>8} {'':>10} {'':>9} "
                   f"{'':>10}  raw/: {raw['files']:,} files, {raw['bytes'] / mib:,.1f} MiB", flush=True)
             for rnd, case, j in ((rnd, c, j) for rnd in range(args.rounds) for c in cases for j in jobs):
                     r = measure(case, run_dir, Path(tmp), j)
@@ -240,7 +249,7 @@ def main() -> None:
                             "".join(f" (warned: {w})" for w in r["big"][:1]))
                     wk = "-" if r["worker_rss"] is None else f"{r['worker_rss'] / mib:,.0f}"
                     label = case if args.rounds == 1 else f"{case} #{rnd + 1}"
-                    print(f"{n:>9,} {label:<11} {j:>3} {r['s']:>8.1f} {1000 * r['s'] / n:>10.2f} "
+                    print(f"{n:>9,} {label:<11} {j:>3} {r['s']:>8.1f} {r['cpu']:>8.1f} {1000 * r['s'] / n:>10.2f} "
                           f"{r['rss'] / mib:>9,.0f} {wk:>10}  {outs}", flush=True)
     _closing_table(got, sizes, cases, jobs)
 
@@ -248,13 +257,15 @@ def main() -> None:
 def _closing_table(got: dict[tuple[int, str, int], list[dict]], sizes: list[int], cases: list[str],
                    jobs: list[int]) -> None:
     """One line per case and -j: speed-up over -j 1 at each size (each round's own ratio; over
-    several rounds their median and min..max), and peak memory (the largest over rounds) at
+    several rounds their median and min..max), CPU time over -j 1's at the largest size, and
+    peak memory (the largest over rounds) at
     the largest size over the smallest (the goal: within 1.2)."""
     lo, hi = min(sizes), max(sizes)
     print(f"\nsummary ({os.cpu_count()} CPUs on this machine; speed-up: -j 1 s / -j N s, same round)")
     head = "".join(f" {'x at ' + format(n, ','):>20}" for n in sizes)
     ratio = f"peak {hi:,}/{lo:,}"
-    print(f"{'case':<11} {'-j':>3}{head} {'peak MiB':>16} {'worker MiB':>16} {ratio:>18}")
+    print(f"{'case':<11} {'-j':>3}{head} {'cpu x at ' + format(hi, ','):>18} {'peak MiB':>16} "
+          f"{'worker MiB':>16} {ratio:>18}")
 
     def peak(n: int, case: str, j: int, key: str) -> float | None:
         vals = [r[key] for r in got[(n, case, j)] if r[key] is not None]
@@ -270,11 +281,15 @@ def _closing_table(got: dict[tuple[int, str, int], list[dict]], sizes: list[int]
                 x = sorted(a["s"] / b["s"] for a, b in zip(got[(n, case, 1)], got[(n, case, j)], strict=True))
                 spread = f" ({x[0]:.2f}..{x[-1]:.2f})" if len(x) > 1 else ""
                 ups += f" {f'{statistics.median(x):.2f}{spread}':>20}"
+            cpu = "-"
+            if (hi, case, 1) in got:  # CPU spent over -j 1's: above 1, each launch cost more
+                pairs = zip(got[(hi, case, 1)], got[(hi, case, j)], strict=True)
+                cpu = f"{statistics.median(b['cpu'] / a['cpu'] for a, b in pairs):.2f}"
             a, b = peak(lo, case, j, "rss"), peak(hi, case, j, "rss")
             mem = f"{a / 2**20:,.0f}-{b / 2**20:,.0f}"
             wa, wb = peak(lo, case, j, "worker_rss"), peak(hi, case, j, "worker_rss")
             wk = "-" if wa is None else f"{wa / 2**20:,.0f}-{wb / 2**20:,.0f}"
-            print(f"{case:<11} {j:>3}{ups} {mem:>16} {wk:>16} {b / a:>18.2f}")
+            print(f"{case:<11} {j:>3}{ups} {cpu:>18} {mem:>16} {wk:>16} {b / a:>18.2f}")
 
 
 if __name__ == "__main__":
