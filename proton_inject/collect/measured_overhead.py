@@ -66,9 +66,9 @@ class MeasuredOverhead:
                         return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
                     with session._plain_builds():
                         return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
-                finally:
-                    session._tls.measure = None
-                    session._open_gate()  # (a launch that failed before its end event)
+                finally:  # (a launch that failed between its hooks leaves nothing behind)
+                    session._tls.measure = session._tls.measure_start = None
+                    session._open_gate()
 
             return run
 
