@@ -224,7 +224,7 @@ class Buffers:
             pending.bracket = buf[at:].view(torch.int64).view(2, -1)
             pending.bracket_at = (at, ctas)
         if getattr(self._tls, "measure", None) is not None:
-            pending.deferred_stream = s.cuda_stream  # after --measure-overhead's pad (_measure_enter)
+            pending.deferred_stream = s.cuda_stream  # after --measure-overhead's gate (_measure_enter)
         else:
             self._before_kernel(pending, s.cuda_stream)
         return buf[:size] if ctas else buf

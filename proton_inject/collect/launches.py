@@ -112,7 +112,7 @@ class _Pending:
     graph: Any = None  # the CUDA graph this launch is being captured into
     bracket: Any = None  # int64 rows of the clock bracket (before, after), in buffer's tail
     bracket_at: tuple[int, int] | None = None
-    # (--measure-overhead) the stream whose zeroing and first bracket side wait for the pad
+    # (--measure-overhead) the stream whose zeroing and first bracket side wait for the gate
     deferred_stream: int | None = None
 
 

@@ -4,13 +4,14 @@ A kernel the program launches several times through Triton's JIT has its launche
 between the instrumented build and the plain one (compiled as an autotuner's timing build is,
 in the program's own cache). Each launch still runs exactly once, so outputs stay identical.
 CUDA events recorded by the launch hooks, right before and right after the kernel itself (the
-profile buffer's zeroing comes before the first), time each one. A gate kernel ahead of them holds
-the stream until the host has enqueued the kernel and the end event (on an idle GPU an event runs
-as soon as it is enqueued, and the time would include the host's work in between). At the end
-each kernel gets its instrumented/plain ratio: the median over adjacent (instrumented, plain)
-pairs after the first, with the 10th-90th percentile of the pairs as its spread. Launches that
-ran plain are counted, not decoded. Launches made without the JIT (Inductor's launchers, a library's cached kernels) or
-inside a CUDA graph capture are not alternated.
+profile buffer's zeroing comes before the first), time each one. A gate kernel ahead of them
+holds the stream until the host has enqueued the kernel and the end event (on an idle GPU an
+event runs as soon as it is enqueued, and the time would include the host's work in between).
+At the end each kernel gets its instrumented/plain ratio: the median over adjacent
+(instrumented, plain) pairs after the first, with the 10th-90th percentile of the pairs as its
+spread. Launches that ran plain are counted, not decoded. Launches made without the JIT
+(Inductor's launchers, a library's cached kernels) or inside a CUDA graph capture are not
+alternated.
 """
 
 from __future__ import annotations
@@ -85,13 +86,15 @@ class MeasuredOverhead:
         from proton_inject.collect import bracket, buffers, device_ops
         from proton_inject.collect._gate_kernel import launch_gate
 
-        self._gates: dict[int, tuple[Any, Any]] = {}
+        self._gates: dict[int, tuple[Any, Any]] = {}  # device: (kernel, its late count)
         self._tickets = itertools.count(1)
-        self._ticket = 0
+        self._ticket = 0  # the last one held
+        self._gate_flag_host = None
         try:
             self._gate_flag = buffers._pinned(4).view(torch.int32)
-            self._gate_flag_host = self._gate_flag.numpy()  # written by the host, read by the gate
-            self._gate_flag_host[0] = 0
+            flag = self._gate_flag.numpy()  # written by the host, read by the gate
+            flag[0] = 0
+            self._gate_flag_host = flag
             for d in range(torch.cuda.device_count()):
                 ck = bracket.compile_tool_kernel(
                     launch_gate, {"flag_ptr": "*i32", "ticket": "i32", "limit_ns": "i64", "late_ptr": "*i32"}, d)
@@ -108,7 +111,7 @@ class MeasuredOverhead:
         a ~100 us spin (``torch.cuda._sleep``, private torch API; absent: nothing)."""
         import torch
 
-        gate = getattr(self, "_gates", {}).get(stream.device.index)
+        gate = self._gates.get(stream.device.index)
         with tool_work():
             if gate is not None:
                 ck, late = gate
@@ -123,13 +126,13 @@ class MeasuredOverhead:
 
     def _open_gate(self, ticket: int | None = None) -> None:
         """Let every gate up to ``ticket`` (the last one held) go."""
-        flag = getattr(self, "_gate_flag_host", None)
+        flag = self._gate_flag_host
         if flag is not None:
             flag[0] = max(int(flag[0]), self._ticket if ticket is None else ticket)
 
     def _late_gates(self) -> int:
         """Gates that stopped on their time limit (after a synchronize)."""
-        return sum(int(late.item()) for _, late in getattr(self, "_gates", {}).values())
+        return sum(int(late.item()) for _, late in self._gates.values())
 
     def _timing_for(self, jf: Any, kwargs: dict[str, Any]) -> _Timing | None:
         """The kernel's timing record when this launch takes part; None to launch as usual."""
