@@ -72,17 +72,20 @@ def test_library_profiled_same_outputs(tmp_path, script, args, module):
     lines = plain.stdout.splitlines()
     assert lines and all(len(ln.split(" ")) == 2 for ln in lines), plain.stdout[-2000:]
 
-    # A second plain run with caches of its own: an op whose autotuner does not save its choice
-    # may choose another of near-tied configs when tuned again, as the profile may. Those ops
-    # are not the tool's doing.
-    (tmp_path / "again").mkdir()
-    again = _py(prog, tmp_path / "again")
-    tuned_apart = set(_differ(plain.stdout, again.stdout))
     prof = _cli(["profile", "-o", "prof", "--no-report", "--max-launches", "200", "--", "python", *prog], tmp_path)
-    differ = ", ".join(sorted(set(_differ(plain.stdout, prof.stdout)) - tuned_apart))
-    assert not differ, f"outputs differ under profile: {differ}\n{prof.stderr[-3000:]}"
-    if tuned_apart:
-        print(f"two plain runs differ on {', '.join(sorted(tuned_apart))} (autotuning); not compared")
+    differ = set(_differ(plain.stdout, prof.stdout))
+    # Where they differ, a second plain run with caches of its own: an op whose autotuner does
+    # not save its choice may choose another of near-tied configs when tuned again, as the
+    # profile may. Those ops are not the tool's doing. (Only then: fla's plain run compiles for
+    # ~230 s on an H100, and two of them with the profile outlast a 10-minute call.)
+    tuned_apart: set[str] = set()
+    if differ:
+        (tmp_path / "again").mkdir()
+        tuned_apart = set(_differ(plain.stdout, _py(prog, tmp_path / "again").stdout))
+    left = ", ".join(sorted(differ - tuned_apart))
+    assert not left, f"outputs differ under profile: {left}\n{prof.stderr[-3000:]}"
+    if tuned_apart & differ:
+        print(f"two plain runs differ on {', '.join(sorted(tuned_apart & differ))} (autotuning); not compared")
     index = json.loads((tmp_path / "prof" / "run.json").read_text())
     assert index["launches"], "no launch kept:\n" + "\n".join(index.get("messages") or [])
 
