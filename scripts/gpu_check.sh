@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: the GPU tests and the overhead benchmark, one summary.
 # Usage: scripts/gpu_check.sh [part1|part2|part3 | test paths or pytest args; default: tests]
-# The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27,
-# with the overhead benchmark): part1 the runtime, profile, AOT, direct-lowering, sampling
-# and overhead tests (332 s), part2 same-program, vs-Proton and accuracy (337 s), part3 the
-# real libraries but fla (Liger and Inductor 203 s, FlagGems ~170 s more). fla's plain run
-# alone takes ~230 s: give it a call of its own (tests/gpu/test_gpu_libraries.py -k "fla and
-# not flaggems").
+# The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27, fourth
+# session, whole call with the overhead benchmark and the machine's start): part1 the runtime,
+# profile, AOT, direct-lowering, sampling and overhead tests (403 s), part2 same-program,
+# vs-Proton and accuracy (380 s), part3 the real libraries but fla (FlagGems, Liger, Inductor:
+# 427 s). fla's plain run alone compiles for ~230 s: give it a call of its own
+# (tests/gpu/test_gpu_libraries.py -k "fla and not flaggems").
 # Logs go to $OUT (or /tmp/gpu_check).
 # Runs from the checkout with PYTHONPATH=. (the project is not pip-installed there); a lark
 # wheel in .whl/ is installed into /tmp/site when lark is missing.
