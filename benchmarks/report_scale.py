@@ -24,6 +24,7 @@ largest run size over the smallest.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -239,18 +240,18 @@ def main() -> None:
                    "bytes": sum(p.stat().st_size for p in (run_dir / "raw").iterdir())}
             print(f"{n:>9,} {'(build)':<11} {'':>3} {time.perf_counter() - t0:>8.1f} {'':>8} {'':>10} {'':>9} "
                   f"{'':>10}  raw/: {raw['files']:,} files, {raw['bytes'] / mib:,.1f} MiB", flush=True)
-            for rnd, case, j in ((rnd, c, j) for rnd in range(args.rounds) for c in cases for j in jobs):
-                    r = measure(case, run_dir, Path(tmp), j)
-                    got.setdefault((n, case, j), []).append(r)
-                    outs = (f"stdout {r['stdout']:,} B, rc {r['rc']}, {r['stderr_lines']} stderr lines "
-                            f"{r['err']}" if case == "cli" else
-                            f"table {r['text']:,} B, --json {r['json']:,} B; " + ", ".join(
-                                f"{c:,} {k} {b / mib:,.1f} MiB" for k, (c, b) in r["files"].items()) +
-                            "".join(f" (warned: {w})" for w in r["big"][:1]))
-                    wk = "-" if r["worker_rss"] is None else f"{r['worker_rss'] / mib:,.0f}"
-                    label = case if args.rounds == 1 else f"{case} #{rnd + 1}"
-                    print(f"{n:>9,} {label:<11} {j:>3} {r['s']:>8.1f} {r['cpu']:>8.1f} {1000 * r['s'] / n:>10.2f} "
-                          f"{r['rss'] / mib:>9,.0f} {wk:>10}  {outs}", flush=True)
+            for rnd, case, j in itertools.product(range(args.rounds), cases, jobs):
+                r = measure(case, run_dir, Path(tmp), j)
+                got.setdefault((n, case, j), []).append(r)
+                outs = (f"stdout {r['stdout']:,} B, rc {r['rc']}, {r['stderr_lines']} stderr lines "
+                        f"{r['err']}" if case == "cli" else
+                        f"table {r['text']:,} B, --json {r['json']:,} B; " + ", ".join(
+                            f"{c:,} {k} {b / mib:,.1f} MiB" for k, (c, b) in r["files"].items()) +
+                        "".join(f" (warned: {w})" for w in r["big"][:1]))
+                wk = "-" if r["worker_rss"] is None else f"{r['worker_rss'] / mib:,.0f}"
+                label = case if args.rounds == 1 else f"{case} #{rnd + 1}"
+                print(f"{n:>9,} {label:<11} {j:>3} {r['s']:>8.1f} {r['cpu']:>8.1f} {1000 * r['s'] / n:>10.2f} "
+                      f"{r['rss'] / mib:>9,.0f} {wk:>10}  {outs}", flush=True)
     _closing_table(got, sizes, cases, jobs)
 
 
