@@ -1,19 +1,28 @@
-"""Host cost per launch of the tool's hooks on launches it does not keep (issue 29 item 0):
-a tiny kernel launched N times back to back (launch-bound: the GPU waits for the host), timed
-on the host per round, rounds interleaved:
+"""Host time per launch under a profile session, against plain launches in the same process.
+
+A launch-bound loop (the GPU waits for the host): two small kernels over 4,096 floats, one
+without a loop (``add_kernel``, 4 CTAs) and one with a loop (``loop_kernel``, 1 CTA, 16
+iterations), launched in turn. Each round times, in this order, interleaved:
 
   plain        no session
-  not matched  in a profile session whose rules leave the kernel out (plain build)
-  not kept     in a profile session, instrumented, beyond --max-launches (0 kept)
+  not matched  a session whose rules leave both kernels out (their plain builds run)
+  not kept     instrumented, none kept (max_launches=0)
+  kept         instrumented, every launch kept (--keep-launches all)
+  default      instrumented, the session's default keep policy
 
-Prints microseconds per launch (median over rounds, min..max) and the extra over plain.
+Per case: us per launch (median over rounds, min..max) and the ratio to plain's median, the
+session's start and stop (stop waits for the copies and writes the raw files), and launches
+kept. Collect only: no report is decoded. ``--cprofile DIR`` also writes a cProfile of one
+round of ``kept`` and of ``not kept`` (top 30 functions by own time).
 
-    PYTHONPATH=. python benchmarks/launch_cost.py [--launches 20000] [--rounds 5]
+    PYTHONPATH=. python benchmarks/launch_cost.py [--launches 20000] [--kept-launches 2000] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import sys
 import tempfile
@@ -26,63 +35,114 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import proton_inject  # noqa: E402
+from proton_inject.collect.session import Session  # noqa: E402
 from proton_inject.instrument.rules import Rules  # noqa: E402
+
+N_FLOATS = 4096
 
 
 @triton.jit
-def tiny_kernel(x_ptr, n, BLOCK: tl.constexpr):
+def add_kernel(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
 
 
+@triton.jit
+def loop_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 0.5, mask=offs < n)
+
+
 def launches(x: torch.Tensor, n: int) -> float:
+    """``n`` launches (half of each kernel); host us per launch, the GPU drained at the end."""
     torch.cuda.synchronize()
     t = time.perf_counter()
-    for _ in range(n):
-        tiny_kernel[(1,)](x, x.numel(), BLOCK=128)
+    for _ in range(n // 2):
+        add_kernel[(N_FLOATS // 1024,)](x, N_FLOATS, BLOCK=1024)
+        loop_kernel[(1,)](x, N_FLOATS, BLOCK=256)
     torch.cuda.synchronize()
     return (time.perf_counter() - t) / n * 1e6
 
 
+CASES = {
+    "plain": None,
+    "not matched": dict(source=Rules(kernel="^no_such_kernel$")),
+    "not kept": dict(source=Rules(loops="both"), max_launches=0),
+    "kept": dict(source=Rules(loops="both"), keep="all"),
+    "default": dict(source=Rules(loops="both")),
+}
+
+
+def session_for(kw: dict, out: Path) -> Session:
+    kw = dict(kw)
+    keep = kw.pop("keep", None)
+    s = Session(out=out, **kw)
+    if keep is not None:
+        if hasattr(s, "keep_policy"):  # (a checkout without one keeps every launch)
+            s.keep_policy = s.keep_policy.parse(keep)
+    return s
+
+
+def timed_case(name: str, x: torch.Tensor, n: int, out: Path, prof: cProfile.Profile | None = None
+               ) -> tuple[float, float, float, int]:
+    """(us per launch, session start s, session stop s, launches kept) of one round of ``name``."""
+    kw = CASES[name]
+    if kw is None:
+        return launches(x, n), 0.0, 0.0, 0
+    session = session_for(kw, out)
+    t0 = time.perf_counter()
+    session.start()
+    t1 = time.perf_counter()
+    try:
+        us = prof.runcall(launches, x, n) if prof is not None else launches(x, n)
+    finally:
+        t2 = time.perf_counter()
+        result = session.stop()
+        t3 = time.perf_counter()
+    return us, t1 - t0, t3 - t2, len(result.launches)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--launches", type=int, default=20000)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--cprofile", metavar="FILE",
-                    help="also write a cProfile of one 'not kept' round (top 30 by own time) to FILE")
+    ap.add_argument("--launches", type=int, default=20000, help="launches per round (cheap cases)")
+    ap.add_argument("--kept-launches", type=int, default=2000, help="launches per round of 'kept'")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of the cases")
+    ap.add_argument("--cprofile", metavar="DIR", help="write cProfiles of 'kept' and 'not kept' there")
     args = ap.parse_args()
-    x = torch.zeros(128, device="cuda")
-    out = Path(tempfile.mkdtemp(prefix="pi-launch-"))
-    cases = {
-        "plain": None,
-        "not matched": dict(rules=Rules(kernel="^no_such_kernel$")),
-        "not kept": dict(rules=Rules(kernel_scope=True), max_launches=0),
-    }
-    times: dict[str, list[float]] = {k: [] for k in cases}
+    names = [c.strip() for c in args.cases.split(",") if c.strip()]
+    x = torch.zeros(N_FLOATS, device="cuda")
+    work = Path(tempfile.mkdtemp(prefix="pi-launch-"))
+    rows: dict[str, list[tuple[float, float, float, int]]] = {k: [] for k in names}
     for r in range(args.rounds + 1):  # round 0 compiles and warms up
-        for name, kw in cases.items():
-            if kw is None:
-                us = launches(x, args.launches)
-            else:
-                with proton_inject.profile(out=out / f"{name}-{r}".replace(" ", "_"), quiet=True, **kw):
-                    us = launches(x, args.launches)
+        for name in names:
+            n = args.kept_launches if name == "kept" else args.launches
+            row = timed_case(name, x, n if r else 200, work / f"{name}-{r}".replace(" ", "_"))
             if r:
-                times[name].append(us)
+                rows[name].append(row)
+            print(f"round {r} {name}: {row[0]:.2f} us/launch", file=sys.stderr, flush=True)
     if args.cprofile:
-        import cProfile
-        import pstats
-
-        prof = cProfile.Profile()
-        with proton_inject.profile(out=out / "cprofile", quiet=True, **cases["not kept"]):
-            prof.runcall(launches, x, args.launches)
-        with open(args.cprofile, "w") as f:
-            pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(30)
-    base = statistics.median(times["plain"])
-    print(f"{torch.cuda.get_device_name()}, {args.launches} launches x {args.rounds} rounds")
-    for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"{name:12s} {med:7.2f} us/launch ({min(ts):.2f}..{max(ts):.2f})  +{med - base:.2f} us over plain")
+        d = Path(args.cprofile)
+        d.mkdir(parents=True, exist_ok=True)
+        for name in ("kept", "not kept"):
+            prof = cProfile.Profile()
+            n = args.kept_launches if name == "kept" else args.launches
+            timed_case(name, x, n, work / f"cprofile-{name}".replace(" ", "_"), prof)
+            with open(d / f"cprofile-{name.replace(' ', '_')}.txt", "w") as f:
+                pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(30)
+    base = statistics.median(t[0] for t in rows["plain"]) if "plain" in rows else None
+    print(f"{torch.cuda.get_device_name()}, {args.rounds} rounds; launches a round: "
+          f"{args.launches} ({args.kept_launches} for 'kept')")
+    print(f"{'case':12s} {'us/launch':>9s} {'(min..max)':>16s} {'x plain':>8s} {'start s':>8s} "
+          f"{'stop s':>7s} {'kept':>6s}")
+    for name, ts in rows.items():
+        us = [t[0] for t in ts]
+        med = statistics.median(us)
+        ratio = f"{med / base:8.3f}" if base else "       -"
+        print(f"{name:12s} {med:9.2f} {f'({min(us):.2f}..{max(us):.2f})':>16s} {ratio} "
+              f"{statistics.median(t[1] for t in ts):8.2f} {statistics.median(t[2] for t in ts):7.2f} "
+              f"{statistics.median(t[3] for t in ts):6.0f}")
 
 
 if __name__ == "__main__":
