@@ -283,21 +283,16 @@ _parser: Lark | None = None
 
 
 def _get_parser() -> Lark:
+    # Built in each process, never loaded from a file: lark's on-disk cache unpickles whatever
+    # file it finds (docs/host-performance.md: 26 ms a process).
     global _parser
     if _parser is None:
-        cache_dir = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "proton-inject"
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            cache: bool | str = str(cache_dir / "ttgir-grammar.lark-cache")
-        except OSError:
-            cache = False
         _parser = Lark(
             _GRAMMAR.read_text(),
             parser="lalr",
             lexer="contextual",
             transformer=_Build(),
             maybe_placeholders=True,
-            cache=cache,
         )
     return _parser
 
