@@ -197,6 +197,7 @@ def strip(src, out) -> None:
     from proton_inject.instrument.trees import strip_path
 
     check_outputs([("input", src)], [("-o", out, "tree" if Path(src).is_dir() else "file")])
+    click.get_current_context().with_resource(output_locks(("-o", out)))
     written, notes = strip_path(src, out)
     for note in notes:
         click.echo(f"note: {note}", err=True)
@@ -357,6 +358,7 @@ def _dump_aot(spec, out_dir, target, signature, constexprs, num_warps, num_stage
 
     source_file, kernel = spec
     check_outputs([("kernel source", source_file)], [("-o", out_dir, "dir")])
+    click.get_current_context().with_resource(output_locks(("-o", out_dir)))
     values = parse_constexprs(constexprs)
     if values:  # what each value was read as: a string that looks like another type is quoted
         click.echo("constexprs: " + ", ".join(f"{k}={constexpr_text(v)} ({constexpr_type(v)})"
@@ -377,6 +379,8 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
     """Run a Python program and dump every kernel it compiles; exit with its exit code."""
     from proton_inject.dump.program import dump_program
 
+    check_outputs([], [("-o", out_dir, "dir")])
+    click.get_current_context().with_resource(output_locks(("-o", out_dir)))
     res = dump_program(argv, out_dir, kernel=kernel)
     for note in res.notes:
         click.echo(f"note: {note}", err=True)

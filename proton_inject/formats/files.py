@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -132,6 +133,12 @@ def atomic_writer(path: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():
             raise UserError(f"{path}: is a directory; give a file name to write")
+        with suppress(FileNotFoundError):  # (a device replaced by our file: /dev/null, as root)
+            if not stat.S_ISREG(mode := os.stat(path).st_mode):
+                from proton_inject.formats.schema import file_kind
+
+                raise UserError(f"{path}: is {file_kind(mode)}, not a regular file; writing "
+                                "would replace it: choose another output path")
         if path.parent not in _swept:  # once per directory: run writes thousands of files
             _swept.add(path.parent)
             _sweep_dead(path.parent)
@@ -274,7 +281,20 @@ def output_lock(path: str | os.PathLike, opt: str) -> Iterator[None]:
         return
     try:
         while True:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            # Never through a link planted there (it would create or truncate what it names),
+            # never blocking on a FIFO planted there.
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+                             | os.O_NONBLOCK, 0o666)
+            except OSError as e:
+                if e.errno != errno.ELOOP:
+                    raise
+                raise UserError(f"{opt} {path}: its lock {lock} is a symbolic link, not ours; "
+                                "remove it (or choose another output path)") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise UserError(f"{opt} {path}: its lock {lock} is not a regular file; remove "
+                                "it (or choose another output path)")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -319,6 +339,44 @@ def output_locks(*outputs: tuple[str, str | os.PathLike | None]) -> Iterator[Non
         yield
 
 
+# Linux's bounds, in bytes, on one name and on a whole path; the tool's own names beside an
+# output (".NAME.tmp-PID.XXXXXXXX", ".NAME.rank7.lock", ".NAME.new-PID") add up to this.
+NAME_MAX, PATH_MAX = 255, 4096
+_OWN_SUFFIX = 32
+
+
+def _check_output_path(opt: str, raw: str, kind: str) -> None:
+    """Refuse an output path the OS cannot take (a name or path too long), and one that exists
+    as something other than a regular file or a directory (``/dev/null``, a FIFO, a socket,
+    or a link to one): replacing it would replace the device itself when run as root. A file
+    or a tree given as a symbolic link is refused too: replacing it replaces the link, not
+    what it names (a directory that files go into may be a link)."""
+    from proton_inject.formats.schema import file_kind
+
+    shown = raw if len(raw) <= 80 else f"{raw[:60]}...({len(os.fsencode(raw)):,} bytes)"
+    longest = max(os.fsencode(raw).split(b"/"), key=len)
+    if len(longest) + _OWN_SUFFIX > NAME_MAX:
+        raise UserError(f"{opt} {shown}: a name in this path is {len(longest):,} bytes; names "
+                        f"may have {NAME_MAX - _OWN_SUFFIX} (the file system's {NAME_MAX}, less "
+                        "what the tool adds beside it); choose a shorter name")
+    if len(os.fsencode(raw)) + _OWN_SUFFIX >= PATH_MAX:
+        raise UserError(f"{opt} {shown}: the path is longer than the {PATH_MAX - _OWN_SUFFIX:,} "
+                        "bytes the tool can write to; choose a shorter path")
+    try:
+        link = stat.S_ISLNK(os.lstat(raw).st_mode)
+        mode = os.stat(raw).st_mode
+    except OSError:  # missing (or a dangling link): created by the write
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        via = f"a symbolic link to {os.readlink(raw)}, which is " if link else ""
+        raise UserError(f"{opt} {shown}: is {via}{file_kind(mode)}, not a regular file or a "
+                        "directory; writing would replace it: choose another output path")
+    if link and kind != "dir":
+        raise UserError(f"{opt} {shown}: is a symbolic link (to {os.readlink(raw)}); writing "
+                        "would replace the link, not what it names: give the path it names, or "
+                        "remove the link")
+
+
 def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
                   outputs: Iterable[tuple[str, str | os.PathLike, str]]) -> None:
     """Refuse, before any work, outputs that would overwrite inputs or cannot be written.
@@ -330,6 +388,8 @@ def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
     outputs = [o for o in outputs if o[1]]
     if not outputs:
         return
+    for opt, raw, kind in outputs:
+        _check_output_path(opt, os.fspath(raw), kind)
     dirs: dict[str, str] = {}  # one realpath per directory: 10^4 launches share a few
 
     def resolved(p: str | os.PathLike) -> Path:

@@ -71,7 +71,8 @@ def size_text(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a path of this ``st_mode`` is, in words: "a named pipe (FIFO)", "a character device"..."""
     return ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
             else "a character device" if stat.S_ISCHR(mode) else "a block device"
             if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
@@ -103,7 +104,7 @@ def not_a_file(path: str | Path, what: str, fix: str | None = None) -> FileError
         return FileError(f"{p}: is a directory; {fix}", "directory")
     if stat.S_ISREG(mode):
         return FileError(f"{p}: cannot read the {what} file", "unreadable")
-    return FileError(f"{p}: is {_kind(mode)}, not a regular file; {fix}", "special")
+    return FileError(f"{p}: is {file_kind(mode)}, not a regular file; {fix}", "special")
 
 
 def not_found(path: str | Path, what: str = "file or directory") -> FileError:
@@ -133,7 +134,7 @@ def open_input(path: str | Path, what: str, fix: str | None = None) -> Iterator[
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise FileError(f"{p}: is {_kind(st.st_mode)}, not a regular file; {fix}", "special")
+            raise FileError(f"{p}: is {file_kind(st.st_mode)}, not a regular file; {fix}", "special")
         yield fd, st.st_size
     finally:
         os.close(fd)
@@ -394,5 +395,3 @@ def report_options(clock_mhz: float | None, trace_dir: Any, merge: bool, gz: boo
         p = Path(plot)
         if p.suffix.lower() != ".png":
             raise UserError(f"--plot {plot}: must name a .png file, e.g. --plot timeline.png")
-        if p.exists() and not p.is_file():
-            raise UserError(f"--plot {plot}: exists and is not a file")

@@ -111,6 +111,13 @@ MFIX = "re-run `proton-inject dump` (or `insert`) to rewrite it"
 GIVE = "give a regular file or a directory"
 DEEP_TOML = "r.toml: TOML nested more than 64 levels deep; not a rules file"
 MiB = 2**20
+NOT_OUT = ("not a regular file or a directory; writing would replace it: choose another output "
+           "path")
+VIA_LINK = ("writing would replace the link, not what it names: give the path it names, or remove "
+            "the link")
+LONG_NAME = ("a name in this path is {:,} bytes; names may have 223 (the file system's 255, less "
+             "what the tool adds beside it); choose a shorter name")
+LONG_PATH = "the path is longer than the 4,064 bytes the tool can write to; choose a shorter path"
 VECTOR_ADD = (REPO / "examples/vector_add.py").read_bytes()
 SRC_INSERT = ["insert", "dump", "-o", "o", "--region", "x=vector_add.py:20-24"]
 
@@ -226,6 +233,36 @@ CASES: list[Case] = [
     Case("insert tree golden is a file", ["insert", "dump", "--check-against", "a.ttgir"],
          "--check-against a.ttgir: is a file, but the input is a tree; give the golden tree "
          "(a directory)", {**dump(), "a.ttgir": TT}),
+    # Outputs that exist as something else than a file or a directory, links, names too long.
+    Case("insert output links to /dev/null", INS,
+         f"-o o.ttgir: is a symbolic link to /dev/null, which is a character device, {NOT_OUT}",
+         {"a.ttgir": TT, "o.ttgir": Link("/dev/null")}),
+    Case("insert output is a FIFO", INS, f"-o o.ttgir: is a named pipe (FIFO), {NOT_OUT}",
+         {"a.ttgir": TT, "o.ttgir": Fifo()}),
+    Case("insert tree output is a link to a tree", ["insert", "dump", "-o", "o"],
+         f"-o o: is a symbolic link (to old); {VIA_LINK}", {**dump(), "old/h1/add_kernel.ttgir": TT,
+                                                           "o": Link("old")}),
+    Case("insert output name too long", ["insert", "a.ttgir", "-o", "x" * 300],
+         f"-o {'x' * 60}...(300 bytes): {LONG_NAME.format(300)}", {"a.ttgir": TT}),
+    Case("insert output path too long", ["insert", "a.ttgir", "-o", "x/" * 2100 + "o"],
+         f"-o {'x/' * 30}...(4,201 bytes): {LONG_PATH}", {"a.ttgir": TT}),
+    Case("strip output links to /dev/null", ["strip", "a.ttgir", "-o", "o.ttgir"],
+         f"-o o.ttgir: is a symbolic link to /dev/null, which is a character device, {NOT_OUT}",
+         {"a.ttgir": TT, "o.ttgir": Link("/dev/null")}),
+    Case("strip tree output is a link", ["strip", "dump", "-o", "o"],
+         f"-o o: is a symbolic link (to old); {VIA_LINK}", {**dump(), "old/x": "1", "o": Link("old")}),
+    Case("strip output name too long", ["strip", "a.ttgir", "-o", "y" * 256],
+         f"-o {'y' * 60}...(256 bytes): {LONG_NAME.format(256)}", {"a.ttgir": TT}),
+    Case("report plot links to /dev/null", [*REPORT, "--plot", "p.png"],
+         f"--plot p.png: is a symbolic link to /dev/null, which is a character device, {NOT_OUT}",
+         {**raw(), "p.png": Link("/dev/null")}),
+    Case("report plot name too long", [*REPORT, "--plot", "p" * 300 + ".png"],
+         f"--plot {'p' * 60}...(304 bytes): {LONG_NAME.format(304)}", raw()),
+    Case("report trace dir is a FIFO", [*REPORT, "--trace", "t"],
+         f"--trace t: is a named pipe (FIFO), {NOT_OUT}", {**raw(), "t": Fifo()}),
+    Case("dump output links to /dev/null", ["dump", "-o", "d", "--", "python", "x.py"],
+         f"-o d: is a symbolic link to /dev/null, which is a character device, {NOT_OUT}",
+         {"x.py": "print(1)\n", "d": Link("/dev/null")}),
     Case("insert loop-depth zero", [*INS, "--loop-depth", "0"],
          "--loop-depth 0: must be 1 or more (1 = outermost loops only)", {"a.ttgir": TT}),
     Case("insert bad --region", [*INS, "--region", "x"],

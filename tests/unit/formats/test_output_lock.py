@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import DATA, SAMPLES
+from helpers import DATA, REPO, SAMPLES
 from helpers.cli import CLI, child_env, run_cli
 
 _HOLD = ("import sys\nfrom proton_inject.formats.files import output_lock\n"
@@ -37,6 +37,7 @@ def case(tmp_path):
     (tmp_path / "out" / "mine.txt").write_text("the other process's file\n")
     shutil.copytree(DATA / "h100-shortlaunch", tmp_path / "launches")
     (tmp_path / "prog.py").write_text("print('ran')\n")
+    shutil.copy(REPO / "examples/vector_add.py", tmp_path / "kernel.py")
     return tmp_path
 
 
@@ -45,6 +46,11 @@ COMMANDS = {
     "run": ["run", "dump", "-o", "out", "--", "python", "prog.py"],
     "profile": ["profile", "-o", "out", "--", "python", "prog.py"],
     "report --trace": ["report", "launches", "--trace", "out"],
+    "strip": ["strip", "dump", "-o", "out"],
+    "dump": ["dump", "-o", "out", "--", "python", "prog.py"],
+    "dump AOT": ["dump", "kernel.py:add_kernel", "--target", "cuda:90", "--signature",
+                 "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32,n_elements=i32:16",
+                 "--constexpr", "BLOCK=1024", "--constexpr", "BLOCKS_PER_PROG=4", "-o", "out"],
 }
 
 
@@ -89,3 +95,21 @@ def test_two_inserts_at_once_one_writes_the_other_is_refused(case):
                for code, err in results), results
     assert any(code == 0 for code, _ in results)
     assert (case / "tree" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_a_lock_planted_as_a_link_or_fifo_is_never_followed(case, planted):
+    """``.out.lock`` made a link to another file (or a FIFO) by someone else: the command is
+    refused in one line and the file it names is neither created nor truncated."""
+    victim = case / "victim.txt"
+    victim.write_text("keep me\n")
+    lock = case / ".out.lock"
+    os.symlink(victim, lock) if planted == "link" else os.mkfifo(lock)
+    out = run_cli(["insert", "dump", "-o", "out"], cwd=case, timeout=300)
+    assert out.returncode == 2, out.stderr
+    what = "is a symbolic link, not ours" if planted == "link" else "is not a regular file"
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"proton-inject: error: -o out: its lock .out.lock {what}; remove it (or choose another "
+        "output path)")
+    assert victim.read_text() == "keep me\n"
+    assert sorted(p.name for p in (case / "out").iterdir()) == ["mine.txt"]
