@@ -74,23 +74,13 @@ CASES = {
 }
 
 
-def session_for(kw: dict, out: Path) -> Session:
-    kw = dict(kw)
-    keep = kw.pop("keep", None)
-    s = Session(out=out, **kw)
-    if keep is not None:
-        if hasattr(s, "keep_policy"):  # (a checkout without one keeps every launch)
-            s.keep_policy = s.keep_policy.parse(keep)
-    return s
-
-
 def timed_case(name: str, x: torch.Tensor, n: int, out: Path, prof: cProfile.Profile | None = None
                ) -> tuple[float, float, float, int]:
     """(us per launch, session start s, session stop s, launches kept) of one round of ``name``."""
     kw = CASES[name]
     if kw is None:
         return launches(x, n), 0.0, 0.0, 0
-    session = session_for(kw, out)
+    session = Session(out=out, **kw)
     t0 = time.perf_counter()
     session.start()
     t1 = time.perf_counter()
@@ -103,6 +93,23 @@ def timed_case(name: str, x: torch.Tensor, n: int, out: Path, prof: cProfile.Pro
     return us, t1 - t0, t3 - t2, len(result.launches)
 
 
+def long_run(x: torch.Tensor, n: int, out: Path) -> None:
+    """One default-policy session over ``n`` launches: what it keeps and what it costs."""
+    import resource
+
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    torch.cuda.reset_peak_memory_stats()
+    dev0 = torch.cuda.max_memory_allocated()
+    plain = launches(x, min(n, 20000))
+    us, start, stop, kept = timed_case("default", x, n, out)
+    disk = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
+    dev = (torch.cuda.max_memory_allocated() - dev0) / 2**20
+    print(f"long run: {n} launches, default policy: {us:.2f} us/launch (plain {plain:.2f}, "
+          f"x{us / plain:.3f}), {kept} kept, stop {stop:.2f} s, {disk / 2**20:.1f} MiB on disk, "
+          f"peak RSS +{rss:.0f} MiB, device peak +{dev:.1f} MiB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=20000, help="launches per round (cheap cases)")
@@ -110,6 +117,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of the cases")
     ap.add_argument("--cprofile", metavar="DIR", help="write cProfiles of 'kept' and 'not kept' there")
+    ap.add_argument("--long", type=int, default=0, metavar="N",
+                    help="also one long run of N launches with the default policy: its kept launches, "
+                         "disk, and host and device memory growth")
     args = ap.parse_args()
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
     x = torch.zeros(N_FLOATS, device="cuda")
@@ -131,6 +141,8 @@ def main() -> None:
             timed_case(name, x, n, work / f"cprofile-{name}".replace(" ", "_"), prof)
             with open(d / f"cprofile-{name.replace(' ', '_')}.txt", "w") as f:
                 pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(30)
+    if args.long:
+        long_run(x, args.long, work / "long")
     base = statistics.median(t[0] for t in rows["plain"]) if "plain" in rows else None
     print(f"{torch.cuda.get_device_name()}, {args.rounds} rounds; launches a round: "
           f"{args.launches} ({args.kept_launches} for 'kept')")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from proton_inject.analyze.report import ReportResult, run_report
 from proton_inject.collect.compile_hook import TreeSource
+from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launches import RunResult
 from proton_inject.collect.session import Session, run_in_session, session_block
 from proton_inject.errors import UserError
@@ -49,7 +50,8 @@ def analyze_run(result: RunResult, gz: bool = True, plot: str | os.PathLike | No
 def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: str | os.PathLike | None,
              options: LoweringOptions | None, kernel: str | None, max_launches: int | None,
              max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
-             gz: bool, cache: bool = True, measure_overhead: bool = False) -> Session:
+             gz: bool, cache: bool = True, measure_overhead: bool = False,
+             keep_launches: KeepPolicy | str | None = None) -> Session:
     if instrumented is None:
         if kernel is not None:
             raise UserError("kernel= selects kernels of an instrumented tree; with compile-time "
@@ -61,7 +63,7 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
                             "its records (give one or the other)")
         source = TreeSource(instrumented, kernel)
     session = Session(source, out, options, max_launches, max_pending_mb, keep_tuning,
-                             autotune_from)
+                      autotune_from, keep=keep_launches)
     session.gz = gz
     session.build_cache = cache
     session.measure_overhead = measure_overhead
@@ -85,6 +87,7 @@ def profile(
     cache: bool = True,
     measure_overhead: bool = False,
     jobs: int | None = None,
+    keep_launches: KeepPolicy | str | None = None,
 ) -> Iterator[RunResult]:
     """Profile the Triton kernels launched inside the ``with`` block.
 
@@ -92,7 +95,9 @@ def profile(
     dict such as ``{"loops": "both"}``; None: kernel body and outer loops), or, with
     ``instrumented=DIR``, taken from a tree that ``insert`` wrote; instrumented builds are
     kept for the next profile in the tool's cache (``cache=False``: compiled afresh, kept
-    nowhere). When the block ends
+    nowhere). ``keep_launches``: which launches are kept (a ``KeepPolicy``, or its text as
+    ``--keep-launches`` takes it, e.g. "all"; None: the first 20 of each kernel and config,
+    then 1 in 100, at most 2000; ``max_launches`` bounds the total). When the block ends
     (normally or not) the launches are written to ``out`` and decoded once into traces; the
     yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``
     (with a progress bar on a terminal). ``jobs``: decoding processes (None: one per core).
@@ -100,7 +105,7 @@ def profile(
     with output_locks(("out", out)):  # another process writing there is refused
         session = _session(rules, out, instrumented, options, kernel, max_launches,
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
-                           measure_overhead)
+                           measure_overhead, keep_launches)
         try:
             with session_block(session) as result:
                 yield result
@@ -138,6 +143,7 @@ def profile_program(
     measure_overhead: bool = False,
     jobs: int | None = None,
     verbose: bool = False,
+    keep_launches: KeepPolicy | str | None = None,
 ) -> tuple[RunResult, ReportResult | None]:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
     ``profile`` does, then analyze what it kept (``report=False``: raw files and run.json only).
@@ -149,7 +155,7 @@ def profile_program(
     with output_locks(("-o", out), ("--plot", plot)):  # another process writing there: refused
         session = _session(rules, out, instrumented, options, kernel, max_launches,
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
-                           measure_overhead)
+                           measure_overhead, keep_launches)
         result = run_in_session(session, argv, "profile" if instrumented is None else "run")
         rep = (analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs, verbose=verbose)
                if report else None)

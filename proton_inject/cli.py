@@ -239,7 +239,12 @@ _pending_options = _options(  # run's and profile's: buffers in flight, autotune
                  help="Device memory held for buffers not yet copied to the host."),
     click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches "
                  "(configs are then timed instrumented)."),
+    click.option("--keep-launches", metavar="SPEC", help="Launches kept: 'all' or first=N,every=N,"
+                 "max=N (default first=20,every=100,max=2000: per kernel and config; all counted)."),
+    click.option("--sample-launches", type=click.IntRange(min=1), metavar="N",
+                 help="Keep 1 in N launches after the first ones (CUDA-graph replays too)."),
 )
+
 _build_options = _options(  # run's and profile's: the build cache, overhead against plain
     click.option("--no-cache", is_flag=True, help="Compile instrumented kernels afresh and keep "
                  "them nowhere (see `cache`)."),
@@ -417,12 +422,13 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
 
     Exits with the program's own exit code.
     """
-    from proton_inject.api import profile_program
+    from proton_inject.api import KeepPolicy, profile_program
 
     check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
+    keep = KeepPolicy.from_options(kw.pop("keep_launches"), kw.pop("sample_launches"))
     result, _ = profile_program(
         list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
-        max_launches=max_launches, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
+        max_launches=max_launches, keep_launches=keep, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
         gz=gz is not False, progress=True, cache=not no_cache, measure_overhead=measure_overhead, jobs=jobs,
     )  # fmt: skip
     _echo_messages(result, verbose)
@@ -467,14 +473,16 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     instrumented IR lands in OUT/ir (reviewable, and usable with run); the report goes to
     stderr. Exits with the program's own exit code.
     """
-    from proton_inject.api import profile_program
+    from proton_inject.api import KeepPolicy, profile_program
     from proton_inject.formats.schema import report_options
 
     check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
     report_options(None, None, False, None, plot)  # before the program runs, not after
     rules = _rules_from(kw)
+    keep = KeepPolicy.from_options(kw.pop("keep_launches"), kw.pop("sample_launches"))
     result, rep = profile_program(
         list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
+        keep_launches=keep,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
         gz=gz is not False, plot=plot, raw=raw, progress=True, cache=not no_cache, verbose=verbose,
         measure_overhead=measure_overhead, jobs=jobs,

@@ -27,7 +27,8 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 G=tests/gpu
 case "${1:-}" in
   part1) set -- $G/test_gpu_runtime.py $G/test_gpu_profile_cmd.py $G/test_gpu_measure_overhead.py \
-           $G/test_gpu_aot.py $G/test_gpu_direct.py $G/test_gpu_many_launches.py $G/test_gpu_sampling.py ;;
+           $G/test_gpu_aot.py $G/test_gpu_direct.py $G/test_gpu_many_launches.py $G/test_gpu_sampling.py \
+           $G/test_gpu_launch_path.py ;;
   part2) set -- $G/test_gpu_same_program.py $G/test_gpu_vs_proton.py $G/test_gpu_accuracy.py ;;
   part3) set -- $G/test_gpu_libraries.py -k "not fla or flaggems" ;;  # "fla" also matches flaggems
 esac

@@ -9,14 +9,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from proton_inject.collect import bracket, device_ops
-from proton_inject.collect.device_ops import in_tool_work, tool_work
 from proton_inject.collect.launches import _Pending
 from proton_inject.formats import clock_bracket
 
-# Discard buffers captured into graphs we cannot follow: freeing them could let a later
-# replay write into someone else's memory.
-_KEEP_FOREVER: list[Any] = []
-
+# How often a kept launch gets its own clock bracket, at most, on one device (seconds).
+BRACKET_EVERY_S = 0.01
 
 _ALLOC_POOL: Any = None  # one helper thread for device buffers (see _device_empty)
 
@@ -55,14 +52,81 @@ class _DiscardBuffers:
         self._bufs: list[Any] = []
         self._lock = threading.Lock()
 
+    def find(self, size: int, device: int) -> Any:
+        for b in self._bufs:  # (a list only grows: read without the lock)
+            if b.numel() >= size and b.device.index == device:
+                return b
+        return None
+
     def get(self, size: int, device: int, inline: bool = False) -> Any:
+        buf = self.find(size, device)
+        if buf is None:
+            with self._lock:
+                buf = _device_empty(max(size, 1 << 20), device, inline)
+                self._bufs.append(buf)
+        return buf
+
+
+def _size_class(nbytes: int) -> int:
+    """Pooled buffers come in powers of two from 64 KiB: few sizes, each reused often."""
+    return max(1 << 16, 1 << (max(nbytes, 1) - 1).bit_length())
+
+
+class BufferPool:
+    """Device buffers for kept launches, reused once their copy to the host is done (the copy
+    stream zeroes each right after copying it, so a buffer comes back zeroed), and pinned host
+    buffers, reused once the raw writer has saved them. Allocation happens only while the
+    pool grows; device bytes stay under ``limit`` where launches in flight allow."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0  # device bytes allocated by the pool (in use and free)
+        self._free: dict[tuple[int, int], list[Any]] = {}
+        self._host: dict[int, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int, device: int, wait_for_one: Any = None) -> tuple[Any, bool]:
+        """A device buffer of at least ``nbytes`` and whether it is fresh (not zeroed yet).
+        ``wait_for_one()``: lets an older launch land when the pool is at its limit."""
+        size = _size_class(nbytes)
+        key = (device, size)
+        while True:
+            with self._lock:
+                free = self._free.get(key)
+                if free:
+                    return free.pop(), False
+                if self.held + size <= self.limit or wait_for_one is None:
+                    self._trim(size)
+                    self.held += size
+                    break
+            if not wait_for_one():  # nothing in flight to wait for: grow past the limit
+                wait_for_one = None
+        return _device_empty(size, device), True
+
+    def _trim(self, size: int) -> None:
+        """Free unused buffers of other sizes while the pool would pass its limit."""
+        for key, free in self._free.items():
+            while free and self.held + size > self.limit:
+                self.held -= key[1]
+                free.pop()
+
+    def give_back(self, buf: Any) -> None:
         with self._lock:
-            for b in self._bufs:
-                if b.device.index == device and b.numel() >= size:
-                    return b
-            buf = _device_empty(max(size, 1 << 20), device, inline)
-            self._bufs.append(buf)
-            return buf
+            self._free.setdefault((buf.device.index, buf.numel()), []).append(buf)
+
+    def host(self, nbytes: int) -> Any:
+        size = _size_class(nbytes)
+        with self._lock:
+            free = self._host.get(size)
+            if free:
+                return free.pop()
+        return _pinned(size)
+
+    def give_back_host(self, host: Any) -> None:
+        with self._lock:
+            free = self._host.setdefault(host.numel(), [])
+            if len(free) < 64:  # (pinned memory is scarce: keep a few of each size)
+                free.append(host)
 
 
 _AFTER_SESSION_BUFFERS = _DiscardBuffers()
@@ -128,12 +192,13 @@ class Buffers:
                                         "timer reads cannot fit the clock get a guessed one")
 
     def _before_kernel(self, p: _Pending, stream: int) -> None:
-        """Enqueue a kept launch's own work before its kernel: the buffer's zeroing and the
-        clock bracket's first side."""
+        """Enqueue a kept launch's own work before its kernel: the zeroing of a buffer not
+        taken zeroed from the pool, and the clock bracket's first side."""
         p.deferred_stream = None
         # The driver's memset, not zero_(), which a library may re-route to a Triton kernel; in a
         # capture it becomes part of the graph: zeroed on every replay.
-        device_ops.zero(p.buffer, stream)
+        if p.fresh:
+            device_ops.zero(p.buffer, stream)
         if p.bracket is not None:
             self._run_bracket(p, 0, stream)
 
@@ -166,65 +231,80 @@ class Buffers:
         return s
 
     def _allocate(self, size: int, alignment: int, stream: int | None):
-        try:
-            if in_tool_work():  # a kernel a library launched from inside our own device work
-                import torch
-
-                return self._discard.get(size, torch.cuda.current_device())
-            with tool_work():
-                return self._allocate_buffer(size, stream)
-        except Exception as e:  # never fail the program's launch because of us
-            import torch
-
-            self._tls.pending = None
-            with self._lock:
-                if not any(m.startswith("profile buffer allocation failed") for m in self.result.messages):
-                    self.result.messages.append(f"profile buffer allocation failed ({e!r}); "
-                                                "those launches ran unprofiled")
-            return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", torch.cuda.current_device()))
-
-    def _allocate_buffer(self, size: int, stream: int | None):
+        """The profile allocator Triton calls for every launch of an instrumented build: the
+        buffer the launch path prepared for a kept launch, else a throw-away one."""
+        tls = self._tls
+        buf = getattr(tls, "buffer", None)
+        if buf is not None and buf.numel() >= size:
+            tls.buffer = None
+            return buf
         import torch
 
-        pending: _Pending | None = getattr(self._tls, "pending", None)
-        device = torch.cuda.current_device()
+        device = torch._C._cuda_getDevice()
+        buf = self._discard.find(size, device)
+        if buf is None:
+            # A global-mode capture forbids allocating from other threads: take the graph's pool.
+            _, mode = getattr(tls, "capture", None) or (None, "global")
+            buf = self._discard.get(size, device, torch.cuda.is_current_stream_capturing() and mode == "global")
+        return buf
+
+    def buffer_failed(self, e: Exception) -> None:
+        """A kept launch's buffer could not be set up: it runs unprofiled; said once."""
+        with self._lock:
+            if not any(m.startswith("profile buffer allocation failed") for m in self.result.messages):
+                self.result.messages.append(f"profile buffer allocation failed ({e!r}); "
+                                            "those launches ran unprofiled")
+
+    def launch_buffer(self, pending: _Pending, size: int) -> Any:
+        """The zeroed buffer of ``size`` bytes a kept launch records into (its clock bracket's
+        first side enqueued before it), or None when the launch cannot be kept (captured into
+        a CUDA graph by an API we do not follow)."""
+        import torch
+
+        device = torch._C._cuda_getDevice()
         capturing = torch.cuda.is_current_stream_capturing()
         graph, mode = getattr(self._tls, "capture", None) or (None, "global")
-        # A global-mode capture forbids allocating from other threads: take the graph's pool.
-        inline = capturing and mode == "global"
-        keep = pending is not None and self._want(pending, capturing)
-        if keep and capturing and graph is None:  # captured by an API we do not follow
+        if capturing and graph is None:  # captured by an API we do not follow
             with self._lock:
                 name = pending.info.name
                 self.result.in_cuda_graphs[name] = self.result.in_cuda_graphs.get(name, 0) + 1
-            keep = False
-        if not keep:
-            buf = self._discard.get(size, device, inline)
-            if capturing:  # the graph writes to it on every replay, after this session too
-                if graph is not None:
-                    graph.__dict__.setdefault("_proton_inject_keep", []).append(buf)
-                else:
-                    _KEEP_FOREVER.append(buf)
-            return buf
-        s = self._stream_obj(int(stream or 0), device)
-        if not capturing:  # event queries are illegal during a capture
-            with self._lock:
-                self._poll()
-                while self._pending_bytes + size > self.max_pending and self._inflight:
-                    self._retire(self._inflight.popleft(), wait=True)
-        # Outside a capture the clock bracket's rows ride in the buffer's tail: one allocation,
-        # one copy. A captured launch has none (a bracket kernel would join the user's graph).
-        ctas = 0 if capturing or device not in self._brackets else self._brackets[device][1]
+            return None
+        s = self._stream_obj(pending.stream, device)
+        # Outside a capture a clock bracket may ride in the buffer's tail (one buffer, one
+        # copy); a captured launch has none (a bracket kernel would join the user's graph).
+        bracketed = not capturing and device in self._brackets and self._bracket_due(device)
+        ctas = self._brackets[device][1] if bracketed else 0
         at = -(-size // 128) * 128
-        buf = _device_empty(at + clock_bracket.bracket_bytes(ctas) if ctas else size, device, inline)
+        total = at + clock_bracket.bracket_bytes(ctas) if ctas else size
+        if capturing:
+            # A global-mode capture forbids allocating from other threads: take the graph's pool.
+            buf = _device_empty(total, device, inline=mode == "global")
+            fresh = True
+        else:
+            buf, fresh = self.pool.take(total, device, self.writer.wait_for_one)
         pending.buffer = buf
+        pending.nbytes = total
         pending.keep = True
         pending.graph = graph if capturing else None
+        pending.fresh = fresh
         if ctas:
-            pending.bracket = buf[at:].view(torch.int64).view(2, -1)
+            pending.bracket = buf[at:total].view(torch.int64).view(2, -1)
             pending.bracket_at = (at, ctas)
         if getattr(self._tls, "measure", None) is not None:
             pending.deferred_stream = s.cuda_stream  # after --measure-overhead's gate (_measure_enter)
         else:
             self._before_kernel(pending, s.cuda_stream)
-        return buf[:size] if ctas else buf
+        return buf[:size]
+
+    def _bracket_due(self, device: int) -> bool:
+        """Whether this kept launch gets its own clock bracket: at most one every
+        ``BRACKET_EVERY_S`` on a device, so that brackets (two ~10 us kernels) stay a small
+        share of a launch-bound program's GPU time; the other launches' clocks come from
+        their own timer reads or the device's brackets."""
+        import time
+
+        now = time.perf_counter()
+        if now - self._last_bracket.get(device, -1e9) < BRACKET_EVERY_S:
+            return False
+        self._last_bracket[device] = now
+        return True

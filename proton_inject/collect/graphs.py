@@ -26,6 +26,7 @@ class CudaGraphs:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
                 mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
                 tls.capture = (graph, mode)
+                session.launch_path.capturing += 1  # every launch now asks to be kept
                 return orig(graph, *args, **kwargs)
 
             return wrapper
@@ -33,6 +34,7 @@ class CudaGraphs:
         def capture_end(orig: Any) -> Any:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
                 tls.capture = None
+                session.launch_path.capturing = max(0, session.launch_path.capturing - 1)
                 return orig(graph, *args, **kwargs)
 
             return wrapper
@@ -56,17 +58,21 @@ class CudaGraphs:
         stream, so the next replay (same stream) cannot overwrite it before the copy."""
         import torch
 
+        path = self.launch_path
         with self._lock:
             replays[0] += 1
-            self._poll()
+            if not path.policy.keeps_replay(replays[0]):
+                self.result.dropped["CUDA-graph replays not sampled"] = (
+                    self.result.dropped.get("CUDA-graph replays not sampled", 0) + len(captured))
+                return
+            kept = []
             for p in captured:
-                if self.max_launches is not None and len(self.result.launches) >= self.max_launches:
-                    reason = "past --max-launches"
-                    self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
+                if path.policy.total is not None and path.kept >= path.policy.total:
+                    self._count_drop("past the launch bound")
                     continue
+                path.kept += 1
                 device = p.buffer.device.index
                 cur = torch.cuda.current_stream(device)
-                rec = self._record(p, cur.cuda_stream, device, replay=replays[0])
-                self._copy_out(rec, p.buffer, cur)
-            while self._pending_bytes > self.max_pending and self._inflight:
-                self._retire(self._inflight.popleft(), wait=True)
+                kept.append((self._record(p, cur.cuda_stream, device, replay=replays[0]), p, cur))
+        for rec, p, cur in kept:  # (outside the lock: it may wait for the writer)
+            self._copy_out(rec, p, cur)

@@ -1,19 +1,12 @@
-"""Launch hooks: each launch of an instrumented build is kept (its buffer tied to it) or not,
-and why."""
+"""What a kept launch becomes (its bracket's second half, a LaunchRecord, the copy to the host),
+the kernel facts a launch needs, and advice when an instrumented build does not fit."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from proton_inject.collect.device_ops import in_tool_work, tool_work
-from proton_inject.collect.launches import (
-    LaunchRecord,
-    _KernelInfo,
-    _Pending,
-    config_name,
-    config_of_autotune,
-    config_of_kernel,
-)
+from proton_inject.collect.device_ops import in_tool_work
+from proton_inject.collect.launches import LaunchRecord, _KernelInfo, _Pending, config_name
 from proton_inject.lower.options import suggest_buffer_size
 
 
@@ -59,39 +52,6 @@ class LaunchHooks:
                 self._unhooked.add(info.name)
         return info
 
-    def _wrap_launch_metadata(self, orig: Any):
-        session = self
-        oor_type = out_of_resources_type()
-
-        def launch_metadata(ck, grid, stream, *args):
-            try:
-                ret = orig(ck, grid, stream, *args)
-            except Exception as e:
-                raise session.explain_out_of_resources(ck, e, oor_type) from e
-            if in_tool_work():  # launched by a library under our own device work: not ours
-                return ret
-            info = session._info(ck)
-            tuning = session.benchmarking
-            if not info.instrumented:
-                session._tls.pending = None
-                if tuning is not None and session._wanted(info):  # timed on the plain build
-                    session._count_drop("autotune benchmarking")
-                return ret
-            at = getattr(session._tls, "autotuner", None)
-            if tuning is not None and not isinstance(tuning, str):  # a triton.Config
-                cfg = config_of_autotune(tuning)
-            elif at is not None and getattr(at, "best_config", None) is not None:
-                cfg = config_of_autotune(at.best_config)
-            else:
-                if info.config is None:
-                    info.config = config_of_kernel(ck)
-                cfg = info.config
-            g = tuple(int(x) for x in (list(grid) + [1, 1, 1])[:3])
-            session._tls.pending = _Pending(info, g, int(stream or 0), cfg, tuning is not None)
-            return ret
-
-        return launch_metadata
-
     def explain_out_of_resources(self, ck: Any, e: Exception, oor_type: type,
                                  build_max_shared: int | None = None) -> Exception:
         """Triton's shared-memory OutOfResources for an instrumented build ``ck`` turned into
@@ -129,51 +89,18 @@ class LaunchHooks:
         )
         return oor_type(need, limit, "shared memory", msg)
 
-    def _wanted(self, info: _KernelInfo) -> bool:
-        """A kernel the source instruments (its plain build is what autotuners time)."""
-        if info.wanted is None:
-            info.wanted = self.hook.source.wants(info.name) and info.name not in self.hook.plain_only
-        return info.wanted
-
     def _count_drop(self, reason: str) -> None:
         with self._lock:
             self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
 
-    def _want(self, p: _Pending, capturing: bool = False) -> bool:
-        reason = None
-        if p.tuning and not self.keep_tuning:
-            reason = "autotune benchmarking"
-        elif capturing:
-            return True  # --max-launches applies to each replay
-        elif self.max_launches is not None and len(self.result.launches) >= self.max_launches:
-            reason = "past --max-launches"
-        if reason:
-            self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
-            return False
-        return True
-
     def _enter(self, lazy: Any) -> None:
-        if in_tool_work():
-            return
-        p: _Pending | None = getattr(self._tls, "pending", None)
-        if p is not None and p.keep:
-            fn = lazy.data.get("function") if lazy is not None else None
-            if fn is not None and fn != p.info.ck.function:
-                p.keep = False  # a different kernel: this buffer was not its own
-        if getattr(self._tls, "measure", None) is not None:
+        """(--measure-overhead only: no launch hook is installed otherwise.)"""
+        if not in_tool_work() and getattr(self._tls, "measure", None) is not None:
             self._measure_enter(lazy)
 
     def _exit(self, lazy: Any) -> None:
-        if in_tool_work():
-            return
-        if getattr(self._tls, "measure_start", None) is not None:
-            self._measure_exit()  # first: the kernel's end, before our copy-out is queued
-        p: _Pending | None = getattr(self._tls, "pending", None)
-        self._tls.pending = None
-        if p is None or not p.keep or p.buffer is None or p.deferred_stream is not None:
-            return  # (deferred work never enqueued: no enter hook ran; the buffer was not zeroed)
-        with tool_work():
-            self._keep(p)
+        if not in_tool_work() and getattr(self._tls, "measure_start", None) is not None:
+            self._measure_exit()  # the kernel's end, before our copy-out is queued
 
     def _keep(self, p: _Pending) -> None:
         """After a kept launch: its bracket's second half, its record, the copy to the host
@@ -194,15 +121,14 @@ class LaunchHooks:
         self._run_bracket(p, 1, s.cuda_stream)
         with self._lock:
             rec = self._record(p, p.stream, device)
-            rec.bracket_at = p.bracket_at
             copy_stream = self._copy_streams.get(device)
             if copy_stream is None:
-                copy_stream = torch.cuda.Stream(device=device)
-                self._copy_streams[device] = copy_stream
-            launched = torch.cuda.Event()
-            launched.record(s)
-            copy_stream.wait_event(launched)
-            self._copy_out(rec, p.buffer, copy_stream)
+                copy_stream = self._copy_streams[device] = torch.cuda.Stream(device=device)
+        rec.bracket_at = p.bracket_at
+        launched = torch.cuda.Event()
+        launched.record(s)
+        copy_stream.wait_event(launched)
+        self._copy_out(rec, p, copy_stream)  # (outside the lock: it may wait for the writer)
 
     def _record(self, p: _Pending, stream: int, device: int, replay: int | None = None) -> LaunchRecord:
         md = p.info.ck.metadata

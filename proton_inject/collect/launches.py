@@ -97,7 +97,6 @@ class _KernelInfo:
     scratch: int
     ck: Any
     config: dict[str, Any] | None = None  # config_of_kernel, computed on first launch
-    wanted: bool | None = None  # a plain build of a kernel we instrument (Session._wanted)
 
 
 @dataclass
@@ -114,11 +113,5 @@ class _Pending:
     bracket_at: tuple[int, int] | None = None
     # (--measure-overhead) the stream whose zeroing and first bracket side wait for the gate
     deferred_stream: int | None = None
-
-
-@dataclass
-class _InFlight:
-    record: LaunchRecord
-    device_buffer: Any
-    host_buffer: Any
-    done: Any  # CUDA event recorded after the copy
+    fresh: bool = True  # the buffer is not zeroed yet (not from the pool)
+    nbytes: int = 0  # bytes of the buffer the launch uses (records and bracket)

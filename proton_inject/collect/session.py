@@ -18,25 +18,23 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from proton_inject.collect.buffers import Buffers, _DiscardBuffers, after_session
+from proton_inject.collect.buffers import BufferPool, Buffers, _DiscardBuffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.compiler_patches import CompilerPatches
 from proton_inject.collect.graphs import CudaGraphs
-from proton_inject.collect.launch_hooks import LaunchHooks
-from proton_inject.collect.launches import (
-    RunResult,
-    _InFlight,
-    _KernelInfo,
-)
+from proton_inject.collect.keep_policy import KeepPolicy
+from proton_inject.collect.launch_hooks import LaunchHooks, out_of_resources_type
+from proton_inject.collect.launch_path import LaunchPath
+from proton_inject.collect.launches import RunResult, _KernelInfo
 from proton_inject.collect.measured_overhead import MeasuredOverhead
 from proton_inject.collect.patches import Patches
+from proton_inject.collect.raw_writer import RawWriter
 from proton_inject.collect.sink import RawSink
 from proton_inject.collect.tuning_hooks import TuningHooks
 from proton_inject.dump import tuning
@@ -89,13 +87,13 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         max_pending_mb: float = 256,
         keep_tuning: bool = False,
         autotune_from: str | os.PathLike | None = None,
+        keep: KeepPolicy | str | None = None,
     ) -> None:
         if max_launches is not None and max_launches < 0:
             raise UserError(f"--max-launches must be >= 0, got {max_launches}")
         if max_pending_mb <= 0:
             raise UserError(f"--max-pending-mb must be > 0, got {max_pending_mb}")
         self.options = options or LoweringOptions()
-        self.max_launches = max_launches
         self.max_pending = int(max_pending_mb * 2**20)
         self.out = Path(out)
         # Where each compile's instrumented IR comes from: rules (profile) or a tree (run).
@@ -111,10 +109,13 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         self._tls = threading.local()
         self._lock = threading.RLock()
         self._kernels: dict[int, _KernelInfo] = {}
-        self._inflight: deque[_InFlight] = deque()
-        self._finished: list[_InFlight] = []
-        self._pending_bytes = 0
-        self._finished_bytes = 0
+        # Which launches are kept (``keep``: a policy or its --keep-launches text), bounded
+        # by --max-launches.
+        if isinstance(keep, str):
+            keep = KeepPolicy.parse(keep)
+        self.keep_policy = (keep or KeepPolicy()).with_total(max_launches)
+        self.pool = BufferPool(self.max_pending)  # kept launches' buffers, reused
+        self.writer = RawWriter(self._save_host, self._landed, self.max_pending, self._writer_error)
         self._discard = _DiscardBuffers()  # for launches not kept
         self._streams: dict[int, Any] = {}
         self._copy_streams: dict[int, Any] = {}
@@ -215,7 +216,6 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
                 "supports warp granularity only; use --granularity warp"
             )
         import triton
-        from triton.compiler.compiler import CompiledKernel
         from triton.runtime import _allocation
 
         if self.options.buffer_type == "global" and getattr(torch.version, "hip", None):
@@ -241,14 +241,17 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self._allocate)
             self.patches.on_undo(lambda: _allocation.set_profile_allocator(after_session(prev_alloc)))
-            knobs_rt = triton.knobs.runtime
-            knobs_rt.launch_enter_hook.add(self._enter)
-            knobs_rt.launch_exit_hook.add(self._exit)
-            self.patches.on_undo(lambda: knobs_rt.launch_enter_hook.remove(self._enter))
-            self.patches.on_undo(lambda: knobs_rt.launch_exit_hook.remove(self._exit))
-            self.patches.patch(CompiledKernel, "launch_metadata", self._wrap_launch_metadata)
+            self.oor_type = out_of_resources_type()
+            self.launch_path = LaunchPath(self, self.keep_policy)
+            self.launch_path.install(self.patches)
             self._patch_cuda_graphs()
             if self.measure_overhead:
+                # Timing each launch needs hooks around every launch, plain ones too.
+                knobs_rt = triton.knobs.runtime
+                knobs_rt.launch_enter_hook.add(self._enter)
+                knobs_rt.launch_exit_hook.add(self._exit)
+                self.patches.on_undo(lambda: knobs_rt.launch_enter_hook.remove(self._enter))
+                self.patches.on_undo(lambda: knobs_rt.launch_exit_hook.remove(self._exit))
                 self._patch_measure()
         except BaseException:
             self.uninstall()
@@ -260,6 +263,11 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         with self._lock:
             if text not in self.result.messages:
                 self.result.messages.append(text)
+
+    def _writer_error(self, text: str) -> None:
+        """A kept launch could not be read back or written (said once per cause)."""
+        self.result.details.append(text)
+        self._note_once(f"some profile buffers could not be saved ({text.split(': ', 1)[-1][:200]})")
 
 
     def uninstall(self) -> None:
@@ -282,13 +290,8 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             return self.result
         self._stopped = True
         try:
-            try:
-                with self._lock:
-                    while self._inflight:
-                        self._retire(self._inflight.popleft(), wait=True)
-                    self._write_finished()
-            except Exception as e:  # e.g. the program left the GPU in an error state
-                self.result.messages.append(f"could not read back {len(self._inflight)} profile buffers: {e}")
+            self.launch_path.uninstall()  # no launch is kept past this point
+            self.writer.close()  # every kept launch written
             if self.measure_overhead:
                 try:
                     self.result.measured_overhead, lines = self.measured_overhead()
@@ -354,9 +357,19 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             kept[r.kernel] = kept.get(r.kernel, 0) + 1
             if r.graph_replay is not None:
                 replayed[r.kernel] = replayed.get(r.kernel, 0) + 1
+        seen = self.launch_counts()
         for name, n in sorted(self._overridden.items()):
             extra = f", {replayed[name]} of them CUDA-graph replays" if name in replayed else ""
-            msgs.append(f"kernel {name}: {n} instrumented builds, {kept.get(name, 0)} launches kept{extra}")
+            ran = f"{seen[name]:,} launches, " if name in seen else ""
+            msgs.append(f"kernel {name}: {n} instrumented builds, {ran}{kept.get(name, 0):,} kept{extra}")
+        if any(seen.get(k, 0) > n for k, n in kept.items()) or any(k not in kept for k in seen):
+            msgs.append(f"launches kept: {self.keep_policy.describe()} (--keep-launches)")
+
+    def launch_counts(self) -> dict[str, int]:
+        """Launches of each instrumented kernel while the session ran, kept or not (those made
+        inside CUDA-graph captures count once, at capture)."""
+        path = getattr(self, "launch_path", None)
+        return path.per_kernel() if path is not None else {}
 
 
 # --- running a session (the API in ``api.py`` adds the analysis) -----------------------------

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.collect import device_ops
-from proton_inject.collect.buffers import _pinned
 from proton_inject.collect.compile_hook import TreeSource
-from proton_inject.collect.launches import LaunchRecord, _InFlight
+from proton_inject.collect.launches import LaunchRecord, _Pending
+from proton_inject.collect.raw_writer import InFlight
 from proton_inject.formats import calibration, clock_bracket
 from proton_inject.formats.files import write_atomic
 from proton_inject.formats.run_index import RUN_FORMAT, run_index_name
@@ -30,39 +30,34 @@ class RawSink:
         c = self.hook.compiled.get(rec.compile_hash)
         return (list(c.scope_names), list(c.scope_parents)) if c else ([], [])
 
-    def _copy_out(self, rec: LaunchRecord, buf: Any, stream: Any) -> None:
+    def _copy_out(self, rec: LaunchRecord, p: _Pending, stream: Any) -> None:
         """Enqueue the copy of a kept launch's buffer to pinned host memory on ``stream`` (a
-        torch stream, after the launch), and hold it in flight until it is done."""
+        torch stream, after the launch), then its zeroing for its next use (a buffer captured
+        into a CUDA graph is zeroed by the graph itself), and hand it to the raw writer."""
         import torch
 
-        host = _pinned(buf.numel())
+        n = p.nbytes or p.buffer.numel()
+        host = self.pool.host(n)
         with torch.cuda.stream(stream):
-            device_ops.copy_to_host(host, buf, stream.cuda_stream)
+            device_ops.copy_to_host(host, p.buffer, stream.cuda_stream, n)
+            if p.graph is None:
+                device_ops.zero(p.buffer, stream.cuda_stream)
             done = torch.cuda.Event()
             done.record(stream)
-        self._inflight.append(_InFlight(rec, buf, host, done))
-        self._pending_bytes += buf.numel()
+        self.writer.put(InFlight(rec, p.buffer if p.graph is None else None, host, n, done))
 
-    def _poll(self) -> None:
-        while self._inflight and self._inflight[0].done.query():
-            self._retire(self._inflight.popleft(), wait=False)
+    def _landed(self, item: InFlight) -> None:
+        """(raw writer) A launch's copy is done: its device buffer goes back to the pool."""
+        if item.device_buffer is not None:
+            self.pool.give_back(item.device_buffer)
+            item.device_buffer = None
 
-    def _retire(self, item: _InFlight, wait: bool) -> None:
-        if wait:
-            item.done.synchronize()
-        self._pending_bytes -= item.device_buffer.numel()
-        item.device_buffer = None
-        self._finished.append(item)
-        self._finished_bytes += item.host_buffer.numel()
-        if self._finished_bytes > self.max_pending:
-            self._write_finished()
-
-    def _write_finished(self) -> None:
-        for item in self._finished:
-            self._save(item.record, item.host_buffer.numpy())
-            item.host_buffer = None
-        self._finished.clear()
-        self._finished_bytes = 0
+    def _save_host(self, rec: LaunchRecord, host: Any) -> None:
+        """(raw writer) Save a launch from its pinned copy, then give the copy back."""
+        try:
+            self._save(rec, host.numpy())
+        finally:
+            self.pool.give_back_host(host)
 
     def _save(self, rec: LaunchRecord, data: Any) -> None:
         from proton_inject.formats.raw import raw_prefix, save_raw
@@ -210,6 +205,8 @@ class RawSink:
                 for r in self.result.launches
             ],
             "dropped": self.result.dropped,
+            "keep_policy": self.keep_policy.describe(),
+            "launch_counts": self.launch_counts(),
             "in_cuda_graphs": self.result.in_cuda_graphs,
             "compile_fallbacks": self.result.compile_fallbacks,
             **({"measured_overhead": self.result.measured_overhead} if self.result.measured_overhead else {}),

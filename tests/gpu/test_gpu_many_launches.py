@@ -57,7 +57,7 @@ DRIVER = textwrap.dedent('''
 
         # Every warp, Proton's buffer: 8 KiB per CTA, the sizes this test's limits are set for.
         options = LoweringOptions(warps="all", auto_size=False, buffer_type="shared")
-        session = Session(inst, out, options, max_pending_mb=float(pending))  # inst: a tree
+        session = Session(inst, out, options, max_pending_mb=float(pending), keep="all")  # inst: a tree
         session.gz = False
         result = run_in_session(session, ["prog.py", n], "run")
     print(json.dumps({

@@ -1,0 +1,89 @@
+"""Which launches a session keeps: the first of each build, then one in N, up to a total.
+
+A long program launches a kernel millions of times; keeping each launch would cost host time,
+disk and report time in proportion. The policy keeps the first ``first`` launches of every
+instrumented build (a build is one kernel and config), then every ``every``-th launch of it,
+and never more than ``total`` in all; every launch is still counted, so the report can say how
+many ran and how many it holds. ``all`` keeps every launch (the old behaviour; bounded by
+``--max-launches`` alone).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from proton_inject.errors import UserError
+
+NEVER = float("inf")
+
+
+@dataclass(frozen=True)
+class KeepPolicy:
+    """``first`` launches of each build, then one in ``every`` (0: no more), at most ``total``
+    in all (None: no bound)."""
+
+    first: int = 20
+    every: int = 100
+    total: int | None = 2000
+
+    @classmethod
+    def parse(cls, spec: str) -> KeepPolicy:
+        """``all``, or ``KEY=N`` pairs separated by commas (keys: first, every, max; ``max=none``
+        lifts the bound), e.g. ``first=10,every=1000,max=500``. A bad spec is a UserError."""
+        text = spec.strip().lower()
+        if text == "all":
+            return cls(first=0, every=1, total=None)
+        policy = cls()
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            m = re.fullmatch(r"(first|every|max)=(\d{1,9}|none)", part)
+            if m is None or (m[2] == "none" and m[1] != "max"):
+                raise UserError(f"--keep-launches {spec!r}: expected 'all' or first=N,every=N,max=N "
+                                f"(max=none: no bound), got {part!r}")
+            key, value = m[1], None if m[2] == "none" else int(m[2])
+            policy = replace(policy, **{"total" if key == "max" else key: value})
+        return policy
+
+    @classmethod
+    def from_options(cls, spec: str | None, sample: int | None) -> KeepPolicy | None:
+        """The policy of --keep-launches SPEC and --sample-launches N (None: the default)."""
+        if spec is None and sample is None:
+            return None
+        policy = cls.parse(spec) if spec is not None else cls()
+        return policy if sample is None else replace(policy, every=sample)
+
+    def with_total(self, total: int | None) -> KeepPolicy:
+        """The same policy bounded by ``total`` (``--max-launches``; None keeps this bound)."""
+        return self if total is None else replace(self, total=total)
+
+    def next_after(self, seen: int) -> float:
+        """After ``seen`` launches of one build, the launch count at which it is next kept."""
+        if seen < self.first:
+            return seen + 1
+        if self.every <= 0:
+            return NEVER
+        return (seen // self.every + 1) * self.every
+
+    def keeps_replay(self, replay: int) -> bool:
+        """Whether replay number ``replay`` (from 1) of a CUDA graph is kept: the graph's
+        captured launches are one build's launches to the policy."""
+        return replay <= self.first or (self.every > 0 and replay % self.every == 0)
+
+    def describe(self) -> str:
+        if self.first == 0 and self.every == 1 and self.total is None:
+            return "every launch"
+        tail = "" if self.every <= 0 else f", then 1 in {self.every}"
+        bound = "" if self.total is None else f", at most {self.total} in all"
+        return f"the first {self.first} launches of each kernel and config{tail}{bound}"
+
+
+class LaunchCounts:
+    """Launches seen by one instrumented build (a kernel and config) and the count at which the
+    policy keeps its next one. Updated on the launch path with no lock: one compare a launch."""
+
+    __slots__ = ("name", "seen", "next_keep")
+
+    def __init__(self, name: str, policy: KeepPolicy) -> None:
+        self.name = name
+        self.seen = 0
+        self.next_keep = policy.next_after(0)

@@ -1,0 +1,177 @@
+"""The launch path: each instrumented build's own launcher, wrapped; nothing on other launches.
+
+No global launch hook is installed (with one, Triton builds launch metadata for every launch of
+every kernel, and Inductor bakes that into the launchers it generates). Instead, when a build of
+this session loads (``CompiledKernel._init_handles``), an instrumented one gets its launcher
+wrapped in a ``KernelLauncher``: one counter compare a launch decides by the ``KeepPolicy``
+whether the launch is kept. A launch not kept goes straight to Triton's launcher (its records
+go to a throw-away buffer); a kept one gets a pooled, already zeroed buffer, and its copy to the
+host is queued for the raw writer. Plain builds (the program's own, the ones autotuners time)
+are never wrapped. When the session stops, every wrapped build gets its own launcher back.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from proton_inject.collect.device_ops import in_tool_work, tool_work
+from proton_inject.collect.keep_policy import NEVER, KeepPolicy, LaunchCounts
+from proton_inject.collect.launches import _KernelInfo, _Pending, config_of_autotune, config_of_kernel
+
+
+class KernelLauncher:
+    """An instrumented build's launcher as Triton calls it (``CompiledKernel.run``): counts
+    the launch and, when the policy keeps it, hands it to the session's ``LaunchPath``."""
+
+    __slots__ = ("inner", "info", "counts", "path")
+
+    def __init__(self, inner: Any, info: _KernelInfo, counts: LaunchCounts, path: LaunchPath) -> None:
+        self.inner, self.info, self.counts, self.path = inner, info, counts, path
+
+    def __call__(self, gx: int, gy: int, gz: int, stream: int, function: Any, *args: Any) -> Any:
+        c = self.counts
+        c.seen += 1
+        if c.seen < c.next_keep and not self.path.capturing:
+            return self.inner(gx, gy, gz, stream, function, *args)
+        return self.path.launch(self, gx, gy, gz, stream, function, args)
+
+    def __getattr__(self, name: str) -> Any:  # the launcher's own attributes, as before
+        return getattr(self.inner, name)
+
+
+class LaunchPath:
+    """Wraps instrumented builds' launchers as they load, keeps launches by the policy, counts
+    every launch per build, and gives each build its launcher back at the end."""
+
+    def __init__(self, session: Any, policy: KeepPolicy) -> None:
+        self.session = session
+        self.policy = policy
+        self.kept = 0  # launches kept in all (the policy's total bounds it)
+        self.counts: list[LaunchCounts] = []
+        self._wrapped: list[tuple[Any, KernelLauncher]] = []
+        self._lock = threading.Lock()
+        self.active = False
+        self.capturing = 0  # CUDA-graph captures under way (the launch path then always asks)
+
+    # -- install / uninstall --
+
+    def install(self, patches: Any) -> None:
+        from triton.compiler.compiler import CompiledKernel
+
+        path = self
+
+        def init_handles(orig: Any) -> Any:
+            def wrapper(ck: Any) -> Any:
+                if ck.module is not None:
+                    return orig(ck)
+                try:
+                    orig(ck)
+                except Exception as e:
+                    raise path.session.explain_out_of_resources(ck, e, path.session.oor_type) from e
+                if path.active:
+                    path._loaded(ck)
+
+            return wrapper
+
+        patches.patch(CompiledKernel, "_init_handles", init_handles)
+        self.active = True
+        patches.on_undo(self.uninstall)
+
+    def uninstall(self) -> None:
+        """Every wrapped build launches through its own launcher again (a launcher that a
+        library or Inductor took while we were installed passes straight through)."""
+        self.active = False
+        with self._lock:
+            for ck, w in self._wrapped:
+                if ck._run is w:
+                    ck._run = w.inner
+                w.counts.next_keep = NEVER
+            self._wrapped.clear()
+
+    def _loaded(self, ck: Any) -> None:
+        """A build just loaded: wrap its launcher if it is one of ours and instrumented."""
+        s = self.session
+        info = s._info(ck)
+        if not info.instrumented or s.building_plain or ck._run is None:
+            return
+        counts = LaunchCounts(info.name, self.policy)
+        w = KernelLauncher(ck._run, info, counts, self)
+        with self._lock:
+            if self.policy.total is not None and self.kept >= self.policy.total:
+                counts.next_keep = NEVER
+            self.counts.append(counts)
+            self._wrapped.append((ck, w))
+        ck._run = w
+
+    # -- a launch the policy may keep --
+
+    def launch(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,
+               args: tuple) -> Any:
+        c = w.counts
+        c.next_keep = self.policy.next_after(c.seen)
+        s = self.session
+        if not self.active or in_tool_work():
+            return w.inner(gx, gy, gz, stream, function, *args)
+        tuning = s.benchmarking
+        if tuning is not None and not s.keep_tuning:
+            s._count_drop("autotune benchmarking")
+            return w.inner(gx, gy, gz, stream, function, *args)
+        with self._lock:  # (a launch captured into a CUDA graph: the policy picks its replays)
+            if not self.capturing and self.policy.total is not None and self.kept >= self.policy.total:
+                self._quota_spent()
+                s._count_drop("past the launch bound")
+                return w.inner(gx, gy, gz, stream, function, *args)
+        p = _Pending(w.info, (int(gx), int(gy), int(gz)), int(stream or 0),
+                     self._config(w.info, tuning), tuning is not None)
+        try:
+            with tool_work():
+                size = gx * gy * gz * int(getattr(w.info.ck.metadata, "num_ctas", 1)) * w.info.scratch
+                buf = s.launch_buffer(p, size)
+        except Exception as e:  # never fail the program's launch because of us
+            s.buffer_failed(e)
+            buf = None
+        if buf is None:
+            return w.inner(gx, gy, gz, stream, function, *args)
+        if p.graph is None:
+            with self._lock:
+                self.kept += 1
+        tls = s._tls
+        tls.buffer, tls.pending = buf, p
+        try:
+            ret = w.inner(gx, gy, gz, stream, function, *args)
+        except BaseException:
+            p.keep = False
+            raise
+        finally:
+            if tls.buffer is not None:  # Triton did not ask for it: nothing was recorded there
+                p.keep = False
+            tls.buffer = tls.pending = None
+        if p.keep and p.deferred_stream is None:
+            with tool_work():
+                s._keep(p)
+        return ret
+
+    def _quota_spent(self) -> None:
+        """The total is reached: no build is kept again; their own launchers come back."""
+        for ck, w in self._wrapped:
+            w.counts.next_keep = NEVER
+            if ck._run is w:
+                ck._run = w.inner
+
+    def _config(self, info: _KernelInfo, tuning: Any) -> dict[str, Any]:
+        at = getattr(self.session._tls, "autotuner", None)
+        if tuning is not None and not isinstance(tuning, str):  # a triton.Config
+            return config_of_autotune(tuning)
+        if at is not None and getattr(at, "best_config", None) is not None:
+            return config_of_autotune(at.best_config)
+        if info.config is None:
+            info.config = config_of_kernel(info.ck)
+        return info.config
+
+    def per_kernel(self) -> dict[str, int]:
+        """Launches seen per kernel name (all its builds together)."""
+        out: dict[str, int] = {}
+        for c in self.counts:
+            out[c.name] = out.get(c.name, 0) + c.seen
+        return out

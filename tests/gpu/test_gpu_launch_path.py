@@ -1,0 +1,99 @@
+"""The launch path on a real GPU: which launches are kept, what every launch costs us, and
+that kernels get their own launchers back.
+
+A launch not kept runs through Triton's own launcher (its records go to a throw-away buffer);
+a kept one gets a pooled buffer, zeroed on the copy stream after its last use, and is written
+by the raw writer thread. These tests check what the program and the report see of that.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from helpers import requires_gpu
+
+from proton_inject.analyze.decode import decode
+from proton_inject.api import profile
+from proton_inject.collect.launch_path import KernelLauncher
+from proton_inject.formats.raw import find_raw, load_raw
+
+pytestmark = [pytest.mark.gpu, requires_gpu]
+
+
+@triton.jit
+def bump_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+def _bump(x: torch.Tensor) -> None:
+    bump_kernel[(2,)](x, x.numel(), BLOCK=256)
+
+
+def test_default_policy_keeps_first_then_one_in_n_and_counts_all(tmp_path):
+    x = torch.zeros(1024, device="cuda")
+    with profile({"loops": "both", "kernel": "bump_kernel"}, out=tmp_path / "t", quiet=True) as res:
+        for _ in range(450):
+            _bump(x)
+    torch.cuda.synchronize()
+    assert float(x.min()) == float(x.max()) == 450.0  # every launch ran, once
+    # The first 20, then launches 100, 200, 300 and 400.
+    assert len(res.launches) == 24, res.messages
+    index = json.loads((tmp_path / "t" / "run.json").read_text())
+    assert index["launch_counts"] == {"bump_kernel": 450}
+    assert any("450 launches, 24 kept" in m for m in res.messages), res.messages
+    raws = find_raw(tmp_path / "t" / "raw")
+    assert len(raws) == 24
+    for path in (raws[0], raws[-1]):  # a fresh buffer and a reused one decode alike
+        data, meta = load_raw(path)
+        d = decode(data, meta)
+        assert len(d.events) and not d.drops.dropped
+
+
+def test_kept_launches_all_and_pooled_buffers_come_back_zeroed(tmp_path):
+    """keep all: 300 kept launches through a handful of pooled buffers; a buffer reused
+    without its zeroing would show the last launch's records twice."""
+    x = torch.zeros(1024, device="cuda")
+    with profile({"loops": "both"}, out=tmp_path / "t", quiet=True, keep_launches="all") as res:
+        for _ in range(300):
+            _bump(x)
+    assert len(res.launches) == 300 and not any(r.all_zero for r in res.launches)
+    counts = set()
+    for path in find_raw(tmp_path / "t" / "raw")[::37]:
+        d = decode(*load_raw(path))
+        counts.add(len(d.events))
+    assert len(counts) == 1, counts
+
+
+def test_launchers_restored_after_the_session(tmp_path):
+    x = torch.zeros(1024, device="cuda")
+    with profile({"loops": "both"}, out=tmp_path / "t", quiet=True):
+        _bump(x)
+        ck = next(iter(bump_kernel.device_caches[torch.cuda.current_device()][0].values()))
+        assert isinstance(ck._run, KernelLauncher)
+    assert not isinstance(ck._run, KernelLauncher)
+    _bump(x)  # the instrumented build still launches (throw-away scratch), outside any session
+    torch.cuda.synchronize()
+
+
+def test_cuda_graph_replays_sampled(tmp_path):
+    x = torch.zeros(1024, device="cuda")
+    with profile({"loops": "both"}, out=tmp_path / "t", quiet=True, keep_launches="first=3,every=50") as res:
+        _bump(x)  # compile and load outside the capture
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(s), torch.cuda.graph(g, stream=s):
+            _bump(x)
+        torch.cuda.current_stream().wait_stream(s)
+        for _ in range(120):
+            g.replay()
+    torch.cuda.synchronize()
+    assert float(x.max()) == 1.0 + 120.0  # once before the capture, then 120 replays
+    replays = sorted(r.graph_replay for r in res.launches if r.graph_replay is not None)
+    assert replays == [1, 2, 3, 50, 100], (replays, res.messages)
