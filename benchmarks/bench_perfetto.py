@@ -20,6 +20,7 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,9 +30,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_trace import tiled_launch  # noqa: E402
 
 from proton_inject.analyze.decode import decode  # noqa: E402
-from proton_inject.analyze.perfetto import perfetto_bytes  # noqa: E402
-from proton_inject.analyze.trace import trace_bytes  # noqa: E402
 from proton_inject.formats.raw import load_raw  # noqa: E402
+from proton_inject.formats.traces import trace_bytes  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "h100-triton3.6"
 
@@ -96,9 +96,9 @@ def main() -> None:
         n = len(d.events) + len(d.ctas.cta)  # regions + finalize slices
         t = {"json": [], "native": []}
         size = {}
-        writers = [("json", trace_bytes), ("native", perfetto_bytes)]
+        writers = [("json", trace_bytes), ("native", partial(trace_bytes, fmt="perfetto"))]
         if args.protos:
-            build = protos_writer(perfetto_bytes([d]))
+            build = protos_writer(trace_bytes([d], fmt="perfetto"))
             writers.append(("protos", lambda _, b=build: b()))
             t["protos"] = []
         for _ in range(args.repeat):

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from proton_inject.analyze.decode import decode  # noqa: E402
-from proton_inject.analyze.trace import trace_bytes, write_trace  # noqa: E402
 from proton_inject.formats.raw import LaunchMeta, load_raw  # noqa: E402
+from proton_inject.formats.traces import trace_bytes, write_trace  # noqa: E402
 
 FIXTURE = REPO / "tests" / "data" / "h100-triton3.6" / "profile_scratch_mm.json"
 PROTON_EVENTS_PER_S = 55_000  # recorded: 507,904 events in 9.2 s, 2,031,616 in 38.3 s

@@ -5,7 +5,7 @@ Launches: the real H100 launches of tests/data/h100-triton3.6 (mm: 517,120 event
 sequence per warp; add: 37,888 events, one sequence per launch), decoded once each, then
 written alternately, each copy numbered anew and moved later in time (``--gap-us``), until
 ``--events`` are written: into one merged file (``--merge``) or one file per launch, with the
-report's own writer (``perfetto.PerfettoFile``), uncompressed unless ``--gz``.
+report's own writer (``formats.trace_perfetto.PerfettoFile``), uncompressed unless ``--gz``.
 
 The check reads each file back in chunks, never whole: each ``Trace.packet`` framing is
 walked and every packet parsed with ``perfetto_trace_pb2.TracePacket``; slice begins and ends
@@ -30,9 +30,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from proton_inject.analyze.decode import Decoded, decode  # noqa: E402
-from proton_inject.analyze.perfetto import PerfettoFile  # noqa: E402
-from proton_inject.analyze.trace import time_zero  # noqa: E402
 from proton_inject.formats.raw import load_raw  # noqa: E402
+from proton_inject.formats.trace_perfetto import PerfettoFile  # noqa: E402
+from proton_inject.formats.trace_writer import time_zero  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "h100-triton3.6"
 

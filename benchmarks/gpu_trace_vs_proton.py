@@ -159,9 +159,9 @@ def run_ours(inst: Path, work: Path, which: str, ctas: int, k: int) -> dict:
     import torch
 
     from proton_inject.analyze.decode import decode
-    from proton_inject.analyze.trace import write_trace
     from proton_inject.api import profile
     from proton_inject.formats.raw import find_raw, load_raw
+    from proton_inject.formats.traces import write_trace
 
     sys.path.insert(0, str(work))
     import kernels
@@ -188,7 +188,7 @@ def compare(proton_trace: str, our_trace: str) -> dict:
     """Regions, events per region and median cycles per region in both traces."""
     import numpy as np
 
-    from proton_inject.analyze.trace import read_trace
+    from proton_inject.formats.trace_json import read_trace
 
     theirs: dict[str, list[float]] = {}
     for ev in read_trace(proton_trace)["traceEvents"]:

@@ -13,6 +13,7 @@ import click
 from proton_inject.errors import UserError
 from proton_inject.formats.diagnostics import headline
 from proton_inject.formats.files import check_outputs, output_locks
+from proton_inject.formats.traces import DEFAULT_FORMAT, TRACE_FORMATS
 
 
 class _Group(click.Group):
@@ -506,11 +507,12 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON instead of tables.")
 @click.option("--clock-mhz", type=float, help="SM clock to turn cycles into ns, instead of the fit.")
 @click.option("--trace", "trace_dir", type=click.Path(file_okay=False),
-              help="Also write traces of raw inputs into this directory (Perfetto, or JSON).")
+              help="Also write traces of raw inputs into this directory (--trace-format).")
 @click.option("--merge", is_flag=True, help="With --trace: one file for all launches.")
 @_gz_option
-@click.option("--trace-format", type=click.Choice(["perfetto", "json"]), default="perfetto",
-              show_default=True, help="With --trace: native Perfetto (.pftrace) or Chrome JSON.")
+@click.option("--trace-format", type=click.Choice(list(TRACE_FORMATS)), default=DEFAULT_FORMAT,
+              show_default=True, help="With --trace: " + "; ".join(
+                  f"{name}: {f.help}" for name, f in TRACE_FORMATS.items()) + ".")
 @click.option("-v", "--verbose", is_flag=True, help="Also print whole notes and decode problems per launch.")
 @click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
 @click.option("--source", is_flag=True,

@@ -1,10 +1,10 @@
 """The one analysis pipeline (``run_report``), used at the end of a run and by ``report``.
 
 Inputs are raw launches (``traces/raw/`` directories or ``.json``/``.bin`` files written by
-``formats.raw.save_raw``) or Chrome traces written by ``trace.write_trace``. Raw launches are
+``formats.raw.save_raw``) or JSON traces (``formats/trace_json.py``). Raw launches are
 decoded by a pool of worker processes (``-j``; in this process with one), each launch once
-(``decode.py``, clocks by ``clock.py``): the worker writes its trace (``perfetto.py`` or
-``trace.py``) and picture (``plot.py``) and sends back what the summary needs of it
+(``decode.py``, clocks by ``clock.py``): the worker writes its trace (a writer of
+``formats/traces.py``) and picture (``plot.py``) and sends back what the summary needs of it
 (``summary.launch_part``: no region instances), in launch order, a few launches ahead at
 most, so memory does not grow with the launches; ``summary.Summary`` merges them and
 ``text.py`` gives the table. A merged trace is written here, as launches come back.
@@ -17,7 +17,6 @@ import os
 import re
 import sys
 import warnings
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -27,8 +26,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from proton_inject.analyze import perfetto, source_view
-from proton_inject.analyze import trace as trace_mod
+from proton_inject.analyze import source_view
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.plot import plot_timeline
@@ -37,11 +35,13 @@ from proton_inject.analyze.summary import LaunchData, Summary, launch_part
 from proton_inject.analyze.text import format_text
 from proton_inject.analyze.uncertainty import add_perturbation
 from proton_inject.errors import UserError
-from proton_inject.formats import calibration, clock_bracket, run_index
+from proton_inject.formats import calibration, clock_bracket, run_index, trace_json
 from proton_inject.formats import schema as validate
 from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.files import check_outputs, output_locks
 from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta
+from proton_inject.formats.trace_writer import time_zero
+from proton_inject.formats.traces import TRACE_FORMATS, trace_writer
 
 # Launches per task at most: a worker merges their summary parts itself, so the report's own
 # process merges one summary per task (it would else be the bottleneck past a few workers:
@@ -51,6 +51,7 @@ CHUNK = 16
 # A trace file with more JSON than this gets a warning: Perfetto's UI parses it inside the
 # browser's memory (~2 GB), and JSON traces past a few hundred MB load slowly or not at all.
 TRACE_WARN_BYTES = 500 * 2**20
+_PERFETTO = TRACE_FORMATS["perfetto"].suffix  # a native trace: for its viewer, not for report
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -82,7 +83,7 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
             raws.append(p)
         elif p.name.endswith((".json", ".json.gz")):
             traces.append(p)
-        elif p.name.endswith((perfetto.SUFFIX, perfetto.SUFFIX + ".gz")):
+        elif p.name.endswith((_PERFETTO, _PERFETTO + ".gz")):
             raise UserError(f"{p}: a native Perfetto trace: open it at ui.perfetto.dev; report "
                             "reads raw launches or JSON traces (--trace-format json)")
         else:
@@ -207,20 +208,9 @@ def progress_bar(total: int, what: str, show: bool) -> tqdm:
 
 
 def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[LaunchData]:
-    """Rebuild LaunchData from a trace written by ``trace.write_trace``."""
-    try:
-        doc = trace_mod.read_trace(path)
-    except (OSError, ValueError, EOFError, zlib.error, RecursionError) as e:
-        raise UserError(f"{path}: cannot read trace: {e}") from None
-    except MemoryError:
-        raise UserError(f"{path}: not enough memory to load this trace; report the raw "
-                        "launches it came from instead (`proton-inject report RAW`)") from None
-    other = doc.get("otherData") if isinstance(doc, dict) else None
-    if not isinstance(other, dict) or other.get("format") != trace_mod.TRACE_FORMAT:
-        raise UserError(f"{path}: not a proton-inject trace (write it with `report --trace` or `run`)")
-    infos = sorted(validate.trace_launches(other, path), key=lambda s: s["pid_base"])
+    """Rebuild LaunchData from a JSON trace (``formats/trace_json.py``)."""
+    infos, arr, farr = trace_json.read_trace_launches(path)
     bases = np.array([s["pid_base"] for s in infos])
-    arr, farr = _trace_columns(doc, path)
     which = np.searchsorted(bases, arr["pid"], side="right") - 1 if len(arr["pid"]) else arr["pid"]
     fwhich = np.searchsorted(bases, farr["pid"], side="right") - 1 if len(farr["pid"]) else farr["pid"]
     out = []
@@ -273,37 +263,6 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
     return out
 
 
-def _trace_columns(doc: dict[str, Any], path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """A trace's region events and ``finalize`` slices as numeric columns (process id, scope,
-    cycles, CTA, warp, SM, start and duration; process id, CTA, SM, init and pre-final)."""
-    cols: dict[str, list] = {k: [] for k in ("pid", "scope", "cycles", "cta", "warp", "sm", "ts", "dur")}
-    fin: dict[str, list] = {k: [] for k in ("pid", "cta", "sm", "init", "pre")}
-    events = doc.get("traceEvents", [])
-    for i, ev in enumerate(events if isinstance(events, list) else [None]):
-        try:
-            if ev.get("ph") != "X":
-                continue
-            a = ev.get("args", {})
-            if ev.get("name") == "finalize" and "finalize_ns" in a:
-                for k, v in (("pid", ev["pid"]), ("cta", a["cta"]), ("sm", a["sm"]),
-                             ("init", a["init_ns"]), ("pre", a["prefinal_ns"])):
-                    fin[k].append(v)
-            elif "cycles" in a:
-                for k, v in (("pid", ev["pid"]), ("scope", a["scope"]), ("cycles", a["cycles"]),
-                             ("cta", a["cta"]), ("warp", a["warp"]), ("sm", a["sm"]),
-                             ("ts", ev["ts"]), ("dur", ev["dur"])):
-                    cols[k].append(v)
-        except (KeyError, TypeError, AttributeError) as e:
-            raise validate.trace_event_error(path, i, e) from None
-    arr = {k: np.asarray(v) for k, v in cols.items()}
-    farr = {k: np.asarray(v) for k, v in fin.items()}
-    for k, v in [*arr.items(), *farr.items()]:
-        if v.size and v.dtype.kind not in "iuf":
-            raise UserError(f"{path}: trace events hold a non-numeric {k!r}; write the trace "
-                            "again with `proton-inject report RAW --trace DIR`")
-    return arr, farr
-
-
 def _loop_scopes(v: Any) -> list[list[int]]:
     """A trace's ``loop_scopes``, or none where it is missing or malformed (older traces)."""
     ok = isinstance(v, list) and all(isinstance(g, list) and all(map(validate.is_int, g)) for g in v)
@@ -343,7 +302,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     is a terminal; ``verbose``: the notes whole and each launch's issues in ``details``."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
     gz = gz is not False  # traces are gzipped unless asked not to, as raw buffers are
-    writer, ext = perfetto.trace_writer(trace_format, gz)
+    writer, ext = trace_writer(trace_format, gz)
     if jobs is not None and jobs < 1:
         raise UserError(f"-j {jobs}: give the number of decoding processes, 1 or more")
     if plot is not None:
@@ -458,7 +417,7 @@ def _work(job: _Job, path: str, summary: Summary) -> _Done:
         return _Done(decoded=d)
     out = _Done(decoded=d if job.merge else None)
     if job.trace_dir is not None and not job.merge:
-        w = job.writer(job.trace_dir / f"{d.meta.label}{job.ext}", trace_mod.time_zero(d), False, job.gz)
+        w = job.writer(job.trace_dir / f"{d.meta.label}{job.ext}", time_zero(d), False, job.gz)
         try:
             w.add(d)
             out.traced = (w.commit(), w.json_bytes, w.events)
@@ -525,7 +484,7 @@ def _decode_all(raws: Sequence[str], job: _Job, workers: Workers, progress: bool
                     continue
                 d = done.decoded
                 if d is not None:
-                    t = trace_mod.time_zero(d)
+                    t = time_zero(d)
                     t_min = t if t_min is None else min(t_min, t)
                     if merged is None:
                         merged = job.writer(merged_path, t, len(raws) > 1, job.gz)

@@ -25,9 +25,9 @@ from helpers import DATA, SAMPLES, sample_files
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.summary import LaunchData, summarize
-from proton_inject.analyze.trace import trace_bytes
 from proton_inject.errors import UserError
 from proton_inject.formats.raw import load_raw
+from proton_inject.formats.traces import trace_bytes
 from proton_inject.instrument.insert import insert_text, strip_text
 from proton_inject.instrument.rules import Rules
 

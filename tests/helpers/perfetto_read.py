@@ -88,7 +88,7 @@ def perfetto_events(data: bytes) -> list[tuple]:
 
 
 def json_events(data: bytes | str) -> list[tuple]:
-    """The same tuples from a Chrome JSON trace of ``trace.py`` (times read as decimals: a
+    """The same tuples from a Chrome JSON trace of ``formats/trace_json.py`` (times read as decimals: a
     float loses ns past ~2.5 months of globaltimer)."""
     doc = json.loads(data, parse_float=Decimal)
     launches = sorted(doc["otherData"]["launches"], key=lambda x: x["pid_base"])

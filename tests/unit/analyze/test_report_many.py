@@ -18,8 +18,8 @@ from helpers import load_module
 from helpers.cli import invoke
 
 from proton_inject.analyze import report
-from proton_inject.analyze.trace import read_trace
 from proton_inject.formats.diagnostics import headline
+from proton_inject.formats.trace_json import read_trace
 
 ROOT = helpers.REPO
 N = 300

@@ -19,7 +19,7 @@ from helpers import DATA
 from helpers.cli import invoke
 from helpers.limits import memory_limit
 
-from proton_inject.analyze import trace as trace_mod
+from proton_inject.formats import trace_json as trace_mod
 
 RAW = DATA / "h100-shortlaunch"
 

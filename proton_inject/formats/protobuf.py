@@ -1,4 +1,4 @@
-"""A tiny protobuf encoder for the native trace writer (``perfetto.py``): single fields as
+"""A tiny protobuf encoder for the native trace writer (``trace_perfetto.py``): single fields as
 bytes, and many messages of the same fields at once, column-wise with numpy (``Col``,
 ``encode_packets``): each field of every message laid out in a byte matrix, then the real bytes
 taken row by row, so no step works message by message."""

@@ -13,15 +13,15 @@ pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 from helpers.perfetto_read import json_events, perfetto_events, read_slices  # noqa: E402
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb  # noqa: E402
-from test_trace import small_launch  # noqa: E402
+from test_trace_json import small_launch  # noqa: E402
 
-from proton_inject.analyze import perfetto as P  # noqa: E402
-from proton_inject.analyze import protobuf  # noqa: E402
 from proton_inject.analyze.decode import decode  # noqa: E402
 from proton_inject.analyze.report import run_report  # noqa: E402
-from proton_inject.analyze.trace import trace_bytes  # noqa: E402
 from proton_inject.errors import UserError  # noqa: E402
+from proton_inject.formats import protobuf  # noqa: E402
+from proton_inject.formats import trace_perfetto as P  # noqa: E402
 from proton_inject.formats.raw import load_raw  # noqa: E402
+from proton_inject.formats.traces import trace_bytes, write_trace  # noqa: E402
 
 DATA = helpers.DATA / "h100-triton3.6"
 
@@ -61,7 +61,7 @@ def test_field_numbers_are_the_protos():
 
 
 def test_small_launch_tracks_names_and_args():
-    data = P.perfetto_bytes([small_launch()])
+    data = trace_bytes(fmt="perfetto", launches=[small_launch()])
     slices, tracks = read_slices(data)
     assert perfetto_events(data) == json_events(trace_bytes([small_launch()]))
     roots = [t for t in tracks.values() if t["parent"] is None]
@@ -93,7 +93,7 @@ def test_every_event_equals_the_json_writers(real):
     """Reading back 1 M packets with the protos takes ~10 s: mm once, merged with add."""
     add, mm = real
     for launches in ([add], [mm, add], [small_launch(0), small_launch(1)]):
-        got = perfetto_events(P.perfetto_bytes(launches))
+        got = perfetto_events(trace_bytes(fmt="perfetto", launches=launches))
         want = json_events(trace_bytes(launches))
         assert len(got) == sum(len(d.events) + len(d.ctas.cta) for d in launches)
         assert got == want
@@ -103,7 +103,7 @@ def test_native_bytes_are_a_fifth_of_the_json(real):
     """A property of the format on fixed inputs (2026-11-26): add (36,864 regions of 4,096
     warps, one sequence) 0.199, mm (516,096 regions of 8,192 warps, a sequence per warp) 0.189."""
     for d, heads in zip(real, (2, 8192), strict=True):
-        data = P.perfetto_bytes([d])
+        data = trace_bytes(fmt="perfetto", launches=[d])
         assert len(data) <= len(trace_bytes([d])) / 5
         # the smaller layout: one sequence (add, 9 regions a warp), one per warp (mm, 63)
         assert len(_packets(data)[0]) == heads
@@ -174,7 +174,7 @@ def test_report_writes_native_traces_by_default(tmp_path):
 
 def test_merged_native_trace(tmp_path, real):
     launches = [small_launch(1), real[0]]
-    p = P.write_perfetto(launches, tmp_path / "m.pftrace.gz")
+    p = write_trace(launches, tmp_path / "m.pftrace.gz", fmt="perfetto")
     got = perfetto_events(p.read_bytes())
     assert {x[0] for x in got} == {0, 1}
     assert got == json_events(trace_bytes(launches))

@@ -13,27 +13,25 @@ compacted with one boolean mask, instead of one ``json.dumps`` per event.
 
 from __future__ import annotations
 
-import gzip as _gzip
-import io
 import json
-import math
 import os
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
-from pathlib import Path
+import zlib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from proton_inject.analyze.decode import Decoded
-from proton_inject.formats.files import atomic_writer
+from proton_inject.errors import UserError
 from proton_inject.formats.schema import (
     MAX_TRACE_BYTES,
     loads_json,
     read_bytes,
     read_gzip,
     read_head,
+    trace_event_error,
+    trace_launches,
 )
+from proton_inject.formats.trace_writer import TraceLaunch, TraceSink, time_zero
 
 TRACE_FORMAT = "proton-inject-trace"
 _CHUNK = 1 << 15  # rows per formatting pass: a few MB of scratch, cache friendly
@@ -141,7 +139,7 @@ def _json_str(s: str) -> str:
     return json.dumps(s)[1:-1]
 
 
-def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[list, dict]:
+def _launch_parts(d: TraceLaunch, pid_base: int, t0_ns: int, merged: bool) -> tuple[list, dict]:
     """Byte chunks of all events of one launch (each line ends with ',\\n'), and its summary."""
     ev = d.events
     shift = d.base_ns - t0_ns  # this launch's time 0 on the file's time axis
@@ -154,7 +152,7 @@ def _launch_parts(d: Decoded, pid_base: int, t0_ns: int, merged: bool) -> tuple[
     return parts, _launch_summary(d, pid_base, shift)
 
 
-def _region_parts(d: Decoded, pid_base: int, ts: np.ndarray, te: np.ndarray) -> list:
+def _region_parts(d: TraceLaunch, pid_base: int, ts: np.ndarray, te: np.ndarray) -> list:
     """A complete event per region instance (start ``ts``, end ``te``: ns on the file's axis)."""
     meta = d.meta
     ev = d.events
@@ -200,7 +198,7 @@ def _region_parts(d: Decoded, pid_base: int, ts: np.ndarray, te: np.ndarray) -> 
     return _rows_in_chunks(len(ev), region_rows)
 
 
-def _finalize_parts(d: Decoded, pid_base: int, shift: int, ts: np.ndarray, te: np.ndarray
+def _finalize_parts(d: TraceLaunch, pid_base: int, shift: int, ts: np.ndarray, te: np.ndarray
                     ) -> tuple[list, np.ndarray]:
     """A ``finalize`` slice per CTA with regions, and which CTAs have regions."""
     meta = d.meta
@@ -256,7 +254,7 @@ def _finalize_parts(d: Decoded, pid_base: int, shift: int, ts: np.ndarray, te: n
     return _rows_in_chunks(int(has.sum()), fin_rows), has
 
 
-def _name_parts(d: Decoded, pid_base: int, merged: bool, has: np.ndarray) -> list:
+def _name_parts(d: TraceLaunch, pid_base: int, merged: bool, has: np.ndarray) -> list:
     """Names and sort order of the processes (SMs) and threads (CTA x warp) that have events."""
     meta = d.meta
     ev = d.events
@@ -291,7 +289,7 @@ def _name_parts(d: Decoded, pid_base: int, merged: bool, has: np.ndarray) -> lis
     return parts
 
 
-def _launch_summary(d: Decoded, pid_base: int, shift: int) -> dict[str, Any]:
+def _launch_summary(d: TraceLaunch, pid_base: int, shift: int) -> dict[str, Any]:
     """What the trace's ``otherData`` keeps of one launch (``report`` rebuilds it from this)."""
     meta = d.meta
     W = meta.num_warps
@@ -333,44 +331,6 @@ def _launch_summary(d: Decoded, pid_base: int, shift: int) -> dict[str, Any]:
     return summary
 
 
-def time_zero(d: Decoded) -> int:
-    """Globaltimer ns of a launch's time 0: its earliest CTA start, or its earliest record
-    where the clock places one before that (Perfetto rejects negative timestamps)."""
-    first = float(d.events.start_ns.min()) if len(d.events) else 0.0
-    return d.base_ns + min(0, math.floor(first))
-
-
-class TraceSink:
-    """Where a trace file's bytes go: a temp file renamed over ``path`` by ``_close`` (gzip
-    level ``level`` on the fly when ``gz``) and removed by ``abort``, or memory when ``path``
-    is None (``_close`` then returns the bytes). Shared by the JSON and the native writer."""
-
-    def __init__(self, path: str | os.PathLike | None, gz: bool, level: int):
-        self._stack = ExitStack()
-        self.path = None if path is None else Path(path)
-        if path is None:
-            self._f: Any = self._stack.enter_context(io.BytesIO())
-            self._mem = self._f
-        else:
-            self._f = self._stack.enter_context(atomic_writer(path))
-            self._mem = None
-            if gz:  # (no file name in the header: it would be the temp file's)
-                self._f = self._stack.enter_context(
-                    _gzip.GzipFile(filename="", mode="wb", fileobj=self._f, compresslevel=level,
-                                   mtime=0))
-
-    def _close(self) -> Any:
-        """Finish the file; returns its path (the bytes when written to memory)."""
-        data = self._mem.getvalue() if self._mem is not None else None
-        self._stack.close()
-        return data if data is not None else self.path
-
-    def abort(self) -> None:
-        """Drop the file (an old one at ``path`` stays)."""
-        err = RuntimeError("trace aborted")
-        self._stack.__exit__(type(err), err, None)
-
-
 class TraceFile(TraceSink):
     """One trace written launch by launch, so a run of many launches never sits in memory.
 
@@ -397,7 +357,7 @@ class TraceFile(TraceSink):
         self._f.write(b)
         self.json_bytes += len(b)
 
-    def add(self, d: Decoded) -> None:
+    def add(self, d: TraceLaunch) -> None:
         """Append one launch's events (its processes after those of the launches before)."""
         if time_zero(d) < self.t0:
             raise ValueError(f"launch {d.meta.label} starts before the trace's time 0")
@@ -420,47 +380,6 @@ class TraceFile(TraceSink):
         return self._close()
 
 
-def trace_bytes(launches: Sequence[Decoded], writer: Callable[..., Any] | None = None) -> bytes:
-    """One trace (``writer``: ``TraceFile``, Chrome JSON, by default, or ``perfetto.PerfettoFile``)
-    holding the given launches on one time axis, as bytes."""
-    w = (writer or TraceFile)(None, min((time_zero(d) for d in launches), default=0), len(launches) > 1)
-    for d in launches:
-        w.add(d)
-    return w.commit()
-
-
-def write_trace(launches: Decoded | Sequence[Decoded], path: str | os.PathLike,
-                gz: bool | None = None, level: int = 1, writer: Callable[..., Any] | None = None) -> Path:
-    """Write one trace file (``writer`` as for ``trace_bytes``); gzip when ``gz`` or when
-    ``path`` ends in ``.gz``."""
-    if isinstance(launches, Decoded):
-        launches = [launches]
-    path = Path(path)
-    gz = bool(gz or (gz is None and path.name.endswith(".gz")))
-    if gz and not path.name.endswith(".gz"):
-        path = path.with_name(path.name + ".gz")
-    w = (writer or TraceFile)(path, min((time_zero(d) for d in launches), default=0),
-                              len(launches) > 1, gz, level)
-    try:
-        for d in launches:
-            w.add(d)
-    except BaseException:
-        w.abort()
-        raise
-    w.commit()
-    return path
-
-
-def write_traces(launches: Sequence[Decoded], out_dir: str | os.PathLike, merge: bool = False,
-                 gz: bool = False, name: str = "merged") -> list[Path]:
-    """One ``<launch>.json[.gz]`` per launch in ``out_dir``, or one ``<name>.json`` if merged."""
-    out = Path(out_dir)
-    ext = ".json.gz" if gz else ".json"
-    if merge:
-        return [write_trace(list(launches), out / f"{name}{ext}", gz=gz)]
-    return [write_trace(d, out / f"{d.meta.label}{ext}", gz=gz) for d in launches]
-
-
 def read_trace(path: str | os.PathLike) -> dict[str, Any]:
     """Load a trace file (plain or gzip, at most ``MAX_TRACE_BYTES`` of JSON) as a dict."""
     fix = "write it again with `proton-inject report RAW --trace DIR`"
@@ -470,3 +389,53 @@ def read_trace(path: str | os.PathLike) -> dict[str, Any]:
     else:
         raw = read_bytes(path, "trace", MAX_TRACE_BYTES, huge_fix=big)
     return loads_json(raw, path, fix)
+
+
+def read_trace_launches(path: str | os.PathLike
+                        ) -> tuple[list[dict[str, Any]], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A proton-inject JSON trace as its launches' summaries (``otherData``, checked, by
+    process id base) and the columns of its region events and ``finalize`` slices
+    (``_trace_columns``); a user error for anything else."""
+    try:
+        doc = read_trace(path)
+    except (OSError, ValueError, EOFError, zlib.error, RecursionError) as e:
+        raise UserError(f"{path}: cannot read trace: {e}") from None
+    except MemoryError:
+        raise UserError(f"{path}: not enough memory to load this trace; report the raw "
+                        "launches it came from instead (`proton-inject report RAW`)") from None
+    other = doc.get("otherData") if isinstance(doc, dict) else None
+    if not isinstance(other, dict) or other.get("format") != TRACE_FORMAT:
+        raise UserError(f"{path}: not a proton-inject trace (write it with `report --trace` or `run`)")
+    infos = sorted(trace_launches(other, path), key=lambda s: s["pid_base"])
+    return (infos, *_trace_columns(doc, path))
+
+
+def _trace_columns(doc: dict[str, Any], path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A trace's region events and ``finalize`` slices as numeric columns (process id, scope,
+    cycles, CTA, warp, SM, start and duration; process id, CTA, SM, init and pre-final)."""
+    cols: dict[str, list] = {k: [] for k in ("pid", "scope", "cycles", "cta", "warp", "sm", "ts", "dur")}
+    fin: dict[str, list] = {k: [] for k in ("pid", "cta", "sm", "init", "pre")}
+    events = doc.get("traceEvents", [])
+    for i, ev in enumerate(events if isinstance(events, list) else [None]):
+        try:
+            if ev.get("ph") != "X":
+                continue
+            a = ev.get("args", {})
+            if ev.get("name") == "finalize" and "finalize_ns" in a:
+                for k, v in (("pid", ev["pid"]), ("cta", a["cta"]), ("sm", a["sm"]),
+                             ("init", a["init_ns"]), ("pre", a["prefinal_ns"])):
+                    fin[k].append(v)
+            elif "cycles" in a:
+                for k, v in (("pid", ev["pid"]), ("scope", a["scope"]), ("cycles", a["cycles"]),
+                             ("cta", a["cta"]), ("warp", a["warp"]), ("sm", a["sm"]),
+                             ("ts", ev["ts"]), ("dur", ev["dur"])):
+                    cols[k].append(v)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise trace_event_error(path, i, e) from None
+    arr = {k: np.asarray(v) for k, v in cols.items()}
+    farr = {k: np.asarray(v) for k, v in fin.items()}
+    for k, v in [*arr.items(), *farr.items()]:
+        if v.size and v.dtype.kind not in "iuf":
+            raise UserError(f"{path}: trace events hold a non-numeric {k!r}; write the trace "
+                            "again with `proton-inject report RAW --trace DIR`")
+    return arr, farr

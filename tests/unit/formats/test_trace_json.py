@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proton_inject.analyze.decode import decode
-from proton_inject.analyze.trace import _Rows, read_trace, trace_bytes, write_trace, write_traces
 from proton_inject.formats.raw import LaunchMeta, load_raw
+from proton_inject.formats.trace_json import _Rows, read_trace
+from proton_inject.formats.traces import trace_bytes, write_trace, write_traces
 
 GOLDEN = DATA / "golden" / "small_trace.json"
 

@@ -1,6 +1,6 @@
 """Write decoded launches as a native Perfetto trace: protobuf ``TracePacket``s, no dependency.
 
-The same events as the Chrome JSON writer (``trace.py``), on the same time axis (ns from the
+The same events as the Chrome JSON writer (``trace_json.py``), on the same time axis (ns from the
 launch's time 0, or the run's earliest launch when merged):
 
 - tracks: one per launch (``[rank R ]kernel #launch`` and its device), under it one per SM
@@ -35,19 +35,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from proton_inject.analyze.decode import Decoded
-from proton_inject.analyze.protobuf import Col, encode_packets, int_field, msg, str_field, tag, varint
-from proton_inject.analyze.trace import TraceFile, TraceSink, time_zero, trace_bytes, write_trace
-from proton_inject.errors import UserError
+from proton_inject.formats.protobuf import Col, encode_packets, int_field, msg, str_field, tag, varint
+from proton_inject.formats.trace_writer import TraceLaunch, TraceSink, time_zero
 
-SUFFIX = ".pftrace"
 _CHUNK = 1 << 16  # packets per encoding pass: bounded scratch memory
 
 # TracePacket and friends: field numbers of perfetto/trace/*.proto (checked against the
@@ -147,7 +142,7 @@ def _descriptors(uuid: np.ndarray, parent: np.ndarray | None, names: list[str],
     return encode_packets(n, [Col(tag(_P_DESCRIPTOR, 2), sub=desc)])
 
 
-def launch_packets(d: Decoded, t0_ns: int, merged: bool, ids: _Ids) -> tuple[list[np.ndarray], int]:
+def launch_packets(d: TraceLaunch, t0_ns: int, merged: bool, ids: _Ids) -> tuple[list[np.ndarray], int]:
     """Byte chunks of one launch's packets (descriptors, sequence heads, events), and how many
     slices they hold. ``merged`` is unused: every launch's top track names it."""
     sl = _launch_slices(d, d.base_ns - t0_ns)
@@ -199,8 +194,8 @@ class _Slices:
     init: np.ndarray
 
 
-def _launch_slices(d: Decoded, shift: int) -> _Slices:
-    """Regions, then each CTA's finalize (same values as trace._launch_parts)."""
+def _launch_slices(d: TraceLaunch, shift: int) -> _Slices:
+    """Regions, then each CTA's finalize (same values as trace_json._launch_parts)."""
     ev, c = d.events, d.ctas
     ts = np.round(ev.start_ns).astype(np.int64) + shift
     te = np.round(ev.end_ns).astype(np.int64) + shift
@@ -219,7 +214,7 @@ def _launch_slices(d: Decoded, shift: int) -> _Slices:
                    c.cta[has], c.init_ns[has] + shift)
 
 
-def _track_descriptors(d: Decoded, wkeys: np.ndarray, ids: _Ids
+def _track_descriptors(d: TraceLaunch, wkeys: np.ndarray, ids: _Ids
                        ) -> tuple[list[np.ndarray], np.ndarray]:
     """The launch's, its SMs', CTAs' and warps' track descriptors (warp tracks ``wkeys``:
     CTA x num_warps + warp), and the warp tracks' uuids."""
@@ -259,7 +254,7 @@ class _Names:
     fin_data: bytes
 
 
-def _interned(d: Decoded) -> _Names:
+def _interned(d: TraceLaunch) -> _Names:
     """The region names and source locations to intern, and the finalize slice's names."""
     meta = d.meta
     scopes = sorted(set(meta.scopes) | set(np.unique(d.events.scope).tolist()))
@@ -313,7 +308,7 @@ def _time_order(t: np.ndarray) -> np.ndarray:
 
 
 # long: the columns of every slice packet, then its runs (per sequence layout) encoded in chunks
-def _slice_events(d: Decoded, sl: _Slices, track: np.ndarray, seqs: np.ndarray, names: _Names,
+def _slice_events(d: TraceLaunch, sl: _Slices, track: np.ndarray, seqs: np.ndarray, names: _Names,
                   shared_uuid: np.ndarray | None) -> list[np.ndarray]:
     """Slice begins and ends, each timestamp the ns since the one before on its sequence:
     track by track (a sequence per warp track), or, with ``shared_uuid`` (the warp tracks'
@@ -382,7 +377,7 @@ def _slice_events(d: Decoded, sl: _Slices, track: np.ndarray, seqs: np.ndarray, 
 
 
 class PerfettoFile(TraceSink):
-    """One native trace written launch by launch, like ``trace.TraceFile`` (same arguments;
+    """One native trace written launch by launch, like ``trace_json.TraceFile`` (same arguments;
     ``path=None`` writes to memory and ``commit`` returns the bytes)."""
 
     def __init__(self, path: str | os.PathLike | None, t0_ns: int, merged: bool,
@@ -398,7 +393,7 @@ class PerfettoFile(TraceSink):
         """0: the report's warning about JSON too big for Perfetto's UI is not about this file."""
         return 0
 
-    def add(self, d: Decoded) -> None:
+    def add(self, d: TraceLaunch) -> None:
         """Append one launch's tracks and slices."""
         if time_zero(d) < self.t0:
             raise ValueError(f"launch {d.meta.label} starts before the trace's time 0")
@@ -411,26 +406,3 @@ class PerfettoFile(TraceSink):
     def commit(self) -> Any:
         """Finish the file; returns its path (the bytes when written to memory)."""
         return self._close()
-
-
-def perfetto_bytes(launches: Sequence[Decoded]) -> bytes:
-    """One native trace (bytes) holding the given launches on one time axis."""
-    return trace_bytes(launches, PerfettoFile)
-
-
-def write_perfetto(launches: Decoded | Sequence[Decoded], path: str | os.PathLike,
-                   gz: bool | None = None, level: int = 1) -> Path:
-    """Write one native trace file; gzip when ``gz`` or when ``path`` ends in ``.gz``."""
-    return write_trace(launches, path, gz, level, PerfettoFile)
-
-
-FORMATS = ("perfetto", "json")
-
-
-def trace_writer(trace_format: str, gz: bool) -> tuple[Any, str]:
-    """The writer class (``PerfettoFile`` or ``trace.TraceFile``, same arguments) and the file
-    suffix of ``trace_format``."""
-    if trace_format not in FORMATS:
-        raise UserError(f"--trace-format {trace_format}: must be one of {', '.join(FORMATS)}")
-    writer, ext = (PerfettoFile, SUFFIX) if trace_format == "perfetto" else (TraceFile, ".json")
-    return writer, ext + (".gz" if gz else "")
