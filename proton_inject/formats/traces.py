@@ -42,6 +42,7 @@ class TraceFormat:
 TRACE_FORMATS: dict[str, TraceFormat] = {
     "perfetto": TraceFormat("trace_perfetto:PerfettoFile", ".pftrace", "native Perfetto (.pftrace)"),
     "json": TraceFormat("trace_json:TraceFile", ".json", "Chrome JSON", readable=True),
+    "csv": TraceFormat("trace_csv:CsvFile", ".csv", "a table of region instances (CSV), a row each"),
 }
 DEFAULT_FORMAT = "perfetto"
 
