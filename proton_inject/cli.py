@@ -10,6 +10,18 @@ import sys
 
 import click
 
+from proton_inject.cli_options import (
+    ProgramCommand,
+    build_options,
+    gz_option,
+    jobs_option,
+    lowering_options,
+    options_from,
+    pending_options,
+    raw_option,
+    rule_options,
+    rules_from,
+)
 from proton_inject.errors import UserError
 from proton_inject.formats.diagnostics import headline
 from proton_inject.formats.files import check_outputs, output_locks
@@ -38,14 +50,18 @@ class _Group(click.Group):
             sys.exit(e.exit_code)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
+             invoke_without_command=True)
 @click.option("--debug", is_flag=True, help="Show tracebacks for user errors.")
-@click.version_option(package_name="proton-inject")
+@click.version_option(None, "-V", "--version", package_name="proton-inject", prog_name="proton-inject")
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
     """Profile regions inside Triton kernels by instrumenting their TTGIR."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    if ctx.invoked_subcommand is None:  # a bare `proton-inject`: what it can do, not an error
+        click.echo(ctx.get_help())
+        ctx.exit(0)
 
 
 # --- read the IR: inspect -------------------------------------------------------
@@ -68,60 +84,11 @@ def inspect(files: tuple[str, ...], max_ops: int) -> None:
 # --- rewrite the IR: insert, strip ----------------------------------------------
 
 
-def _options(*opts):
-    """One decorator for several click options, listed in ``--help`` in the order given."""
-    def apply(f):
-        for o in reversed(opts):
-            f = o(f)
-        return f
-    return apply
-
-
-_rule_options = _options(  # the rules of insert, shared with profile
-    click.option("--kernel-scope", is_flag=True, help="One region around each kernel's body."),
-    click.option("--loops", type=click.Choice(["outer", "iteration", "both"]),
-                 help="A region around each loop, each iteration's body, or both."),
-    click.option("--loop-depth", type=int,
-                 help="Only loops nested at most N deep (1 = outermost)."),
-    click.option("--region", "regions", multiple=True, metavar="NAME=FILE:START-END",
-                 help="A region around the ops from those source lines (repeatable)."),
-    click.option("--op", "ops", multiple=True, metavar="PATTERN",
-                 help="A region around each op whose name matches the glob (repeatable)."),
-    click.option("--kernel", metavar="REGEX", help="Only kernels whose name matches."),
-    click.option("--rules", "rules_file", type=click.Path(),
-                 help="Rules from a TOML file (default: [tool.proton-inject] in "
-                      "./pyproject.toml)."),
-    click.option("--no-marks", is_flag=True,
-                 help="Ignore '# proton:' marks in the kernel source."),
-    click.option("--source-root", type=click.Path(file_okay=False),
-                 help="Where relative source paths in the IR are found (default: .)."),
-    click.option("--sample-ctas", type=int, default=None, metavar="N",
-                 help="Record in every Nth CTA only (by linear program id); a loop with "
-                      "records inside runs in two copies (with and without them). "
-                      "Default 1: every CTA."),
-)  # fmt: skip
-
-
-def _rules_from(kw: dict):
-    """Rules from the options of ``_rule_options`` (popped from ``kw``) over the rules file."""
-    from proton_inject.instrument import rules
-
-    rules_file = kw.pop("rules_file")
-    from_pyproject = None if rules_file else rules.rules_from_pyproject()
-    base = rules.load_rules_file(rules_file) if rules_file else (from_pyproject or rules.Rules())
-    if from_pyproject is not None:  # rules the user did not type on this command line
-        click.echo("proton-inject: rules from ./pyproject.toml [tool.proton-inject] (options given "
-                   "here add to them; --rules FILE replaces them)", err=True)
-    flags = ("kernel_scope", "loops", "loop_depth", "regions", "ops", "kernel", "no_marks",
-             "source_root", "sample_ctas")
-    return rules.rules_with_flags(base, **{f: kw.pop(f) for f in flags})
-
-
 @main.command()
 @click.argument("src", type=click.Path())
 @click.option("-o", "--out", type=click.Path(),
               help="Output: a tree for a directory SRC (default: instrumented) or a .ttgir file.")
-@_rule_options
+@rule_options
 @click.option("--force", is_flag=True, help="Strip existing records and instrument again.")
 @click.option("--check-against", type=click.Path(),
               help="Compare with golden output instead of (or besides) writing; exit 1 on a diff.")
@@ -157,7 +124,7 @@ def insert(src, out, force, check_against, strict, compile_check, verbose, **kw)
     if check_against:
         golden.check_golden(check_against, tree=srcp.is_dir())
     click.get_current_context().with_resource(output_locks(("-o", out)))
-    rules = _rules_from(kw)
+    rules = rules_from(kw)
 
     from tqdm import tqdm  # a bar on a terminal only
 
@@ -204,69 +171,8 @@ def strip(src, out) -> None:
         click.echo(f"note: {note}", err=True)
     click.echo(f"stripped {len(written)} file{'s' if len(written) != 1 else ''} into {out}")
 
-# --- compile it without a GPU: check (lowering options shared with run) --------
 
-
-_lowering_options = _options(  # the Proton lowering options shared by check and run
-    click.option("--clock", type=click.Choice(["32", "64"]), default="64", show_default=True,
-                 help="Clock bits read per record (32: cheaper read; wraps every ~2 s)."),
-    click.option("--sched-stores", is_flag=True, help="Let Proton schedule record stores."),
-    click.option("--buffer-size", default="auto", show_default=True, metavar="BYTES|auto",
-                 help="Record buffer per CTA, bytes (0: Proton's default for the type; "
-                      "auto: just what each warp can write for kernels with no record "
-                      "inside a loop, Proton's default for the others)."),
-    click.option("--buffer-type", type=click.Choice(["auto", "shared", "global", "direct"]),
-                 default="auto", show_default=True,
-                 help="Keep records in shared memory (copied out at the end) or write them "
-                      "to global memory (no shared-memory limit; 0 = 16 KiB per warp); "
-                      "direct: our own lowering for records that each run once, by warp 0 "
-                      "(no per-CTA set-up; NVIDIA); auto: direct where it applies, else "
-                      "global for kernels with no record inside a loop, shared for the others."),
-    click.option("--sample-iterations", type=click.IntRange(min=1), default=1, metavar="N",
-                 help="Keep records inside loops for iterations 0, N, 2N, ... only (loops "
-                      "lowered directly; loops of dots or async copies, which Proton lowers, "
-                      "record every iteration)."),
-    click.option("--granularity", type=click.Choice(["warp", "warp-group"]), default="warp",
-                 show_default=True, help="Who records: each warp or each warp group."),
-    click.option("--warps", default=None, metavar="0,4|all",
-                 help="Record only these warps (default: the first warp of each partition, "
-                      "i.e. warp 0 without warp specialization, and every warp of a "
-                      "persistent kernel; all: every warp)."),
-)  # fmt: skip
-
-
-_pending_options = _options(  # run's and profile's: buffers in flight, autotuner launches
-    click.option("--max-pending-mb", type=float, default=256, show_default=True,
-                 help="Device memory held for buffers not yet copied to the host."),
-    click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches "
-                 "(configs are then timed instrumented)."),
-    click.option("--keep-launches", metavar="SPEC", help="Launches kept: 'all' or first=N,every=N,"
-                 "max=N (default first=20,every=100,max=2000: per kernel and config; all counted)."),
-    click.option("--sample-launches", type=click.IntRange(min=1), metavar="N",
-                 help="Keep 1 in N launches after the first ones (CUDA-graph replays too)."),
-)
-
-_build_options = _options(  # run's and profile's: the build cache, overhead against plain
-    click.option("--no-cache", is_flag=True, help="Compile instrumented kernels afresh and keep "
-                 "them nowhere (see `cache`)."),
-    click.option("--measure-overhead", is_flag=True, help="Alternate each kernel's launches "
-                 "between its plain and instrumented builds and report the kernel-time ratio "
-                 "(plain launches are not decoded)."),
-)
-_gz_option = click.option("--gz/--no-gz", default=None, help="Gzip raw buffers and traces (the default).")
-_jobs_option = click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-                            help="Decode with N processes (default: one per core; 1: in this process).")
-
-
-def _options_from(kw: dict):
-    from proton_inject.lower.options import options_from_cli
-
-    return options_from_cli(
-        clock=int(kw.pop("clock")), sched_stores=kw.pop("sched_stores"),
-        buffer_size=kw.pop("buffer_size"), granularity=kw.pop("granularity"),
-        warps=kw.pop("warps"), buffer_type=kw.pop("buffer_type"),
-        sample_iterations=kw.pop("sample_iterations"),
-    )  # fmt: skip
+# --- compile it without a GPU: check ---------------------------------------------
 
 
 @main.command()
@@ -274,7 +180,7 @@ def _options_from(kw: dict):
 @click.option("--target", "targets", multiple=True, metavar="cuda:90",
               help="Check files made for this target (repeatable: cuda:80, cuda:90, cuda:100, "
                    "hip:gfx942). Default: each file's own ttg.target.")  # fmt: skip
-@_lowering_options
+@lowering_options
 def check(paths: tuple[str, ...], targets: tuple[str, ...], **kw) -> None:
     """Compile instrumented TTGIR (files or trees) down to cubin/hsaco, without a GPU.
 
@@ -283,7 +189,7 @@ def check(paths: tuple[str, ...], targets: tuple[str, ...], **kw) -> None:
     """
     from proton_inject.lower.check import check_paths, format_report, summary
 
-    reports, skipped = check_paths(paths, list(targets) or None, _options_from(kw))
+    reports, skipped = check_paths(paths, list(targets) or None, options_from(kw))
     for r in reports:
         click.echo(format_report(r))
     for note in skipped:
@@ -404,21 +310,22 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
         sys.exit(res.exit_code)
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+@main.command(cls=ProgramCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("instrumented", type=click.Path())
 @click.option("-o", "--out", default="traces", show_default=True, type=click.Path(),
               help="Where raw buffers and traces go.")
-@_lowering_options
+@lowering_options
 @click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
 @click.option("--kernel", default=None, metavar="REGEX", help="Instrument only these kernels.")
-@_pending_options
-@_gz_option
+@pending_options
+@gz_option
 @click.option("-v", "--verbose", is_flag=True, help="Also print whole notes and decode problems per launch.")
-@_build_options
-@_jobs_option
+@raw_option
+@build_options
+@jobs_option
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
-        max_pending_mb, keep_tuning, gz, verbose, no_cache, measure_overhead, jobs, **kw) -> None:  # fmt: skip
+        max_pending_mb, keep_tuning, gz, verbose, raw, no_cache, measure_overhead, jobs, **kw) -> None:  # fmt: skip
     """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
 
     Exits with the program's own exit code.
@@ -428,9 +335,10 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
     check_outputs([("instrumented tree", instrumented)], [("-o", out, "dir")])
     keep = KeepPolicy.from_options(kw.pop("keep_launches"), kw.pop("sample_launches"))
     result, _ = profile_program(
-        list(program), out=out, instrumented=instrumented, options=_options_from(kw), kernel=kernel,
-        max_launches=max_launches, keep_launches=keep, max_pending_mb=max_pending_mb, keep_tuning=keep_tuning,
-        gz=gz is not False, progress=True, cache=not no_cache, measure_overhead=measure_overhead, jobs=jobs,
+        list(program), out=out, instrumented=instrumented, options=options_from(kw), kernel=kernel,
+        max_launches=max_launches, keep_launches=keep, max_pending_mb=max_pending_mb,
+        keep_tuning=keep_tuning, gz=gz is not False, raw=raw, progress=True, cache=not no_cache,
+        measure_overhead=measure_overhead, jobs=jobs,
     )  # fmt: skip
     _echo_messages(result, verbose)
     sys.exit(result.exit_code or 0)
@@ -442,29 +350,30 @@ def _echo_messages(result, verbose: bool) -> None:
         click.echo(f"proton-inject: {m if verbose else headline(m)}", err=True)
     for m in result.details if verbose else []:
         click.echo(f"proton-inject:   {m}", err=True)
-    click.echo(f"proton-inject: {len(result.launches)} launches written to {result.out}", err=True)
+    n = len(result.launches)
+    click.echo(f"proton-inject: {n} launch{'es' if n != 1 else ''} written to {result.out}", err=True)
 
 
 # --- instrument as kernels compile: profile ------------------------------------
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+@main.command(cls=ProgramCommand, context_settings={"ignore_unknown_options": True})
 @click.option("-o", "--out", default="traces", show_default=True, type=click.Path(),
               help="Where raw buffers, traces and the instrumented IR (OUT/ir) go.")
-@_rule_options
-@_lowering_options
+@rule_options
+@lowering_options
 @click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
-@_pending_options
+@pending_options
 @click.option("--no-report", is_flag=True, help="Do not print the report at the end.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also write a timeline PNG.")
-@_gz_option
+@gz_option
 @click.option("-v", "--verbose", is_flag=True, help="Also print whole notes and decode problems per launch.")
-@click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
+@raw_option
 @click.option("--autotune-from", type=click.Path(exists=True), default=None, metavar="DIR",
               help="Autotuners take the choices recorded in DIR/autotune.json (a dump, or a run's "
                    "or profile's -o) instead of timing configs.")
-@_build_options
-@_jobs_option
+@build_options
+@jobs_option
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, gz, verbose,
             raw, autotune_from, no_cache, measure_overhead, jobs, **kw):
@@ -479,10 +388,10 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 
     check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
     report_options(None, None, False, None, plot)  # before the program runs, not after
-    rules = _rules_from(kw)
+    rules = rules_from(kw)
     keep = KeepPolicy.from_options(kw.pop("keep_launches"), kw.pop("sample_launches"))
     result, rep = profile_program(
-        list(program), rules, out, options=_options_from(kw), max_launches=max_launches,
+        list(program), rules, out, options=options_from(kw), max_launches=max_launches,
         keep_launches=keep,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
         gz=gz is not False, plot=plot, raw=raw, progress=True, cache=not no_cache, verbose=verbose,
@@ -509,17 +418,17 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 @click.option("--trace", "trace_dir", type=click.Path(file_okay=False),
               help="Also write traces of raw inputs into this directory (--trace-format).")
 @click.option("--merge", is_flag=True, help="With --trace: one file for all launches.")
-@_gz_option
+@click.option("--gz/--no-gz", default=None, help="With --trace: gzip the traces (the default).")
 @click.option("--trace-format", type=click.Choice(list(TRACE_FORMATS)), default=DEFAULT_FORMAT,
               show_default=True, help="With --trace: " + "; ".join(
                   f"{name}: {f.help}" for name, f in TRACE_FORMATS.items()) + ".")
 @click.option("-v", "--verbose", is_flag=True, help="Also print whole notes and decode problems per launch.")
-@click.option("--raw", is_flag=True, help="Keep the records' own cost in durations (no compensation).")
+@raw_option
 @click.option("--source", is_flag=True,
               help="Also print each kernel's source lines with the time of the regions covering them.")
 @click.option("--launches", "launches", metavar="SPEC",
               help="Only these launch numbers, e.g. 0-99,250,400- (a big run's first steps).")
-@_jobs_option
+@jobs_option
 def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format, verbose, raw,
            source, launches, jobs) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
@@ -565,18 +474,20 @@ def diff(base, new, fail_above, markdown, as_json, unit, min_change, resamples, 
                    resamples=resamples, seed=seed, progress=True,
                    fmt="json" if as_json else "markdown" if markdown else "text")
     click.echo(res.text)
+    if res.error:
+        raise UserError(res.error)
     sys.exit(res.exit_code)
 
 
 @main.command()
-@_lowering_options
+@lowering_options
 @click.option("--device", type=int, default=0, show_default=True, help="CUDA device to calibrate.")
 def calibrate(device, **kw) -> None:
     """Measure what a record pair adds to a region on this GPU (needs a GPU; cached)."""
     from proton_inject import calibrate as cal
     from proton_inject.formats.calibration import cache_file
 
-    for opts, got in cal.measure_all(_options_from(kw), device=device):
+    for opts, got in cal.measure_all(options_from(kw), device=device):
         click.echo(cal.result_line(opts, got))
     click.echo(f"cached in {cache_file()}", err=True)
 

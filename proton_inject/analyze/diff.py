@@ -158,11 +158,13 @@ def _lower_bound(row: dict[str, Any]) -> float | None:
 @dataclass
 class DiffResult:
     """What ``diff`` produced: the comparison as a JSON-ready dict, rendered, and its exit
-    code (1: a region slower than ``--fail-above`` beyond noise)."""
+    code (1: a region slower than ``--fail-above`` beyond noise; 2: no region in both runs,
+    with ``error`` saying so: a gate that compared nothing must not pass)."""
 
     data: dict[str, Any]
     text: str
     exit_code: int
+    error: str | None = None
 
 
 def run_diff(base: str | os.PathLike, new: str | os.PathLike, unit: str = "cycles",
@@ -188,7 +190,22 @@ def render(data: dict[str, Any], fmt: str = "text") -> DiffResult:
     """``diff_sides``' comparison as text, Markdown or JSON, with its exit code."""
     text = (json.dumps(data, indent=1) if fmt == "json" else format_markdown(data)
             if fmt == "markdown" else format_text(data))
-    return DiffResult(data=data, text=text, exit_code=1 if data["failed"] else 0)
+    error = nothing_compared(data)
+    return DiffResult(data=data, text=text, exit_code=2 if error else 1 if data["failed"] else 0,
+                      error=error)
+
+
+def nothing_compared(data: dict[str, Any]) -> str | None:
+    """Why nothing was compared, when no region ran in both runs, else None."""
+    if any(k["regions"] for k in data["kernels"]):
+        return None
+    def names(side: str) -> str:
+        got = sorted({k["kernel"] for k in data[f"kernels_only_{side}"]}
+                     | {k["kernel"] for k in data["kernels"] if k[f"only_{side}"]})
+        return ", ".join(got) or "none"
+    return (f"diff: {data['base']} and {data['new']} have no region in common, so nothing was "
+            f"compared (kernels in base: {names('base')}; in new: {names('new')}); give two runs "
+            "of the same program and rules")
 
 
 def diff_sides(base: Side, new: Side, unit: str = "cycles", fail_above: float | None = None,

@@ -89,7 +89,8 @@ def _kernel_only_lines(d: dict[str, Any], kernel_name: Callable[[str], str]) -> 
     """One line per kernel that ran on one side only (text and Markdown say them alike)."""
     return [f"kernel only in {side}: {kernel_name(k['kernel'])}"
             + (f" [{k['config']}]" if k["config"] else "")
-            + f" ({k['launches']} launches, {k['regions']} regions)"
+            + f" ({k['launches']} launch{'es' if k['launches'] != 1 else ''}, {k['regions']} "
+              f"region{'s' if k['regions'] != 1 else ''})"
             for side in ("base", "new") for k in d[f"kernels_only_{side}"]]
 
 

@@ -491,7 +491,7 @@ def format_report(r: CheckReport) -> str:
         if r.recording_warps:
             ws = r.recording_warps  # ids: "warp 0 of 8", never a bare 0 that reads as none
             lines.append(f"     recording warps: warp{'s' if len(ws) > 1 else ''} "
-                         f"{','.join(map(str, ws))} of {r.num_warps} (--warps all: every warp)")
+                         f"{','.join(map(str, ws))} of {r.num_warps}; every warp with --warps all")
         elif r.persistent:
             lines.append("     recording warps: every warp (a persistent kernel: its CTAs loop "
                          "over tiles; --warps 0: one)")
@@ -540,9 +540,10 @@ def summary(reports: Sequence[CheckReport], skipped: Sequence[str]) -> str:
     ok = sum(r.ok for r in reports)
     failed = len(reports) - ok
     targets = sorted({r.target for r in reports})
-    text = f"{ok} ok, {failed} failed ({len(reports)} compiles for {', '.join(targets)})"
+    n = len(reports)
+    text = f"{ok} ok, {failed} failed ({n} compile{'s' if n != 1 else ''} for {', '.join(targets)})"
     if skipped:
-        text += f", {len(skipped)} files skipped"
+        text += f", {len(skipped)} file{'s' if len(skipped) != 1 else ''} skipped"
     return text
 
 

@@ -106,8 +106,9 @@ def format_outline(module: Module, max_ops: int = 12) -> str:
     lines = [f"{module.path}  (target {module.target() or '?'})"]
     for k in outline(module):
         total = sum(k.op_counts.values())
+        n = len(k.loops)
         lines.append(f"  kernel {k.name} ({k.visibility}, IR line {k.ir_line}): {total} ops,"
-                     f" {len(k.loops)} loops")
+                     f" {n} loop{'s' if n != 1 else ''}")
         for lp in k.loops:  # (its name holds its partition)
             lines.append(f"    {'  ' * lp.depth}{lp.op} {lp.name} (depth {lp.depth}, "
                          f"{lp.source or 'no source line'}, IR line {lp.ir_line})")
@@ -115,7 +116,8 @@ def format_outline(module: Module, max_ops: int = 12) -> str:
         shown = ", ".join(f"{n} x{c}" for n, c in common[:max_ops])
         more = len(common) - max_ops
         if more > 0:
-            shown += f", ... {more} more kinds" if shown else f"{more} kinds"
+            kinds = f"kind{'s' if more != 1 else ''}"
+            shown += f", ... {more} more {kinds}" if shown else f"{more} {kinds}"
         lines.append(f"    ops: {shown}")
         lines.append("    source lines:")
         for src, ops in sorted(k.source_lines.items(), key=_source_key):

@@ -171,7 +171,7 @@ def test_a_small_region_slower(runs):
     assert d["kernels_only_base"] == [{"kernel": "mm_kernel", "config": None, "launches": 1,
                                        "regions": 1}]
     assert d["kernels_only_new"] == []
-    assert "kernel only in base: mm_kernel (1 launches, 1 regions)" in run_diff(
+    assert "kernel only in base: mm_kernel (1 launch, 1 region)" in run_diff(
         runs["base"], runs["add_slow"]).text
 
 
@@ -186,9 +186,9 @@ def test_each_kernel_on_one_side_only_is_said_once(tmp_path):
     d = run_diff(base, new).data
     assert [k["config"] for k in d["kernels_only_base"]] == [None, "BLOCK=64"]
     assert [k["kernel"] for k in d["kernels_only_new"]] == ["add_kernel"]
-    want = ["kernel only in base: mm_kernel (1 launches, 1 regions)",
-            "kernel only in base: mm_kernel [BLOCK=64] (1 launches, 1 regions)",
-            "kernel only in new: add_kernel (1 launches, 2 regions)"]
+    want = ["kernel only in base: mm_kernel (1 launch, 1 region)",
+            "kernel only in base: mm_kernel [BLOCK=64] (1 launch, 1 region)",
+            "kernel only in new: add_kernel (1 launch, 2 regions)"]
     text = run_diff(base, new).text.splitlines()
     assert [ln for ln in text if "kernel only in" in ln] == want
     md = run_diff(base, new, fmt="markdown").text.splitlines()

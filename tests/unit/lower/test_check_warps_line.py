@@ -16,5 +16,5 @@ def test_recording_warps_line_names_warps_of_the_cta(tmp_path):
     inst.write_text(insert_text(path.read_text(), Rules(kernel_scope=True, marks=False)).text)
     r = check_file(inst)
     assert r.ok and r.recording_warps == [0] and r.num_warps == 4
-    assert "     recording warps: warp 0 of 4 (--warps all: every warp)" in format_report(r)
+    assert "     recording warps: warp 0 of 4; every warp with --warps all" in format_report(r)
     assert "recording warps: 0 " not in format_report(r)

@@ -1,0 +1,78 @@
+"""What a new user types, following the README on a machine without a GPU: each command as
+typed, its exit code and the words it answers with (CPU only, bundled data and samples)."""
+
+from __future__ import annotations
+
+import helpers
+import pytest
+from helpers.cli import invoke
+
+DATA = helpers.DATA
+
+
+# --- diff: a gate that compared nothing does not pass ----------------------------------------
+
+
+def test_diff_of_runs_with_no_kernel_in_common_exits_2():
+    res = invoke(["diff", DATA / "h100-direct", DATA / "h100-shortlaunch", "--fail-above", "5"],
+                  code=2)
+    err = [ln for ln in res.stderr.splitlines() if ln.startswith("proton-inject: error:")]
+    assert len(err) == 1 and "nothing was compared" in err[0], res.output
+    assert "layernorm_fwd_kernel" in err[0] and "matmul_kernel" in err[0]
+    assert "kernel only in base: layernorm_fwd_kernel" in res.stdout  # the listing still comes
+    assert "(1 launch, 4 regions)" in res.stdout
+
+
+def test_diff_of_a_run_with_itself_still_passes():
+    res = invoke(["diff", DATA / "h100-shortlaunch", DATA / "h100-shortlaunch", "--fail-above", "5"],
+                 code=0)
+    assert "8 within noise" in res.stdout
+
+
+# --- run and profile: a mistyped option of ours is said as for the other commands ---------
+
+
+@pytest.mark.parametrize("argv, typo, meant", [
+    (["profile", "--loop", "both", "-o", "out", "--", "python", "x.py"], "--loop", "--loops"),
+    (["profile", "--loop", "both", "-o", "out", "python", "x.py"], "--loop", "--loops"),
+    (["run", "instrumented", "--warp=0", "--", "python", "x.py"], "--warp", "--warps"),
+    (["run", "--kernal", "x", "instrumented", "python", "x.py"], "--kernal", "--kernel"),
+])
+def test_run_and_profile_name_an_unknown_option_with_a_suggestion(tmp_path, argv, typo, meant):
+    res = invoke(argv, cwd=tmp_path, code=2)
+    assert f"No such option '{typo}'" in res.output and meant in res.output, res.output
+    assert "python option" not in res.output and "no such script" not in res.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_program_keeps_its_own_options(tmp_path):
+    # after `--` an unknown option is the program's: it reaches the program check
+    res = invoke(["run", "instrumented", "--", "python", "nope.py", "--loop", "both"], cwd=tmp_path,
+                 code=2)
+    assert "nope.py: no such script" in res.output, res.output
+
+
+def test_run_takes_raw_as_profile_and_report_do():
+    assert "--raw" in invoke(["run", "-h"], code=0).output
+
+
+# --- small things ----------------------------------------------------------------------------
+
+
+def test_version_and_the_bare_command():
+    assert invoke(["-V"], code=0).output.startswith("proton-inject, version ")
+    assert invoke(["--version"], code=0).output.startswith("proton-inject, version ")
+    bare = invoke([], code=0).output
+    assert "Commands:" in bare and "profile" in bare
+
+
+def test_report_gz_help_speaks_of_traces_only():
+    text = " ".join(invoke(["report", "-h"], code=0).output.split())
+    assert "--gz / --no-gz With --trace: gzip the traces" in text
+    assert "raw buffers" not in text.split("--gz", 1)[1].split("--trace-format")[0]
+
+
+def test_inspect_counts_in_the_singular():
+    out = invoke(["inspect", helpers.SAMPLES / "cuda-90/add_kernel.ttgir"], code=0).output
+    assert ": 26 ops, 1 loop\n" in out and "1 loops" not in out
+    assert "... 1 more kind\n" in out
