@@ -12,7 +12,7 @@ from .tree import LOOP_OPS, Module, Op, induction_var, loop_depth
 @dataclass
 class LoopInfo:
     op: str  # scf.for / scf.while
-    depth: int
+    depth: int  # 1 for an outermost loop, as `insert --loop-depth` counts
     ir_line: int
     source: str | None  # file:line of the loop in the kernel's source
     induction_var: str | None
@@ -86,7 +86,7 @@ def outline(module: Module) -> list[KernelOutline]:
                 k.source_lines.setdefault(f"{p.file}:{p.line}", Counter())[op.name] += 1
             if op.name in LOOP_OPS:
                 k.loops.append(LoopInfo(
-                    op=op.name, depth=loop_depth(op), ir_line=op.line,
+                    op=op.name, depth=loop_depth(op) + 1, ir_line=op.line,
                     source=f"{p.file}:{p.line}" if p else None,
                     induction_var=induction_var(op), result=op.result_name,
                     partition=partition_of(op), name=region_name("loop", op)))
@@ -110,7 +110,7 @@ def format_outline(module: Module, max_ops: int = 12) -> str:
         lines.append(f"  kernel {k.name} ({k.visibility}, IR line {k.ir_line}): {total} ops,"
                      f" {n} loop{'s' if n != 1 else ''}")
         for lp in k.loops:  # (its name holds its partition)
-            lines.append(f"    {'  ' * lp.depth}{lp.op} {lp.name} (depth {lp.depth}, "
+            lines.append(f"    {'  ' * (lp.depth - 1)}{lp.op} {lp.name} (depth {lp.depth}, "
                          f"{lp.source or 'no source line'}, IR line {lp.ir_line})")
         common = k.op_counts.most_common()
         shown = ", ".join(f"{n} x{c}" for n, c in common[:max_ops])

@@ -76,3 +76,20 @@ def test_inspect_counts_in_the_singular():
     out = invoke(["inspect", helpers.SAMPLES / "cuda-90/add_kernel.ttgir"], code=0).output
     assert ": 26 ops, 1 loop\n" in out and "1 loops" not in out
     assert "... 1 more kind\n" in out
+
+
+def test_inspect_and_loop_depth_count_loops_alike(tmp_path):
+    """inspect's depth N is the --loop-depth N that keeps that loop and none deeper."""
+    dump = tmp_path / "dump"  # a for loop around a while loop, compiled for an H100 here
+    invoke(["dump", "--target", "cuda:90", helpers.REPO / "benchmarks/accuracy.py:nested_kernel",
+            "--signature", "out_ptr=*i64,n=i64,reps=i32", "-o", dump], code=0)
+    depths = [int(ln.split("(depth ")[1].split(",")[0])
+              for ln in invoke(["inspect", dump], code=0).output.splitlines() if "(depth " in ln]
+    assert depths == [1, 2]
+    for n in depths:
+        out = tmp_path / f"depth{n}"
+        invoke(["insert", dump, "-o", out, "--loops", "outer", "--loop-depth", n], code=0)
+        text = "".join(p.read_text() for p in out.rglob("*.ttgir"))
+        assert text.count('proton.record start "loop ') == n
+    assert "must be 1 or more" in invoke(["insert", dump, "-o", tmp_path / "x",
+                                          "--loop-depth", "0"], code=2).output

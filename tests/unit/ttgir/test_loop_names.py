@@ -24,7 +24,7 @@ def test_inspect_names_each_loop_as_insert_does(path):
 def test_inspect_prints_the_region_name():
     path = next(p for p in sample_files() if p.parts[-2:] == ("cuda-90", "matmul_kernel.ttgir"))
     text = format_outline(parse_file(path))
-    assert "    scf.for loop acc @matmul.py:36 (depth 0, examples/matmul.py:36, IR line 124)" in text
+    assert "    scf.for loop acc @matmul.py:36 (depth 1, examples/matmul.py:36, IR line 124)" in text
     assert "acc_76" not in text
 
 

@@ -61,7 +61,7 @@ def test_outline_matches_example_sources(target):
 
     (ln,) = _kernels(target, "layernorm_fwd_kernel")
     assert [lp.source for lp in ln.loops] == [f"examples/layernorm.py:{n}" for n in (20, 26, 35)]
-    assert all(lp.depth == 0 for lp in ln.loops)
+    assert all(lp.depth == 1 for lp in ln.loops)
 
     (seg,) = _kernels(target, "segment_mean_kernel")
     assert [(lp.op, lp.source) for lp in seg.loops] == [("scf.while", "examples/control_flow.py:23")]
