@@ -5,7 +5,8 @@ globaltimer (ns). ``fit_clock`` turns those (time, cycles) anchors into a ``Cloc
 piecewise-linear rate curve through the launch plus each SM's offset (and own rate). Where the
 anchors cannot pin the rate (a short launch), the clock bracket measured around the launch
 (``formats/clock_bracket.py``) gives it, else the device's max clock, the within-CTA bound or
-``--clock-mhz``; ``CLOCK_MEANING`` says what each of those is worth.
+a rate the user gave (``--clock-mhz``); ``clock_sources.py`` names each source and says what
+it is worth.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from proton_inject.analyze.clock_sources import meaning
 from proton_inject.analyze.issues import add_issue
 from proton_inject.formats import clock_bracket
 from proton_inject.formats.diagnostics import Issue
@@ -34,8 +36,6 @@ PLAUSIBLE_MHZ = (200.0, 3000.0)
 # ... and at most this share of CTAs get records spanning > OVERLONG_TOL x their lifetime.
 MAX_OVERLONG_CTAS = 0.05
 OVERLONG_TOL = 1.02
-# Clock sources that measured the launch's clock (the others are given or guessed).
-MEASURED = ("globaltimer-fit", "clock-bracket")
 
 
 @dataclass
@@ -53,9 +53,7 @@ class ClockFit:
     scale: np.ndarray  # per SM
     knot_ns: np.ndarray
     knot_cycles: np.ndarray
-    # globaltimer-fit | device-clock (meta.sm_clock_mhz) | within-cta | --clock-mhz |
-    # assumed-1GHz | none
-    source: str
+    source: str  # a name of clock_sources.CLOCK_SOURCES
     residual_ns: float | None = None
     gap_ns: float | None = None
     reason: str | None = None  # why the globaltimer fit was not used
@@ -110,23 +108,6 @@ class ClockFit:
         }
 
 
-# What the ns of each clock source are worth, in the report's words.
-CLOCK_MEANING = {
-    "globaltimer-fit": "fitted to the launch's globaltimer reads: a measurement",
-    "clock-bracket": "measured on every SM right before and right after the launch: a "
-                     "measurement",
-    "--clock-mhz": "given by --clock-mhz",
-    "device-bracket": "the median rate clock brackets measured around this run's other launches "
-                      "on the device: a measurement near this launch, not of it",
-    "device-clock": "device max clock: a guess, not a measurement; ns are lower bounds if "
-                    "the SMs ran slower",
-    "within-cta": "slowest clock that fits 95% of CTAs' records in their lifetime: a bound, "
-                  "not a measurement; ns are upper bounds",
-    "assumed-1GHz": "1 GHz: a guess, not a measurement",
-    "none": "no records",
-}
-
-
 def timer_tick(values: np.ndarray) -> int:
     """The globaltimer's resolution read off the data: gcd of the steps between distinct values.
 
@@ -160,7 +141,7 @@ class _Anchors:
 
 
 def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.ndarray,
-               c_last: np.ndarray, init: np.ndarray, pre: np.ndarray, clock_mhz: float | None,
+               c_last: np.ndarray, init: np.ndarray, pre: np.ndarray, given: tuple[str, float] | None,
                device_mhz: float | None, tick: int, warn: list[Issue], where: str,
                bracket: dict[str, Any] | None = None,
                span: tuple[int, int] | None = None,
@@ -183,7 +164,8 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
     it; ``span`` is the launch's absolute init..post-final time), else from the brackets of
     the run's other launches on the device (``device_bracket``: median MHz and how many; a
     CUDA-graph replay has no bracket of its own), else falls back to the device's max SM
-    clock (a guess), else to the within-CTA bound.
+    clock (a guess), else to the within-CTA bound. ``given`` (source, MHz), a rate the user
+    gave, comes before all of them.
     """
     s_ids, inv = np.unique(sm[has], return_inverse=True)
     if len(s_ids) == 0:
@@ -199,8 +181,8 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
         clock.tick_ns, clock.spread_ns, clock.r2 = tick, spread, r2
         return clock
 
-    if clock_mhz:
-        return build(_fixed_rate(a, clock_mhz), "--clock-mhz")
+    if given:  # (source, MHz): a rate the user gave
+        return build(_fixed_rate(a, given[1]), given[0])
     br = clock_bracket.rate(bracket)
     detail = _bracket_detail(br, bracket, span)
     fit = _fit_rate_curve(a, bool(st.any()))
@@ -249,7 +231,7 @@ def _fallback_clock(build: Callable[[tuple, str], ClockFit], a: _Anchors, cta: t
                   f"({reason}); used the median rate the brackets of {n} other launch(es) on "
                   f"this device measured ({mhz:.0f} MHz)",
                   why=f"no clock bracket: {_short(missing)}",
-                  then=f"cycles converted at {mhz:.0f} MHz ({CLOCK_MEANING['device-bracket']})")
+                  then=f"cycles converted at {mhz:.0f} MHz ({meaning('device-bracket')})")
         clock = build(_fixed_rate(a, mhz), "device-bracket")
         clock.reason, clock.bracket = reason, detail
         return clock
@@ -263,7 +245,7 @@ def _fallback_clock(build: Callable[[tuple, str], ClockFit], a: _Anchors, cta: t
               f"({mhz:.0f} MHz); pass --clock-mhz to set it",
               why=", ".join([_why(d) for d in doubts] + [f"no clock bracket: {_short(missing)}"]),
               then=f"cycles converted at {rate} "
-                   f"({CLOCK_MEANING[source]}); pass --clock-mhz to set it")
+                   f"({meaning(source)}); pass --clock-mhz to set it")
     clock = build(_fixed_rate(a, mhz), source)
     clock.reason, clock.bracket = reason, detail
     return clock

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from proton_inject.analyze.clock import ClockFit, fit_clock, timer_tick
+from proton_inject.analyze.clock_sources import given_rate
 from proton_inject.analyze.direct_blocks import expand_direct
 from proton_inject.analyze.issues import add_issue
 from proton_inject.errors import UserError
@@ -185,7 +186,8 @@ def _group_starts(lengths: np.ndarray) -> np.ndarray:
 
 def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
            record_cost: float | None = None,
-           device_bracket: tuple[float, int] | None = None) -> Decoded:
+           device_bracket: tuple[float, int] | None = None,
+           clock: tuple[str, Any] | None = None) -> Decoded:
     """Decode one launch's raw profile buffer into events on one ns time axis.
 
     Damaged CTAs are skipped with a ``DecodeWarning`` (also kept in ``.warnings``); an
@@ -197,19 +199,24 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     in it), and back-to-back regions keep their gap. 0 or None keeps the raw clock reads.
     ``device_bracket`` (median MHz, launches): what the clock brackets of the run's other
     launches on this device measured, for a launch without a bracket of its own (a CUDA-graph
-    replay) whose timer reads cannot fit the clock.
+    replay) whose timer reads cannot fit the clock. ``clock``: a clock source the user chose
+    and its option's value (``clock_sources.py``; ``clock_mhz`` is ``("--clock-mhz", MHz)``),
+    used instead of the fit.
     """
+    if clock_mhz:
+        clock = ("--clock-mhz", clock_mhz)
+    given = given_rate(clock, meta.sm_clock_mhz)
     warn: list[Issue] = []
     where = f"launch {meta.label}"
     lost = None  # direct: records of loop iterations past what the block keeps
     if meta.buffer_type == "direct":
         buffer, meta, lost = expand_direct(buffer, meta, where)
     b = _read_blocks(buffer, meta, where, warn)
-    r = _read_records(b, meta, where, warn, clock_mhz)
+    r = _read_records(b, meta, where, warn, given[1] if given else None)
     si, ei, unmatched_starts, unmatched_ends = _pair(r, where, warn)
     direct = meta.buffer_type == "direct"
-    clock = _fit(b, r, direct, meta, clock_mhz, where, warn, device_bracket)
-    ev = _events(b, r, si, ei, clock, record_cost)
+    fit = _fit(b, r, direct, meta, given, where, warn, device_bracket)
+    ev = _events(b, r, si, ei, fit, record_cost)
 
     init_ns = b.init - b.base
     ev_row = r.row[si]
@@ -231,7 +238,7 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
         segments=len(b.segs),
         needed_bytes=lost[1] if lost is not None else None,
     )
-    return Decoded(meta=meta, events=ev, ctas=ctas, clock=clock, drops=drops, base_ns=b.base,
+    return Decoded(meta=meta, events=ev, ctas=ctas, clock=fit, drops=drops, base_ns=b.base,
                    unmatched_starts=unmatched_starts, unmatched_ends=unmatched_ends, issues=warn,
                    record_cost=None if record_cost is None else float(record_cost))
 
@@ -486,7 +493,7 @@ def _pair(r: _Records, where: str, warn: list[Issue]) -> tuple[np.ndarray, np.nd
     return si, ei, unmatched_starts, unmatched_ends
 
 
-def _fit(b: _Blocks, r: _Records, direct: bool, meta: LaunchMeta, clock_mhz: float | None,
+def _fit(b: _Blocks, r: _Records, direct: bool, meta: LaunchMeta, given: tuple[str, float] | None,
          where: str, warn: list[Issue], device_bracket: tuple[float, int] | None = None) -> ClockFit:
     """The launch's clock fit (cycles -> ns per SM) from each CTA's first and last record
     and its timer reads."""
@@ -506,7 +513,7 @@ def _fit(b: _Blocks, r: _Records, direct: bool, meta: LaunchMeta, clock_mhz: flo
     tick = timer_tick(np.r_[b.init, b.pre, b.post])
     span = (b.base, int(b.post.max())) if n_ok else None
     return fit_clock(b.sm, cta_has, start_anchor, c_first, c_last, b.init - b.base,
-                     b.pre - b.base, clock_mhz, meta.sm_clock_mhz, tick, warn, where,
+                     b.pre - b.base, given, meta.sm_clock_mhz, tick, warn, where,
                      bracket=meta.clock_bracket, span=span, device_bracket=device_bracket)
 
 

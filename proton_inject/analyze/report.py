@@ -27,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from proton_inject.analyze import source_view
+from proton_inject.analyze.clock_sources import given_rate
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.plot import plot_timeline
@@ -125,7 +126,7 @@ def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
     brackets = device_brackets([_facts(p) for p in paths])
     for p in paths:
         try:
-            d = _decode_one(p, clock_mhz, raw, brackets)
+            d = _decode_one(p, ("--clock-mhz", clock_mhz) if clock_mhz else None, raw, brackets)
         except UserError as e:
             if skipped is None or len(paths) < 2:
                 raise
@@ -134,7 +135,7 @@ def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
         yield d
 
 
-def _decode_one(p: str | Path, clock_mhz: float | None, raw: bool,
+def _decode_one(p: str | Path, clock: tuple[str, Any] | None, raw: bool,
                 brackets: dict[tuple[int | None, str | None], tuple[float, int]]) -> Decoded:
     """One raw launch read, its record cost found, decoded."""
     buf, meta = load_raw(p)
@@ -143,7 +144,7 @@ def _decode_one(p: str | Path, clock_mhz: float | None, raw: bool,
         cost = calibration.lookup(meta.device, meta.clock_bits, meta.buffer_type,
                                   selective=bool(meta.sampled_warps))
     try:
-        d = decode(buf, meta, clock_mhz=clock_mhz, record_cost=cost,
+        d = decode(buf, meta, clock=clock, record_cost=cost,
                    device_bracket=brackets.get((meta.rank, meta.device)))
     except MemoryError:
         raise UserError(f"{p}: not enough memory to decode this launch ({len(buf):,} bytes "
@@ -207,8 +208,10 @@ def progress_bar(total: int, what: str, show: bool) -> tqdm:
                 disable=None if show else True, dynamic_ncols=True)
 
 
-def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[LaunchData]:
-    """Rebuild LaunchData from a JSON trace (``formats/trace_json.py``)."""
+def launches_from_trace(path: Path, clock: tuple[str, Any] | None = None) -> list[LaunchData]:
+    """Rebuild LaunchData from a JSON trace (``formats/trace_json.py``); ``clock``: a clock
+    source the user chose and its value (``clock_sources.py``), used instead of the trace's
+    where it gives a rate (the trace keeps no device max clock)."""
     infos, arr, farr = trace_json.read_trace_launches(path)
     bases = np.array([s["pid_base"] for s in infos])
     which = np.searchsorted(bases, arr["pid"], side="right") - 1 if len(arr["pid"]) else arr["pid"]
@@ -218,12 +221,13 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
         m = which == i
         fm = fwhich == i
         cycles = arr["cycles"][m].astype(np.int64) if m.any() else np.zeros(0, np.int64)
-        clock = dict(s["clock"])
-        if clock_mhz:
-            dur = cycles * 1000.0 / clock_mhz
-            clock.update(source="--clock-mhz", mhz_median=clock_mhz, mhz_min=clock_mhz,
-                         mhz_max=clock_mhz, reason=None,
-                         uncertainty_pct=None)
+        fit = dict(s["clock"])
+        given = given_rate(clock, None)
+        if given:
+            source, mhz = given
+            dur = cycles * 1000.0 / mhz
+            fit.update(source=source, mhz_median=mhz, mhz_min=mhz, mhz_max=mhz, reason=None,
+                       uncertainty_pct=None)
         else:
             dur = np.round(arr["dur"][m] * 1000.0) if m.any() else np.zeros(0)
         out.append(LaunchData(
@@ -231,7 +235,7 @@ def launches_from_trace(path: Path, clock_mhz: float | None = None) -> list[Laun
             num_warps=s["num_warps"], scopes={int(k): v for k, v in s["scopes"].items()},
             scope_parents={int(k): int(v) for k, v in s["scope_parents"].items()},
             scope_locs={int(k): v for k, v in s.get("scope_locs", {}).items()},
-            clock=clock, scope=arr["scope"][m].astype(np.int64), cycles=cycles,
+            clock=fit, scope=arr["scope"][m].astype(np.int64), cycles=cycles,
             dur_ns=np.asarray(dur, np.float64),
             start_ns=np.round(arr["ts"][m] * 1000.0) if m.any() else np.zeros(0),
             cta=arr["cta"][m].astype(np.int64) if m.any() else np.zeros(0, np.int64),
@@ -289,9 +293,11 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                gz: bool | None = None, raw: bool = False, launches: str | None = None,
                progress: bool = False, trace_format: str = "perfetto", source: bool = False,
                source_root: str | os.PathLike | None = None, jobs: int | None = None,
-               verbose: bool = False) -> ReportResult:
+               verbose: bool = False, clock: tuple[str, Any] | None = None) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces
-    (``trace_format`` "perfetto": native ``.pftrace``; "json": Chrome JSON). ``source``: each
+    (``trace_format``: a name of ``formats/traces.py``). ``clock``: a clock source the user
+    chose and its option's value (``clock_sources.py``; ``clock_mhz`` N is
+    ``("--clock-mhz", N)``), used instead of the fit and the bracket. ``source``: each
     kernel's source lines with the regions covering them (``source_view.py``; relative source
     paths under ``source_root``).
 
@@ -301,6 +307,8 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     launches whose numbers it names ("0-99,250"); ``progress`` shows a bar on stderr when it
     is a terminal; ``verbose``: the notes whole and each launch's issues in ``details``."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
+    if clock_mhz:
+        clock = ("--clock-mhz", clock_mhz)
     gz = gz is not False  # traces are gzipped unless asked not to, as raw buffers are
     writer, ext = trace_writer(trace_format, gz)
     if jobs is not None and jobs < 1:
@@ -319,7 +327,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     # kept as strings: a Path is ~540 bytes (with its parts), 5 MiB over 10^4 launches
     raws = [os.fspath(p) for p in paths]
     del paths
-    from_traces = [x for t in traces for x in launches_from_trace(t, clock_mhz)
+    from_traces = [x for t in traces for x in launches_from_trace(t, clock)
                    if wanted is None or any(lo <= x.launch <= hi for lo, hi in wanted)]
     # Outputs held against other processes (formats/files.output_lock) until they are written.
     with Workers(min(jobs or default_jobs(), max(1, len(raws)))) as workers, \
@@ -338,7 +346,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         if trace_dir is not None and not raws:
             raise UserError("--trace needs raw launches as input (traces are already traces)")
         n_all = len(raws) + len(from_traces)
-        job = _Job(clock_mhz, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
+        job = _Job(clock, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
                    merge, writer, ext, gz, None if plot is None else Path(plot), n_all == 1)
         del facts
         got = _decode_all(raws, job, workers, progress, verbose)
@@ -381,7 +389,7 @@ def _plot_path(plot: Path, launch: int, kernel: str, one: bool) -> Path:
 class _Job:
     """What a worker does with each launch (sent with every task: a few hundred bytes)."""
 
-    clock_mhz: float | None
+    clock: tuple[str, Any] | None  # a clock source the user chose, and its value
     raw: bool
     brackets: dict[tuple[int | None, str | None], tuple[float, int]]
     trace_dir: Path | None
@@ -410,7 +418,7 @@ def _work(job: _Job, path: str, summary: Summary) -> _Done:
     with warnings.catch_warnings():  # the report says them once per kernel and cause
         warnings.simplefilter("ignore", DecodeWarning)
         try:
-            d = _decode_one(path, job.clock_mhz, job.raw, job.brackets)
+            d = _decode_one(path, job.clock, job.raw, job.brackets)
         except UserError as e:
             return _Done(error=str(e))
     if job.again:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from proton_inject.analyze.clock import MEASURED
+from proton_inject.analyze.clock_sources import MEASURED
 from proton_inject.analyze.decode import Decoded
 from proton_inject.analyze.launch_groups import LaunchGroups
 from proton_inject.analyze.sketch import BITS, FIXED, Dist, Sketch, coarsen, fixed, keys

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton_inject.analyze.clock import CLOCK_MEANING, MEASURED
+from proton_inject.analyze.clock_sources import GIVEN, MEASURED, meaning
 from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES, overhead_class
 from proton_inject.formats.diagnostics import headline
 
@@ -161,15 +161,15 @@ def clock_line(k: dict[str, Any], fitted: dict[str | None, list[float]] | None =
             differ = _worst(gs, "highest", "bracket_sides_differ_pct", max)
             note = (f", before and after differ by up to {differ:.1f}%"
                     if differ is not None and differ > 0.1 else "")
-            parts.append(f"{head} ({CLOCK_MEANING[source]}{_within(gs)}{note})")
+            parts.append(f"{head} ({meaning(source)}{_within(gs)}{note})")
         else:
             why = (f"; globaltimer fit rejected: {gs[0]['first_reason']}" if gs[0].get("first_reason")
                    else "")
-            if gs[0].get("bracket_missing") and source != "--clock-mhz":
+            if gs[0].get("bracket_missing") and source not in GIVEN:
                 why += f"; no clock bracket: {gs[0]['bracket_missing']}"
-            parts.append(f"{head} ({CLOCK_MEANING.get(source, source)}{why})")
+            parts.append(f"{head} ({meaning(source)}{why})")
     near = (fitted or {}).get(k.get("device"))
-    if near and set(by_source) - {*MEASURED, "--clock-mhz"}:
+    if near and set(by_source) - {*MEASURED, *GIVEN}:
         lo, hi = min(near), max(near)
         rate = f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}-{hi:,.0f}"
         parts.append(f"launches of these inputs whose fit held ran at {rate} MHz "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton_inject.analyze.clock import MEASURED
+from proton_inject.analyze.clock_sources import GIVEN, MEASURED
 from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES
 from proton_inject.formats.run_index import extra_bound_us
 
@@ -65,7 +65,7 @@ def add_uncertainty(kernel: dict[str, Any]) -> None:
     clock_pct = None
     if groups and all(g["source"] in MEASURED for g in groups):
         clock_pct = max(float(g["highest"].get("uncertainty_pct") or 0.0) for g in groups)
-    elif kernel["clock"].get("sources") == ["--clock-mhz"]:
+    elif kernel["clock"].get("sources") and set(kernel["clock"]["sources"]) <= set(GIVEN):
         clock_pct = 0.0  # given: its error is the user's
     for r in kernel["regions"]:
         region_uncertainty(r, buffer_type, calibrated, clock_pct, kernel["clock"].get("mhz_median"))
