@@ -219,14 +219,13 @@ class Buffers:
                                         "none")
 
     def _stream_obj(self, stream: int, device: int):
-        import torch
-
-        cur = torch.cuda.current_stream(device)
-        if cur.cuda_stream == stream:
-            return cur
+        """A torch stream object for a launch's stream handle (made once per handle)."""
         s = self._streams.get(stream)
         if s is None:
-            s = torch.cuda.ExternalStream(stream, device=device)
+            import torch
+
+            cur = torch.cuda.current_stream(device)
+            s = cur if cur.cuda_stream == stream else torch.cuda.ExternalStream(stream, device=device)
             self._streams[stream] = s
         return s
 

@@ -22,18 +22,33 @@ from proton_inject.collect.launches import _KernelInfo, _Pending, config_of_auto
 
 class KernelLauncher:
     """An instrumented build's launcher as Triton calls it (``CompiledKernel.run``): counts
-    the launch and, when the policy keeps it, hands it to the session's ``LaunchPath``."""
+    the launch and, when the policy keeps it, hands it to the session's ``LaunchPath``. A
+    launch not kept goes to the launcher's own C entry point with a throw-away buffer, as
+    Triton's launcher would after asking the profile allocator (one Python call less than a
+    plain launch of the same build)."""
 
-    __slots__ = ("inner", "info", "counts", "path")
+    __slots__ = ("inner", "info", "counts", "path", "direct", "coop", "pdl", "per_cta", "discard",
+                 "discard_bytes")
 
     def __init__(self, inner: Any, info: _KernelInfo, counts: LaunchCounts, path: LaunchPath) -> None:
         self.inner, self.info, self.counts, self.path = inner, info, counts, path
+        self.per_cta = int(getattr(info.ck.metadata, "num_ctas", 1) or 1) * info.scratch
+        # Triton's CUDA launcher with no global scratch: its entry point can take our buffer.
+        plain_entry = (type(inner).__name__ == "CudaLauncher" and not getattr(inner, "global_scratch_size", 1)
+                       and all(hasattr(inner, a) for a in ("launch", "launch_cooperative_grid", "launch_pdl")))
+        self.direct = inner.launch if plain_entry else None
+        self.coop = getattr(inner, "launch_cooperative_grid", False)
+        self.pdl = getattr(inner, "launch_pdl", False)
+        self.discard, self.discard_bytes = None, -1
 
     def __call__(self, gx: int, gy: int, gz: int, stream: int, function: Any, *args: Any) -> Any:
         c = self.counts
         c.seen += 1
         if c.seen < c.next_keep and not self.path.capturing:
-            return self.inner(gx, gy, gz, stream, function, *args)
+            if self.direct is not None and gx * gy * gz * self.per_cta <= self.discard_bytes:
+                return self.direct(gx, gy, gz, stream, function, self.coop, self.pdl, None,
+                                   self.discard, *args)
+            return self.path.not_kept(self, gx, gy, gz, stream, function, args)
         return self.path.launch(self, gx, gy, gz, stream, function, args)
 
     def __getattr__(self, name: str) -> Any:  # the launcher's own attributes, as before
@@ -57,26 +72,37 @@ class LaunchPath:
     # -- install / uninstall --
 
     def install(self, patches: Any) -> None:
+        """Each build created while the session runs (but the plain ones autotuners time) is
+        looked at once, when it loads: ``_init_handles`` overridden on the instance, for its
+        first call only (Triton calls it on every launch; the class's stays untouched)."""
         from triton.compiler.compiler import CompiledKernel
 
         path = self
 
-        def init_handles(orig: Any) -> Any:
-            def wrapper(ck: Any) -> Any:
-                if ck.module is not None:
-                    return orig(ck)
-                try:
-                    orig(ck)
-                except Exception as e:
-                    raise path.session.explain_out_of_resources(ck, e, path.session.oor_type) from e
-                if path.active:
-                    path._loaded(ck)
+        def init(orig: Any) -> Any:
+            def wrapper(ck: Any, *args: Any, **kwargs: Any) -> Any:
+                orig(ck, *args, **kwargs)
+                if path.active and not path.session.building_plain:
+                    ck._init_handles = lambda: path._first_load(ck)
 
             return wrapper
 
-        patches.patch(CompiledKernel, "_init_handles", init_handles)
+        patches.patch(CompiledKernel, "__init__", init)
         self.active = True
         patches.on_undo(self.uninstall)
+
+    def _first_load(self, ck: Any) -> None:
+        """The build's first load: Triton's own, then its launcher wrapped if it is ours."""
+        ck.__dict__.pop("_init_handles", None)  # later calls go straight to Triton's
+        try:
+            ck._init_handles()
+        except Exception as e:
+            advice = self.session.explain_out_of_resources(ck, e, self.session.oor_type)
+            if advice is e:
+                raise
+            raise advice from e
+        if self.active:
+            self._loaded(ck)
 
     def uninstall(self) -> None:
         """Every wrapped build launches through its own launcher again (a launcher that a
@@ -105,6 +131,19 @@ class LaunchPath:
         ck._run = w
 
     # -- a launch the policy may keep --
+
+    def not_kept(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,
+                 args: tuple) -> Any:
+        """A launch not kept whose throw-away buffer is too small (or absent): Triton's own
+        launcher, through the profile allocator; then the buffer it got serves the next."""
+        ret = w.inner(gx, gy, gz, stream, function, *args)
+        if w.direct is not None:
+            import torch
+
+            need = gx * gy * gz * w.per_cta
+            w.discard = self.session._discard.find(need, torch._C._cuda_getDevice())
+            w.discard_bytes = -1 if w.discard is None else w.discard.numel()
+        return ret
 
     def launch(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,
                args: tuple) -> Any:

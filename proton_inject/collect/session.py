@@ -117,6 +117,7 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         self.pool = BufferPool(self.max_pending)  # kept launches' buffers, reused
         self.writer = RawWriter(self._save_host, self._landed, self.max_pending, self._writer_error)
         self._discard = _DiscardBuffers()  # for launches not kept
+        self._last_bracket: dict[int, float] = {}  # device -> when its last bracket ran
         self._streams: dict[int, Any] = {}
         self._copy_streams: dict[int, Any] = {}
         self._compiled: dict[str, set[str]] = {}  # kernel name -> override hashes compiled

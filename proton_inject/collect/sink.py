@@ -38,12 +38,11 @@ class RawSink:
 
         n = p.nbytes or p.buffer.numel()
         host = self.pool.host(n)
-        with torch.cuda.stream(stream):
-            device_ops.copy_to_host(host, p.buffer, stream.cuda_stream, n)
-            if p.graph is None:
-                device_ops.zero(p.buffer, stream.cuda_stream)
-            done = torch.cuda.Event()
-            done.record(stream)
+        device_ops.copy_to_host(host, p.buffer, stream.cuda_stream, n)
+        if p.graph is None:
+            device_ops.zero(p.buffer, stream.cuda_stream)
+        done = torch.cuda.Event()
+        done.record(stream)
         self.writer.put(InFlight(rec, p.buffer if p.graph is None else None, host, n, done))
 
     def _landed(self, item: InFlight) -> None:
@@ -84,7 +83,11 @@ class RawSink:
         if rec.graph_replay is not None:
             return ("CUDA-graph replay (a bracket kernel cannot be added to the program's graph; "
                     "ns then come from the launch's own timer reads or a guess)")
-        return self._bracket_error or "bracket kernel did not run"
+        if self._bracket_error:
+            return self._bracket_error
+        return ("a clock bracket runs at most once every 10 ms on a device (its cost stays off a "
+                "launch-bound program); ns then come from the launch's own timer reads or the "
+                "device's other brackets")
 
     def launch_meta(self, rec: LaunchRecord) -> Any:
         """The decoder's ``LaunchMeta`` for a kept launch."""
