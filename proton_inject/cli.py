@@ -415,6 +415,9 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a timeline PNG (one per launch).")
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON instead of tables.")
 @click.option("--clock-mhz", type=float, help="SM clock to turn cycles into ns, instead of the fit.")
+@click.option("--clocks-locked", is_flag=True,
+              help="The SMs ran at the device's max clock throughout (locked, e.g. nvidia-smi -lgc): "
+                   "turn cycles into ns at it, as each launch recorded it, instead of the fit.")
 @click.option("--trace", "trace_dir", type=click.Path(file_okay=False),
               help="Also write traces of raw inputs into this directory (--trace-format).")
 @click.option("--merge", is_flag=True, help="With --trace: one file for all launches.")
@@ -429,17 +432,19 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 @click.option("--launches", "launches", metavar="SPEC",
               help="Only these launch numbers, e.g. 0-99,250,400- (a big run's first steps).")
 @jobs_option
-def report(inputs, plot, as_json, clock_mhz, trace_dir, merge, gz, trace_format, verbose, raw,
-           source, launches, jobs) -> None:
+def report(inputs, plot, as_json, clock_mhz, clocks_locked, trace_dir, merge, gz, trace_format,
+           verbose, raw, source, launches, jobs) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from proton_inject.analyze.pool import keep_freed_memory
     from proton_inject.analyze.report import run_report
 
+    if clock_mhz and clocks_locked:
+        raise UserError("report: give --clock-mhz or --clocks-locked, not both")
     keep_freed_memory()  # this process is the tool's own (not the user's program): as in the workers
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz,
                      raw=raw, launches=launches, progress=True, trace_format=trace_format, source=source, jobs=jobs,
-                     verbose=verbose)
+                     verbose=verbose, clock=("--clocks-locked", True) if clocks_locked else None)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w if verbose else headline(w)}", err=True)
     for w in res.details if verbose else []:

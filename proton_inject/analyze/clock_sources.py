@@ -40,6 +40,8 @@ CLOCK_SOURCES: dict[str, ClockSource] = {s.name: s for s in (
     ClockSource("clock-bracket", "measured on every SM right before and right after the launch: "
                 "a measurement", measured=True),
     ClockSource("--clock-mhz", "given by --clock-mhz", rate=lambda mhz, _device: mhz),
+    ClockSource("--clocks-locked", "the device's max clock, given by --clocks-locked",
+                rate=lambda _locked, device_mhz: device_mhz),
     ClockSource("device-bracket", "the median rate clock brackets measured around this run's "
                 "other launches on the device: a measurement near this launch, not of it"),
     ClockSource("device-clock", "device max clock: a guess, not a measurement; ns are lower "
