@@ -29,7 +29,7 @@ from proton_inject.formats.schema import MAX_SOURCE_BYTES, FileError, read_bytes
 from proton_inject.ttgir.parser import parse_file
 from proton_inject.ttgir.tree import Module
 
-_RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]|\\.)*)"')
+_RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]++|\\.)*+)"')
 _LOC_IN_NAME = re.compile(r" @\S+:\d+(?:-\d+)?")  # the line column already says where
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")  # as compile_hook names the IR files it writes
 # Lines of a kernel's file shown around what its regions cover: the function's own lines

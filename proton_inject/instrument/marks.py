@@ -25,7 +25,7 @@ def read_marks(module: Module, rules: Rules, notes: list[str] | None = None) -> 
     for file in sorted(files):
         path = _find_source(file, rules.source_root, module.path)
         there = Path(file) if Path(file).is_absolute() else Path(rules.source_root or ".") / file
-        if path is None and file and there.exists() and not there.is_dir():  # (stat: never opened)
+        if path is None and file and _exists(there) and not there.is_dir():  # (stat: never opened)
             if notes is not None:
                 notes.append(f"{module.path}: source {there} is not a regular file (a named pipe "
                              "or a device), so its '# proton:' marks are not read")
@@ -45,9 +45,17 @@ def _find_source(file: str, root: str | None, ir_path: str) -> Path | None:
     p = Path(file)
     candidates = [p] if p.is_absolute() else [Path(root or ".") / p]
     for c in candidates:
-        if c.is_file():
+        if _exists(c) and c.is_file():
             return c
     return None
+
+
+def _exists(p: Path) -> bool:
+    """Whether ``p`` exists; a name the OS refuses (a loc naming a 20 MB file name) does not."""
+    try:
+        return p.exists()
+    except OSError:
+        return False
 
 
 def _comments(text: str, path: Path) -> list[tuple[int, str, bool]]:

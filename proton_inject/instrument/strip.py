@@ -21,10 +21,10 @@ def is_instrumented(module: Module) -> bool:
 # A record line as insert writes it; MLIR prints one with its loc (a kernel whose callees
 # were inlined comes back printed by MLIR).
 _RECORD_LINE = re.compile(
-    r'[ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*"(?: loc\(#loc\d*\))?[ \t]*\r?')
+    r'[ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]++|\\.)*+"(?: loc\(#loc\d*\))?[ \t]*\r?')
 # So a record line with a loc marks a file MLIR printed: the kernel with its callees inlined.
 _PRINTED_RECORD = re.compile(
-    r'^[ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*" loc\(', re.M)
+    r'^[ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]++|\\.)*+" loc\(', re.M)
 
 
 def inlined_note(text: str, path: str) -> str | None:

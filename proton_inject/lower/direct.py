@@ -52,7 +52,7 @@ from proton_inject.lower.probes import num_warps_of
 LOOP_BYTES = 2048
 # One record: the clock's low word (inline asm, so the read stays where the record was).
 CLOCK_READ = "{ .reg .b64 %pi_clk; mov.u64 %pi_clk, %clock64; cvt.u32.u64 $0, %pi_clk; }"
-_RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]|\\.)*)"')
+_RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]++|\\.)*+)"')
 _FOR_HEAD = re.compile(r"\s*(%[\w$.-]+)\s*=\s*(%[\w$.-]+)\s+to\s+(%[\w$.-]+)\s+step\s+(%[\w$.-]+)"
                        r"(?:.*\S)?\s*:\s*(i32|i64)\s*\{?\s*$")
 _MAX_SCOPES = 256  # the tag keeps 8 bits of scope id

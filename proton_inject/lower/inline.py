@@ -10,11 +10,11 @@ from proton_inject.errors import UserError
 from proton_inject.ttgir.parser import parse
 from proton_inject.ttgir.tree import Module
 
-_RECORD_AT_EOL = re.compile(r'^([ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]|\\.)*")(?=\r?$)',
+_RECORD_AT_EOL = re.compile(r'^([ \t]*proton\.record (?:start|end) "(?:[^"\\\r\n]++|\\.)*+")(?=\r?$)',
                             re.M)
 
 
-_CALLEE = re.compile(r'\s*(@[\w$.]+|@"(?:[^"\\]|\\.)*")')
+_CALLEE = re.compile(r'\s*(@[\w$.]+|@"(?:[^"\\]++|\\.)*+")')
 
 
 _NOINLINE = re.compile(r"^([ \t]*tt\.func\b[^\n]*?\bnoinline = )true\b", re.M)

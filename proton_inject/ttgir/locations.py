@@ -3,6 +3,8 @@ and names; an alias never defined is a parse error."""
 
 from __future__ import annotations
 
+from itertools import islice
+
 from .parse_errors import error_at
 from .tree import UNKNOWN, FileLoc, Location, Module, Op
 
@@ -20,64 +22,75 @@ def all_ops(module: Module) -> list[Op]:
     return out
 
 
-def resolve_locations(module: Module, source: str, ops: list[Op]) -> None:
-    aliases = module.loc_aliases
-    memo: dict[str, Location] = {}
-    path = module.path
+# Frames (and names) kept per location, innermost first. Real IR has a handful (an inlined
+# call adds one); aliases that each name the one before twice would double them per line.
+MAX_PARTS = 32
 
-    def check_refs(node, pos_hint: int) -> None:
-        kind = node[0]
-        if kind == "ref":
-            if node[1] not in aliases:
-                raise error_at(source, path, node[2], f"loc alias {node[1]} is never defined")
-        elif kind == "name" and node[2] is not None:
-            check_refs(node[2], pos_hint)
-        elif kind == "callsite":
-            check_refs(node[1], pos_hint)
-            check_refs(node[2], pos_hint)
-        elif kind == "fused":
-            for c in node[1]:
-                check_refs(c, pos_hint)
 
-    for node in aliases.values():
-        check_refs(node, 0)
+def _children(node) -> tuple:
+    kind = node[0]
+    if kind == "name":
+        return () if node[2] is None else (node[2],)
+    if kind == "callsite":
+        return (node[1], node[2])
+    if kind == "fused":
+        return tuple(node[1])
+    return ()
 
-    def resolve_alias(name: str, stack: tuple[str, ...]) -> Location:
-        if name in memo:
-            return memo[name]
-        if name in stack:
-            return UNKNOWN  # a cycle MLIR would reject; keep going without a location
-        loc = resolve(aliases[name], stack + (name,))
-        memo[name] = loc
-        return loc
 
-    def resolve(node, stack: tuple[str, ...] = ()) -> Location:
-        kind = node[0]
-        if kind == "file":
-            return Location((FileLoc(node[1], node[2], node[3]),), ())
-        if kind == "ref":
-            return resolve_alias(node[1], stack)
-        if kind == "name":
-            inner = resolve(node[2], stack) if node[2] is not None else UNKNOWN
-            return Location(inner.frames, (node[1],) + inner.names)
-        if kind == "callsite":
-            callee, caller = resolve(node[1], stack), resolve(node[2], stack)
-            return Location(callee.frames + caller.frames, callee.names + caller.names)
-        if kind == "fused":
-            parts = [resolve(c, stack) for c in node[1]]
-            return Location(tuple(f for p in parts for f in p.frames),
-                            tuple(n for p in parts for n in p.names))
+def _combine(node, parts: list[Location]) -> Location:
+    kind = node[0]
+    if kind == "file":
+        return Location((FileLoc(node[1], node[2], node[3]),), ())
+    if kind == "ref":
+        return parts[0]
+    frames = tuple(islice((f for p in parts for f in p.frames), MAX_PARTS))
+    names = tuple(islice((n for p in parts for n in p.names), MAX_PARTS))
+    if kind == "name":
+        names = ((node[1],) + names)[:MAX_PARTS]
+    elif kind not in ("callsite", "fused"):
         return UNKNOWN
+    return Location(frames, names)
 
+
+def resolve_locations(module: Module, source: str, ops: list[Op]) -> None:
+    """Each op's ``location``, through the loc aliases: without recursion (a chain of 10^5
+    aliases), each node once (aliases naming one another many times), at most MAX_PARTS frames
+    each; a cycle, which MLIR would reject, resolves to no location."""
+    aliases = module.loc_aliases
+    path = module.path
+    done: dict[int, Location] = {}  # id of a node (aliases' nodes live as long as this) -> location
+    open_: set[int] = set()  # nodes whose parts are being resolved: reaching one again is a cycle
+
+    def parts_of(node) -> tuple:
+        if node[0] != "ref":
+            return _children(node)
+        if node[1] not in aliases:
+            raise error_at(source, path, node[2], f"loc alias {node[1]} is never defined")
+        return (aliases[node[1]],)
+
+    def resolve(root) -> Location:
+        stack = [(root, False)]
+        while stack:
+            node, ready = stack.pop()
+            key = id(node)
+            if ready:
+                open_.discard(key)
+                done[key] = _combine(node, [done.get(id(c), UNKNOWN) for c in parts_of(node)])
+            elif key not in done and key not in open_:
+                open_.add(key)
+                stack.append((node, True))
+                stack.extend((c, False) for c in reversed(parts_of(node)) if id(c) not in done)
+        return done[id(root)]
+
+    for node in aliases.values():  # every alias, used or not: one never defined is an error
+        resolve(node)
     for op in ops:
         if op.loc_ref is not None:
             if op.loc_ref not in aliases:
                 raise error_at(source, path, op.end - len(op.loc_ref) - 1,
                                 f"loc alias {op.loc_ref} is never defined")
-            op.location = resolve_alias(op.loc_ref, ())
+            op.location = done[id(aliases[op.loc_ref])]
         elif op.loc_node is not None:
-            check_refs(op.loc_node, op.start)
             op.location = resolve(op.loc_node)
 
-
-# ---- errors -------------------------------------------------------------------

@@ -44,7 +44,7 @@ _WORD = re.compile(r"\S{1,40}")
 _SUSPECT = re.compile(r"[\s(\[{<,:=)\]}>](?:loc\(|[A-Za-z_][\w$]*\.[A-Za-z_$])")
 # The tokens that decide it: strings, comments, `->` (no bracket), brackets, a location, and a
 # dotted word standing on its own (not a type, attribute, value, symbol or block name).
-_TOKENS = re.compile(r'"(?:[^"\\\r\n]|\\.)*"|//[^\r\n]*|->|(?<![\w$.])loc\(|[(\[{<)\]}>]'
+_TOKENS = re.compile(r'"(?:[^"\\\r\n]++|\\.)*+"|//[^\r\n]*|->|(?<![\w$.])loc\(|[(\[{<)\]}>]'
                      r"|(?<![^\s(\[{<,:=)\]}>])[A-Za-z_][\w$]*(?:\.[\w$]+)+")
 _NOTHING = re.compile(r"(?:\s+|//[^\r\n]*)*")
 

@@ -140,7 +140,8 @@ class _Build(Transformer):
         return _LocSpan(children[1], children[0].start_pos, children[-1].end_pos)
 
     def file_loc(self, c):
-        return ("file", _unquote(c[0]), int(c[1]), int(c[2]))
+        return ("file", _unquote(c[0]), _number(c[1], c[1].start_pos),
+                _number(c[2], c[2].start_pos))
 
     def name_loc(self, c):
         child = c[2] if len(c) > 2 and c[2] is not None else None
@@ -169,11 +170,30 @@ class _Build(Transformer):
 
 
 _SIMPLE_LOC = re.compile(
-    r'(#loc\d*)\s*=\s*loc\((?:(?P<str>"(?:[^"\\\r\n]|\\.)*")'
+    r'(#loc\d*)\s*=\s*loc\((?:(?P<str>"(?:[^"\\\r\n]++|\\.)*+")'
     r'(?::(?P<line>\d+):(?P<col>\d+)|\((?P<child>#loc\d*)\))?'
     r'|(?P<unknown>unknown)|callsite\((?P<callee>#loc\d*) at (?P<caller>#loc\d*)\)'
     r'|(?P<ref>#loc\d*))\)'
 )
+
+
+# A source line or column: a billion is far past any file (and int() of thousands of digits
+# is refused by Python itself).
+MAX_NUMBER_DIGITS = 9
+
+
+class NumberTooLarge(Exception):
+    """A line or column number of more than MAX_NUMBER_DIGITS digits, at ``pos``."""
+
+    def __init__(self, text: str, pos: int):
+        super().__init__(text)
+        self.text, self.pos = text, pos
+
+
+def _number(text: str, pos: int) -> int:
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise NumberTooLarge(str(text), pos)
+    return int(text)
 
 
 def _simple_loc_def(m: re.Match, pos: int) -> tuple[str, tuple]:
@@ -181,7 +201,8 @@ def _simple_loc_def(m: re.Match, pos: int) -> tuple[str, tuple]:
     g = m.groupdict()
     if g["str"] is not None:
         if g["line"] is not None:
-            node = ("file", _unquote(g["str"]), int(g["line"]), int(g["col"]))
+            node = ("file", _unquote(g["str"]), _number(g["line"], pos + m.start("line")),
+                    _number(g["col"], pos + m.start("col")))
         else:
             child = ("ref", g["child"], pos + m.start("child")) if g["child"] else None
             node = ("name", _unquote(g["str"]), child)
@@ -311,6 +332,8 @@ def parse(text: str | bytes, path: str = "<string>") -> Module:
         raise parse_error(e, source, path) from None
     except RecursionError:
         raise ParseError("regions nested too deeply", path, 1, 1, "") from None
+    except NumberTooLarge as e:
+        raise _too_large(e, source, path) from None
 
     ops: list[Op] = []
     loc_aliases: dict[str, object] = {}
@@ -326,7 +349,10 @@ def parse(text: str | bytes, path: str = "<string>") -> Module:
         elif isinstance(item, Token):  # LOC_DEFS, OP_LINES or RESOURCES
             if item.type == "LOC_DEFS":
                 for m in _SIMPLE_LOC.finditer(item):
-                    name, node = _simple_loc_def(m, item.start_pos)
+                    try:
+                        name, node = _simple_loc_def(m, item.start_pos)
+                    except NumberTooLarge as e:
+                        raise _too_large(e, source, path) from None
                     if name in loc_aliases:
                         raise error_at(source, path, item.start_pos + m.start(),
                                         f"loc alias {name} is defined twice")
@@ -342,6 +368,12 @@ def parse(text: str | bytes, path: str = "<string>") -> Module:
     check_ops(every_op, source, path)
     resolve_locations(module, source, every_op)
     return module
+
+
+def _too_large(e: NumberTooLarge, source: str, path: str) -> ParseError:
+    shown = e.text if len(e.text) <= 20 else f"{e.text[:12]}... ({len(e.text):,} digits)"
+    return error_at(source, path, e.pos, f"line or column number {shown} in a loc is too "
+                    f"large (more than {MAX_NUMBER_DIGITS} digits); not TTGIR from Triton")
 
 
 def parse_file(path: str | os.PathLike) -> Module:

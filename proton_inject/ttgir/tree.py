@@ -150,7 +150,7 @@ class Function:
     visibility: str  # "public" or "private"
 
 
-_FUNC_HEAD = re.compile(r'\s*(?:(public|private|nested)\s+)?@("(?:[^"\\]|\\.)*"|[\w$.]+)')
+_FUNC_HEAD = re.compile(r'\s*(?:(public|private|nested)\s+)?@("(?:[^"\\]++|\\.)*+"|[\w$.]+)')
 _FOR_IV = re.compile(r"\s*(%[\w$.-]+)\s*=")
 
 

@@ -314,6 +314,17 @@ CASES: list[Case] = [
          f"a.ttgir:1:1: '{'x' * 40}' is not an op that can stand at the top level; expected a "
          "module like 'module attributes {...} {' (is this a TTGIR file?)\n"
          f"  {'x' * 200}...\n  ^", {"a.ttgir": "x" * 5_000_000 + "\n"}),
+    Case("IR loc line number of 5,000 digits", INS,
+         "a.ttgir:2:37: line or column number 999999999999... (5,000 digits) in a loc is too "
+         "large (more than 9 digits); not TTGIR from Triton\n"
+         f"  #loc = loc(\"examples/vector_add.py\":{'9' * 164}...\n{' ' * 38}^",
+         {"a.ttgir": TT.replace(b'vector_add.py":13:0', b'vector_add.py":' + b"9" * 5000 + b":0")}),
+    Case("IR inline loc line number of 5,000 digits", INS,
+         "a.ttgir:2:46: line or column number 999999999999... (5,000 digits) in a loc is too "
+         "large (more than 9 digits); not TTGIR from Triton\n"
+         f"  #loc = loc(fused[\"examples/vector_add.py\":13:{'9' * 155}...\n{' ' * 47}^",
+         {"a.ttgir": TT.replace(b'vector_add.py":13:0)', b'vector_add.py":13:' + b"9" * 5000 + b"])")
+                       .replace(b'#loc = loc("', b'#loc = loc(fused["')}),
     # --- strip ---------------------------------------------------------------------------------
     Case("strip file onto itself", ["strip", "a.ttgir", "-o", "a.ttgir"],
          "-o a.ttgir: is the input a.ttgir; writing there would destroy it; choose another "
