@@ -42,6 +42,18 @@ RULE_KEYS = ("kernel-scope", "loops", "loop-depth", "region", "op", "kernel", "m
              "source-root", "sample-ctas")
 
 
+def _hyphenated(table: dict, where: str) -> dict:
+    """The keys as TOML spells them: a Python dict may write ``kernel_scope`` for
+    ``kernel-scope``; one key given both ways is refused."""
+    out: dict = {}
+    for key, v in table.items():
+        k = key.replace("_", "-") if isinstance(key, str) else key
+        if k in out:
+            raise UserError(f"{where}: {k} given twice ({k} and {key}); keep one")
+        out[k] = v
+    return out
+
+
 def rules_table(table: Any, where: str) -> dict[str, Any]:
     """The rule keys of a TOML table, type-checked; a mistake names ``where`` and the key.
 
@@ -52,6 +64,7 @@ def rules_table(table: Any, where: str) -> dict[str, Any]:
 
     if not isinstance(table, dict):
         raise UserError(f"{where}: expected a table of rules, not {type_name(table)}")
+    table = _hyphenated(table, where)
     unknown = set(table) - set(RULE_KEYS)
     if unknown:
         raise UserError(f"{where}: unknown rule key(s) {', '.join(sorted(unknown))}; "

@@ -93,3 +93,25 @@ def test_inspect_and_loop_depth_count_loops_alike(tmp_path):
         assert text.count('proton.record start "loop ') == n
     assert "must be 1 or more" in invoke(["insert", dump, "-o", tmp_path / "x",
                                           "--loop-depth", "0"], code=2).output
+
+
+# --- rules from Python: kernel_scope as Python spells it ------------------------------------
+
+
+def test_rules_dict_takes_python_spelling(tmp_path):
+    from proton_inject.collect.compile_hook import as_rules as rules_of  # profile(rules=...)'s
+    from proton_inject.errors import UserError
+
+    got = rules_of({"kernel_scope": True, "loop_depth": 1, "loops": "both", "sample_ctas": 2})
+    assert (got.kernel_scope, got.loop_depth, got.loops, got.sample_ctas) == (True, 1, "both", 2)
+    assert rules_of({"kernel-scope": True}).kernel_scope
+    with pytest.raises(UserError, match="given twice"):
+        rules_of({"kernel-scope": True, "kernel_scope": False})
+    with pytest.raises(UserError, match="unknown rule key"):
+        rules_of({"kernel_scop": True})
+    rules = tmp_path / "rules.toml"  # one schema: a rules file takes it too
+    rules.write_text("kernel_scope = true\n")
+    out = tmp_path / "add.ttgir"
+    invoke(["insert", helpers.SAMPLES / "cuda-90/add_kernel.ttgir", "-o", out, "--rules", rules,
+            "--no-marks"], code=0)
+    assert out.read_text().count("proton.record start") == 1
