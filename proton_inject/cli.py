@@ -94,7 +94,7 @@ def inspect(files: tuple[str, ...], max_ops: int) -> None:
               help="Compare with golden output instead of (or besides) writing; exit 1 on a diff.")
 @click.option("--strict", is_flag=True,
               help="Exit 2 if any file of a tree is left out (cannot be parsed, instrumented "
-                   "or, with --check, compiled).")
+                   "or, with --check, compiled), or a --region or --op made no region.")
 @click.option("--check", "compile_check", is_flag=True,
               help="Compile each instrumented file of a tree (as `check`, no GPU) and leave out "
                    "those that fail.")

@@ -4,6 +4,7 @@ files it carries, kernels left out with why) and the one strip reads back."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,6 +213,9 @@ def insert_path(src: str | Path, rules: Rules, force: bool = False, inline=None,
             raise UserError(f"{src}: no kernel matched the rules (--kernel {rules.kernel!r})"
                             if rules.kernel else f"{src}: the rules selected no region"
                             + "".join(f"; {n}" for n in notes[:3]))
+        if strict:
+            _refuse_unmatched(src, rules, [(r["origin"], r["name"]) for k in manifest["kernels"]
+                                           for r in k["regions"]])
         kernels = [(k["kernel"], k["file"], len(k["regions"])) for k in manifest["kernels"]]
         return Inserted(outputs, manifest, notes, left, kernels)
     res = insert_file(srcp, rules, force, inline)
@@ -219,8 +223,25 @@ def insert_path(src: str | Path, rules: Rules, force: bool = False, inline=None,
         raise UserError(f"{src}: the rules selected no region"
                         + (f" (no kernel matches --kernel {rules.kernel!r})"
                            if rules.kernel else "") + "".join(f"; {n}" for n in res.notes[:3]))
+    if strict:
+        _refuse_unmatched(src, rules, [(r.origin, r.name) for k in res.kernels for r in k.regions])
     return Inserted({srcp.name: res.text}, None, res.notes, None,
                     [(k.kernel, srcp.name, len(k.regions)) for k in res.kernels])
+
+
+def _refuse_unmatched(src: str | Path, rules: Rules, made: list[tuple[str, str]]) -> None:
+    """Under ``--strict``: a ``--region`` or ``--op`` rule that made no region in the whole
+    input is an error (without it, a note per kernel)."""
+    got = {(origin, re.sub(r" #\d+$", "", name)) for origin, name in made}
+    for rng in rules.ranges:
+        if rng.origin == "region" and ("region", rng.name) not in got:
+            raise UserError(f"{src}: {rng.where or rng.name}: no op of any kernel comes from "
+                            f"{rng.file}:{rng.start}-{rng.end} (--strict; `proton-inject inspect "
+                            f"{src}` lists the source lines that have ops)")
+    for pattern in rules.ops:
+        if not any(origin == f"op {pattern}" for origin, _ in got):
+            raise UserError(f"{src}: --op {pattern}: matched no op any kernel can place (--strict; "
+                            f"`proton-inject inspect {src}` lists each kernel's ops)")
 
 
 def write_inserted(done: Inserted, out: str | Path, extras: dict[str, bytes] | None = None) -> None:

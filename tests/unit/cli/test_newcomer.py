@@ -115,3 +115,24 @@ def test_rules_dict_takes_python_spelling(tmp_path):
     invoke(["insert", helpers.SAMPLES / "cuda-90/add_kernel.ttgir", "-o", out, "--rules", rules,
             "--no-marks"], code=0)
     assert out.read_text().count("proton.record start") == 1
+
+
+# --- insert --strict: a rule that matches nothing is an error --------------------------------
+
+
+@pytest.mark.parametrize("rule", [["--region", "x=examples/matmul.py:200-210"],
+                                  ["--op", "nothing.*"]])
+@pytest.mark.parametrize("src", ["cuda-90/matmul_kernel.ttgir", "cuda-90"])
+def test_strict_refuses_a_rule_that_matches_nothing(tmp_path, rule, src):
+    argv = ["insert", helpers.SAMPLES / src, "-o", tmp_path / ("o.ttgir" if src.endswith("r") else "o"),
+            "--kernel-scope", *rule]
+    res = invoke([*argv, "--strict"], cwd=helpers.REPO, code=2)
+    err = [ln for ln in res.stderr.splitlines() if ln.startswith("proton-inject: error:")]
+    assert len(err) == 1 and rule[1] in err[0] and "--strict" in err[0], res.output
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.ttgir").exists()
+    invoke(argv, cwd=helpers.REPO, code=0)  # without --strict: a note, and the other rules
+
+
+def test_strict_takes_a_rule_that_matches_somewhere(tmp_path):
+    invoke(["insert", helpers.SAMPLES / "cuda-90", "-o", tmp_path / "o", "--op", "tt.store", "--no-marks",
+            "--region", "acc=examples/matmul.py:40", "--strict"], cwd=helpers.REPO, code=0)
