@@ -7,10 +7,12 @@ The Python API (``proton_inject.api``; Triton is imported on first use):
 - ``profile_program(argv, rules=None, out="traces", ...)``: the same for a whole program
   (``python script.py ARGS``) run in this interpreter; returns the run and its report.
 - ``analyze_run(result)``: decode what a run kept (what both of the above do at the end).
+- ``run_report(inputs, ...)``: what ``proton-inject report`` prints and writes, over raw
+  launches or traces already on disk.
 """
 
 __version__ = "0.1.0"
-__all__ = ["profile", "profile_program", "analyze_run"]
+__all__ = ["profile", "profile_program", "analyze_run", "run_report"]
 
 _API = set(__all__)
 

@@ -136,3 +136,24 @@ def test_strict_refuses_a_rule_that_matches_nothing(tmp_path, rule, src):
 def test_strict_takes_a_rule_that_matches_somewhere(tmp_path):
     invoke(["insert", helpers.SAMPLES / "cuda-90", "-o", tmp_path / "o", "--op", "tt.store", "--no-marks",
             "--region", "acc=examples/matmul.py:40", "--strict"], cwd=helpers.REPO, code=0)
+
+
+# --- the docs' Python API -------------------------------------------------------------------
+
+
+def test_run_report_is_the_python_api_the_docs_name():
+    import proton_inject
+
+    assert "run_report" in proton_inject.__all__
+    res = proton_inject.run_report([DATA / "h100-shortlaunch"], jobs=1)
+    assert "loop acc @matmul.py:36" in res.text
+
+
+def test_docs_say_alike_which_config_dump_keeps():
+    """Configs sharing an override hash: the dump keeps the last compiled (program.py's note);
+    commands.md said the first."""
+    said = {p: (helpers.REPO / p).read_text() for p in
+            ("docs/commands.md", "docs/formats.md", "proton_inject/dump/program.py")}
+    for path, text in said.items():
+        assert "keeps the last compiled" in " ".join(text.split()), path
+        assert "keeps the first" not in text, path
