@@ -72,6 +72,13 @@ def sm_clock_mhz(device: int) -> float | None:
 # --- the session ------------------------------------------------------------------------------
 
 
+# profile, run and the Python API alike: what the user can do on this machine instead.
+NO_GPU = ("no CUDA GPU is visible (torch.cuda.is_available() is False), and profiling runs "
+          "kernels on one; without a GPU, `proton-inject dump --target cuda:90 FILE.py:KERNEL "
+          "...` compiles a kernel ahead of time, and `insert` then `check` instrument it and "
+          "compile the result (scripts/demo.sh does all three)")
+
+
 class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuilds,
               MeasuredOverhead):
     """One profiling session: the program's kernels are instrumented as they compile, from
@@ -205,12 +212,9 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         try:
             import torch
         except ImportError as e:  # pragma: no cover - torch is a dependency
-            raise UserError("proton-inject run needs PyTorch with CUDA") from e
+            raise UserError("profiling needs PyTorch with CUDA") from e
         if not torch.cuda.is_available():
-            raise UserError(
-                "no CUDA GPU is visible (torch.cuda.is_available() is False): run needs one. "
-                "To validate instrumented IR without a GPU use: proton-inject check DIR"
-            )
+            raise UserError(NO_GPU)
         if self.options.granularity != "warp":
             raise UserError(
                 f"--granularity {self.options.granularity}: Triton 3.6's NVIDIA Proton lowering "

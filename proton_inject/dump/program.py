@@ -125,6 +125,12 @@ def dump_program(
         decisions = autotune_file.from_lines(autotune_lines_path(records_path))
     where = " ".join([target, *args])
     if not records:
+        if not _gpu_visible():
+            raise UserError(
+                f"dump: {where} compiled no Triton kernel (exit code {proc.returncode}) and no "
+                "CUDA GPU is visible here; without one, dump a kernel ahead of time: "
+                "proton-inject dump --target cuda:90 FILE.py:KERNEL --signature ... "
+                "(`proton-inject dump -h` has an example)")
         raise UserError(
             f"dump: {where} compiled no Triton kernel (exit code {proc.returncode}). Did it "
             "launch one on the GPU? Kernels served from an in-memory cache compile nothing."
@@ -227,6 +233,15 @@ def _mark_program_entries(out_dir: str | os.PathLike, results: list[AotResult], 
             e["program"] = list(argv)
             e["aot_command"] = aot_command(r, out_dir)
     write_atomic(Path(out_dir) / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
+
+
+def _gpu_visible() -> bool:
+    """Whether torch sees a GPU here (a program that compiled nothing may have had none)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
 
 def _program_triton_cache() -> str:

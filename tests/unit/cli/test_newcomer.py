@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import helpers
 import pytest
-from helpers.cli import invoke
+from helpers.cli import invoke, run_cli
 
 DATA = helpers.DATA
 
@@ -157,3 +157,27 @@ def test_docs_say_alike_which_config_dump_keeps():
     for path, text in said.items():
         assert "keeps the last compiled" in " ".join(text.split()), path
         assert "keeps the first" not in text, path
+
+
+# --- no GPU: say what to do instead ----------------------------------------------------------
+
+without_gpu = pytest.mark.skipif(helpers._has_gpu(), reason="what a machine without a GPU says")
+CUDA_PROGRAM = "import torch\ntorch.zeros(1, device='cuda')\n"
+
+
+@without_gpu
+def test_dump_of_a_program_without_a_gpu_names_target(tmp_path):
+    (tmp_path / "x.py").write_text(CUDA_PROGRAM)
+    res = run_cli(["dump", "-o", "d", "--", "python", "x.py"], cwd=tmp_path, code=2)
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("proton-inject: error: dump:") and "--target cuda:90" in last, res.stderr
+    assert "no CUDA GPU is visible" in last
+
+
+@without_gpu
+def test_profile_without_a_gpu_says_what_to_do(tmp_path):
+    (tmp_path / "x.py").write_text(CUDA_PROGRAM)
+    res = invoke(["profile", "-o", "out", "--", "python", "x.py"], cwd=tmp_path, code=2)
+    err = [ln for ln in res.stderr.splitlines() if ln.startswith("proton-inject: error:")]
+    assert len(err) == 1 and "dump --target cuda:90" in err[0], res.output
+    assert "run needs one" not in res.output
