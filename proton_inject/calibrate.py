@@ -28,6 +28,7 @@ import numpy as np
 
 from proton_inject.errors import UserError
 from proton_inject.formats.calibration import store
+from proton_inject.formats.region_kinds import scope_kinds_of
 
 LOOP_ITERATIONS = 256  # of the calibration loop
 
@@ -42,7 +43,8 @@ def cost_from(decoded: list[Any], plain: list[np.ndarray]) -> dict[str, Any]:
         raise RuntimeError("no plain calibration launch ran")
     diffs, regions = [], []
     for d, p in zip(decoded, plain, strict=False):
-        loops = [s for s, n in d.meta.scopes.items() if n.startswith("loop")]
+        kinds = scope_kinds_of(d.meta.scopes, d.meta.scope_kinds)
+        loops = [s for s, kind in kinds.items() if kind == "loop"]
         v = d.events.cycles[np.isin(d.events.scope, loops)]
         if len(v) and len(p):
             regions.append(v)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from proton_inject.formats import region_kinds
+
 # What profiling cost, kernel time with records / without: ``benchmarks/overhead.py`` (median
 # of 7 interleaved rounds, L2 flushed), keyed by the rule kind, who records and the record
 # buffer per CTA: global, or shared with its size (its final copy costs ~16 SM-cycles per KiB,
@@ -78,12 +80,12 @@ SAMPLED_CTAS_CLASS = ("1.00-1.04 with 1 CTA in 8 (Inductor gelu 1.04, Inductor r
 def overhead_class(k: dict[str, Any]) -> str:
     """What these options cost in the measurements (``OVERHEAD_CLASSES``), or that they were
     not measured."""
-    names = [r["name"] for r in k["regions"]]
-    # Region names as insert writes them: "kernel", "loop X @f.py:3", "iter X @f.py:3".
-    kind = [n.split(" ")[0] for n in names]
-    if "iter" in kind:
+    # each region's kind, as its launches recorded it (by its name in older launches)
+    how = {region_kinds.runs(r["kind"] if "kind" in r else region_kinds.kind_from_name(r["name"]))
+           for r in k["regions"]}
+    if region_kinds.PER_ITERATION in how:
         rules = ITER
-    elif kind and set(kind) <= {"kernel", "loop"}:
+    elif how == {region_kinds.ONCE}:
         rules = WHOLE
     else:
         return "overhead: not measured for these regions (marks, ops or line ranges)"

@@ -250,6 +250,8 @@ def launches_from_trace(path: Path, clock: tuple[str, Any] | None = None) -> lis
             sample_iterations=(s["sample_iterations"] if validate.is_int(s.get("sample_iterations"))
                                else 1),
             loop_scopes=_loop_scopes(s.get("loop_scopes")),
+            scope_kinds=({int(k): str(v) for k, v in s["scope_kinds"].items()}
+                         if isinstance(s.get("scope_kinds"), dict) else None),
             drops={
                 "records_written": s.get("records_written", 0),
                 "records_dropped": s.get("records_dropped", 0),

@@ -22,6 +22,7 @@ from proton_inject.analyze.sketch import BITS, FIXED, Dist, Sketch, coarsen, fix
 from proton_inject.analyze.uncertainty import add_uncertainty
 from proton_inject.formats import diagnostics
 from proton_inject.formats.diagnostics import Issue
+from proton_inject.formats.region_kinds import UNKNOWN
 
 # Per-warp (or per-warp-group) medians differing by more than this get their own rows.
 SPLIT_THRESHOLD = 0.10
@@ -73,6 +74,7 @@ class LaunchData(LaunchHead):
     sample_ctas: int = 1  # records in every Nth CTA only
     sample_iterations: int = 1  # records inside loops lowered directly: every Nth iteration only
     loop_scopes: list[list[int]] = field(default_factory=list)  # LaunchMeta.loop_scopes
+    scope_kinds: dict[int, str] | None = None  # LaunchMeta.scope_kinds (None: not recorded)
     cta_time: tuple[float, int, int, float, int, int, float] | None = None  # _cta_time, once slimmed
 
     @classmethod
@@ -90,6 +92,7 @@ class LaunchData(LaunchHead):
             drops=_drops_dict(d), issues=list(d.issues), device=m.device, rank=m.rank,
             record_cost=d.record_cost, sampled_warps=m.sampled_warps, sample_ctas=m.sample_ctas,
             sample_iterations=m.sample_iterations, loop_scopes=m.loop_scopes,
+            scope_kinds=m.scope_kinds,
         )
 
 
@@ -190,6 +193,7 @@ class LaunchPart(LaunchHead):
     sample_ctas: int
     sample_iterations: int
     loop_scopes: list[list[int]]
+    scope_kinds: dict[int, str] | None
     cta_time: tuple[float, int, int, float, int, int, float]
     regions: dict[int, RegionAcc]
 
@@ -428,6 +432,8 @@ class KernelAcc:
                 "slowest_rank": _slowest([(p["rank"], p["ns"]["median"]) for p in per_rank or []]),
                 "recorded_iterations_inside": held.get(s),
             })
+            if first.scope_kinds is not None:  # (launches recorded before kinds were: no key)
+                rows[-1]["kind"] = first.scope_kinds.get(int(s), UNKNOWN)
         rows.sort(key=lambda row: -row["ns"]["total"])
         return rows
 

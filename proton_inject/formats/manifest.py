@@ -12,6 +12,7 @@ from typing import Any
 
 from proton_inject import __version__
 from proton_inject.errors import UserError
+from proton_inject.formats.region_kinds import kind_of
 from proton_inject.formats.schema import (
     MAX_SOURCE_BYTES,
     FileError,
@@ -38,6 +39,11 @@ class RegionInfo:
     source: str | None
     ir_lines: tuple[int, int]  # first and last op of the region, in the input IR
     partition: str | None
+
+    @property
+    def kind(self) -> str:
+        """The region's kind (``region_kinds.py``), from the rule that made it."""
+        return kind_of(self.origin, self.name)
 
 
 @dataclass

@@ -79,6 +79,9 @@ class LaunchMeta:
     # buffer_type "direct": a full globaltimer value (ns) read near the launch; its blocks keep
     # bits 0-55 of their timer read and take bits 56-63 (2.3 years) from it
     timer_ref_ns: int | None = None
+    # Each scope's region kind (``region_kinds.REGION_KINDS``, from the manifest's origin);
+    # None in files written before launches carried it.
+    scope_kinds: dict[int, str] | None = None
 
     @property
     def sample_iterations(self) -> int:
@@ -143,6 +146,8 @@ class LaunchMeta:
             **({"direct_records": self.direct_records} if self.direct_records else {}),
             **({"direct_loops": self.direct_loops} if self.direct_loops else {}),
             **({"timer_ref_ns": self.timer_ref_ns} if self.timer_ref_ns is not None else {}),
+            **({"scope_kinds": {str(k): v for k, v in sorted(self.scope_kinds.items())}}
+               if self.scope_kinds is not None else {}),
         }
 
     @classmethod
@@ -390,6 +395,8 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         direct_records=None if table is None else [list(r) for r in table],
         direct_loops=None if not loops else [list(x) for x in loops],
         timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
+        scope_kinds=None if d.get("scope_kinds") is None else _id_map(
+            d, "scope_kinds", where, lambda x: isinstance(x, str), "a region kind"),
     )  # fmt: skip
 
 

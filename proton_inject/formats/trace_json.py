@@ -326,6 +326,8 @@ def _launch_summary(d: TraceLaunch, pid_base: int, shift: int) -> dict[str, Any]
         "sample_iterations": d.meta.sample_iterations,
         "loop_scopes": d.meta.loop_scopes,
     }
+    if meta.scope_kinds is not None:
+        summary["scope_kinds"] = {str(k): v for k, v in sorted(meta.scope_kinds.items())}
     if meta.rank is not None:
         summary["rank"] = meta.rank
     return summary

@@ -68,3 +68,24 @@ def loop_records(start: int, iters: int, body: int, gap: int, outer: int = 0,
         t += body + gap
     recs.append((True, outer, t))
     return recs
+
+
+def small_launch(launch: int = 0):
+    """2 SMs, 3 CTAs, 2 warps, nested regions; clock 1.25 GHz exactly."""
+    ctas = []
+    t0 = 1_700_000_000_000_000_000
+    for i, (sm, start) in enumerate(((0, 0), (1, 40), (0, 9000))):
+        c = Cta(pid=i, sm=sm, init=t0 + start, pre=0, post=0)
+        for w in range(2):
+            c0 = 1_000_000 * (sm + 1) + int((start + 20) * 1.25)
+            c.warps[w] = loop_records(c0, iters=2, body=500 + 250 * w, gap=125)
+        last = max(r[2] for r in c.warps[0] + c.warps[1])
+        c.pre = t0 + int((last - 1_000_000 * (sm + 1)) / 1.25) + 20
+        c.post = c.pre + 320
+        ctas.append(c)
+    buf, meta = write(ctas, num_warps=2, slots=16, scopes={0: "kernel", 1: "iter"})
+    meta = LaunchMeta(**{**meta.__dict__, "launch": launch, "scope_parents": {1: 0},
+                         "scope_locs": {0: "k.py:3", 1: "k.py:7"}})
+    from proton_inject.analyze.decode import decode
+
+    return decode(buf, meta, clock_mhz=1250)

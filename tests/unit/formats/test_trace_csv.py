@@ -10,7 +10,7 @@ import json
 
 import helpers
 from helpers.cli import invoke
-from test_trace_json import small_launch
+from helpers.profbuf import small_launch
 
 from proton_inject.analyze.decode import decode
 from proton_inject.formats.raw import load_raw

@@ -7,35 +7,17 @@ import os
 
 import numpy as np
 import pytest
-from helpers import DATA, profbuf
+from helpers import DATA
+from helpers.profbuf import small_launch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proton_inject.analyze.decode import decode
-from proton_inject.formats.raw import LaunchMeta, load_raw
+from proton_inject.formats.raw import load_raw
 from proton_inject.formats.trace_json import _Rows, read_trace
 from proton_inject.formats.traces import trace_bytes, write_trace, write_traces
 
 GOLDEN = DATA / "golden" / "small_trace.json"
-
-
-def small_launch(launch: int = 0):
-    """2 SMs, 3 CTAs, 2 warps, nested regions; clock 1.25 GHz exactly."""
-    ctas = []
-    t0 = 1_700_000_000_000_000_000
-    for i, (sm, start) in enumerate(((0, 0), (1, 40), (0, 9000))):
-        c = profbuf.Cta(pid=i, sm=sm, init=t0 + start, pre=0, post=0)
-        for w in range(2):
-            c0 = 1_000_000 * (sm + 1) + int((start + 20) * 1.25)
-            c.warps[w] = profbuf.loop_records(c0, iters=2, body=500 + 250 * w, gap=125)
-        last = max(r[2] for r in c.warps[0] + c.warps[1])
-        c.pre = t0 + int((last - 1_000_000 * (sm + 1)) / 1.25) + 20
-        c.post = c.pre + 320
-        ctas.append(c)
-    buf, meta = profbuf.write(ctas, num_warps=2, slots=16, scopes={0: "kernel", 1: "iter"})
-    meta = LaunchMeta(**{**meta.__dict__, "launch": launch, "scope_parents": {1: 0},
-                         "scope_locs": {0: "k.py:3", 1: "k.py:7"}})
-    return decode(buf, meta, clock_mhz=1250)
 
 
 def test_golden_small_trace():

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 from helpers.perfetto_read import json_events, perfetto_events, read_slices  # noqa: E402
+from helpers.profbuf import small_launch  # noqa: E402
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb  # noqa: E402
-from test_trace_json import small_launch  # noqa: E402
 
 from proton_inject.analyze.decode import decode  # noqa: E402
 from proton_inject.analyze.report import run_report  # noqa: E402
