@@ -68,7 +68,7 @@ class CudaGraphs:
             kept = []
             for p in captured:
                 if path.policy.total is not None and path.kept >= path.policy.total:
-                    self._count_drop("past the launch bound")
+                    self._count_drop(path.bound_reason)
                     continue
                 path.kept += 1
                 device = p.buffer.device.index

@@ -59,9 +59,10 @@ class LaunchPath:
     """Wraps instrumented builds' launchers as they load, keeps launches by the policy, counts
     every launch per build, and gives each build its launcher back at the end."""
 
-    def __init__(self, session: Any, policy: KeepPolicy) -> None:
+    def __init__(self, session: Any, policy: KeepPolicy, bound_reason: str = "past the keep policy's bound") -> None:
         self.session = session
         self.policy = policy
+        self.bound_reason = bound_reason  # what a launch past the total is counted under
         self.kept = 0  # launches kept in all (the policy's total bounds it)
         self.counts: list[LaunchCounts] = []
         self._wrapped: list[tuple[Any, KernelLauncher]] = []
@@ -159,7 +160,7 @@ class LaunchPath:
         with self._lock:  # (a launch captured into a CUDA graph: the policy picks its replays)
             if not self.capturing and self.policy.total is not None and self.kept >= self.policy.total:
                 self._quota_spent()
-                s._count_drop("past the launch bound")
+                s._count_drop(self.bound_reason)
                 return w.inner(gx, gy, gz, stream, function, *args)
         p = _Pending(w.info, (int(gx), int(gy), int(gz)), int(stream or 0),
                      self._config(w.info, tuning), tuning is not None)

@@ -1,10 +1,13 @@
-"""Kept launches from pinned host memory to disk, on a thread of their own.
+"""Kept launches from the GPU to host memory to disk, off the program's thread.
 
-The launch path only enqueues: the copy to the host on a side stream and an event after it.
-This thread waits for each event in launch order (waiting releases the GIL), hands the device
-and host buffers back to the pool, and saves the launch (``save``: raw file and metadata). The
-bytes in flight are bounded: a launch that would pass the bound waits for older ones to land,
-the only time the program's thread waits for the GPU because of us.
+The launch path only enqueues: the copy to pinned memory on a side stream and an event after
+it. This thread waits for each event in launch order (waiting releases the GIL), hands the
+device buffer back to the pool and moves the bytes out of the pinned buffer (``land``). Saving
+(metadata, gzip, two files a launch) is Python work that would take the GIL from the program's
+thread for milliseconds at a time, so it waits: it runs when the landed bytes pass
+``max_pending``, and at ``close``. Bytes in flight are bounded the same way: a launch that
+would pass the bound waits for older ones to land, the only time the program's thread waits
+for the GPU because of us.
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ class InFlight:
 class RawWriter:
     """One thread that saves kept launches in order; ``put`` enqueues, ``close`` drains."""
 
-    def __init__(self, save: Callable[[Any, Any], None], give_back: Callable[[InFlight], None],
+    def __init__(self, land: Callable[[InFlight], Any], save: Callable[[Any, Any], None],
                  max_pending: int, on_error: Callable[[str], None]) -> None:
-        self._save, self._give_back, self._on_error = save, give_back, on_error
+        self._land, self._save, self._on_error = land, save, on_error
         self.max_pending = max_pending
         self._queue: deque[InFlight] = deque()
+        self._landed: list[tuple[Any, Any]] = []  # (record, bytes) not saved yet
+        self._landed_bytes = 0
         self._cond = threading.Condition()
         self._pending = 0
         self._closing = False
@@ -64,13 +69,23 @@ class RawWriter:
             return True
 
     def close(self) -> None:
-        """Write everything still in flight, then stop the thread."""
+        """Land everything still in flight, save everything landed, stop the thread."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self._save_landed()
+
+    def _save_landed(self) -> None:
+        batch, self._landed, self._landed_bytes = self._landed, [], 0
+        for rec, data in batch:
+            try:
+                self._save(rec, data)
+            except Exception as e:  # a full disk: say so, go on
+                self.failed += 1
+                self._on_error(f"could not save launch {rec.seq} of {rec.kernel}: {e}")
 
     def _run(self) -> None:
         while True:
@@ -82,11 +97,14 @@ class RawWriter:
                 item = self._queue[0]
             try:
                 item.done.synchronize()
-                self._give_back(item)
-                self._save(item.record, item.host_buffer)
-            except Exception as e:  # the GPU in an error state, a full disk: say so, go on
+                data = self._land(item)
+                self._landed.append((item.record, data))
+                self._landed_bytes += len(data)
+                if self._landed_bytes > self.max_pending:
+                    self._save_landed()
+            except Exception as e:  # the GPU in an error state: say so, go on
                 self.failed += 1
-                self._on_error(f"could not save launch {item.record.seq} of {item.record.kernel}: {e}")
+                self._on_error(f"could not read back launch {item.record.seq} of {item.record.kernel}: {e}")
             with self._cond:
                 self._queue.popleft()
                 self._pending -= item.nbytes

@@ -121,8 +121,9 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         if isinstance(keep, str):
             keep = KeepPolicy.parse(keep)
         self.keep_policy = (keep or KeepPolicy()).with_total(max_launches)
+        self._max_launches = max_launches
         self.pool = BufferPool(self.max_pending)  # kept launches' buffers, reused
-        self.writer = RawWriter(self._save_host, self._landed, self.max_pending, self._writer_error)
+        self.writer = RawWriter(self._land, self._save, self.max_pending, self._writer_error)
         self._discard = _DiscardBuffers()  # for launches not kept
         self._last_bracket: dict[int, float] = {}  # device -> when its last bracket ran
         self._streams: dict[int, Any] = {}
@@ -247,7 +248,8 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             _allocation.set_profile_allocator(self._allocate)
             self.patches.on_undo(lambda: _allocation.set_profile_allocator(after_session(prev_alloc)))
             self.oor_type = out_of_resources_type()
-            self.launch_path = LaunchPath(self, self.keep_policy)
+            self.launch_path = LaunchPath(self, self.keep_policy, "past --max-launches" if
+                                          self._max_launches is not None else "past --keep-launches max")
             self.launch_path.install(self.patches)
             self._patch_cuda_graphs()
             if self.measure_overhead:
@@ -363,10 +365,11 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             if r.graph_replay is not None:
                 replayed[r.kernel] = replayed.get(r.kernel, 0) + 1
         seen = self.launch_counts()
-        for name, n in sorted(self._overridden.items()):
-            extra = f", {replayed[name]} of them CUDA-graph replays" if name in replayed else ""
+        for name in sorted(set(self._overridden) | set(seen) | set(kept)):
+            builds = f"{self._overridden[name]} instrumented builds, " if name in self._overridden else ""
             ran = f"{seen[name]:,} launches, " if name in seen else ""
-            msgs.append(f"kernel {name}: {n} instrumented builds, {ran}{kept.get(name, 0):,} kept{extra}")
+            extra = f", {replayed[name]} of them CUDA-graph replays" if name in replayed else ""
+            msgs.append(f"kernel {name}: {builds}{ran}{kept.get(name, 0):,} kept{extra}")
         if any(seen.get(k, 0) > n for k, n in kept.items()) or any(k not in kept for k in seen):
             msgs.append(f"launches kept: {self.keep_policy.describe()} (--keep-launches)")
 

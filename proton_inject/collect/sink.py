@@ -45,18 +45,17 @@ class RawSink:
         done.record(stream)
         self.writer.put(InFlight(rec, p.buffer if p.graph is None else None, host, n, done))
 
-    def _landed(self, item: InFlight) -> None:
-        """(raw writer) A launch's copy is done: its device buffer goes back to the pool."""
+    def _land(self, item: InFlight) -> Any:
+        """(raw writer) A launch's copy is done: its device buffer goes back to the pool, its
+        bytes out of the pinned buffer, which goes back too."""
         if item.device_buffer is not None:
             self.pool.give_back(item.device_buffer)
             item.device_buffer = None
-
-    def _save_host(self, rec: LaunchRecord, host: Any) -> None:
-        """(raw writer) Save a launch from its pinned copy, then give the copy back."""
         try:
-            self._save(rec, host.numpy())
+            return item.host_buffer.numpy()[: item.nbytes].copy()
         finally:
-            self.pool.give_back_host(host)
+            self.pool.give_back_host(item.host_buffer)
+            item.host_buffer = None
 
     def _save(self, rec: LaunchRecord, data: Any) -> None:
         from proton_inject.formats.raw import raw_prefix, save_raw

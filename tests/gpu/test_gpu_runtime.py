@@ -193,7 +193,8 @@ def test_autotuned_kernel_is_traced_with_its_config(tmp_path):
     best = mod.axpy_kernel.best_config.kwargs["BLOCK"]
     assert len(result.launches) == 2 and not any(r.tuning for r in result.launches)
     assert all(r.config["BLOCK"] == best for r in result.launches)
-    assert result.dropped.get("autotune benchmarking", 0) >= 2
+    # The configs were timed on the plain builds, which launch with none of our code.
+    assert any("timed on the plain builds" in m for m in result.messages), result.messages
     _check_every_cta_and_warp(result, tmp_path / "traces", ("kernel",))
     meta = json.loads(next((tmp_path / "traces" / "raw").glob("00000-*.json")).read_text())
     assert meta["config"].startswith(f"BLOCK={best}")
