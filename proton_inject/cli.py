@@ -365,7 +365,8 @@ def _echo_messages(result, verbose: bool) -> None:
 @click.option("--max-launches", type=int, default=None, help="Keep at most N launches.")
 @pending_options
 @click.option("--no-report", is_flag=True, help="Do not print the report at the end.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Also write a timeline PNG.")
+@click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write timeline PNGs, as report --plot does.")
 @gz_option
 @click.option("-v", "--verbose", is_flag=True, help="Also print whole notes and decode problems per launch.")
 @raw_option
@@ -412,7 +413,9 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write a timeline PNG (one per launch).")
+@click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Timeline PNGs, one per launch: FILE for the first, FILE's name with "
+                   ".LAUNCH-KERNEL before .png for the others.")
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON instead of tables.")
 @click.option("--clock-mhz", type=float, help="SM clock to turn cycles into ns, instead of the fit.")
 @click.option("--clocks-locked", is_flag=True,

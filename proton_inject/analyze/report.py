@@ -347,16 +347,17 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                             else "no launches found in the inputs")
         if trace_dir is not None and not raws:
             raise UserError("--trace needs raw launches as input (traces are already traces)")
-        n_all = len(raws) + len(from_traces)
         job = _Job(clock, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
-                   merge, writer, ext, gz, None if plot is None else Path(plot), n_all == 1)
+                   merge, writer, ext, gz, None if plot is None else Path(plot),
+                   raws[0] if raws else None)
         del facts
         got = _decode_all(raws, job, workers, progress, verbose)
     if raws and not got.summary.kernels and got.skipped:  # nothing decoded: the first reason is the error
         raise UserError(got.skipped[0].removeprefix("left out: "))
-    for x in sorted(from_traces, key=lambda x: x.launch):
+    for i, x in enumerate(sorted(from_traces, key=lambda x: x.launch)):
         if plot is not None:
-            got.plots.append(plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, job.one)))
+            first = i == 0 and not raws
+            got.plots.append(plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, first)))
         got.summary.add(launch_part(x))
         if verbose:
             got.details += [(x.launch, i.detail) for i in x.issues]
@@ -382,9 +383,11 @@ def _add_measured_perturbation(summary: dict[str, Any], raws: Sequence[str]) -> 
         add_perturbation(k, run_index.perturbation_for(measured, k["kernel"], k["config"]))
 
 
-def _plot_path(plot: Path, launch: int, kernel: str, one: bool) -> Path:
-    """The timeline picture of a launch: ``plot`` itself when the report has one launch."""
-    return plot if one else plot.with_name(f"{plot.stem}.{launch:05d}-{kernel}{plot.suffix}")
+def _plot_path(plot: Path, launch: int, kernel: str, first: bool) -> Path:
+    """The timeline picture of a launch: ``plot`` itself for the report's first launch (the
+    name the user gave finds a picture), ``plot`` with the launch and kernel before its suffix
+    for the others."""
+    return plot if first else plot.with_name(f"{plot.stem}.{launch:05d}-{kernel}{plot.suffix}")
 
 
 @dataclass(frozen=True)
@@ -400,7 +403,7 @@ class _Job:
     ext: str
     gz: bool
     plot: Path | None
-    one: bool  # the report's only launch (its plot is ``plot`` itself)
+    first: str | None  # the report's first raw launch (its plot is ``plot`` itself)
     again: bool = False  # the merged trace's second pass: decode only
 
 
@@ -437,7 +440,7 @@ def _work(job: _Job, path: str, summary: Summary) -> _Done:
     x = LaunchData.from_decoded(d)
     del d
     if job.plot is not None:
-        out.plot = plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, job.one))
+        out.plot = plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, path == job.first))
     out.details = [(x.launch, i.detail) for i in x.issues]
     summary.add(launch_part(x))
     return out

@@ -8,6 +8,9 @@ import re
 from proton_inject.errors import UserError
 
 _TARGET_FORMS = "cuda:<sm> (e.g. cuda:80, cuda:90, cuda:100) or hip:<gfx arch> (e.g. hip:gfx942)"
+# Compute capabilities of NVIDIA GPUs that Triton 3.6's backend compiles for (Turing on): a
+# typo such as cuda:99 would otherwise compile for a GPU that does not exist, or skip every file.
+CUDA_ARCHS = (75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
 
 
 def parse_target(text: str):
@@ -20,6 +23,10 @@ def parse_target(text: str):
         arch = int(m.group(1))
         if arch < 75:
             raise UserError(f"--target {text!r}: Triton 3.6 compiles for cuda:75 and newer")
+        if arch not in CUDA_ARCHS:
+            raise UserError(f"--target {text!r}: unknown target: no NVIDIA GPU has compute "
+                            f"capability {arch // 10}.{arch % 10}; known: "
+                            f"{', '.join(f'cuda:{a}' for a in CUDA_ARCHS)}")
         return GPUTarget("cuda", arch, 32)
     m = re.fullmatch(r"hip:(gfx[0-9a-f]+)", s)
     if m:

@@ -181,3 +181,21 @@ def test_profile_without_a_gpu_says_what_to_do(tmp_path):
     err = [ln for ln in res.stderr.splitlines() if ln.startswith("proton-inject: error:")]
     assert len(err) == 1 and "dump --target cuda:90" in err[0], res.output
     assert "run needs one" not in res.output
+
+
+def test_check_names_an_unknown_target(tmp_path):
+    inst = tmp_path / "add.ttgir"
+    invoke(["insert", helpers.SAMPLES / "cuda-90/add_kernel.ttgir", "-o", inst], code=0)
+    res = invoke(["check", inst, "--target", "cuda:99"], code=2)
+    assert "unknown target" in res.output and "cuda:90" in res.output, res.output
+    assert "not among --target" not in res.output
+
+
+def test_plot_of_several_launches_writes_the_name_given(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "timeline.png"
+    res = invoke(["report", DATA / "h100-shortlaunch", "--plot", png, "-j", "1"], code=0)
+    assert png.is_file()  # the first launch: where the README says to look
+    other = tmp_path / "timeline.00001-matmul_kernel.png"
+    assert other.is_file() and f"wrote {other}" in res.stderr and f"wrote {png}" in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [other.name, png.name]
