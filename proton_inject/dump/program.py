@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -22,6 +21,7 @@ from proton_inject.errors import UserError
 from proton_inject.formats import autotune as autotune_file
 from proton_inject.formats.files import write_atomic
 from proton_inject.formats.manifest import MANIFEST_NAME, read_dump_manifest
+from proton_inject.formats.patterns import compile_pattern
 
 
 @dataclass
@@ -91,10 +91,7 @@ def dump_program(
     kind, target, args = split_program_argv(argv, "dump")
     pattern = None
     if kernel:
-        try:
-            pattern = re.compile(kernel)
-        except re.error as e:
-            raise UserError(f"--kernel {kernel!r} is not a valid regular expression: {e}") from e
+        pattern = compile_pattern(kernel, f"--kernel {kernel!r}")
     with tempfile.TemporaryDirectory(prefix="proton-inject-dump-") as tmp:
         records_path = os.path.join(tmp, "compiled.jsonl")
         env = dict(os.environ)
@@ -177,7 +174,7 @@ def _read_records(path: str) -> list[dict[str, Any]]:
 
 
 def _program_results(
-    records: list[dict[str, Any]], dump_dir: Path, pattern: re.Pattern[str] | None
+    records: list[dict[str, Any]], dump_dir: Path, pattern: Any
 ) -> tuple[list[AotResult], list[str]]:
     """One ``AotResult`` per distinct (hash, kernel); notes for what was merged or dropped."""
     notes: list[str] = []

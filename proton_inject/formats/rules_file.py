@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proton_inject.errors import UserError
+from proton_inject.formats.patterns import compile_pattern
 from proton_inject.formats.schema import is_int, shown, type_name
 
 LOOP_MODES = ("outer", "iteration", "both")
@@ -98,11 +99,7 @@ def rules_table(table: Any, where: str) -> dict[str, Any]:
                 raise bad(key, "a non-empty string")
             out[field] = table[key]
     if "kernel" in out:
-        try:
-            re.compile(out["kernel"])
-        except re.error as e:
-            raise UserError(f"{where}: kernel = {shown(out['kernel'])} is not a valid regular "
-                            f"expression: {e}") from None
+        compile_pattern(out["kernel"], f"{where}: kernel = {shown(out['kernel'])}")
     for key, example in (("region", "'load tiles=matmul.py:41-43'"), ("op", "'tt.dot'")):
         if key not in table:
             continue

@@ -5,13 +5,13 @@ an instrumented tree's manifest, or a dict. Selecting regions by them is `select
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from proton_inject.errors import UserError
+from proton_inject.formats.patterns import compile_pattern
 from proton_inject.formats.rules_file import LOOP_MODES, LineRange
 
 
@@ -29,6 +29,7 @@ class Rules:
     source_root: str | None = None  # where relative source paths of the IR are found
     # Records run in every Nth CTA only (by linear program id; 1 = every CTA).
     sample_ctas: int = 1
+    _kernel: Any = field(default=None, init=False, repr=False, compare=False)  # kernel, compiled
 
     def __post_init__(self) -> None:
         v = self.sample_ctas
@@ -41,11 +42,7 @@ class Rules:
             raise UserError(f"--loop-depth {self.loop_depth}: must be 1 or more "
                             "(1 = outermost loops only)")
         if self.kernel is not None:
-            try:
-                re.compile(self.kernel)
-            except re.error as e:
-                raise UserError(
-                    f"--kernel {self.kernel!r}: not a valid regular expression: {e}") from None
+            self._kernel = compile_pattern(self.kernel, f"--kernel {self.kernel!r}")
 
     def is_empty(self) -> bool:
         return not (self.kernel_scope or self.loops or self.ranges or self.ops)
@@ -59,7 +56,7 @@ class Rules:
                      sample_ctas=self.sample_ctas)
 
     def wants_kernel(self, name: str) -> bool:
-        return self.kernel is None or re.search(self.kernel, name) is not None
+        return self._kernel is None or self._kernel.search(name) is not None
 
 
 def rules_with_flags(base: Rules, kernel_scope: bool = False, loops: str | None = None,

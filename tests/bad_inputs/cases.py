@@ -111,6 +111,10 @@ MFIX = "re-run `proton-inject dump` (or `insert`) to rewrite it"
 GIVE = "give a regular file or a directory"
 DEEP_TOML = "r.toml: TOML nested more than 64 levels deep; not a rules file"
 MiB = 2**20
+RE2 = "(RE2 syntax: no backreferences or lookarounds)"
+AAA = TT.replace(b"add_kernel", b"a" * 40 + b"_k")  # a kernel name (a+)+$ backtracks on
+NO_SRC = ("a.ttgir: source examples/vector_add.py not found under the current directory, so its "
+          "'# proton:' marks are not read; pass --source-root DIR")
 NOT_OUT = ("not a regular file or a directory; writing would replace it: choose another output "
            "path")
 VIA_LINK = ("writing would replace the link, not what it names: give the path it names, or remove "
@@ -142,8 +146,8 @@ CASES: list[Case] = [
     Case("rules kernel int", RULES, "r.toml: kernel = 5 must be a non-empty string",
          rules("kernel = 5\n")),
     Case("rules kernel bad regex", RULES,
-         "r.toml: kernel = '(' is not a valid regular expression: missing ), unterminated "
-         "subpattern at position 0", rules('kernel = "("\n')),
+         f"r.toml: kernel = '(' is not a valid regular expression: missing ): ( {RE2}",
+         rules('kernel = "("\n')),
     Case("rules op int list", RULES,
          "r.toml: op = [1, 2] must be a string or an array of strings, e.g. 'tt.dot'",
          rules("op = [1, 2]\n")),
@@ -269,8 +273,10 @@ CASES: list[Case] = [
          "--region 'x': expected NAME=FILE:START-END, e.g. 'load tiles=matmul.py:41-43'",
          {"a.ttgir": TT}),
     Case("insert bad --kernel regex", [*INS, "--kernel", "[a"],
-         "--kernel '[a': not a valid regular expression: unterminated character set at "
-         "position 0", {"a.ttgir": TT}),
+         f"--kernel '[a' is not a valid regular expression: missing ]: [a {RE2}", {"a.ttgir": TT}),
+    Case("insert --kernel with a backreference", [*INS, "--kernel", "(a)\\1"],
+         f"--kernel '(a)\\\\1' is not a valid regular expression: invalid escape sequence: \\1 {RE2}",
+         {"a.ttgir": TT}),
     Case("insert --op matches nothing", [*INS, "--op", "tt.nothing"],
          "a.ttgir: the rules selected no region; a.ttgir: source examples/vector_add.py not "
          "found under the current directory, so its '# proton:' marks are not read; pass "
@@ -282,6 +288,17 @@ CASES: list[Case] = [
          "a.ttgir: the rules selected no region (no kernel matches --kernel 'zzz'); a.ttgir: "
          "source examples/vector_add.py not found under the current directory, so its "
          "'# proton:' marks are not read; pass --source-root DIR", {"a.ttgir": TT}),
+    # A pattern that backtracks for ever in Python's re against a kernel named a...a_k: the
+    # kernel filter matches in linear time wherever the pattern comes from.
+    Case("insert --kernel that backtracks", [*INS, "--kernel", "(a+)+$"],
+         f"a.ttgir: the rules selected no region (no kernel matches --kernel '(a+)+$'); {NO_SRC}",
+         {"a.ttgir": AAA}),
+    Case("rules kernel that backtracks", RULES,
+         f"a.ttgir: the rules selected no region (no kernel matches --kernel '(a+)+$'); {NO_SRC}",
+         {"a.ttgir": AAA, "r.toml": 'kernel = "(a+)+$"\n'}),
+    Case("pyproject kernel that backtracks", INS,
+         f"a.ttgir: the rules selected no region (no kernel matches --kernel '(a+)+$'); {NO_SRC}",
+         {"a.ttgir": AAA, "pyproject.toml": '[tool.proton-inject]\nkernel = "(a+)+$"\n'}),
     Case("insert already instrumented", INS,
          "a.ttgir: already instrumented (it holds proton.record ops); pass --force to strip "
          "them and instrument again, or run `proton-inject strip` first",
