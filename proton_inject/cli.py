@@ -518,12 +518,14 @@ def cache_info() -> None:
 
 @cache.command("clear")
 def cache_clear() -> None:
-    """Remove every cached build (the next profile compiles its kernels again)."""
+    """Remove every cached build (the next profile compiles its kernels again) but those of
+    sessions running now."""
     from proton_inject.formats import build_cache
     from proton_inject.formats.schema import size_text
 
-    freed = build_cache.clear()
-    click.echo(f"removed {build_cache.builds_root()} ({size_text(freed)})")
+    freed, kept = build_cache.clear()
+    in_use = f"; kept {size_text(kept)} that running sessions use" if kept else ""
+    click.echo(f"removed {size_text(freed)} of builds from {build_cache.builds_root()}{in_use}")
 
 
 if __name__ == "__main__":

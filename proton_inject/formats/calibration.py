@@ -59,6 +59,6 @@ def store(device: str, cycles: float, clock_bits: int = 64, buffer_type: str = "
     entries = _read(path)
     entries[cache_key(device, clock_bits, buffer_type, sched_stores, selective)] = {
         "cycles": round(float(cycles), 2), **(detail or {})}
-    path.parent.mkdir(parents=True, exist_ok=True)
+    user_cache_dir(make=True)
     return write_atomic(path, json.dumps({"version": CACHE_VERSION, "entries": entries},
                                          indent=1, sort_keys=True) + "\n")

@@ -19,11 +19,31 @@ from typing import IO, Any
 from proton_inject.errors import UserError
 
 
-def user_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/proton-inject`` (``~/.cache/proton-inject`` by default): what the tool
-    keeps between runs (record costs, its own kernels' builds), never the program's caches."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "proton-inject"
+def user_cache_dir(make: bool = False) -> Path:
+    """``$XDG_CACHE_HOME/proton-inject`` (``~/.cache/proton-inject`` by default, also for a
+    relative XDG_CACHE_HOME, as the XDG spec says): what the tool keeps between runs (record
+    costs, its own kernels' builds), never the program's caches. ``make``: made if missing,
+    this user's only (``private_dir``)."""
+    root = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(root):
+        root = os.path.join(os.path.expanduser("~"), ".cache")
+    d = Path(root) / "proton-inject"
+    if make:
+        os.makedirs(root, 0o700, exist_ok=True)
+        private_dir(d, follow=True)  # (a link the user made to put it elsewhere is theirs)
+    return d
+
+
+def private_dir(path: str | os.PathLike, follow: bool = False) -> None:
+    """``path`` as a directory of this user's only (made, or narrowed to, 0700); a link (unless
+    ``follow``), a file or another user's directory is an OSError."""
+    with suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.stat(path) if follow else os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise OSError(errno.EPERM, "not a directory of this user's", str(path))
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
 
 
 def _umask() -> int:

@@ -20,6 +20,8 @@ HELPER = "formats/schema.py"
 OWN_FILES = {
     ("collect/compile_hook.py", "_register"): "the IR file this run wrote a moment before",
     ("formats/build_cache.py", "code_digest"): "the package's own sources",
+    ("formats/build_cache.py", "open_key_dir"): "a lock on its own cache directory",
+    ("formats/build_cache.py", "_lock_alone"): "a lock on a cache directory it may remove",
     ("collect/sink.py", "_kernel_ir"): "the copy of the IR this run put in its override dir",
     ("dump/program.py", "_read_records"): "the records the dump's own child appended",
     ("formats/files.py", "output_lock"): "its own lock file beside an output (the holder's pid)",

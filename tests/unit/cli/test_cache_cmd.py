@@ -12,7 +12,7 @@ def test_cache_info_and_clear(tmp_path, monkeypatch):
     group = build_cache.builds_root() / "somekey" / "GROUPHASH"
     group.mkdir(parents=True)
     (group / "k.cubin").write_bytes(b"x" * 4096)
-    build_cache.write_sidecar(group, {"name": "k", "instrumented": True})
+    build_cache.write_record(group, {"name": "k", "instrumented": True})
     info = invoke(["cache", "info"], code=0).output
     assert str(build_cache.builds_root()) in info and "1 build(s)" in info
     cleared = invoke(["cache", "clear"], code=0).output
