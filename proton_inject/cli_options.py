@@ -7,6 +7,17 @@ import difflib
 
 import click
 
+from proton_inject.formats.rules_file import (
+    CHOICE,
+    COUNT,
+    FLAG,
+    OFF_FLAG,
+    PATTERNS,
+    RANGES,
+    RULES,
+    RuleKey,
+)
+
 
 def options(*opts):
     """One decorator for several click options, listed in ``--help`` in the order given."""
@@ -17,29 +28,28 @@ def options(*opts):
     return apply
 
 
-rule_options = options(  # the rules of insert, shared with profile
-    click.option("--kernel-scope", is_flag=True, help="One region around each kernel's body."),
-    click.option("--loops", type=click.Choice(["outer", "iteration", "both"]),
-                 help="A region around each loop, each iteration's body, or both."),
-    click.option("--loop-depth", type=int,
-                 help="Only loops nested at most N deep (1 = outermost)."),
-    click.option("--region", "regions", multiple=True, metavar="NAME=FILE:START-END",
-                 help="A region around the ops from those source lines (repeatable)."),
-    click.option("--op", "ops", multiple=True, metavar="PATTERN",
-                 help="A region around each op whose name matches the glob (repeatable)."),
-    click.option("--kernel", metavar="REGEX", help="Only kernels whose name matches."),
+def _rule_option(r: RuleKey):
+    """The click option of a rule (``formats/rules_file.RULES``)."""
+    kw: dict = {"help": r.help}
+    if r.value in (FLAG, OFF_FLAG):
+        kw["is_flag"] = True
+    elif r.value == CHOICE:
+        kw["type"] = click.Choice(list(r.choices))
+    elif r.value == COUNT:
+        kw.update(type=int, default=None)
+    elif r.value in (PATTERNS, RANGES):
+        kw["multiple"] = True
+    if r.metavar:
+        kw["metavar"] = r.metavar
+    return click.option(r.option, r.param, **kw)
+
+
+rule_options = options(  # the rules of insert, shared with profile: one option per rule
+    *map(_rule_option, RULES),
     click.option("--rules", "rules_file", type=click.Path(),
                  help="Rules from a TOML file (default: [tool.proton-inject] in "
                       "./pyproject.toml)."),
-    click.option("--no-marks", is_flag=True,
-                 help="Ignore '# proton:' marks in the kernel source."),
-    click.option("--source-root", type=click.Path(file_okay=False),
-                 help="Where relative source paths in the IR are found (default: .)."),
-    click.option("--sample-ctas", type=int, default=None, metavar="N",
-                 help="Record in every Nth CTA only (by linear program id); a loop with "
-                      "records inside runs in two copies (with and without them). "
-                      "Default 1: every CTA."),
-)  # fmt: skip
+)
 
 
 def rules_from(kw: dict):
@@ -52,9 +62,7 @@ def rules_from(kw: dict):
     if from_pyproject is not None:  # rules the user did not type on this command line
         click.echo("proton-inject: rules from ./pyproject.toml [tool.proton-inject] (options given "
                    "here add to them; --rules FILE replaces them)", err=True)
-    flags = ("kernel_scope", "loops", "loop_depth", "regions", "ops", "kernel", "no_marks",
-             "source_root", "sample_ctas")
-    return rules.rules_with_flags(base, **{f: kw.pop(f) for f in flags})
+    return rules.rules_with_flags(base, **{r.param: kw.pop(r.param) for r in RULES})
 
 
 lowering_options = options(  # the Proton lowering options shared by check and run

@@ -13,6 +13,7 @@ from typing import Any
 from proton_inject import __version__
 from proton_inject.errors import UserError
 from proton_inject.formats.region_kinds import kind_of
+from proton_inject.formats.rules_file import PATTERNS, RANGES, RULES
 from proton_inject.formats.schema import (
     MAX_SOURCE_BYTES,
     FileError,
@@ -69,11 +70,15 @@ def kernel_entry(k: KernelManifest) -> dict:
 
 def rules_entry(rules: Any) -> dict:
     """The ``rules`` of manifest.json from ``instrument.rules.Rules`` (defaults applied)."""
-    r = rules.with_defaults()
-    return {"kernel_scope": r.kernel_scope, "loops": r.loops, "loop_depth": r.loop_depth,
-            "ranges": [f"{x.name}={x.file}:{x.start}-{x.end}" for x in r.ranges],
-            "ops": list(r.ops), "kernel": r.kernel, "marks": r.marks,
-            **({"sample_ctas": r.sample_ctas} if r.sample_ctas > 1 else {})}
+    r, default = rules.with_defaults(), type(rules)()
+    out = {}
+    for key in RULES:
+        v = getattr(r, key.field)
+        if key.manifest == "never" or (key.manifest == "set" and v == getattr(default, key.field)):
+            continue
+        out[key.field] = ([f"{x.name}={x.file}:{x.start}-{x.end}" for x in v] if key.value == RANGES
+                          else list(v) if key.value == PATTERNS else v)
+    return out
 
 
 def tree_manifest(rules: Any, kernels: list[dict], left_out: list[dict] | None = None) -> dict:

@@ -39,8 +39,69 @@ class LineRange:
         return LineRange(m.group(1), m.group(2), start, end, "region", f"--region {spec}")
 
 
-RULE_KEYS = ("kernel-scope", "loops", "loop-depth", "region", "op", "kernel", "marks",
-             "source-root", "sample-ctas")
+# The kinds of value a rule takes.
+FLAG = "flag"  # true/false; on the command line a flag that turns it on
+CHOICE = "choice"  # one of ``choices``
+COUNT = "count"  # an integer of 1 or more
+TEXT = "text"  # a non-empty string (REGEX: a valid regular expression too)
+REGEX = "regex"
+PATTERNS = "patterns"  # a string or an array of strings; the command line's add to the file's
+RANGES = "ranges"  # line ranges NAME=FILE:START-END, as PATTERNS
+OFF_FLAG = "off-flag"  # true/false, on by default; on the command line a flag that turns it off
+
+
+@dataclass(frozen=True)
+class RuleKey:
+    """One rule, the one place that names it: its ``Rules`` field, its key in a rules TOML
+    file or ``[tool.proton-inject]`` table, its command-line option, the kind of value it
+    takes, what it does (``help``), what a wrong value must be instead (``want``), and when
+    the manifest records it (``manifest``: "always", "set": only when not the default, or
+    "never")."""
+
+    field: str
+    key: str
+    option: str
+    value: str
+    help: str
+    want: str = ""
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    manifest: str = "always"
+
+    @property
+    def param(self) -> str:
+        """The option's parameter name (``--no-marks``: ``no_marks``)."""
+        return self.option.lstrip("-").replace("-", "_")
+
+
+RULES: tuple[RuleKey, ...] = (
+    RuleKey("kernel_scope", "kernel-scope", "--kernel-scope", FLAG,
+            "One region around each kernel's body."),
+    RuleKey("loops", "loops", "--loops", CHOICE,
+            "A region around each loop, each iteration's body, or both.", choices=LOOP_MODES),
+    RuleKey("loop_depth", "loop-depth", "--loop-depth", COUNT,
+            "Only loops nested at most N deep (1 = outermost).",
+            want="an integer of 1 or more (1 = outermost loops only)", metavar="N"),
+    RuleKey("ranges", "region", "--region", RANGES,
+            "A region around the ops from those source lines (repeatable).",
+            want="'load tiles=matmul.py:41-43'", metavar="NAME=FILE:START-END"),
+    RuleKey("ops", "op", "--op", PATTERNS,
+            "A region around each op whose name matches the glob (repeatable).",
+            want="'tt.dot'", metavar="PATTERN"),
+    RuleKey("kernel", "kernel", "--kernel", REGEX, "Only kernels whose name matches.",
+            metavar="REGEX"),
+    RuleKey("marks", "marks", "--no-marks", OFF_FLAG,
+            "Ignore '# proton:' marks in the kernel source."),
+    RuleKey("source_root", "source-root", "--source-root", TEXT,
+            "Where relative source paths in the IR are found (default: .).", metavar="DIR",
+            manifest="never"),
+    RuleKey("sample_ctas", "sample-ctas", "--sample-ctas", COUNT,
+            "Record in every Nth CTA only (by linear program id); a loop with records inside "
+            "runs in two copies (with and without them). Default 1: every CTA.",
+            want="an integer of 1 or more (1 = every CTA; N = every Nth)", metavar="N",
+            manifest="set"),
+)
+RULE_KEYS = tuple(r.key for r in RULES)
 
 
 def _hyphenated(table: dict, where: str) -> dict:
@@ -61,8 +122,6 @@ def rules_table(table: Any, where: str) -> dict[str, Any]:
     Returns a dict with the Rules field names and Python values; LineRange parsing and the
     value checks of Rules are done here too, so that the CLI option names never get the blame.
     """
-    from proton_inject.formats.rules_file import LOOP_MODES, LineRange
-
     if not isinstance(table, dict):
         raise UserError(f"{where}: expected a table of rules, not {type_name(table)}")
     table = _hyphenated(table, where)
@@ -70,50 +129,36 @@ def rules_table(table: Any, where: str) -> dict[str, Any]:
     if unknown:
         raise UserError(f"{where}: unknown rule key(s) {', '.join(sorted(unknown))}; "
                         f"known: {', '.join(RULE_KEYS)}")
+    return {r.field: _value(r, table[r.key], where) for r in RULES if r.key in table}
 
-    def bad(key: str, want: str) -> UserError:
-        return UserError(f"{where}: {key} = {shown(table[key])} must be {want}")
 
-    out: dict[str, Any] = {}
-    for key, field in (("kernel-scope", "kernel_scope"), ("marks", "marks")):
-        if key in table:
-            if not isinstance(table[key], bool):
-                raise bad(key, "true or false (without quotes)")
-            out[field] = table[key]
-    if "loops" in table:
-        if table["loops"] not in LOOP_MODES:
-            raise bad("loops", f"one of {', '.join(repr(m) for m in LOOP_MODES)}")
-        out["loops"] = table["loops"]
-    if "sample-ctas" in table:
-        if not is_int(table["sample-ctas"]) or table["sample-ctas"] < 1:
-            raise bad("sample-ctas", "an integer of 1 or more (1 = every CTA; N = every Nth)")
-        out["sample_ctas"] = table["sample-ctas"]
-    if "loop-depth" in table:
-        v = table["loop-depth"]
+def _value(r: RuleKey, v: Any, where: str) -> Any:
+    """The value of rule ``r`` in a table, checked."""
+    def bad(want: str) -> UserError:
+        return UserError(f"{where}: {r.key} = {shown(v)} must be {want}")
+
+    if r.value in (FLAG, OFF_FLAG):
+        if not isinstance(v, bool):
+            raise bad("true or false (without quotes)")
+    elif r.value == CHOICE:
+        if v not in r.choices:
+            raise bad(f"one of {', '.join(repr(m) for m in r.choices)}")
+    elif r.value == COUNT:
         if not is_int(v) or v < 1:
-            raise bad("loop-depth", "an integer of 1 or more (1 = outermost loops only)")
-        out["loop_depth"] = v
-    for key, field in (("kernel", "kernel"), ("source-root", "source_root")):
-        if key in table:
-            if not isinstance(table[key], str) or not table[key]:
-                raise bad(key, "a non-empty string")
-            out[field] = table[key]
-    if "kernel" in out:
-        compile_pattern(out["kernel"], f"{where}: kernel = {shown(out['kernel'])}")
-    for key, example in (("region", "'load tiles=matmul.py:41-43'"), ("op", "'tt.dot'")):
-        if key not in table:
-            continue
-        v = table[key]
+            raise bad(r.want)
+    elif r.value in (TEXT, REGEX):
+        if not isinstance(v, str) or not v:
+            raise bad("a non-empty string")
+        if r.value == REGEX:
+            compile_pattern(v, f"{where}: {r.key} = {shown(v)}")
+    else:  # PATTERNS, RANGES
         items = [v] if isinstance(v, str) else v
-        if not isinstance(items, list) or not all(isinstance(s, str) and s for s in items):
-            raise bad(key, f"a string or an array of strings, e.g. {example}")
-        out[key] = items
-    ranges = []
-    for spec in out.pop("region", []):
-        try:
-            ranges.append(LineRange.parse(spec))
-        except UserError as e:
-            raise UserError(f"{where}: region {str(e).removeprefix('--region ')}") from None
-    out["ranges"] = ranges
-    out["ops"] = out.pop("op", [])
-    return out
+        if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
+            raise bad(f"a string or an array of strings, e.g. {r.want}")
+        if r.value == RANGES:
+            try:
+                return [LineRange.parse(spec) for spec in items]
+            except UserError as e:
+                raise UserError(f"{where}: {r.key} {str(e).removeprefix('--region ')}") from None
+        return list(items)
+    return v

@@ -5,14 +5,21 @@ an instrumented tree's manifest, or a dict. Selecting regions by them is `select
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from proton_inject.errors import UserError
 from proton_inject.formats.patterns import compile_pattern
-from proton_inject.formats.rules_file import LOOP_MODES, LineRange
+from proton_inject.formats.rules_file import (
+    FLAG,
+    LOOP_MODES,
+    OFF_FLAG,
+    PATTERNS,
+    RANGES,
+    RULES,
+    LineRange,
+)
 
 
 @dataclass
@@ -59,23 +66,24 @@ class Rules:
         return self._kernel is None or self._kernel.search(name) is not None
 
 
-def rules_with_flags(base: Rules, kernel_scope: bool = False, loops: str | None = None,
-                     loop_depth: int | None = None, regions: Iterable[str] = (),
-                     ops: Iterable[str] = (), kernel: str | None = None, no_marks: bool = False,
-                     source_root: str | None = None, sample_ctas: int | None = None) -> Rules:
-    """Command-line flags over ``base`` (a rules file's rules): a flag given replaces the
-    file's value, ``--region`` and ``--op`` add to its lists, ``--no-marks`` turns marks off."""
-    return Rules(
-        kernel_scope=kernel_scope or base.kernel_scope,
-        loops=loops or base.loops,
-        loop_depth=loop_depth if loop_depth is not None else base.loop_depth,
-        ranges=base.ranges + [LineRange.parse(s) for s in regions],
-        ops=base.ops + list(ops),
-        kernel=kernel or base.kernel,
-        marks=base.marks and not no_marks,
-        source_root=source_root or base.source_root,
-        sample_ctas=sample_ctas if sample_ctas is not None else base.sample_ctas,
-    )
+def rules_with_flags(base: Rules, **given: Any) -> Rules:
+    """Command-line options (by parameter name, ``RuleKey.param``) over ``base`` (a rules
+    file's rules): an option given replaces the file's value, repeatable ones (``--region``,
+    ``--op``) add to its lists, an off flag (``--no-marks``) turns the rule off."""
+    values = {}
+    for r in RULES:
+        mine, v = getattr(base, r.field), given.get(r.param)
+        if r.value == FLAG:
+            values[r.field] = bool(v) or mine
+        elif r.value == OFF_FLAG:
+            values[r.field] = mine and not v
+        elif r.value == RANGES:
+            values[r.field] = mine + [LineRange.parse(s) for s in v or ()]
+        elif r.value == PATTERNS:
+            values[r.field] = mine + list(v or ())
+        else:
+            values[r.field] = v if v is not None and v != "" else mine
+    return Rules(**values)
 
 
 def rules_from_table(table: dict, where: str) -> Rules:
@@ -90,9 +98,7 @@ def rules_from_manifest(d: Any, where: str) -> Rules:
     and ``profile`` write them: the rules after their defaults)."""
     if not isinstance(d, dict):
         raise UserError(f"{where}: no rules recorded; write the tree again with `proton-inject insert`")
-    keys = {"kernel_scope": "kernel-scope", "loops": "loops", "loop_depth": "loop-depth",
-            "ranges": "region", "ops": "op", "kernel": "kernel", "marks": "marks",
-            "sample_ctas": "sample-ctas"}
+    keys = {r.field: r.key for r in RULES if r.manifest != "never"}
     table = {keys[k]: v for k, v in d.items() if k in keys and v is not None}
     return rules_from_table(table, f"{where}: rules")
 
