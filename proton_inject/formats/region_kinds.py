@@ -5,39 +5,20 @@ A region's kind comes from the rule that made it: the manifest's ``origin`` of t
 about it: a mark may be called ``loop_x``. ``runs`` says how often such a region's records
 run, which is what the measured overhead classes (``analyze/overhead.py``) depend on.
 
-A new kind is one entry in ``REGION_KINDS`` (with the manifest origin its rule writes); its
-rule and its selection are in ``instrument/`` (``rules.py``, ``select.py``).
+The kinds are listed beside the rules that make them, in ``rules_file.py``
+(``REGION_KINDS``): a new kind is an entry there with its rule (``RULES``), the rule's field in
+``instrument/rules.py`` and its selection in ``instrument/select.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-ONCE = "once"  # once per CTA or per loop, never per iteration
-PER_ITERATION = "per-iteration"  # on every iteration of a loop
-ANY = "any"  # wherever the user put it: the overhead classes do not cover it
+from proton_inject.formats.rules_file import ANY, ONCE, PER_ITERATION, REGION_KINDS, RegionKind
 
+__all__ = ["ANY", "ONCE", "PER_ITERATION", "REGION_KINDS", "UNKNOWN", "RegionKind", "kind_from_name",
+           "kind_of", "runs", "scope_kinds_of"]
 
-@dataclass(frozen=True)
-class RegionKind:
-    """A region kind: its name, the manifest origin (first word) of its rule, how often its
-    records run, and what it is, in a few words."""
-
-    name: str
-    origin: str
-    runs: str
-    help: str
-
-
-REGION_KINDS: dict[str, RegionKind] = {k.name: k for k in (
-    RegionKind("kernel", "kernel-scope", ONCE, "a kernel's body (--kernel-scope)"),
-    RegionKind("loop", "loops", ONCE, "a whole loop (--loops outer)"),
-    RegionKind("iteration", "loops", PER_ITERATION, "each iteration of a loop's body (--loops iteration)"),
-    RegionKind("op", "op", ANY, "an op matching a pattern (--op)"),
-    RegionKind("mark", "mark", ANY, "the lines of a '# proton:' mark in the source"),
-    RegionKind("lines", "region", ANY, "ops from source lines (--region NAME=FILE:START-END)"),
-)}
 UNKNOWN = "unknown"  # a scope no manifest described (a kind from a newer version, or none)
 
 

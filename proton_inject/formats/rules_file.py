@@ -1,5 +1,7 @@
-"""The rule keys of a rules TOML file or ``[tool.proton-inject]`` table, type-checked, and
-the ``NAME=FILE:START-END`` line ranges they hold.
+"""The rules, named once (``RULES``: the rules file's keys, the command-line options, the
+manifest's entry), the kinds of region they make (``REGION_KINDS``), the reading of a rules
+TOML file or ``[tool.proton-inject]`` table, type-checked, and the ``NAME=FILE:START-END``
+line ranges it holds.
 """
 
 from __future__ import annotations
@@ -102,6 +104,33 @@ RULES: tuple[RuleKey, ...] = (
             manifest="set"),
 )
 RULE_KEYS = tuple(r.key for r in RULES)
+
+# The kinds of region the rules make (``region_kinds.py`` reads a scope's kind), and how
+# often each one's records run (what the measured overhead classes depend on).
+ONCE = "once"  # once per CTA or per loop, never per iteration
+PER_ITERATION = "per-iteration"  # on every iteration of a loop
+ANY = "any"  # wherever the user put it: the overhead classes do not cover it
+
+
+@dataclass(frozen=True)
+class RegionKind:
+    """A region kind: its name, the manifest origin (first word) of its rule, how often its
+    records run, and what it is, in a few words."""
+
+    name: str
+    origin: str
+    runs: str
+    help: str
+
+
+REGION_KINDS: dict[str, RegionKind] = {k.name: k for k in (
+    RegionKind("kernel", "kernel-scope", ONCE, "a kernel's body (--kernel-scope)"),
+    RegionKind("loop", "loops", ONCE, "a whole loop (--loops outer)"),
+    RegionKind("iteration", "loops", PER_ITERATION, "each iteration of a loop's body (--loops iteration)"),
+    RegionKind("op", "op", ANY, "an op matching a pattern (--op)"),
+    RegionKind("mark", "mark", ANY, "the lines of a '# proton:' mark in the source"),
+    RegionKind("lines", "region", ANY, "ops from source lines (--region NAME=FILE:START-END)"),
+)}
 
 
 def _hyphenated(table: dict, where: str) -> dict:
