@@ -4,6 +4,7 @@ copies; allocated so no library and no CUDA-graph pool sees them."""
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -73,46 +74,58 @@ def _size_class(nbytes: int) -> int:
 
 
 class BufferPool:
-    """Device buffers for kept launches, reused once their copy to the host is done (the copy
-    stream zeroes each right after copying it, so a buffer comes back zeroed), and pinned host
-    buffers, reused once the raw writer has saved them. Allocation happens only while the
-    pool grows; device bytes stay under ``limit`` where launches in flight allow."""
+    """Device buffers for kept launches and pinned host buffers for their copies, reused.
+
+    A device buffer is busy from its launch until the event after its copy and zeroing (both
+    on the copy stream) has passed; then the next kept launch of its size takes it, zeroed,
+    with no allocation and no memset on the program's stream. Busy buffers are checked
+    oldest first with one event query. Device bytes stay under ``limit``: past it a launch
+    waits for the oldest busy buffer (the only wait for the GPU on the launch path). A pinned
+    buffer comes back once the raw writer has moved its bytes out."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.held = 0  # device bytes allocated by the pool (in use and free)
+        self.held = 0  # device bytes allocated by the pool (busy and free)
         self._free: dict[tuple[int, int], list[Any]] = {}
+        self._busy: dict[tuple[int, int], deque[tuple[Any, Any]]] = {}
         self._host: dict[int, list[Any]] = {}
         self._lock = threading.Lock()
 
-    def take(self, nbytes: int, device: int, wait_for_one: Any = None) -> tuple[Any, bool]:
-        """A device buffer of at least ``nbytes`` and whether it is fresh (not zeroed yet).
-        ``wait_for_one()``: lets an older launch land when the pool is at its limit."""
+    def take(self, nbytes: int, device: int) -> tuple[Any, bool]:
+        """A device buffer of at least ``nbytes`` and whether it is fresh (not zeroed yet)."""
         size = _size_class(nbytes)
         key = (device, size)
-        while True:
-            with self._lock:
-                free = self._free.get(key)
-                if free:
-                    return free.pop(), False
-                if self.held + size <= self.limit or wait_for_one is None:
-                    self._trim(size)
-                    self.held += size
-                    break
-            if not wait_for_one():  # nothing in flight to wait for: grow past the limit
-                wait_for_one = None
+        with self._lock:
+            free, busy = self._free.get(key), self._busy.get(key)
+            if free:
+                return free.pop(), False
+            if busy and busy[0][0].query():
+                return busy.popleft()[1], False
+            if self.held + size > self.limit:
+                if busy:  # at the limit: the oldest of this size, once its copy is done
+                    done, buf = busy.popleft()
+                    done.synchronize()
+                    return buf, False
+                self._trim(size)
+            self.held += size
         return _device_empty(size, device), True
 
+    def busy(self, buf: Any, done: Any) -> None:
+        """``buf`` is free again, zeroed, once ``done`` (a CUDA event) has passed."""
+        with self._lock:
+            self._busy.setdefault((buf.device.index, buf.numel()), deque()).append((done, buf))
+
     def _trim(self, size: int) -> None:
-        """Free unused buffers of other sizes while the pool would pass its limit."""
+        """Free unused buffers of other sizes (or whose copy is done) while the pool would
+        pass its limit."""
+        for key, busy in self._busy.items():
+            while busy and self.held + size > self.limit and busy[0][0].query():
+                busy.popleft()
+                self.held -= key[1]
         for key, free in self._free.items():
             while free and self.held + size > self.limit:
                 self.held -= key[1]
                 free.pop()
-
-    def give_back(self, buf: Any) -> None:
-        with self._lock:
-            self._free.setdefault((buf.device.index, buf.numel()), []).append(buf)
 
     def host(self, nbytes: int) -> Any:
         size = _size_class(nbytes)
@@ -280,7 +293,7 @@ class Buffers:
             buf = _device_empty(total, device, inline=mode == "global")
             fresh = True
         else:
-            buf, fresh = self.pool.take(total, device, self.writer.wait_for_one)
+            buf, fresh = self.pool.take(total, device)
         pending.buffer = buf
         pending.nbytes = total
         pending.keep = True

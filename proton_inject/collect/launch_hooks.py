@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from proton_inject.collect.device_ops import in_tool_work
-from proton_inject.collect.launches import LaunchRecord, _KernelInfo, _Pending, config_name
+from proton_inject.collect.launches import LaunchRecord, _KernelInfo, _Pending
 from proton_inject.lower.options import suggest_buffer_size
 
 
@@ -144,7 +144,6 @@ class LaunchHooks:
             device=device,
             scratch_bytes_per_cta=p.info.scratch,
             config=p.config,
-            config_name=config_name(p.config),
             tuning=p.tuning,
             graph_replay=replay,
         )

@@ -24,7 +24,6 @@ class InFlight:
     """A kept launch between its copy being enqueued and its raw file being written."""
 
     record: Any  # LaunchRecord
-    device_buffer: Any
     host_buffer: Any
     nbytes: int
     done: Any  # CUDA event recorded after the copy (and the device buffer's zeroing)
@@ -57,16 +56,6 @@ class RawWriter:
             self._pending += item.nbytes
             self._queue.append(item)
             self._cond.notify_all()
-
-    def wait_for_one(self) -> bool:
-        """Wait until the oldest launch in flight has landed; False when none is in flight."""
-        with self._cond:
-            if not self._queue and not self._pending:
-                return False
-            before = self._pending
-            while self._pending and self._pending == before and self._thread is not None and self._thread.is_alive():
-                self._cond.wait(0.1)
-            return True
 
     def close(self) -> None:
         """Land everything still in flight, save everything landed, stop the thread."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from proton_inject.collect import device_ops
 from proton_inject.collect.compile_hook import TreeSource
-from proton_inject.collect.launches import LaunchRecord, _Pending
+from proton_inject.collect.launches import LaunchRecord, _Pending, config_name
 from proton_inject.collect.raw_writer import InFlight
 from proton_inject.formats import calibration, clock_bracket
 from proton_inject.formats.files import write_atomic
@@ -43,14 +43,13 @@ class RawSink:
             device_ops.zero(p.buffer, stream.cuda_stream)
         done = torch.cuda.Event()
         done.record(stream)
-        self.writer.put(InFlight(rec, p.buffer if p.graph is None else None, host, n, done))
+        if p.graph is None:
+            self.pool.busy(p.buffer, done)
+        self.writer.put(InFlight(rec, host, n, done))
 
     def _land(self, item: InFlight) -> Any:
-        """(raw writer) A launch's copy is done: its device buffer goes back to the pool, its
-        bytes out of the pinned buffer, which goes back too."""
-        if item.device_buffer is not None:
-            self.pool.give_back(item.device_buffer)
-            item.device_buffer = None
+        """(raw writer) A launch's copy is done: its bytes out of the pinned buffer, which goes
+        back to the pool."""
         try:
             return item.host_buffer.numpy()[: item.nbytes].copy()
         finally:
@@ -92,7 +91,7 @@ class RawSink:
         """The decoder's ``LaunchMeta`` for a kept launch."""
         from proton_inject.formats.raw import LaunchMeta
 
-        name = rec.config_name
+        name = rec.config_name = rec.config_name or config_name(rec.config)
         return LaunchMeta(
             kernel=rec.kernel,
             grid=rec.grid,

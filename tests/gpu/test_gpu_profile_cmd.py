@@ -97,8 +97,8 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
     assert list((out / "ir").glob("*/*.ttgir"))
     assert "instrumented 0 kernel(s)" not in prof.stderr
     assert "total cyc" in prof.stderr  # the report's table
-    if name == "autotuned":
-        assert "autotune benchmarking" in prof.stderr
+    if name == "autotuned":  # (its plain builds launch with none of our code: nothing counted)
+        assert "timed on the plain builds" in prof.stderr, prof.stderr
     if name == "autotune_cached":  # the plain run's saved choice, read from its cache
         assert "1 read from the program's saved choices" in prof.stderr, prof.stderr
         assert index["autotune"]["saved"] == 1 and index["autotune"]["timed"] == 0, index["autotune"]
