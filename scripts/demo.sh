@@ -45,6 +45,10 @@ if [ "$GPU" = 1 ]; then
   "$PI" report "$OUT/traces" --plot "$OUT/timeline.png"
 else
   step "report: no GPU to run on, so report on this kernel's buffers recorded on an H100 (tests/data)"
+  echo "These buffers were recorded with every warp recording (8 of 8, as --warps all does today;"
+  echo "check above shows the default now: warp 0). In this launch each SM ran one CTA: too few"
+  echo "timer readings for a clock fit, so expect 'globaltimer fit rejected': its ns come from a"
+  echo "bound on the clock, and +-ns is '-' (tests/data/h100-shortlaunch/README.md says why)."
   "$PI" report tests/data/h100-shortlaunch/00000-matmul_kernel.json \
     --plot "$OUT/timeline.png" --trace "$OUT/traces"
 fi

@@ -23,6 +23,7 @@ from proton_inject.analyze.report import (
 )
 from proton_inject.analyze.summary import summarize
 from proton_inject.errors import UserError
+from proton_inject.formats.raw import unify_locs
 from proton_inject.formats.schema import not_found, read_head, read_json
 
 # Instances per region and side that the bootstrap draws from (a random subset, seeded, of
@@ -172,8 +173,9 @@ def _side_from_summary(p: Path, doc: Any, unit: str) -> Side:
         for k in doc["kernels"]:
             by_scope = {r["scope"]: r for r in k["regions"]}
             names = {s: _plain_name(r["name"]) for s, r in by_scope.items()}
+            locs = unify_locs({s: r["loc"] for s, r in by_scope.items() if r.get("loc")})
             parents = {s: r["parent"] for s, r in by_scope.items() if r.get("parent") is not None}
-            regions = [RegionSide(name=names[s], loc=r.get("loc"), path=_path(s, names, parents),
+            regions = [RegionSide(name=names[s], loc=locs.get(s), path=_path(s, names, parents),
                                   count=r["count"], median=r[unit]["median"], p95=r[unit]["p95"])
                        for s, r in by_scope.items()]
             kernels.append(KernelSide(kernel=k["kernel"], config=k.get("config"),

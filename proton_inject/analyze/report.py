@@ -40,7 +40,7 @@ from proton_inject.formats import calibration, clock_bracket, run_index, trace_j
 from proton_inject.formats import schema as validate
 from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.files import check_outputs, output_locks
-from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta
+from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta, unify_locs
 from proton_inject.formats.trace_writer import time_zero
 from proton_inject.formats.traces import TRACE_FORMATS, trace_writer
 
@@ -234,7 +234,7 @@ def launches_from_trace(path: Path, clock: tuple[str, Any] | None = None) -> lis
             kernel=s["kernel"], launch=s["launch"], config=s.get("config"), grid=s["grid"],
             num_warps=s["num_warps"], scopes={int(k): v for k, v in s["scopes"].items()},
             scope_parents={int(k): int(v) for k, v in s["scope_parents"].items()},
-            scope_locs={int(k): v for k, v in s.get("scope_locs", {}).items()},
+            scope_locs=unify_locs({int(k): v for k, v in s.get("scope_locs", {}).items()}),
             clock=fit, scope=arr["scope"][m].astype(np.int64), cycles=cycles,
             dur_ns=np.asarray(dur, np.float64),
             start_ns=np.round(arr["ts"][m] * 1000.0) if m.any() else np.zeros(0),

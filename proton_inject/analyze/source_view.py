@@ -215,7 +215,9 @@ def kernel_source(kernel: dict[str, Any], raw: Path | None, meta: LaunchMeta | N
                  "text": text[n - 1] if text is not None and 0 < n <= len(text) else None,
                  "regions": covered.get(n, [])} for n in sorted(nums)]
         files.append({"file": f, "path": str(path) if path else None, "note": why, "lines": rows})
-    return {"ir": str(ir) if ir else None, "note": note, "files": files}
+    # (without IR the kernel region has no loc: listed, not dropped)
+    unplaced = sorted((s for s in present if not lines.get(s)), key=lambda s: (_depth(s, parents), s))
+    return {"ir": str(ir) if ir else None, "note": note, "files": files, "no_line": unplaced}
 
 
 def attach(summary: dict[str, Any], raws: Sequence[str | Path], source_root: str | Path | None = None) -> None:
@@ -250,6 +252,10 @@ def _ns(v: float) -> str:
     return f"{v:,.0f} ns"
 
 
+def _share(r: dict[str, Any]) -> str:
+    return f"{100 * r['share']:.1f}%" if r.get("share") is not None else "-"
+
+
 def format_source(summary: dict[str, Any]) -> str:
     """The source view of every kernel with a ``source`` entry, as text: per line, the
     innermost region covering it (share of CTA time, median, instances; shown where it
@@ -264,6 +270,11 @@ def format_source(summary: dict[str, Any]) -> str:
         out.append(f"source of {title}" + (f", regions from {src['ir']}" if src["ir"] else ""))
         if src["note"]:
             out.append(f"  note: {src['note']}")
+        unplaced = [regions[s] for s in src.get("no_line", []) if s in regions]
+        if unplaced:
+            out.append("  without a source line: " + "; ".join(
+                f"{_LOC_IN_NAME.sub('', r['name'])} {_share(r)}, median {_ns(r['ns']['median'])}, "
+                f"count {r['count']:,}" for r in unplaced))
         for f in src["files"]:
             out.append(f"  {f['path'] or f['file']}")
             if f["note"]:
@@ -279,8 +290,7 @@ def format_source(summary: dict[str, Any]) -> str:
                 elif inner == shown:
                     cells = ["", "", "", '"']
                 else:
-                    share = f"{100 * r['share']:.1f}%" if r.get("share") is not None else "-"
-                    cells = [share, _ns(r["ns"]["median"]), f"{r['count']:,}",
+                    cells = [_share(r), _ns(r["ns"]["median"]), f"{r['count']:,}",
                              _LOC_IN_NAME.sub("", r["name"])]
                 shown = inner
                 text = row["text"] if row["text"] is not None else ""

@@ -239,6 +239,10 @@ def format_text(summary: dict[str, Any], verbose: bool = False) -> str:
             notes.append(f"measured perturbation: the records made the kernel up to "
                          f"{k['perturbation_pct']:.2g}% slower (--measure-overhead); +-cyc and +-ns "
                          "include that share of each region")
+        if any((r.get("uncertainty") or {}).get("cycles") is not None
+               and r["uncertainty"].get("ns") is None for r in k["regions"]):
+            notes.append("+-ns is '-': the clock that turned cycles into ns was not measured "
+                         "(see clock:), so ns carry no error bar; +-cyc still holds")
         small = [r["name"] for r in k["regions"] if r.get("below_uncertainty")]
         if small:
             notes.append(f"(!) shorter than their error bar (+-cyc: what the records may still add "

@@ -293,6 +293,27 @@ def find_raw(path: str | os.PathLike) -> list[Path]:
     return [p / name for _, name in sorted(found)]
 
 
+_LOC = re.compile(r"(.+):(\d+(?:-\d+)?)")
+
+
+def unify_locs(locs: dict[Any, str]) -> dict[Any, str]:
+    """A kernel's region locations with one name per source file. Loops and ops are located by
+    the file's name alone (``matmul.py:36``, as their region names say it), marks and line
+    ranges by the path the IR gives (``examples/matmul.py:40``): a bare name that ends exactly
+    one of those paths takes that path, so the source view, diff and traces see one file."""
+    paths: dict[str, set[str]] = {}
+    for loc in locs.values():
+        m = _LOC.fullmatch(loc) if isinstance(loc, str) else None
+        if m and "/" in m.group(1):
+            paths.setdefault(m.group(1).rsplit("/", 1)[1], set()).add(m.group(1))
+    out = {}
+    for k, loc in locs.items():
+        m = _LOC.fullmatch(loc) if isinstance(loc, str) else None
+        found = paths.get(m.group(1), ()) if m and "/" not in m.group(1) else ()
+        out[k] = f"{next(iter(found))}:{m.group(2)}" if len(found) == 1 else loc
+    return out
+
+
 def _id_map(d: dict, key: str, where: str, value_ok, want: str) -> dict[int, Any]:
     v = d.get(key, {})
     if v is None:
@@ -383,7 +404,8 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         bytes_per_cta=int_field("bytes_per_cta", 4, MAX_BYTES_PER_CTA),
         scopes=_id_map(d, "scopes", where, lambda x: isinstance(x, str), "a name"),
         scope_parents=_id_map(d, "scope_parents", where, is_int, "an integer scope id"),
-        scope_locs=_id_map(d, "scope_locs", where, lambda x: isinstance(x, str), "a string"),
+        scope_locs=unify_locs(_id_map(d, "scope_locs", where, lambda x: isinstance(x, str),
+                                      "a string")),
         hash=str_field("hash", ""),
         buffer_size=int_field("buffer_size", 0, MAX_BYTES_PER_CTA, None),
         clock_bits=clock_bits, granularity=str_field("granularity", "warp"),

@@ -24,7 +24,7 @@ if __name__ == "__main__":  # run as a script: this checkout and tests/ first on
 
 from click.testing import CliRunner
 
-from helpers import DATA
+from helpers import DATA, REPO
 from proton_inject.cli import main
 
 DATASETS = ("h100-triton3.6", "h100-direct", "h100-direct-loops", "h100-shortlaunch")
@@ -33,11 +33,12 @@ TRACE_FORMATS = ("perfetto", "json")
 
 
 def _report(argv: list[str], work: Path) -> bytes:
-    """stdout, then stderr, of ``proton-inject report ARGV`` (exit 0), ``work`` written WORK."""
+    """stdout, then stderr, of ``proton-inject report ARGV`` (exit 0), ``work`` written WORK
+    and this checkout REPO (the source view names the kernels' files by their full path)."""
     res = CliRunner().invoke(main, ["report", *argv, "-j", "1"])
     assert res.exit_code == 0, (argv, res.output, res.exception)
     text = res.stdout + "--- stderr\n" + res.stderr
-    return text.replace(str(work), "WORK").encode()
+    return text.replace(str(work), "WORK").replace(str(REPO), "REPO").encode()
 
 
 def _digests(folder: Path) -> bytes:

@@ -199,3 +199,45 @@ def test_plot_of_several_launches_writes_the_name_given(tmp_path):
     other = tmp_path / "timeline.00001-matmul_kernel.png"
     assert other.is_file() and f"wrote {other}" in res.stderr and f"wrote {png}" in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [other.name, png.name]
+
+
+# --- one source file is one file: loops' bare names and marks' paths -------------------------
+
+SHORT = DATA / "h100-shortlaunch"  # its loop located as matmul.py:36, its marks as examples/...
+
+
+def test_source_view_shows_one_file_once_with_every_region():
+    out = invoke(["report", SHORT, "--source", "-j", "1"], cwd=helpers.REPO, code=0).stdout
+    view = out.split("\nsource of ", 1)[1]
+    assert "source not found" not in view
+    first = view.split("\nsource of ", 1)[0].splitlines()
+    assert [ln.strip() for ln in first if ln.strip().endswith(".py")] == [
+        str(helpers.REPO / "examples/matmul.py")]
+    assert any("loop acc" in ln and ln.split()[0] == "36" for ln in first)
+    assert "  without a source line: kernel 96.7%" in first[2]
+
+
+def test_diff_and_traces_give_one_name_per_file(tmp_path):
+    import gzip
+    import json
+
+    d = json.loads(invoke(["diff", SHORT, SHORT, "--json"], code=0).stdout)
+    locs = {r["name"]: r["loc"] for k in d["kernels"] for r in k["regions"]}
+    assert locs["loop acc @matmul.py:36"] == "examples/matmul.py:36"
+    assert locs["mma"] == "examples/matmul.py:40"
+    invoke(["report", SHORT, "--trace", tmp_path / "t", "--trace-format", "json", "-j", "1"], code=0)
+    seen = set()
+    for p in (tmp_path / "t").iterdir():
+        for e in json.loads(gzip.decompress(p.read_bytes()))["traceEvents"]:
+            loc = (e.get("args") or {}).get("loc")
+            if loc:
+                seen.add(loc.rsplit(":", 1)[0])
+    assert seen == {"examples/matmul.py"}, seen
+
+
+def test_unify_locs_leaves_a_name_two_paths_end():
+    from proton_inject.formats.raw import unify_locs
+
+    assert unify_locs({0: "k.py:3", 1: "a/k.py:7-9", 2: "b/m.py:1"}) == {
+        0: "a/k.py:3", 1: "a/k.py:7-9", 2: "b/m.py:1"}
+    assert unify_locs({0: "k.py:3", 1: "a/k.py:7", 2: "b/k.py:1"})[0] == "k.py:3"  # which one?

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
+import helpers
+import pytest
 from helpers import REPO, SAMPLES
+from helpers.cli import child_env
 
 from proton_inject.formats.raw import read_launch_meta
 from proton_inject.instrument.insert import insert_text
@@ -39,3 +45,23 @@ def test_demo_reports_on_the_kernel_config_and_regions_it_instruments():
     res = insert_text((SAMPLES / "cuda-90/matmul_kernel.ttgir").read_bytes(), Rules(),
                       "matmul_kernel.ttgir")
     assert [r.name for r in res.kernels[0].regions] == [meta.scopes[i] for i in sorted(meta.scopes)]
+
+
+@pytest.mark.skipif(helpers._has_gpu(), reason="the demo's path without a GPU")
+def test_demo_without_a_gpu_explains_what_it_shows(tmp_path):
+    """The demo as the README runs it: its report's rejected clock fit, '-' under +-ns and
+    every warp recording (check says warp 0 by default) are said before they show."""
+    pi = Path(sys.executable).with_name("proton-inject")
+    if not pi.exists():
+        pytest.skip("proton-inject is not installed beside this Python")
+    p = subprocess.run(["bash", str(REPO / "scripts/demo.sh"), str(tmp_path / "out")], cwd=REPO,
+                       env=child_env(PROTON_INJECT=str(pi)), capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    out = p.stdout + p.stderr
+    assert "recording warps: warp 0 of 8" in out
+    said = out.index("expect 'globaltimer fit rejected'")
+    assert said < out.index("warning: matmul_kernel: globaltimer fit rejected")
+    assert "every warp recording (8 of 8" in out[:said + 200]
+    assert "+-ns is '-'" in out
+    assert (tmp_path / "out/timeline.png").is_file()
