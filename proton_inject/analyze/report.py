@@ -313,14 +313,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         clock = ("--clock-mhz", clock_mhz)
     gz = gz is not False  # traces are gzipped unless asked not to, as raw buffers are
     writer, ext = trace_writer(trace_format, gz)
-    if jobs is not None and jobs < 1:
-        raise UserError(f"-j {jobs}: give the number of decoding processes, 1 or more")
-    if plot is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError as e:
-            raise UserError("--plot needs matplotlib, which is not installed: "
-                            "pip install 'proton-inject[plot]' (or pip install matplotlib)") from e
+    _check_jobs_and_plot(jobs, plot)
     wanted = parse_launches(launches) if launches is not None else None
     paths, traces = expand_inputs(inputs)
     check_outputs([("input", p) for p in paths + traces],
@@ -374,6 +367,18 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     details = [d for _, d in sorted(got.details, key=lambda ld: ld[0])]
     files = [p for p, _, _ in got.traced] + sorted(got.plots)
     return ReportResult(text=text, warnings=warn, files=files, summary=summary, details=details)
+
+
+def _check_jobs_and_plot(jobs: int | None, plot: Any) -> None:
+    """``-j`` is a count of processes; ``--plot`` needs matplotlib."""
+    if jobs is not None and jobs < 1:
+        raise UserError(f"-j {jobs}: give the number of decoding processes, 1 or more")
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as e:
+            raise UserError("--plot needs matplotlib, which is not installed: "
+                            "pip install 'proton-inject[plot]' (or pip install matplotlib)") from e
 
 
 def _add_measured_perturbation(summary: dict[str, Any], raws: Sequence[str]) -> None:
