@@ -102,6 +102,8 @@ RULES: tuple[RuleKey, ...] = (
             "runs in two copies (with and without them). Default 1: every CTA.",
             want="an integer of 1 or more (1 = every CTA; N = every Nth)", metavar="N",
             manifest="set"),
+    RuleKey("branches", "branches", "--branches", FLAG,
+            "A region around each branch of each if (its then and else bodies).", manifest="set"),
 )
 RULE_KEYS = tuple(r.key for r in RULES)
 
@@ -130,6 +132,7 @@ REGION_KINDS: dict[str, RegionKind] = {k.name: k for k in (
     RegionKind("op", "op", ANY, "an op matching a pattern (--op)"),
     RegionKind("mark", "mark", ANY, "the lines of a '# proton:' mark in the source"),
     RegionKind("lines", "region", ANY, "ops from source lines (--region NAME=FILE:START-END)"),
+    RegionKind("branch", "branches", ANY, "the then or else body of an if (--branches)"),
 )}
 
 

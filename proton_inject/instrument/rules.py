@@ -36,6 +36,7 @@ class Rules:
     source_root: str | None = None  # where relative source paths of the IR are found
     # Records run in every Nth CTA only (by linear program id; 1 = every CTA).
     sample_ctas: int = 1
+    branches: bool = False  # a region around each branch of each scf.if
     _kernel: Any = field(default=None, init=False, repr=False, compare=False)  # kernel, compiled
 
     def __post_init__(self) -> None:
@@ -52,7 +53,7 @@ class Rules:
             self._kernel = compile_pattern(self.kernel, f"--kernel {self.kernel!r}")
 
     def is_empty(self) -> bool:
-        return not (self.kernel_scope or self.loops or self.ranges or self.ops)
+        return not (self.kernel_scope or self.loops or self.ranges or self.ops or self.branches)
 
     def with_defaults(self) -> Rules:
         """The default when no rule is given: the kernel body and each loop as a whole."""

@@ -56,6 +56,8 @@ def select(module: Module, rules: Rules,
             line_range(k, rng)
         for pattern in rules.ops:
             _op_pattern(k, pattern)
+        if rules.branches:
+            _branches(k)
         _check_nesting(k)
         _unique_names(k.regions)
         if notes is not None:
@@ -124,6 +126,19 @@ def _loops(k: KernelSelection) -> None:
                                    "no iteration region")
                     continue
                 k.add(label("iter", op), body, 0, end, "loops", src, rank=2)
+
+
+def _branches(k: KernelSelection) -> None:
+    """A region around each branch of each `scf.if` in straight-line code: ``then ...`` and
+    ``else ...`` (an empty else, only its yield, has none)."""
+    for op in k.fn.op.walk():
+        if op.name != "scf.if" or not straight_line(op.parent):
+            continue
+        for word, region in zip(("then", "else"), op.regions, strict=False):
+            for body in region.blocks:
+                end = end_index(body)
+                if end >= 0:
+                    k.add(label(word, op), body, 0, end, "branches", source_of(op), rank=2)
 
 
 def _op_pattern(k: KernelSelection, pattern: str) -> None:
