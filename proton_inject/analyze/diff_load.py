@@ -24,7 +24,7 @@ from proton_inject.analyze.report import (
 from proton_inject.analyze.summary import summarize
 from proton_inject.errors import UserError
 from proton_inject.formats.raw import unify_locs
-from proton_inject.formats.schema import not_found, read_head, read_json
+from proton_inject.formats.schema import is_number, not_found, read_head, read_json, shown
 
 # Instances per region and side that the bootstrap draws from (a random subset, seeded, of
 # more): bounds memory on runs of thousands of launches; the subset only widens the interval.
@@ -176,7 +176,8 @@ def _side_from_summary(p: Path, doc: Any, unit: str) -> Side:
             locs = unify_locs({s: r["loc"] for s, r in by_scope.items() if r.get("loc")})
             parents = {s: r["parent"] for s, r in by_scope.items() if r.get("parent") is not None}
             regions = [RegionSide(name=names[s], loc=locs.get(s), path=_path(s, names, parents),
-                                  count=r["count"], median=r[unit]["median"], p95=r[unit]["p95"])
+                                  count=r["count"], median=_finite(p, k, r, unit, "median"),
+                                  p95=_finite(p, k, r, unit, "p95"))
                        for s, r in by_scope.items()]
             kernels.append(KernelSide(kernel=k["kernel"], config=k.get("config"),
                                       launches=list(k.get("launches") or []),
@@ -185,6 +186,16 @@ def _side_from_summary(p: Path, doc: Any, unit: str) -> Side:
         raise UserError(f"{p}: a kernel or region of this report lacks {e}; write it again with "
                         "`proton-inject report RUN --json > FILE`") from None
     return Side(path=str(p), instances=False, kernels=kernels)
+
+
+def _finite(p: Path, k: dict, r: dict, unit: str, key: str) -> float:
+    """``r[unit][key]``, a region's number in a ``report --json`` file, checked finite."""
+    v = r[unit][key]
+    if not is_number(v):
+        raise UserError(f"{p}: kernel {k['kernel']}, region {r['name']}: {unit} {key} = {shown(v)} "
+                        "must be a finite number; write it again with `proton-inject report RUN "
+                        "--json > FILE`")
+    return float(v)
 
 
 def _plain_name(name: str) -> str:

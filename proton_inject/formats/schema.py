@@ -275,10 +275,21 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+class _NotANumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NotANumber(name)
+
+
 def loads_json(data: str | bytes, where: str | Path, fix: str) -> Any:
-    """Parsed JSON text (of ``where``); invalid or too deeply nested JSON is a UserError."""
+    """Parsed JSON text (of ``where``); invalid or too deeply nested JSON is a UserError, and
+    so are NaN and Infinity, which Python's json reads but no number the tool writes is."""
     try:
-        value = json.loads(data)
+        value = json.loads(data, parse_constant=_refuse_constant)
+    except _NotANumber as e:
+        raise UserError(f"{where}: holds {e}, which is not a number; {fix}") from None
     except RecursionError:
         value = None
         deep = True

@@ -412,6 +412,11 @@ def read_trace_launches(path: str | os.PathLike
     return (infos, *_trace_columns(doc, path))
 
 
+# Any number of a trace event (times in us: 1e15 is 31 years; cycles, ids): past it, ns and
+# fixed-point sums would overflow.
+MAX_TRACE_NUMBER = 1e15
+
+
 def _trace_columns(doc: dict[str, Any], path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """A trace's region events and ``finalize`` slices as numeric columns (process id, scope,
     cycles, CTA, warp, SM, start and duration; process id, CTA, SM, init and pre-final)."""
@@ -440,4 +445,9 @@ def _trace_columns(doc: dict[str, Any], path: str | os.PathLike) -> tuple[dict[s
         if v.size and v.dtype.kind not in "iuf":
             raise UserError(f"{path}: trace events hold a non-numeric {k!r}; write the trace "
                             "again with `proton-inject report RAW --trace DIR`")
+        bad = ~(np.abs(v) <= MAX_TRACE_NUMBER) if v.size else v  # (NaN compares false)
+        if bad.any():
+            raise UserError(f"{path}: trace events hold {k!r} = {v[bad.argmax()].item()!r}, not a finite "
+                            f"number within {MAX_TRACE_NUMBER:g}; write the trace again with "
+                            "`proton-inject report RAW --trace DIR`")
     return arr, farr

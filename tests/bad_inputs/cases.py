@@ -22,6 +22,8 @@ _RAW = REPO / "tests/data/h100-shortlaunch"
 RAW_META = json.loads((_RAW / "00000-matmul_kernel.json").read_text())
 RAW_BIN = (_RAW / "00000-matmul_kernel.bin.gz").read_bytes()
 TRACE = (REPO / "tests/data/golden/small_trace.json").read_bytes()
+# (the expected file holds the command's stderr after the JSON)
+REPORT_JSON = (REPO / "tests/data/expected/h100-shortlaunch/report.json").read_bytes().split(b"--- stderr")[0]
 
 EMPTY = ("the file is empty; expected TTGIR (a 'module attributes {...} {' holding tt.func ops), "
          "e.g. from `proton-inject dump`")
@@ -103,6 +105,7 @@ def trace(mutate) -> dict[str, bytes | str]:
 INS = ["insert", "a.ttgir", "-o", "o.ttgir"]
 RULES = [*INS, "--rules", "r.toml"]
 REPORT = ["report", "raw"]
+NFIX = "write the trace again with `proton-inject report RAW --trace DIR`"
 RAWJ = "raw/00000-matmul_kernel.json"
 RAWF = "raw/00000-matmul_kernel.bin.gz"
 FIX = "the file is damaged; rewrite it with `proton-inject run` (or decode.save_raw)"
@@ -509,6 +512,30 @@ CASES: list[Case] = [
          "t.json: trace events hold a non-numeric 'ts'; write the trace again with "
          "`proton-inject report RAW --trace DIR`",
          trace(lambda d: d["traceEvents"][2].update(ts="soon"))),
+    # Numbers that are not finite or not in range: one line, whichever command reads them.
+    Case("trace event dur 1e308", ["report", "t.json"],
+         f"t.json: trace events hold 'dur' = 1e+308, not a finite number within 1e+15; {NFIX}",
+         trace(lambda d: d["traceEvents"][2].update(dur=1e308))),
+    Case("trace event dur 1e400", ["report", "t.json"],
+         f"t.json: trace events hold 'dur' = inf, not a finite number within 1e+15; {NFIX}",
+         {"t.json": TRACE.replace(b'"dur":1.100', b'"dur":1e400', 1)}),
+    Case("trace event dur NaN", ["report", "t.json"],
+         f"t.json: holds NaN, which is not a number; {TFIX}",
+         {"t.json": TRACE.replace(b'"dur":1.100', b'"dur":NaN', 1)}),
+    Case("trace event cycles -Infinity", ["report", "t.json"],
+         f"t.json: holds -Infinity, which is not a number; {TFIX}",
+         {"t.json": TRACE.replace(b'"cycles":1375', b'"cycles":-Infinity', 1)}),
+    Case("diff trace event dur 1e308", ["diff", "t.json", "t.json"],
+         f"t.json: trace events hold 'dur' = 1e+308, not a finite number within 1e+15; {NFIX}",
+         trace(lambda d: d["traceEvents"][2].update(dur=1e308))),
+    Case("diff report JSON median 1e400", ["diff", "b.json", "b.json"],
+         "b.json: kernel matmul_kernel, region kernel: cycles median = inf must be a finite "
+         "number; write it again with `proton-inject report RUN --json > FILE`",
+         {"b.json": REPORT_JSON.replace(b'"median": ', b'"median": 1e400, "x": ', 1)}),
+    Case("diff report JSON median NaN", ["diff", "b.json", "b.json"],
+         "b.json: holds NaN, which is not a number; write it again with `proton-inject report "
+         "RUN --json > FILE`",
+         {"b.json": REPORT_JSON.replace(b'"median": ', b'"median": NaN, "x": ', 1)}),
     Case("trace launch pid_base string", ["report", "t.json"],
          f"t.json: otherData.launches[0].pid_base is missing or of the wrong type; {TFIX}",
          trace(lambda d: d["otherData"]["launches"][0].update(pid_base="x"))),
