@@ -314,10 +314,11 @@ def unify_locs(locs: dict[Any, str]) -> dict[Any, str]:
     return out
 
 
-def _id_map(d: dict, key: str, where: str, value_ok, want: str) -> dict[int, Any]:
-    v = d.get(key, {})
+def _id_map(d: dict, key: str, where: str, value_ok, want: str, optional: bool = False) -> Any:
+    """``d[key]``, an object of scope id -> value, checked; when absent {} (None if ``optional``)."""
+    v = d.get(key)
     if v is None:
-        return {}
+        return None if optional else {}
     if not isinstance(v, dict):
         raise UserError(f"{where}: {key} must be an object of scope id -> {want}, "
                         f"not {type_name(v)}")
@@ -417,8 +418,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         direct_records=None if table is None else [list(r) for r in table],
         direct_loops=None if not loops else [list(x) for x in loops],
         timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
-        scope_kinds=None if d.get("scope_kinds") is None else _id_map(
-            d, "scope_kinds", where, lambda x: isinstance(x, str), "a region kind"),
+        scope_kinds=_id_map(d, "scope_kinds", where, lambda x: isinstance(x, str), "a region kind", True),
     )  # fmt: skip
 
 
