@@ -3,7 +3,7 @@ uncertainty leaves out.
 
 The bracket (``collect/bracket.py``) measures the SM clock in ~10 us right before and right
 after a profiled launch; ``report`` turns the launch's cycles into ns at the mean of the two,
-+- their difference plus two standard errors plus 0.1% (``clock_bracket.SYSTEMATIC_PCT``, set
++- their difference plus two standard errors plus 0.1% (``analyze/bracket_rate.SYSTEMATIC_PCT``, set
 from this benchmark's runs; before 2026-11-27, half the difference and no floor). Here a
 kernel measures its own clock: each CTA waits for a globaltimer edge, reads ``%clock64``,
 spins to the edge N ns later and reads it again (at an edge on both ends, the tick and the

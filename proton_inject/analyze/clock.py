@@ -4,7 +4,7 @@ Each SM counts cycles from its own origin at a rate that follows DVFS; each CTA 
 globaltimer (ns). ``fit_clock`` turns those (time, cycles) anchors into a ``ClockFit``: a
 piecewise-linear rate curve through the launch plus each SM's offset (and own rate). Where the
 anchors cannot pin the rate (a short launch), the clock bracket measured around the launch
-(``formats/clock_bracket.py``) gives it, else the device's max clock, the within-CTA bound or
+(``bracket_rate.py``) gives it, else the device's max clock, the within-CTA bound or
 a rate the user gave (``--clock-mhz``); ``clock_sources.py`` names each source and says what
 it is worth.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from proton_inject.analyze import bracket_rate
 from proton_inject.analyze.clock_sources import meaning
 from proton_inject.analyze.issues import add_issue
-from proton_inject.formats import clock_bracket
 from proton_inject.formats.diagnostics import Issue
 
 # An SM's own rate is fitted only when its timer anchors span at least this long.
@@ -183,7 +183,7 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
 
     if given:  # (source, MHz): a rate the user gave
         return build(_fixed_rate(a, given[1]), given[0])
-    br = clock_bracket.rate(bracket)
+    br = bracket_rate.rate(bracket)
     detail = _bracket_detail(br, bracket, span)
     fit = _fit_rate_curve(a, bool(st.any()))
     if fit is None:
@@ -210,7 +210,7 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
 
 
 def _fallback_clock(build: Callable[[tuple, str], ClockFit], a: _Anchors, cta: tuple,
-                    doubts: list[str], br: clock_bracket.BracketRate | None,
+                    doubts: list[str], br: bracket_rate.BracketRate | None,
                     bracket: dict[str, Any] | None, detail: dict[str, Any],
                     device_bracket: tuple[float, int] | None, device_mhz: float | None,
                     tick: int, warn: list[Issue], where: str) -> ClockFit:
@@ -223,7 +223,7 @@ def _fallback_clock(build: Callable[[tuple, str], ClockFit], a: _Anchors, cta: t
         clock.reason, clock.uncertainty_pct, clock.bracket = reason, br.uncertainty_pct, detail
         _check_sides(br, warn, where)
         return clock
-    missing = clock_bracket.missing_reason(bracket)
+    missing = bracket_rate.missing_reason(bracket)
     if device_bracket is not None:
         mhz, n = device_bracket
         add_issue(warn, "clock from the device's other launches",
@@ -277,17 +277,17 @@ def _anchors(inv: np.ndarray, n_sm: int, has: np.ndarray, nodrop: np.ndarray,
     return a, (inv, c_first[sel], c_last[sel], init[sel], pre[sel], st)
 
 
-def _check_sides(br: clock_bracket.BracketRate, warn: list[Issue], where: str) -> None:
+def _check_sides(br: bracket_rate.BracketRate, warn: list[Issue], where: str) -> None:
     """Warn when the clock measured before the launch and after it differ too much."""
     diff = br.sides_differ_pct
-    if diff is not None and abs(diff) > 100 * clock_bracket.MAX_SIDE_DIFF:
+    if diff is not None and abs(diff) > 100 * bracket_rate.MAX_SIDE_DIFF:
         add_issue(warn, "clock changed across the launch",
                   f"{where}: the SM clock measured right before the launch "
                   f"({br.before['mhz']:.0f} MHz) and right after it ({br.after['mhz']:.0f} MHz) "
                   f"differ by {diff:+.1f}%; cycles converted at their mean, "
                   f"{br.mhz:.0f} MHz +-{br.uncertainty_pct:.1f}%",
                   why="before and after differ by more than "
-                      f"{100 * clock_bracket.MAX_SIDE_DIFF:g}%",
+                      f"{100 * bracket_rate.MAX_SIDE_DIFF:g}%",
                   then="cycles converted at the mean of the two; ns carry their whole difference "
                        "as uncertainty")
 
@@ -310,12 +310,12 @@ def _short(missing: str) -> str:
     return missing.split(" (")[0]
 
 
-def _bracket_detail(br: clock_bracket.BracketRate | None, bracket: dict[str, Any] | None,
+def _bracket_detail(br: bracket_rate.BracketRate | None, bracket: dict[str, Any] | None,
                     span: tuple[int, int] | None) -> dict[str, Any]:
     """The bracket as the clock summary shows it: each side's rate and how far (us) it ran
     from the launch's own timer reads; or why there is none."""
     if br is None:
-        return {"missing": clock_bracket.missing_reason(bracket)}
+        return {"missing": bracket_rate.missing_reason(bracket)}
     out: dict[str, Any] = {"mhz": round(br.mhz, 2), "uncertainty_pct": round(br.uncertainty_pct, 3)}
     for name, side in (("before", br.before), ("after", br.after)):
         if not side:

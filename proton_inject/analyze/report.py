@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from proton_inject.analyze import source_view
+from proton_inject.analyze import bracket_rate, source_view
 from proton_inject.analyze.clock_sources import given_rate
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
@@ -36,7 +36,7 @@ from proton_inject.analyze.summary import LaunchData, Summary, launch_part
 from proton_inject.analyze.text import format_text
 from proton_inject.analyze.uncertainty import add_perturbation
 from proton_inject.errors import UserError
-from proton_inject.formats import calibration, clock_bracket, run_index, trace_json
+from proton_inject.formats import calibration, run_index, trace_json
 from proton_inject.formats import schema as validate
 from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.files import check_outputs, output_locks
@@ -165,7 +165,7 @@ def _facts(p: str | Path) -> Facts | None:
         meta = read_launch_meta(p)
     except UserError:
         return None
-    r = clock_bracket.rate(meta.clock_bracket)
+    r = bracket_rate.rate(meta.clock_bracket)
     return meta.launch, meta.rank, meta.device, None if r is None else r.mhz
 
 

@@ -1,4 +1,4 @@
-"""Error bars on every region's duration (issue 30 item 3).
+"""Error bars on every region's duration.
 
 A region's median is off from the code's own time by what its records cost (after the
 calibrated cost is subtracted: what the calibration left), by the stores of loop iterations
@@ -13,20 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from proton_inject.analyze.clock_sources import GIVEN, MEASURED
-from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES
+from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES, RECORD_COST_ERROR
 from proton_inject.formats.run_index import extra_bound_us
 
-# Cycles a region's median may be off by after the calibrated record cost is subtracted, per
-# buffer type (H100, Triton 3.6, benchmarks/accuracy.py and 16 calibrations, 2026-11-24/25):
-# direct: every direct row within 4 cycles of the truth then, within 11 on 2026-11-26 (a
-# 200,000-cycle spin -8, a spin inside a 4-iteration loop -11: where the reads sit against
-# the plain launch's, which gives the truth), so +-12; shared (every warp): the cost
-# calibrated 20-24 in a process's first calibration and 69-70.5 in later ones, so +-50;
-# global (one warp): 0 in every calibration, but its regions read 59-64 cycles under the
-# plain loop, so +-64.
-CALIBRATED = {"direct": 12.0, "shared": 50.0, "global": 64.0}
-# Without a calibration for the device (nothing subtracted): the cost itself, as measured.
-UNCALIBRATED = {"direct": 12.0, "shared": 70.5, "global": 64.0}
+# Cycles a region's median may be off by, per buffer type, after the calibrated record cost
+# is subtracted; without a calibration (nothing subtracted): the cost itself, as measured.
+CALIBRATED = RECORD_COST_ERROR["calibrated"]
+UNCALIBRATED = RECORD_COST_ERROR["uncalibrated"]
 
 
 def region_uncertainty(region: dict[str, Any], buffer_type: str, calibrated: bool,

@@ -1,11 +1,11 @@
 """A clock bracket's rows (smid, clock and globaltimer at two timer edges, per CTA) and the few
-numbers kept from them in a launch's metadata; ``collect/bracket.py`` runs the kernel.
+numbers kept from them in a launch's metadata; ``collect/bracket.py`` runs the kernel and
+``analyze/bracket_rate.py`` turns the kept numbers into the launch's clock.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,54 +41,4 @@ def summarize(rows: np.ndarray) -> dict[str, Any] | None:
     }
 
 
-@dataclass
-class BracketRate:
-    """The clock a bracket measured: mean of the sides, and what it is worth."""
-
-    mhz: float
-    # the sides' difference plus 2 standard errors, relative, plus SYSTEMATIC_PCT
-    uncertainty_pct: float
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
-
-    @property
-    def sides_differ_pct(self) -> float | None:
-        """How far after is from before, relative (None with one side)."""
-        if not (self.before and self.after):
-            return None
-        return 100.0 * (self.after["mhz"] - self.before["mhz"]) / self.mhz
-
-
-def rate(bracket: dict[str, Any] | None) -> BracketRate | None:
-    """The clock of a launch's bracket (``LaunchMeta.clock_bracket``), None when it has none."""
-    if not bracket:
-        return None
-    sides = [s for s in (bracket.get("before"), bracket.get("after")) if s]
-    if not sides:
-        return None
-    mhz = sum(s["mhz"] for s in sides) / len(sides)
-    sem = math.sqrt(sum(s["sem_mhz"] ** 2 for s in sides)) / len(sides)
-    differ = abs(sides[0]["mhz"] - sides[-1]["mhz"])
-    return BracketRate(mhz, 100.0 * (differ + 2 * sem) / mhz + SYSTEMATIC_PCT, bracket.get("before"),
-                       bracket.get("after"))
-
-
-def missing_reason(bracket: dict[str, Any] | None) -> str:
-    """Why a launch has no bracket, in the report's words."""
-    if bracket is None:
-        return "older run (its metadata has none)"
-    return str(bracket.get("missing") or "bracket kernel did not run")
-
-
 WORDS = 5  # per CTA: smid, c0, t0, c1, t1 (int64)
-
-
-# Before and after further apart than this (relative) are said to differ: the clock changed
-# around the launch and the mean of the two is only as good as their difference.
-MAX_SIDE_DIFF = 0.01
-# What the bracket misses of the clock a launch ran at, beyond its sides' difference and
-# standard errors (benchmarks/bracket_vs_launch.py, H100, 2026-11-27: 78 launches of 200 us
-# and 2 ms, idle and after matmuls, against each launch's own clock read at timer edges: up
-# to 0.08% beyond the sides' half difference plus 2 standard errors; a 200 us launch whose
-# sides read 1,493 and 1,498 MHz ran at 1,491, outside both, hence their whole difference).
-SYSTEMATIC_PCT = 0.1

@@ -11,6 +11,7 @@ import helpers
 import numpy as np
 import pytest
 
+from proton_inject.analyze import bracket_rate
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.report import run_report
@@ -83,13 +84,13 @@ def test_summarize_recovers_the_rate_through_32ns_ticks():
 def test_rate_is_the_mean_of_the_sides_with_their_difference_as_uncertainty():
     """The mean of the sides, +- their whole difference (a launch between them may run below
     both), two standard errors and what brackets were seen to miss on an H100."""
-    r = clock_bracket.rate({"before": side(1500.0, 0), "after": side(1530.0, 10**6)})
+    r = bracket_rate.rate({"before": side(1500.0, 0), "after": side(1530.0, 10**6)})
     assert abs(r.mhz - 1515.0) < 0.5
-    floor = clock_bracket.SYSTEMATIC_PCT
+    floor = bracket_rate.SYSTEMATIC_PCT
     assert 1.98 + floor < r.uncertainty_pct < 2.1 + floor and abs(r.sides_differ_pct - 1.98) < 0.05
-    one = clock_bracket.rate({"before": side(1500.0, 0), "after": None})
+    one = bracket_rate.rate({"before": side(1500.0, 0), "after": None})
     assert abs(one.mhz - 1500.0) < 0.5 and floor < one.uncertainty_pct < floor + 0.1
-    assert clock_bracket.rate({"missing": "CUDA-graph replay"}) is None and clock_bracket.rate(None) is None
+    assert bracket_rate.rate({"missing": "CUDA-graph replay"}) is None and bracket_rate.rate(None) is None
 
 
 def _one_cta_per_sm():
