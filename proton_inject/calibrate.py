@@ -4,19 +4,12 @@ A region's clock reads can include the records' own work. ``decode`` subtracts a
 record (``record_cost``); this module measures it with a calibration kernel that runs a loop
 of fixed work between two clock reads with a region around the loop, launched in turn with a
 plain copy of the same code (``_calibration_kernel.py``): the cost is the median, over pairs
-of launches, of the region's cycles minus the plain loop's (medians over CTAs), at least 0
-(the plain launches used to run first, then the profiled ones, and the same plain loop read
-2,019-2,098 cycles across runs). It is kept in the user's cache directory, keyed by device
-name and the options that change what a record does (clock width, buffer type, store
-scheduling); not by ptxas, which torch.compile switches to torch's own for the whole process.
-On an H100 (Triton 3.6, 16 calibrations): direct records (one ``%clock64`` read each) 0 in 14,
-1.25 and 3 in the others (launch pairs -6.5..+4); one warp in Proton's global buffer 0 in
-every one (the region reads 59-64 cycles less than the plain loop: the compiler moves work
-out of it, so nothing is subtracted); every warp in Proton's shared buffer 20-24.5 in the
-first such calibration of a process and 69-70.5 after it (the plain reference reads
-2,048-2,058 cycles in that first one, 2,019 later; not explained). (The calibration before
-measured a region around one clock read without a plain reference: 11 cycles direct, 41
-Proton's global buffer; both over-corrected against the plain loop.)
+of launches, of the region's cycles minus the plain loop's (medians over CTAs), at least 0.
+The launches alternate so that both sides see the same clock and caches. It is kept in the
+user's cache directory, keyed by device name and the options that change what a record does
+(clock width, buffer type, store scheduling); not by ptxas, which torch.compile switches to
+torch's own for the whole process. What it measured, and why it is built so:
+docs/accuracy.md ("Records' cost").
 """
 
 from __future__ import annotations

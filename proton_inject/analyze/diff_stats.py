@@ -12,9 +12,9 @@ from proton_inject.analyze.diff_load import RegionSide
 
 RESAMPLES = 400  # bootstrap resamples per region and side
 CONFIDENCE = 0.95
-# A change smaller than this (%) is "within noise" whatever the interval says. Not measured
-# yet (issue 30's H100 goal: two profiles of one program); docs/overhead.md saw short-CTA
-# kernel times move by a few percent between runs, which one run's CTAs cannot show.
+# A change smaller than this (%) is "within noise" whatever the interval says: short-CTA
+# kernel times move by a few percent between runs (docs/overhead.md), which one run's CTAs
+# cannot show.
 MIN_CHANGE_PCT = 1.0
 SLOWER, FASTER, SAME, NA = "slower", "faster", "within noise", "n/a"
 # The bootstrap's resolution: sorted instances in this many bins of equal rank (the median

@@ -32,11 +32,10 @@ def default_jobs() -> int:
 def keep_freed_memory() -> None:
     """In a worker: glibc's malloc keeps freed memory for the next launch's arrays instead of
     handing it back to the system (large arrays are mmap-ed and unmapped each time by default),
-    so a worker does not fault in and zero fresh pages for every launch. 2,000 launches over
-    2 workers on the 2-core VM (2026-11-27): page faults 1.0 M -> 15 k, the workers' system
-    time 2.2 -> 0.2 s. A worker's peak is then its largest launch's, as before. In the workers
-    and in the ``report`` command's own process, never in ``run_report``'s caller: that may be
-    the user's program (``profile()``)."""
+    so a worker does not fault in and zero fresh pages for every launch (page faults and system
+    time measured in docs/host-performance.md). A worker's peak is then its largest launch's,
+    as before. In the workers and in the ``report`` command's own process, never in
+    ``run_report``'s caller: that may be the user's program (``profile()``)."""
     import ctypes
     import ctypes.util
 

@@ -59,10 +59,10 @@ _MAX_EXTRA_US = 1e6
 def measured_overheads(index_files: Iterable[Path]) -> dict[str, dict[str | None, dict[str, float]]]:
     """``--measure-overhead``'s extra time per kernel and config name, from some index files:
     ``extra_us`` with its p10 and p90 (instrumented - plain kernel time per launch pair) and
-    ``pairs``; config None: over all the kernel's configs (the only entry in indexes written
-    before 2026-11-27's second session). A kernel measured in several files (ranks) keeps the
-    widest bar (``extra_bound_us``); entries that are not numbers, out of range or out of order
-    are passed over: the report stands without them."""
+    ``pairs``; config None: over all the kernel's configs (the only entry in indexes of older
+    runs). A kernel measured in several files (ranks) keeps the widest bar (``extra_bound_us``);
+    entries that are not numbers, out of range or out of order are passed over: the report
+    stands without them."""
     out: dict[str, dict[str | None, dict[str, float]]] = {}
 
     def keep(name: str, config: str | None, m: Any) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 from proton_inject.errors import UserError
 
 # Size limits per kind of input: far above any real file (the largest TTGIR of the samples is
-# 58 KB, a raw launch's metadata 2 KB; 2026-11-25), low enough that reading one whole cannot
+# tens of KB, a raw launch's metadata a few KB), low enough that reading one whole cannot
 # exhaust memory.
 MAX_JSON_BYTES = 64 * 2**20  # manifest.json, autotune.json, run.json
 MAX_META_BYTES = 16 * 2**20  # a raw launch's .json

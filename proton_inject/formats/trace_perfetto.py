@@ -16,8 +16,8 @@ launch's time 0, or the run's earliest launch when merged):
   is smaller (``_one_sequence``): a sequence per warp track, that track its default (~100
   bytes of head per warp), or one sequence for all its regions and one for its finalize
   slices, in time order, each packet naming its track (``track_uuid``: 3-5 bytes a packet).
-  Warps with tens of regions take the first (mm fixture, 63 a warp: 0.189 of the JSON's
-  bytes), warps with a few the second (add, 9 a warp: 0.199 instead of 0.254, 2026-11-26);
+  Warps with tens of regions take the first, warps with a few the second (sizes measured in
+  docs/host-performance.md);
 - region slices carry their name and source location; no ``cycles`` (8 more bytes a region:
   0.24 of the JSON's bytes instead of 0.19 on the H100 matmul); finalize slices
   carry ``finalize_ns``, ``init_ns``, ``first_record_ns`` and ``prefinal_ns`` (debug
@@ -296,8 +296,8 @@ def _heads(seqs: np.ndarray, track_uuid: np.ndarray | None, names: _Names,
 
 def _time_order(t: np.ndarray) -> np.ndarray:
     """The indices that sort ``t``, equal times in their order (each track's order is kept):
-    one sort of (time, index) packed in an int64, 0.7 ms for add's 73,728 packets against
-    6.6 for a stable argsort (2026-11-26), which is the fallback where they do not fit."""
+    one sort of (time, index) packed in an int64, about 10x faster than a stable argsort
+    (docs/host-performance.md), which is the fallback where they do not fit."""
     if not len(t):
         return np.zeros(0, np.int64)
     bits = len(t).bit_length()

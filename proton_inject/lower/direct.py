@@ -3,9 +3,9 @@ reads, stored by thread 0.
 
 Proton's lowering costs every CTA a set-up and a finalize whatever it records (header stores,
 per-warp index upkeep, three globaltimer reads, a barrier), and writes a 40-byte header plus a
-word per warp per CTA: the floor of every short-CTA kernel (issue 9; H100, 65,536-CTA copy
-kernel, one region: 1.120). When each record runs exactly once per CTA and only warp 0
-records, none of that is needed: each record has a fixed slot. ``lower`` rewrites such a
+word per warp per CTA: the floor of every short-CTA kernel (docs/overhead.md). When each record
+runs exactly once per CTA and only warp 0 records, none of that is needed: each record has
+a fixed slot. ``lower`` rewrites such a
 TTGIR so that each ``proton.record`` becomes one clock read and, just before ``tt.return``,
 thread 0 reads the globaltimer and its SM id and stores the CTA's block (``block_bytes``:
 two header words, then the clocks) in a few vector stores into

@@ -83,7 +83,7 @@ class LoweringOptions:
     with ``buffer_size`` 0: a kernel whose records all sit outside loops gets a buffer of just
     the records each warp can write (``auto_buffer_bytes``); in others each recording warp
     keeps its share of Proton's default (``_per_warp_share``). These defaults cut the cost of
-    short CTAs (issue 9, README "What it costs"); check, run, profile and the Python API all
+    short CTAs (README "What it costs"); check, run, profile and the Python API all
     start from them.
     """
 
