@@ -19,6 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 
+# How often the writer looks for landed copies: woken for every kept launch, it would take the
+# GIL from the program's thread once a launch; in batches, once in a while.
+WAKE_S = 0.05
+
+
 @dataclass
 class InFlight:
     """A kept launch between its copy being enqueued and its raw file being written."""
@@ -55,7 +60,8 @@ class RawWriter:
                 self._cond.wait(0.1)
             self._pending += item.nbytes
             self._queue.append(item)
-            self._cond.notify_all()
+            if self._pending > self.max_pending // 2:  # else it wakes on its own (WAKE_S)
+                self._cond.notify_all()
 
     def close(self) -> None:
         """Land everything still in flight, save everything landed, stop the thread."""
@@ -80,7 +86,7 @@ class RawWriter:
         while True:
             with self._cond:
                 while not self._queue and not self._closing:
-                    self._cond.wait()
+                    self._cond.wait(WAKE_S)
                 if not self._queue:
                     return
                 item = self._queue[0]
