@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-
 # How often the writer looks for landed copies: woken for every kept launch, it would take the
 # GIL from the program's thread once a launch; in batches, once in a while.
 WAKE_S = 0.05
