@@ -154,7 +154,8 @@ def _decode_one(p: str | Path, clock: tuple[str, Any] | None, raw: bool,
     return d
 
 
-Facts = tuple[int, int | None, str | None, float | None]  # launch, rank, device, bracket MHz
+# launch, rank, device, bracket MHz, kernel, the program's frame that launched it
+Facts = tuple[int, int | None, str | None, float | None, str, str | None]
 
 
 def _facts(p: str | Path) -> Facts | None:
@@ -166,7 +167,26 @@ def _facts(p: str | Path) -> Facts | None:
     except UserError:
         return None
     r = bracket_rate.rate(meta.clock_bracket)
-    return meta.launch, meta.rank, meta.device, None if r is None else r.mhz
+    return meta.launch, meta.rank, meta.device, None if r is None else r.mhz, meta.kernel, meta.launched_from
+
+
+def launch_origins(facts: Sequence[Facts | None]) -> dict[str, dict[str, int]]:
+    """Per kernel: the program's frames that launched its kept launches and how many each
+    (launches recorded without one are left out)."""
+    out: dict[str, dict[str, int]] = {}
+    for f in facts:
+        if f is not None and f[5] is not None:
+            sites = out.setdefault(f[4], {})
+            sites[f[5]] = sites.get(f[5], 0) + 1
+    return {k: dict(sorted(v.items(), key=lambda kv: -kv[1])) for k, v in sorted(out.items())}
+
+
+def format_origins(origins: dict[str, dict[str, int]]) -> str:
+    """Who launched each kernel, a line a call site."""
+    lines = ["launched from (the program's own frame; kept launches):"]
+    for kernel, sites in origins.items():
+        lines += [f"  {kernel}: {site} x{n}" for site, n in sites.items()]
+    return "\n".join(lines)
 
 
 def device_brackets(facts: Sequence[Facts | None]) -> dict[tuple[int | None, str | None], tuple[float, int]]:
@@ -343,6 +363,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         job = _Job(clock, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
                    merge, writer, ext, gz, None if plot is None else Path(plot),
                    raws[0] if raws else None)
+        origins = launch_origins(facts)
         del facts
         got = _decode_all(raws, job, workers, progress, verbose)
     if raws and not got.summary.kernels and got.skipped:  # nothing decoded: the first reason is the error
@@ -355,10 +376,14 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         if verbose:
             got.details += [(x.launch, i.detail) for i in x.issues]
     summary = got.summary.result()
+    if origins:
+        summary["launched_from"] = origins
     _add_measured_perturbation(summary, raws)
     if source:  # the source view: its own module, over the summary and the raw launches
         source_view.attach(summary, raws, source_root)
     text = json.dumps(summary, indent=1) if as_json else format_text(summary, verbose)
+    if origins and not as_json:
+        text += "\n\n" + format_origins(origins)
     if source and not as_json:
         text += "\n\n" + source_view.format_source(summary)
     warn = [w for k in summary["kernels"] for w in k["warnings"]]

@@ -146,6 +146,7 @@ class LaunchHooks:
             config=p.config,
             tuning=p.tuning,
             graph_replay=replay,
+            launched_from=p.launched_from,
         )
         self.result.launches.append(rec)
         return rec

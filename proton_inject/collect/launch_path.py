@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from proton_inject.collect.call_site import call_site
 from proton_inject.collect.device_ops import in_tool_work, tool_work
 from proton_inject.collect.keep_policy import NEVER, KeepPolicy, LaunchCounts
 from proton_inject.collect.launches import _KernelInfo, _Pending, config_of_autotune, config_of_kernel
@@ -163,7 +164,7 @@ class LaunchPath:
                 s._count_drop(self.bound_reason)
                 return w.inner(gx, gy, gz, stream, function, *args)
         p = _Pending(w.info, (int(gx), int(gy), int(gz)), int(stream or 0),
-                     self._config(w.info, tuning), tuning is not None)
+                     self._config(w.info, tuning), tuning is not None, launched_from=call_site(3))
         try:
             with tool_work():
                 size = gx * gy * gz * int(getattr(w.info.ck.metadata, "num_ctas", 1)) * w.info.scratch

@@ -33,6 +33,7 @@ class LaunchRecord:
     # None when the launch had none (then ``clock_bracket`` says why).
     bracket_at: tuple[int, int] | None = None
     clock_bracket: dict[str, Any] | None = None  # LaunchMeta.clock_bracket, set when saved
+    launched_from: str | None = None  # the program's frame that made the launch (call_site)
 
     @property
     def num_blocks(self) -> int:
@@ -113,5 +114,6 @@ class _Pending:
     bracket_at: tuple[int, int] | None = None
     # (--measure-overhead) the stream whose zeroing and first bracket side wait for the gate
     deferred_stream: int | None = None
+    launched_from: str | None = None  # the program's frame (call_site)
     fresh: bool = True  # the buffer is not zeroed yet (not from the pool)
     nbytes: int = 0  # bytes of the buffer the launch uses (records and bracket)

@@ -116,6 +116,7 @@ class RawSink:
             direct_records=self._direct_records(rec),
             direct_loops=self._kernel_ir(rec)[3],
             timer_ref_ns=self._timer_ref(rec),
+            launched_from=rec.launched_from,
         )
 
     def _timer_ref(self, rec: LaunchRecord) -> int | None:

@@ -82,6 +82,9 @@ class LaunchMeta:
     # Each scope's region kind (``region_kinds.REGION_KINDS``, from the manifest's origin);
     # None in files written before launches carried it.
     scope_kinds: dict[int, str] | None = None
+    # The program's own frame that made the launch ("file:line (function)"): the first frame
+    # outside the standard library, installed packages and proton-inject; None when unknown.
+    launched_from: str | None = None
 
     @property
     def sample_iterations(self) -> int:
@@ -148,6 +151,7 @@ class LaunchMeta:
             **({"timer_ref_ns": self.timer_ref_ns} if self.timer_ref_ns is not None else {}),
             **({"scope_kinds": {str(k): v for k, v in sorted(self.scope_kinds.items())}}
                if self.scope_kinds is not None else {}),
+            **({"launched_from": self.launched_from} if self.launched_from is not None else {}),
         }
 
     @classmethod
@@ -419,6 +423,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         direct_loops=None if not loops else [list(x) for x in loops],
         timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
         scope_kinds=_id_map(d, "scope_kinds", where, lambda x: isinstance(x, str), "a region kind", True),
+        launched_from=d.get("launched_from"),
     )  # fmt: skip
 
 
@@ -442,6 +447,9 @@ def _check_optional(d: dict[str, Any], bad: Callable[[str, str], UserError]) -> 
     device = d.get("device")
     if device is not None and not isinstance(device, str):
         raise bad("device", "null or a string")
+    origin = d.get("launched_from")
+    if origin is not None and not (isinstance(origin, str) and len(origin) <= 4096):
+        raise bad("launched_from", "absent, or a string of at most 4,096 characters")
     mhz = d.get("sm_clock_mhz")
     if mhz is not None and mhz != 0:
         if not (isinstance(mhz, int | float) and not isinstance(mhz, bool) and
