@@ -74,21 +74,19 @@ def _size_class(nbytes: int) -> int:
 
 
 class BufferPool:
-    """Device buffers for kept launches and pinned host buffers for their copies, reused.
+    """Device buffers for kept launches, reused.
 
     A device buffer is busy from its launch until the event after its copy and zeroing (both
     on the copy stream) has passed; then the next kept launch of its size takes it, zeroed,
     with no allocation and no memset on the program's stream. Busy buffers are checked
     oldest first with one event query. Device bytes stay under ``limit``: past it a launch
-    waits for the oldest busy buffer (the only wait for the GPU on the launch path). A pinned
-    buffer comes back once the raw writer has moved its bytes out."""
+    waits for the oldest busy buffer (the only wait for the GPU on the launch path)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0  # device bytes allocated by the pool (busy and free)
         self._free: dict[tuple[int, int], list[Any]] = {}
         self._busy: dict[tuple[int, int], deque[tuple[Any, Any]]] = {}
-        self._host: dict[int, list[Any]] = {}
         self._lock = threading.Lock()
 
     def take(self, nbytes: int, device: int) -> tuple[Any, bool]:
@@ -127,19 +125,62 @@ class BufferPool:
                 self.held -= key[1]
                 free.pop()
 
-    def host(self, nbytes: int) -> Any:
-        size = _size_class(nbytes)
-        with self._lock:
-            free = self._host.get(size)
-            if free:
-                return free.pop()
-        return _pinned(size)
 
-    def give_back_host(self, host: Any) -> None:
-        with self._lock:
-            free = self._host.setdefault(host.numel(), [])
-            if len(free) < 64:  # (pinned memory is scarce: keep a few of each size)
-                free.append(host)
+class HostRing:
+    """Pinned host memory for kept launches' copies: one block, taken in launch order and
+    given back in the same order by the raw writer once it has moved the bytes out, so the
+    program's thread never allocates pinned memory (an allocation can take longer than
+    many launches). A copy larger than the block gets a pinned buffer of its own."""
+
+    def __init__(self, size: int, wake: Any) -> None:
+        self.size = size
+        self._wake = wake  # asks the raw writer to land copies now
+        self._mem: Any = None
+        self.array: Any = None  # the block as a numpy array
+        self._head = 0
+        self._spans: deque[tuple[int, int]] = deque()
+        self._cond = threading.Condition()
+
+    def take(self, n: int) -> int | None:
+        """The offset of ``n`` bytes of the block, or None if they can never fit; waits while
+        the block is full of copies not yet landed."""
+        if n > self.size:
+            return None
+        with self._cond:
+            if self._mem is None:
+                self._mem = _pinned(self.size)
+                self.array = self._mem.numpy()
+            while True:
+                start = self._fit(n)
+                if start is not None:
+                    self._spans.append((start, start + n))
+                    self._head = start + n
+                    return start
+                self._wake()
+                self._cond.wait(0.1)
+
+    def _fit(self, n: int) -> int | None:
+        if not self._spans:
+            return 0
+        tail, head = self._spans[0][0], self._head
+        if head > tail:  # free: [head, size) and [0, tail)
+            if head + n <= self.size:
+                return head
+            return 0 if n <= tail else None
+        return head if head + n <= tail else None  # free: [head, tail); none when equal
+
+    def address(self, start: int) -> int:
+        return self._mem.data_ptr() + start
+
+    def release(self, start: int) -> None:
+        """(raw writer) The bytes of the copy at ``start`` (the oldest) have been moved out."""
+        with self._cond:
+            if self._spans and self._spans[0][0] == start:
+                self._spans.popleft()
+            else:  # (out of order: never expected; keep the ring consistent anyway)
+                self._spans = deque(sp for sp in self._spans if sp[0] != start)
+            self._cond.notify_all()
+
 
 
 _AFTER_SESSION_BUFFERS = _DiscardBuffers()

@@ -61,11 +61,10 @@ def zero(buf: Any, stream: int) -> None:
     _check(_driver().cuMemsetD8Async(buf.data_ptr(), 0, nbytes, stream), "cuMemsetD8Async")
 
 
-def copy_to_host(host: Any, buf: Any, stream: int, nbytes: int | None = None) -> None:
-    """Copy the device tensor ``buf`` (its first ``nbytes``; None: all of it) into the pinned
-    host tensor ``host`` on ``stream``."""
-    nbytes = buf.numel() * buf.element_size() if nbytes is None else nbytes
-    if host.numel() * host.element_size() < nbytes:
-        raise ValueError(f"host buffer of {host.numel()} bytes is smaller than {nbytes}")
-    _check(_driver().cuMemcpyDtoHAsync_v2(host.data_ptr(), buf.data_ptr(), nbytes, stream),
+def copy_to_host(host_address: int, buf: Any, stream: int, nbytes: int) -> None:
+    """Copy the first ``nbytes`` of the device tensor ``buf`` to pinned host memory at
+    ``host_address`` on ``stream``."""
+    if nbytes > buf.numel() * buf.element_size():
+        raise ValueError(f"device buffer of {buf.numel()} bytes is smaller than {nbytes}")
+    _check(_driver().cuMemcpyDtoHAsync_v2(host_address, buf.data_ptr(), nbytes, stream),
            "cuMemcpyDtoHAsync")

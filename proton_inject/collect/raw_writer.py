@@ -28,7 +28,8 @@ class InFlight:
     """A kept launch between its copy being enqueued and its raw file being written."""
 
     record: Any  # LaunchRecord
-    host_buffer: Any
+    host_buffer: Any  # pinned memory of its own, or None: at host_offset in the session's ring
+    host_offset: int | None
     nbytes: int
     done: Any  # CUDA event recorded after the copy (and the device buffer's zeroing)
 
@@ -61,6 +62,11 @@ class RawWriter:
             self._queue.append(item)
             if self._pending > self.max_pending // 2:  # else it wakes on its own (WAKE_S)
                 self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Land what is queued now (pinned memory ran short)."""
+        with self._cond:
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Land everything still in flight, save everything landed, stop the thread."""

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from proton_inject.collect.buffers import BufferPool, Buffers, _DiscardBuffers, after_session
+from proton_inject.collect.buffers import BufferPool, Buffers, HostRing, _DiscardBuffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.compiler_patches import CompilerPatches
@@ -124,6 +124,8 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         self._max_launches = max_launches
         self.pool = BufferPool(self.max_pending)  # kept launches' buffers, reused
         self.writer = RawWriter(self._land, self._save, self.max_pending, self._writer_error)
+        self.host_ring = HostRing(min(self.max_pending, 32 << 20), self.writer.wake)  # their copies
+        self._copy_lock = threading.Lock()
         self._discard = _DiscardBuffers()  # for launches not kept
         self._last_bracket: dict[int, float] = {}  # device -> when its last bracket ran
         self._streams: dict[int, Any] = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.collect import device_ops
+from proton_inject.collect.buffers import _pinned
 from proton_inject.collect.compile_hook import TreeSource
 from proton_inject.collect.launches import LaunchRecord, _Pending, config_name
 from proton_inject.collect.raw_writer import InFlight
@@ -34,27 +35,36 @@ class RawSink:
         """Enqueue the copy of a kept launch's buffer to pinned host memory on ``stream`` (a
         torch stream, after the launch), then its zeroing for its next use (a buffer captured
         into a CUDA graph is zeroed by the graph itself), and hand it to the raw writer."""
-        import torch
 
         n = p.nbytes or p.buffer.numel()
-        host = self.pool.host(n)
-        device_ops.copy_to_host(host, p.buffer, stream.cuda_stream, n)
+        with self._copy_lock:  # the ring's spans and the writer's queue in one order
+            self._enqueue_copy(rec, p, stream, n)
+
+    def _enqueue_copy(self, rec: LaunchRecord, p: _Pending, stream: Any, n: int) -> None:
+        import torch
+
+        at = self.host_ring.take(n)
+        host = _pinned(n) if at is None else None  # (larger than the whole ring: its own)
+        dst = host.data_ptr() if at is None else self.host_ring.address(at)
+        device_ops.copy_to_host(dst, p.buffer, stream.cuda_stream, n)
         if p.graph is None:
             device_ops.zero(p.buffer, stream.cuda_stream)
         done = torch.cuda.Event()
         done.record(stream)
         if p.graph is None:
             self.pool.busy(p.buffer, done)
-        self.writer.put(InFlight(rec, host, n, done))
+        self.writer.put(InFlight(rec, host, at, n, done))
 
     def _land(self, item: InFlight) -> Any:
-        """(raw writer) A launch's copy is done: its bytes out of the pinned buffer, which goes
-        back to the pool."""
-        try:
-            return item.host_buffer.numpy()[: item.nbytes].copy()
-        finally:
-            self.pool.give_back_host(item.host_buffer)
+        """(raw writer) A launch's copy is done: its bytes out of pinned memory, which is free
+        for the next copies."""
+        if item.host_buffer is not None:
+            data = item.host_buffer.numpy()[: item.nbytes].copy()
             item.host_buffer = None
+            return data
+        data = self.host_ring.array[item.host_offset: item.host_offset + item.nbytes].copy()
+        self.host_ring.release(item.host_offset)
+        return data
 
     def _save(self, rec: LaunchRecord, data: Any) -> None:
         from proton_inject.formats.raw import raw_prefix, save_raw
