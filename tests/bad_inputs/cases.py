@@ -180,7 +180,7 @@ CASES: list[Case] = [
          rules("source-root = 3\n")),
     Case("rules unknown key", RULES,
          "r.toml: unknown rule key(s) lops; known: kernel-scope, loops, loop-depth, region, op, "
-         "kernel, marks, source-root, sample-ctas", rules('lops = "both"\n')),
+         "kernel, marks, source-root, sample-ctas, branches", rules('lops = "both"\n')),
     Case("rules tool table not a table", RULES,
          "r.toml [tool.proton-inject]: expected a table of rules, not an integer",
          rules('[tool]\n"proton-inject" = 5\n')),
