@@ -2,7 +2,8 @@
 
 Collection (``collect/``) writes raw launches and run.json; analysis (``analyze/``) decodes
 each of those launches once, writing its trace beside ``raw/`` and building the summary the
-report prints. ``cli.py`` is a thin layer over these functions.
+report prints. ``insert`` instruments a dump tree or a file by rules. ``cli.py`` is a thin
+layer over these functions.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from proton_inject.analyze.report import ReportResult, run_report
@@ -160,3 +162,52 @@ def profile_program(
         rep = (analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs, verbose=verbose)
                if report else None)
     return result, rep
+
+
+@dataclass
+class InsertResult:
+    """What ``insert`` did: the kernels instrumented (name, file, regions), its notes, the
+    files it left out (a line, or None), the autotuning choices carried into the tree (a
+    line, or None), where it wrote (None: nowhere) and the diff against the golden output
+    ('' when identical; None when not compared)."""
+
+    kernels: list[tuple[str, str, int]]
+    notes: list[str]
+    left_out: str | None
+    carried: str | None
+    written: str | None
+    diff: str | None
+
+
+def insert(src: str | os.PathLike, out: str | os.PathLike | None, rules: Rules, force: bool = False,
+           check_against: str | os.PathLike | None = None, strict: bool = False,
+           compile_check: bool = False, progress=None) -> InsertResult:
+    """Instrument SRC, a dump tree or one ``.ttgir`` file, by ``rules``; write the result to
+    ``out`` (a tree carries the dump's autotuning choices) and/or compare it with the golden
+    output ``check_against``. ``force``: strip existing records first; ``compile_check``: leave
+    out the files of a tree that do not compile (as ``check``, no GPU); ``strict``: a file left
+    out, or a rule that made no region, is an error. ``progress(i, n, file)`` after each file."""
+    from proton_inject.dump.tuning import carried_autotune
+    from proton_inject.formats.files import check_outputs
+    from proton_inject.formats.schema import not_found
+    from proton_inject.instrument import golden, trees
+    from proton_inject.lower.check import leave_out_uncompilable
+    from proton_inject.lower.inline import inline_callees
+
+    srcp = Path(src)
+    if not srcp.is_file() and not srcp.is_dir():
+        raise not_found(src)
+    check_outputs([("input", src), ("golden", check_against)],
+                  [("-o", out, "tree" if srcp.is_dir() else "file")])
+    if check_against:
+        golden.check_golden(check_against, tree=srcp.is_dir())
+    with output_locks(("-o", out)):
+        done = trees.insert_path(srcp, rules, force, inline_callees, progress,
+                                 leave_out_uncompilable if compile_check else None, strict)
+        carried = None
+        if out:
+            extras, carried = carried_autotune(srcp) if srcp.is_dir() else ({}, None)
+            trees.write_inserted(done, out, extras)
+    diff = golden.diff_against(done.outputs, done.manifest, check_against) if check_against else None
+    return InsertResult(done.kernels, done.notes, done.left_out, carried,
+                        None if out is None else os.fspath(out), diff)

@@ -106,32 +106,21 @@ def insert(src, out, force, check_against, strict, compile_check, verbose, **kw)
     """
     from pathlib import Path
 
-    from proton_inject.dump.tuning import carried_autotune
-    from proton_inject.instrument import golden, trees
-    from proton_inject.lower.check import leave_out_uncompilable
-    from proton_inject.lower.inline import inline_callees
-
-    srcp = Path(src)
-    if not out and not check_against and not srcp.is_dir():  # (a tree's default: the next step's input)
-        raise UserError("insert: give -o OUT (where to write) and/or --check-against GOLDEN")
-    out = out or (None if check_against else "instrumented")
-    if not srcp.is_file() and not srcp.is_dir():
-        from proton_inject.formats.schema import not_found
-
-        raise not_found(src)
-    check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
-                   [("-o", out, "tree" if srcp.is_dir() else "file")])
-    if check_against:
-        golden.check_golden(check_against, tree=srcp.is_dir())
-    click.get_current_context().with_resource(output_locks(("-o", out)))
-    rules = rules_from(kw)
-
     from tqdm import tqdm  # a bar on a terminal only
 
+    from proton_inject.api import insert as insert_rules
+
+    tree = Path(src).is_dir()
+    if not out and not check_against and not tree:  # (a tree's default: the next step's input)
+        raise UserError("insert: give -o OUT (where to write) and/or --check-against GOLDEN")
+    out = out or (None if check_against else "instrumented")
+    if Path(src).exists():  # (else the API says it is missing)
+        check_outputs([("input", src), ("--rules file", kw["rules_file"]), ("golden", check_against)],
+                      [("-o", out, "tree" if tree else "file")])
+    rules = rules_from(kw)
     with tqdm(desc="instrumenting", unit="file", file=sys.stderr, leave=False, disable=None) as bar:
-        done = trees.insert_path(srcp, rules, force, inline_callees,
-                                 lambda i, n, rel: (setattr(bar, "total", n), bar.update(i - bar.n)),
-                                 leave_out_uncompilable if compile_check else None, strict)
+        done = insert_rules(src, out, rules, force, check_against, strict, compile_check,
+                            lambda i, n, rel: (setattr(bar, "total", n), bar.update(i - bar.n)))
     if done.left_out:
         click.echo(done.left_out, err=True)
     for note in done.notes:
@@ -139,18 +128,15 @@ def insert(src, out, force, check_against, strict, compile_check, verbose, **kw)
         click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
     for name, file, n in done.kernels:
         click.echo(f"{name} ({file}): {n} region{'s' if n != 1 else ''}")
-    if out:
-        extras, carried = carried_autotune(srcp) if srcp.is_dir() else ({}, None)
-        if carried:
-            click.echo(carried, err=True)
-        trees.write_inserted(done, out, extras)
-        click.echo(f"wrote {out}")
-    if check_against:
-        diff = golden.diff_against(done.outputs, done.manifest, check_against)
-        if diff:
-            click.echo(diff, nl=False)
-            click.echo(f"instrumented IR differs from {check_against}", err=True)
-            sys.exit(1)
+    if done.carried:
+        click.echo(done.carried, err=True)
+    if done.written:
+        click.echo(f"wrote {done.written}")
+    if done.diff:
+        click.echo(done.diff, nl=False)
+        click.echo(f"instrumented IR differs from {check_against}", err=True)
+        sys.exit(1)
+    if done.diff is not None:
         click.echo(f"identical to {check_against}")
 
 
