@@ -418,11 +418,13 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 @raw_option
 @click.option("--source", is_flag=True,
               help="Also print each kernel's source lines with the time of the regions covering them.")
+@click.option("--html", type=click.Path(dir_okay=False),
+              help="Also write one self-contained HTML page: kernels, regions, source heat, timelines, notes.")
 @click.option("--launches", "launches", metavar="SPEC",
               help="Only these launch numbers, e.g. 0-99,250,400- (a big run's first steps).")
 @jobs_option
 def report(inputs, plot, as_json, clock_mhz, clocks_locked, trace_dir, merge, gz, trace_format,
-           verbose, raw, source, launches, jobs) -> None:
+           verbose, raw, source, html, launches, jobs) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
     from proton_inject.analyze.pool import keep_freed_memory
     from proton_inject.analyze.report import run_report
@@ -433,7 +435,8 @@ def report(inputs, plot, as_json, clock_mhz, clocks_locked, trace_dir, merge, gz
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz,
                      raw=raw, launches=launches, progress=True, trace_format=trace_format, source=source, jobs=jobs,
-                     verbose=verbose, clock=("--clocks-locked", True) if clocks_locked else None)
+                     verbose=verbose, clock=("--clocks-locked", True) if clocks_locked else None,
+                     html=html)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w if verbose else headline(w)}", err=True)
     for w in res.details if verbose else []:

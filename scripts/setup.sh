@@ -21,4 +21,15 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
 fi
 echo "setup: installing proton-inject and its dependencies" >&2
 "${PIP[@]}" -e '.[dev,plot]'
+# WITH_CHROMIUM=1 (CI sets it): a headless browser for the tests that open `report --html`'s
+# page (they skip without one); Debian/Ubuntu as root, ~30 s (docs/host-performance.md).
+if [ "${WITH_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium (headless, for the HTML page's tests)" >&2
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; } \
+      >/dev/null || echo "setup: chromium did not install; the page's browser tests will skip" >&2
+  else
+    echo "setup: no chromium (installing it needs root and apt-get); the page's browser tests will skip" >&2
+  fi
+fi
 echo "setup: done; tools are in .venv/bin" >&2

@@ -12,7 +12,32 @@ from pathlib import Path
 import numpy as np
 
 from proton_inject.analyze.summary import LaunchData
+from proton_inject.errors import UserError
 from proton_inject.formats.files import write_atomic
+
+# matplotlib's tab10 and tab20 colour cycles, as hex: the picture and the HTML page give a
+# region the same colour (tests check them against matplotlib's own).
+TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+         "#bcbd22", "#17becf")
+TAB20 = ("#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
+         "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#7f7f7f", "#c7c7c7",
+         "#bcbd22", "#dbdb8d", "#17becf", "#9edae5")
+
+
+def need_matplotlib(option: str) -> None:
+    """Refuse ``option`` (before any work) where matplotlib, which draws the pictures, is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as e:
+        raise UserError(f"{option} needs matplotlib, which is not installed: "
+                        "pip install 'proton-inject[plot]' (or pip install matplotlib)") from e
+
+
+def region_colors(scopes: Sequence[int]) -> dict[int, str]:
+    """A colour per region, in the order of their scope ids."""
+    order = sorted(set(scopes))
+    pal = TAB10 if len(order) <= len(TAB10) else TAB20
+    return {s: pal[i % len(pal)] for i, s in enumerate(order)}
 
 
 def _depths(scopes: Sequence[int], parents: dict[int, int]) -> dict[int, int]:
@@ -28,6 +53,11 @@ def _depths(scopes: Sequence[int], parents: dict[int, int]) -> dict[int, int]:
 
 
 def plot_timeline(x: LaunchData, path: str | os.PathLike, max_sms: int = 16) -> Path:
+    """Write ``timeline_png`` of one launch to ``path``."""
+    return write_atomic(path, timeline_png(x, max_sms))
+
+
+def timeline_png(x: LaunchData, max_sms: int = 16, dpi: int = 150) -> bytes:
     """PNG of one launch: a lane per concurrently resident CTA on each SM (SMs top to bottom),
     time across, a colour per region; the CTA's first profiled warp is drawn, nested regions
     as thinner bars on top of their parents, the CTA lifetime as a grey band. At most
@@ -52,11 +82,10 @@ def plot_timeline(x: LaunchData, path: str | os.PathLike, max_sms: int = 16) -> 
 
     names = sorted(set(np.unique(scope).tolist()))
     depth = _depths(names, x.scope_parents)
-    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
-    colors = {s: cmap(i % cmap.N) for i, s in enumerate(names)}
+    colors = region_colors(names)
 
     height = min(12.0, max(4.0, 1.5 + n_rows * 0.09))
-    fig, ax = plt.subplots(figsize=(14, height), dpi=150)
+    fig, ax = plt.subplots(figsize=(14, height), dpi=dpi)
     # CTA lifetimes as grey bands.
     cy = np.array([lane_of[int(c)] for c in x.cta_ids[on].tolist()], np.float64)
     ci, cp = (x.cta_init_ns[on] - origin) / 1000.0, (x.cta_prefinal_ns[on] - origin) / 1000.0
@@ -93,7 +122,7 @@ def plot_timeline(x: LaunchData, path: str | os.PathLike, max_sms: int = 16) -> 
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
-    return write_atomic(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def _lanes(x: LaunchData, on: np.ndarray) -> tuple[dict[int, int], list[tuple[int, int, int]], int]:

@@ -7,7 +7,8 @@ decoded by a pool of worker processes (``-j``; in this process with one), each l
 ``formats/traces.py``) and picture (``plot.py``) and sends back what the summary needs of it
 (``summary.launch_part``: no region instances), in launch order, a few launches ahead at
 most, so memory does not grow with the launches; ``summary.Summary`` merges them and
-``text.py`` gives the table. A merged trace is written here, as launches come back.
+``text.py`` gives the table. A merged trace is written here, as launches come back; the
+HTML page (``html.py``) last, from the summary.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ import numpy as np
 from tqdm import tqdm
 
 from proton_inject.analyze import bracket_rate, source_view
+from proton_inject.analyze import html as page
 from proton_inject.analyze.clock_sources import given_rate
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
-from proton_inject.analyze.plot import plot_timeline
+from proton_inject.analyze.plot import need_matplotlib, plot_timeline
 from proton_inject.analyze.pool import Workers, default_jobs
 from proton_inject.analyze.summary import LaunchData, Summary, launch_part
 from proton_inject.analyze.text import format_text
@@ -154,8 +156,8 @@ def _decode_one(p: str | Path, clock: tuple[str, Any] | None, raw: bool,
     return d
 
 
-# launch, rank, device, bracket MHz, kernel, the program's frame that launched it
-Facts = tuple[int, int | None, str | None, float | None, str, str | None]
+# launch, rank, device, bracket MHz, kernel, the program's frame that launched it, config
+Facts = tuple[int, int | None, str | None, float | None, str, str | None, str | None]
 
 
 def _facts(p: str | Path) -> Facts | None:
@@ -167,7 +169,8 @@ def _facts(p: str | Path) -> Facts | None:
     except UserError:
         return None
     r = bracket_rate.rate(meta.clock_bracket)
-    return meta.launch, meta.rank, meta.device, None if r is None else r.mhz, meta.kernel, meta.launched_from
+    return (meta.launch, meta.rank, meta.device, None if r is None else r.mhz, meta.kernel, meta.launched_from,
+            meta.config)
 
 
 def launch_origins(facts: Sequence[Facts | None]) -> dict[str, dict[str, int]]:
@@ -315,20 +318,21 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                gz: bool | None = None, raw: bool = False, launches: str | None = None,
                progress: bool = False, trace_format: str = "perfetto", source: bool = False,
                source_root: str | os.PathLike | None = None, jobs: int | None = None,
-               verbose: bool = False, clock: tuple[str, Any] | None = None) -> ReportResult:
+               verbose: bool = False, clock: tuple[str, Any] | None = None,
+               html: str | os.PathLike | None = None) -> ReportResult:
     """Load raw launches or traces, summarize, and optionally plot and write traces
     (``trace_format``: a name of ``formats/traces.py``). ``clock``: a clock source the user
     chose and its option's value (``clock_sources.py``; ``clock_mhz`` N is
     ``("--clock-mhz", N)``), used instead of the fit and the bracket. ``source``: each
     kernel's source lines with the regions covering them (``source_view.py``; relative source
-    paths under ``source_root``).
+    paths under ``source_root``); ``html``: write them all as one page (``html.py``) there.
 
     Raw launches are decoded by ``jobs`` worker processes (None: one per core; 1: in this
-    process), each launch once: its trace and plot are written there and only its summary
-    part comes back, so memory does not hold whole launches. ``launches`` keeps only the
-    launches whose numbers it names ("0-99,250"); ``progress`` shows a bar on stderr when it
-    is a terminal; ``verbose``: the notes whole and each launch's issues in ``details``."""
-    validate.report_options(clock_mhz, trace_dir, merge, gz, plot)
+    process), each launch once: its trace and plot are written there and only its summary part
+    comes back, so memory does not hold whole launches. ``launches`` keeps only the launches
+    whose numbers it names ("0-99,250"); ``progress``: a bar on stderr when it is a terminal;
+    ``verbose``: the notes whole and each launch's issues in ``details``."""
+    validate.report_options(clock_mhz, trace_dir, merge, gz, plot, html)
     if clock_mhz:
         clock = ("--clock-mhz", clock_mhz)
     gz = gz is not False  # traces are gzipped unless asked not to, as raw buffers are
@@ -336,9 +340,8 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     _check_jobs_and_plot(jobs, plot)
     wanted = parse_launches(launches) if launches is not None else None
     paths, traces = expand_inputs(inputs)
-    check_outputs([("input", p) for p in paths + traces],
-                  [(o, p, k) for o, p, k in (("--trace", trace_dir, "dir"), ("--plot", plot, "file"))
-                   if p is not None])
+    outs = (("--trace", trace_dir, "dir"), ("--plot", plot, "file"), ("--html", html, "file"))
+    check_outputs([("input", p) for p in paths + traces], [o for o in outs if o[1] is not None])
     # kept as strings: a Path is ~540 bytes (with its parts), 5 MiB over 10^4 launches
     raws = [os.fspath(p) for p in paths]
     del paths
@@ -346,7 +349,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                    if wanted is None or any(lo <= x.launch <= hi for lo, hi in wanted)]
     # Outputs held against other processes (formats/files.output_lock) until they are written.
     with Workers(min(jobs or default_jobs(), max(1, len(raws)))) as workers, \
-            output_locks(("--trace", trace_dir), ("--plot", plot)):
+            output_locks(("--trace", trace_dir), ("--plot", plot), ("--html", html)):
         # Each launch's metadata is read once before decoding: to select and order launches
         # and for the clock brackets of its device (``device_brackets``).
         facts = workers.map(_facts, raws)
@@ -364,6 +367,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                    merge, writer, ext, gz, None if plot is None else Path(plot),
                    raws[0] if raws else None)
         origins = launch_origins(facts)
+        pictures = _pictures(raws, facts, job, workers) if html is not None else []
         del facts
         got = _decode_all(raws, job, workers, progress, verbose)
     if raws and not got.summary.kernels and got.skipped:  # nothing decoded: the first reason is the error
@@ -375,23 +379,26 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         got.summary.add(launch_part(x))
         if verbose:
             got.details += [(x.launch, i.detail) for i in x.issues]
-    summary = got.summary.result()
-    if origins:
-        summary["launched_from"] = origins
+    summary = got.summary.result() | ({"launched_from": origins} if origins else {})
     _add_measured_perturbation(summary, raws)
-    if source:  # the source view: its own module, over the summary and the raw launches
+    if source or html is not None:  # the source view: its own module, over the summary and raws
         source_view.attach(summary, raws, source_root)
-    text = json.dumps(summary, indent=1) if as_json else format_text(summary, verbose)
-    if origins and not as_json:
-        text += "\n\n" + format_origins(origins)
-    if source and not as_json:
-        text += "\n\n" + source_view.format_source(summary)
     warn = [w for k in summary["kernels"] for w in k["warnings"]]
     warn += [_big_trace(p, b, n, merge) for p, b, n in got.traced if b > TRACE_WARN_BYTES]
     warn += got.skipped
+    got.plots += [_page(html, summary, pictures, from_traces, warn, inputs, source)] if html is not None else []
+    text = json.dumps(summary, indent=1) if as_json else _text(summary, verbose, source)
     details = [d for _, d in sorted(got.details, key=lambda ld: ld[0])]
     files = [p for p, _, _ in got.traced] + sorted(got.plots)
     return ReportResult(text=text, warnings=warn, files=files, summary=summary, details=details)
+
+
+def _text(summary: dict[str, Any], verbose: bool, source: bool) -> str:
+    """The report as text: the tables, who launched the kernels, the source view if asked."""
+    text = format_text(summary, verbose)
+    if summary.get("launched_from"):
+        text += "\n\n" + format_origins(summary["launched_from"])
+    return text + ("\n\n" + source_view.format_source(summary) if source else "")
 
 
 def _check_jobs_and_plot(jobs: int | None, plot: Any) -> None:
@@ -399,11 +406,31 @@ def _check_jobs_and_plot(jobs: int | None, plot: Any) -> None:
     if jobs is not None and jobs < 1:
         raise UserError(f"-j {jobs}: give the number of decoding processes, 1 or more")
     if plot is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError as e:
-            raise UserError("--plot needs matplotlib, which is not installed: "
-                            "pip install 'proton-inject[plot]' (or pip install matplotlib)") from e
+        need_matplotlib("--plot")
+
+
+def _pictures(raws: Sequence[str], facts: Sequence[Facts | None], job: _Job, workers: Workers
+              ) -> list[page.Picture]:
+    """The page's picture of each kernel's first raw launch, drawn in the workers."""
+    decode = partial(_decode_one, clock=job.clock, raw=job.raw, brackets=job.brackets)
+    firsts = page.first_launches(raws, facts)
+    return [p for p in workers.map(partial(page.picture_of, decode), firsts) if p is not None]
+
+
+def _page(path: str | os.PathLike, summary: dict[str, Any], pictures: list[page.Picture],
+          from_traces: Sequence[LaunchData], notices: Sequence[str], inputs: Sequence[str | os.PathLike],
+          source: bool) -> Path:
+    """Write the page (the first launch of each kernel read from a trace gets its picture
+    here); the summary keeps the source view only when ``source`` asked for it."""
+    have = {(p.kernel, p.config) for p in pictures}
+    for x in sorted(from_traces, key=lambda x: x.launch):
+        if (x.kernel, x.config) not in have:
+            have.add((x.kernel, x.config))
+            pictures.append(page.picture(x))
+    out = page.write_page(path, summary, pictures, notices, [os.fspath(i) for i in inputs])
+    for k in summary["kernels"] if not source else []:
+        del k["source"]
+    return out
 
 
 def _add_measured_perturbation(summary: dict[str, Any], raws: Sequence[str]) -> None:

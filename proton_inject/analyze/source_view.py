@@ -175,7 +175,8 @@ def _region_loc_lines(kernel: dict[str, Any]) -> dict[int, set[tuple[str, int]]]
     return out
 
 
-def _depth(scope: int, parents: dict[int, int | None]) -> int:
+def region_depth(scope: int, parents: dict[int, int | None]) -> int:
+    """How many regions ``scope`` is nested in (0: outermost)."""
     d, seen = 0, {scope}
     while (scope := parents.get(scope)) is not None and scope not in seen:
         seen.add(scope)
@@ -193,7 +194,7 @@ def kernel_source(kernel: dict[str, Any], raw: Path | None, meta: LaunchMeta | N
     parents = {r["scope"]: r.get("parent") for r in kernel["regions"]}
     present = {r["scope"] for r in kernel["regions"]}
     by_file: dict[str, dict[int, list[int]]] = {}
-    for scope in sorted(lines, key=lambda s: (_depth(s, parents), s)):
+    for scope in sorted(lines, key=lambda s: (region_depth(s, parents), s)):
         if scope not in present:
             continue  # a region with no instance in these launches
         for f, n in lines[scope]:
@@ -216,7 +217,7 @@ def kernel_source(kernel: dict[str, Any], raw: Path | None, meta: LaunchMeta | N
                  "regions": covered.get(n, [])} for n in sorted(nums)]
         files.append({"file": f, "path": str(path) if path else None, "note": why, "lines": rows})
     # (without IR the kernel region has no loc: listed, not dropped)
-    unplaced = sorted((s for s in present if not lines.get(s)), key=lambda s: (_depth(s, parents), s))
+    unplaced = sorted((s for s in present if not lines.get(s)), key=lambda s: (region_depth(s, parents), s))
     return {"ir": str(ir) if ir else None, "note": note, "files": files, "no_line": unplaced}
 
 

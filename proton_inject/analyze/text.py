@@ -217,45 +217,55 @@ def clock_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None 
     return out
 
 
+def kernel_title(k: dict[str, Any]) -> str:
+    """A kernel's heading: name and config, launches, grid, warps, CTAs, regions, wall time, clock."""
+    launches = k["launches"]
+    clk = k["clock"]
+    grid = "x".join(str(g) for g in k["grid"])
+    wall = _fmt(k["kernel_wall_ns"] / 1000, 1) + " us" + (" summed" if len(launches) > 1 else "")
+    return (f"{k['kernel']}" + (f" [{k['config']}]" if k["config"] else "") +
+            f": {len(launches)} launch{'es' if len(launches) != 1 else ''}, grid {grid}, "
+            f"{k['num_warps']} warps, {k['ctas']:,} CTAs, {k['events']:,} regions, wall "
+            f"{wall}; clock {_fmt(clk['mhz_median'])} MHz ({', '.join(clk['sources'])})")
+
+
+def kernel_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None = None) -> list[str]:
+    """The notes under a kernel's table, whole: what was sampled, what profiling cost, what was
+    lost, the clock and the record cost, the measured perturbation, what the columns mean."""
+    notes = [ranks_line(k), sampled_line(k), overhead_class(k), drop_warning(k),
+             held_iterations_note(k), *clock_notes(k, fitted)]
+    if k.get("perturbation_pct") is not None:
+        notes.append(f"measured perturbation: the records made the kernel up to "
+                     f"{k['perturbation_pct']:.2g}% slower (--measure-overhead); +-cyc and +-ns "
+                     "include that share of each region")
+    if any((r.get("uncertainty") or {}).get("cycles") is not None
+           and r["uncertainty"].get("ns") is None for r in k["regions"]):
+        notes.append("+-ns is '-': the clock that turned cycles into ns was not measured "
+                     "(see clock:), so ns carry no error bar; +-cyc still holds")
+    small = [r["name"] for r in k["regions"] if r.get("below_uncertainty")]
+    if small:
+        notes.append(f"(!) shorter than their error bar (+-cyc: what the records may still add "
+                     f"or remove): {', '.join(small[:6])}{', ...' if len(small) > 6 else ''}")
+    d = k["drops"]
+    if d["unmatched_starts"] or d["unmatched_ends"]:
+        notes.append(f"note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
+                     "records had no partner (regions cut by the buffer window, or left early)")
+    notes.append("wall = first CTA start to last CTA end, per launch; share = region time / "
+                 f"CTA time ({_fmt(k['cta_time_sum_ns'] / 1000, 1)} us: the sum over profiled "
+                 "warps of their CTA's lifetime, init to pre-final or its records' span where "
+                 "longer); nested regions overlap their parents")
+    return [n for n in notes if n]
+
+
 def format_text(summary: dict[str, Any], verbose: bool = False) -> str:
     """Human-readable tables, one per kernel; the notes under each one line (``headline``)
     unless ``verbose``."""
     out: list[str] = []
     fitted = fitted_rates(summary)
     for k in summary["kernels"]:
-        launches = k["launches"]
-        clk = k["clock"]
-        grid = "x".join(str(g) for g in k["grid"])
-        wall = _fmt(k["kernel_wall_ns"] / 1000, 1) + " us" + (" summed" if len(launches) > 1 else "")
-        title = (f"{k['kernel']}" + (f" [{k['config']}]" if k["config"] else "") +
-                 f": {len(launches)} launch{'es' if len(launches) != 1 else ''}, grid {grid}, "
-                 f"{k['num_warps']} warps, {k['ctas']:,} CTAs, {k['events']:,} regions, wall "
-                 f"{wall}; clock {_fmt(clk['mhz_median'])} MHz ({', '.join(clk['sources'])})")
-        out.append(title)
+        out.append(kernel_title(k))
         out += _table(k)
-        notes = [ranks_line(k), sampled_line(k), overhead_class(k), drop_warning(k),
-                 held_iterations_note(k), *clock_notes(k, fitted)]
-        if k.get("perturbation_pct") is not None:
-            notes.append(f"measured perturbation: the records made the kernel up to "
-                         f"{k['perturbation_pct']:.2g}% slower (--measure-overhead); +-cyc and +-ns "
-                         "include that share of each region")
-        if any((r.get("uncertainty") or {}).get("cycles") is not None
-               and r["uncertainty"].get("ns") is None for r in k["regions"]):
-            notes.append("+-ns is '-': the clock that turned cycles into ns was not measured "
-                         "(see clock:), so ns carry no error bar; +-cyc still holds")
-        small = [r["name"] for r in k["regions"] if r.get("below_uncertainty")]
-        if small:
-            notes.append(f"(!) shorter than their error bar (+-cyc: what the records may still add "
-                         f"or remove): {', '.join(small[:6])}{', ...' if len(small) > 6 else ''}")
-        d = k["drops"]
-        if d["unmatched_starts"] or d["unmatched_ends"]:
-            notes.append(f"note: {d['unmatched_starts']:,} start and {d['unmatched_ends']:,} end "
-                         "records had no partner (regions cut by the buffer window, or left early)")
-        notes.append("wall = first CTA start to last CTA end, per launch; share = region time / "
-                     f"CTA time ({_fmt(k['cta_time_sum_ns'] / 1000, 1)} us: the sum over profiled "
-                     "warps of their CTA's lifetime, init to pre-final or its records' span where "
-                     "longer); nested regions overlap their parents")
-        out += ["  " + (n if verbose else headline(n)) for n in notes if n]
+        out += ["  " + (n if verbose else headline(n)) for n in kernel_notes(k, fitted)]
         out.append("")
     return "\n".join(out)
 

@@ -394,7 +394,7 @@ def trace_event_error(path: str | Path, index: int, e: Exception) -> UserError:
 
 
 def report_options(clock_mhz: float | None, trace_dir: Any, merge: bool, gz: bool | None,
-                   plot: Any) -> None:
+                   plot: Any, html: Any = None) -> None:
     """Option combinations of `report` that would otherwise be ignored or print nonsense
     (``gz``: None when neither --gz nor --no-gz was given)."""
     if clock_mhz is not None and not (math.isfinite(clock_mhz) and clock_mhz > 0):
@@ -402,7 +402,6 @@ def report_options(clock_mhz: float | None, trace_dir: Any, merge: bool, gz: boo
     for flag, on in (("--merge", merge), ("--gz", gz is True), ("--no-gz", gz is False)):
         if on and trace_dir is None:
             raise UserError(f"{flag} only applies to --trace DIR; add --trace DIR or drop {flag}")
-    if plot is not None:
-        p = Path(plot)
-        if p.suffix.lower() != ".png":
-            raise UserError(f"--plot {plot}: must name a .png file, e.g. --plot timeline.png")
+    for opt, path, example in (("--plot", plot, "timeline.png"), ("--html", html, "report.html")):
+        if path is not None and Path(path).suffix.lower() != Path(example).suffix:
+            raise UserError(f"{opt} {path}: must name a {Path(example).suffix} file, e.g. {opt} {example}")
