@@ -37,7 +37,7 @@ from proton_inject.formats.schema import loads_json, read_text, read_ttgir
 from proton_inject.instrument.insert import InsertResult, insert_text
 from proton_inject.instrument.rules import Rules, rules_from_manifest, rules_from_table
 from proton_inject.lower.inline import inline_callees
-from proton_inject.lower.proton import caller_local, lowering_skipped, skipping
+from proton_inject.lower.proton import Lowered, caller_local, lowering_skipped, skipping, take_decision
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 # Why a kernel is built plain: its instrumented build failed earlier in this session (a reason
@@ -60,6 +60,9 @@ class CompiledKernel:
     scope_parents: list[tuple[int, int]] = field(default_factory=list)
     scope_locs: dict[int, str] = field(default_factory=dict)
     cached: bool = False  # taken from the tool's build cache, built by an earlier session
+    # How the lowering lowered it, decided while it compiled (None for a build from the cache:
+    # then worked out again from its IR, as the lowering would).
+    lowered: Lowered | None = None
 
 
 def _kernel_info(src: Any, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -301,7 +304,12 @@ class CompileHook:
                 with lowering_skipped():
                     return make_llir(mod, metadata)
             try:
-                return make_llir(mod, metadata)
+                take_decision()  # (none left over from another compile on this thread)
+                out = make_llir(mod, metadata)
+                ck = self.compiled.get(str(metadata.get("hash", "")))
+                if ck is not None:
+                    ck.lowered = take_decision()
+                return out
             except Exception as e:
                 ck = self.compiled.get(str(metadata.get("hash", "")))
                 name = ck.name if ck else "?"

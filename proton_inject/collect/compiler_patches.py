@@ -123,6 +123,9 @@ class CompilerPatches:
     def _resolved(self, ck: Any, max_shared: int | None = None) -> LoweringOptions:
         """The options as the lowering resolved them for this instrumented build (its warps,
         buffer type and size); the options as given if its TTGIR is not at hand."""
+        c = self.hook.compiled.get(str(getattr(ck.metadata, "hash", "")))
+        if c is not None and c.lowered is not None and max_shared in (None, self._max_shared):
+            return c.lowered.options
         try:
             return self.options.for_kernel(ck.asm["ttgir"], max_shared or self._max_shared)
         except Exception:  # advice and checks only: fall back to the options as given

@@ -154,6 +154,12 @@ class RawSink:
         if key not in cache:
             path = self._ir_path(rec)
             text = path.read_text(encoding="latin-1") if path else ""
+            c = self.hook.compiled.get(rec.compile_hash)
+            lowered = c.lowered if c is not None else None
+            if lowered is not None:  # what the lowering decided as it compiled the kernel
+                opts, table, loops = lowered.options, lowered.direct_records, lowered.direct_loops
+                cache[key] = (opts, sampled_ctas(text), table, loops)
+                return cache[key]
             opts = self.options.for_kernel(text, self._max_shared)
             if opts.buffer_type == "direct":
                 o = self.options

@@ -11,7 +11,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proton_inject.lower.options import (
@@ -35,6 +35,27 @@ def caller_local(name: str, depth: int, accept: Callable[[Any, dict], bool]) -> 
             return value
         f = f.f_back
     return None
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """How the lowering lowered one module's records, decided once, while it compiles: the
+    options as resolved for that module (buffer type, recording warps, buffer size) and, where
+    ``direct.py`` lowered them, its record and loop tables (what the decoder needs)."""
+
+    options: LoweringOptions
+    direct_records: list[list[int]] | None = None
+    direct_loops: list[list[int]] | None = None
+
+
+_decided = threading.local()
+
+
+def take_decision() -> Lowered | None:
+    """The lowering decision of the last module lowered on this thread, once (then None)."""
+    d = getattr(_decided, "last", None)
+    _decided.last = None
+    return d
 
 
 class ProtonLowering:
@@ -79,6 +100,8 @@ class ProtonLowering:
                     f.write(lowered)
                 out = ir.parse_mlir_module(path, mod.context)
             out.context = mod.context
+            _decided.last = Lowered(o, direct.record_table(text, o.buffer_size, o.sample_iterations),
+                                    direct.loop_table(text, o.buffer_size, o.sample_iterations) or None)
             return out
         except Exception:  # noqa: BLE001 - Proton's lowering is the fallback
             return mod
@@ -99,6 +122,8 @@ class ProtonLowering:
                 if o.buffer_type == "direct":  # direct_module failed: Proton's global buffer
                     o = replace(self.options, buffer_type="global").for_kernel(
                         str(mod), self.max_shared, hip=False)
+            if getattr(_decided, "last", None) is None or _decided.last.direct_records is None:
+                _decided.last = Lowered(o)
             warps = o.selected
             sampling = (
                 proton.SAMPLING_STRATEGY.SELECTIVE if warps else proton.SAMPLING_STRATEGY.NONE

@@ -57,3 +57,4 @@ def test_bad_spec_on_the_command_line_is_one_line_exit_2(tmp_path):
     p = run_cli(["profile", "--keep-launches", "every=often", "-o", "o", "--", "python", "-c", "pass"],
                 cwd=tmp_path, code=2)
     assert "--keep-launches 'every=often'" in p.stderr and "Traceback" not in p.stderr
+
