@@ -199,6 +199,7 @@ def nothing_compared(data: dict[str, Any]) -> str | None:
     """Why nothing was compared, when no region ran in both runs, else None."""
     if any(k["regions"] for k in data["kernels"]):
         return None
+
     def names(side: str) -> str:
         got = sorted({k["kernel"] for k in data[f"kernels_only_{side}"]}
                      | {k["kernel"] for k in data["kernels"] if k[f"only_{side}"]})
