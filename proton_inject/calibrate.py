@@ -21,7 +21,9 @@ import numpy as np
 
 from proton_inject.errors import UserError
 from proton_inject.formats.calibration import store
+from proton_inject.formats.raw import BufferType
 from proton_inject.formats.region_kinds import scope_kinds_of
+from proton_inject.lower.options import AUTO
 
 LOOP_ITERATIONS = 256  # of the calibration loop
 
@@ -61,12 +63,12 @@ def variants(options: Any, hip: bool = False) -> list[Any]:
     from dataclasses import replace
 
     types = [options.buffer_type]
-    if options.buffer_type == "auto":
-        types = ["shared"] if hip else ["shared", "global", "direct"]
+    if options.buffer_type == AUTO:
+        types = [BufferType.SHARED] if hip else list(BufferType)
     warps = [(0,), "all"] if options.warps == "first" else [options.warps]
     # "direct" lowers only records that warp 0 alone writes (others fall back to "global").
     return [replace(options, buffer_type=t, warps=w) for t in types for w in warps
-            if t != "direct" or w == (0,)]
+            if t != BufferType.DIRECT or w == (0,)]
 
 
 def describe(options: Any) -> str:
@@ -162,7 +164,7 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
     got = cost_from(decoded[1:] or decoded, plain[2:] if len(decoded) > 1 else plain[1:])
     got["device"] = name
     if save:
-        if options.buffer_type == "auto" or options.warps == "first":
+        if options.buffer_type == AUTO or options.warps == "first":
             raise ValueError("calibrate.measure: resolve the options first (calibrate.variants)")
         store(name, got["cycles"], options.clock, options.buffer_type, options.sched_stores,
               {k: v for k, v in got.items() if k != "cycles"}, selective=options.selected is not None)

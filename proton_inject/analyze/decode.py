@@ -51,7 +51,7 @@ from proton_inject.analyze.issues import add_issue
 from proton_inject.errors import UserError
 from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.proton_layout import HEADER_WORDS, PREAMBLE, RECORD_BYTES
-from proton_inject.formats.raw import LaunchMeta, _as_bytes
+from proton_inject.formats.raw import BufferType, LaunchMeta, _as_bytes
 
 # CTAs of one launch start within this of each other (else their timer words are damaged).
 MAX_LAUNCH_NS = 100 * 10**9
@@ -209,12 +209,12 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     warn: list[Issue] = []
     where = f"launch {meta.label}"
     lost = None  # direct: records of loop iterations past what the block keeps
-    if meta.buffer_type == "direct":
+    if meta.buffer_type == BufferType.DIRECT:
         buffer, meta, lost = expand_direct(buffer, meta, where)
     b = _read_blocks(buffer, meta, where, warn)
     r = _read_records(b, meta, where, warn, given[1] if given else None)
     si, ei, unmatched_starts, unmatched_ends = _pair(r, where, warn)
-    direct = meta.buffer_type == "direct"
+    direct = meta.buffer_type == BufferType.DIRECT
     fit = _fit(b, r, direct, meta, given, where, warn, device_bracket)
     ev = _events(b, r, si, ei, fit, record_cost)
 

@@ -19,7 +19,7 @@ from proton_inject.formats.direct_layout import (
     loop_bytes_needed,
 )
 from proton_inject.formats.proton_layout import HEADER_WORDS, PREAMBLE
-from proton_inject.formats.raw import LaunchMeta, _as_bytes
+from proton_inject.formats.raw import BufferType, LaunchMeta, _as_bytes
 
 
 def expand_direct(buffer: Any, meta: LaunchMeta, where: str
@@ -39,7 +39,7 @@ def expand_direct(buffer: Any, meta: LaunchMeta, where: str
     if size != meta.bytes_per_cta and raw.size >= 4 and int(raw[:4].view("<u4")[0]) == PREAMBLE:
         # Proton's own layout: the direct lowering failed and Proton's passes lowered the
         # records instead (lowering.ProtonLowering.direct_module falls back to them).
-        return raw, replace(meta, buffer_type="global", direct_records=None, direct_loops=None), None
+        return raw, replace(meta, buffer_type=BufferType.GLOBAL, direct_records=None, direct_loops=None), None
     if size is None or size != meta.bytes_per_cta:
         raise UserError(
             f"{where}: buffer_type 'direct' with {len(rows)} record slots needs bytes_per_cta="
@@ -77,7 +77,7 @@ def expand_direct(buffer: Any, meta: LaunchMeta, where: str
     out[:, head::2] = np.where(filled, tag[order], 0)
     out[:, head + 1::2] = np.where(filled, np.take_along_axis(blocks[:, word], order, axis=1), 0)
     meta = replace(meta, bytes_per_cta=4 * out.shape[1], buffer_size=8 * n, clock_bits=32,
-                   sampled_warps=[0], buffer_type="direct")
+                   sampled_warps=[0], buffer_type=BufferType.DIRECT)
     lost = None
     if loops:
         over = np.maximum(counts - caps, 0) * np.asarray([len(m) for m in members], np.int64)

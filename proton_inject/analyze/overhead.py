@@ -11,6 +11,7 @@ from importlib.resources import files
 from typing import Any
 
 from proton_inject.formats import region_kinds
+from proton_inject.formats.raw import BufferType
 
 # The measurements, with where and how each was made: proton_inject/data/measured.json.
 _MEASURED = json.loads(files("proton_inject").joinpath("data/measured.json").read_text())
@@ -47,9 +48,9 @@ def overhead_class(k: dict[str, Any]) -> str:
     who = "every warp" if not warps else "one warp" if len(warps) == 1 else f"{len(warps)} warps"
     drops = k.get("drops") or {}
     size = drops.get("buffer_size") or 0
-    if drops.get("buffer_type") == "direct":
+    if drops.get("buffer_type") == BufferType.DIRECT:
         buf = DIRECT
-    elif drops.get("buffer_type") == "global":
+    elif drops.get("buffer_type") == BufferType.GLOBAL:
         buf = GLOBAL
     else:
         buf = SHARED_SMALL if 0 < size <= 1024 else SHARED_BIG

@@ -9,6 +9,7 @@ from typing import Any
 from proton_inject.analyze.clock_sources import GIVEN, MEASURED, meaning
 from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES, overhead_class
 from proton_inject.formats.diagnostics import headline
+from proton_inject.formats.raw import BufferType
 
 # ... and said in the text when more than this share of CTAs is (a few are timer noise).
 OVERLONG_SHARE = 0.05
@@ -56,7 +57,7 @@ def drop_warning(k: dict[str, Any]) -> str | None:
         return None
     pct = 100.0 * d["records_dropped"] / max(1, d["records_written"])
     need = d["needed_buffer_size"]
-    if d.get("buffer_type") == "direct":
+    if d.get("buffer_type") == BufferType.DIRECT:
         return (f"WARNING: {d['records_dropped']:,} of {d['records_written']:,} records ({pct:.1f}%) "
                 f"were not kept: in {d['ctas_with_drops']:,} CTAs a loop ran more iterations than "
                 "it keeps, so only its first iterations have regions. "
@@ -69,7 +70,7 @@ def drop_warning(k: dict[str, Any]) -> str | None:
         f"{d['ctas_with_drops']:,} CTAs, so the oldest regions are missing. --buffer-size {need} "
         f"({per_warp} bytes per warp)"
     )
-    if d.get("buffer_type") == "global":
+    if d.get("buffer_type") == BufferType.GLOBAL:
         return f"{head} with --buffer-type global would have held them all."
     return (
         f"{head} would have held them all, if the kernel leaves that much shared memory free "

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,15 @@ RAW_FORMAT = "proton-inject-raw"
 RAW_VERSION = 1
 
 
+class BufferType(StrEnum):
+    """Where a launch's records lived during the run: Proton's shared-memory buffer (copied
+    out at the end), its global-memory buffer, or our direct lowering's block per CTA."""
+
+    SHARED = "shared"
+    GLOBAL = "global"
+    DIRECT = "direct"
+
+
 @dataclass
 class LaunchMeta:
     """What the decoder must know about one instrumented launch besides its raw bytes."""
@@ -58,7 +68,7 @@ class LaunchMeta:
     granularity: str = "warp"
     sampled_warps: list[int] | None = None
     sample_ctas: int = 1  # records were written in every Nth CTA only (insert --sample-ctas)
-    buffer_type: str = "shared"  # where records lived during the run; same layout either way
+    buffer_type: BufferType = BufferType.SHARED  # where records lived during the run
     config: str | None = None
     launch: int = 0
     device: str | None = None
@@ -393,7 +403,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
     if clock_bits not in (32, 64):
         raise bad("clock_bits", "32 or 64")
     buffer_type = str_field("buffer_type", "shared")
-    if buffer_type not in ("shared", "global", "direct"):
+    if buffer_type not in tuple(BufferType):
         raise bad("buffer_type", "'shared', 'global' or 'direct'")
     _check_optional(d, bad)
     _check_direct(d, buffer_type, need, bad)
@@ -413,7 +423,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         hash=str_field("hash", ""),
         buffer_size=int_field("buffer_size", 0, MAX_BYTES_PER_CTA, None),
         clock_bits=clock_bits, granularity=str_field("granularity", "warp"),
-        sampled_warps=None if sampled is None else list(sampled), buffer_type=buffer_type,
+        sampled_warps=None if sampled is None else list(sampled), buffer_type=BufferType(buffer_type),
         sample_ctas=int_field("sample_ctas", 1, 2**31 - 1, 1),
         config=config, launch=int_field("launch", 0, 10**12, 0), device=device,
         sm_clock_mhz=float(mhz) if mhz else None, rank=int_field("rank", 0, 1 << 20, None),
@@ -469,10 +479,10 @@ def _check_direct(d: dict[str, Any], buffer_type: str, need: Callable[[str], Any
     """The record and loop tables of a direct-lowering launch, absent from any other."""
     table, loops = d.get("direct_records"), d.get("direct_loops")
     for key, v in (("direct_records", table), ("direct_loops", loops)):
-        if v is not None and buffer_type != "direct":
+        if v is not None and buffer_type != BufferType.DIRECT:
             raise bad(key, f"absent: it belongs to a launch with buffer_type 'direct', not "
                            f"{buffer_type!r}")
-    if buffer_type == "direct" or table is not None:
+    if buffer_type == BufferType.DIRECT or table is not None:
         need("direct_records")
         if not (isinstance(loops, list | None) and all(
                 isinstance(x, list) and len(x) in (2, 3) and all(is_int(v) for v in x)

@@ -24,6 +24,7 @@ from typing import Any
 
 from proton_inject.errors import UserError
 from proton_inject.formats.files import find_ttgir, write_atomic
+from proton_inject.formats.raw import BufferType
 from proton_inject.formats.schema import read_ttgir
 from proton_inject.lower.options import (
     LoweringOptions,
@@ -235,7 +236,7 @@ def _new_report(path: str, text: str, gpu_target, options: LoweringOptions
             f"--granularity {options.granularity}: Triton 3.6's NVIDIA Proton lowering supports "
             "warp granularity only ('granularity must be warp for now'); use --granularity warp"
         )
-    elif gpu_target.backend == "hip" and options.buffer_type == "global":
+    elif gpu_target.backend == "hip" and options.buffer_type == BufferType.GLOBAL:
         report.error = (
             "--buffer-type global: Triton 3.6's AMD Proton lowering does not implement record "
             "stores to global memory (LLVM ERROR: unimplemented); use --buffer-type shared"
@@ -291,14 +292,14 @@ def _read_build(report: CheckReport, compiled, text: str, options: LoweringOptio
     report.shared_bytes = int(md.shared or 0)
     binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
     report.binary_bytes = len(binary)
-    if report.profile_scratch_bytes and options.buffer_type == "direct":
+    if report.profile_scratch_bytes and options.buffer_type == BufferType.DIRECT:
         from proton_inject.lower import direct
 
         report.buffer_bytes = direct.data_bytes(text, options.buffer_size,
                                                 options.sample_iterations)
         report.records_per_warp = report.buffer_bytes // 4
     elif report.profile_scratch_bytes:
-        if options.buffer_type == "global":
+        if options.buffer_type == BufferType.GLOBAL:
             b = _global_buffer(report.profile_scratch_bytes, report.num_warps, options)
         else:
             b = record_buffer_share(
@@ -495,10 +496,10 @@ def format_report(r: CheckReport) -> str:
         elif r.persistent:
             lines.append("     recording warps: every warp (a persistent kernel: its CTAs loop "
                          "over tiles; --warps 0: one)")
-        if r.profile_scratch_bytes and r.buffer_type in ("global", "direct"):
+        if r.profile_scratch_bytes and r.buffer_type in (BufferType.GLOBAL, BufferType.DIRECT):
             records = (
                 f" ({r.buffer_bytes} B of records, "
-                + (f"{r.records_per_warp} clock slots)" if r.buffer_type == "direct" else
+                + (f"{r.records_per_warp} clock slots)" if r.buffer_type == BufferType.DIRECT else
                    f"{r.records_per_warp} records/warp)")
                 if r.buffer_bytes is not None
                 else ""
@@ -511,7 +512,7 @@ def format_report(r: CheckReport) -> str:
                 f"     records in global memory: profile scratch {r.profile_scratch_bytes} B/CTA"
                 f"{records}" + (
                     "; stored by warp 0's first thread, no per-CTA set-up (--buffer-type direct)"
-                    if r.buffer_type == "direct" else "")
+                    if r.buffer_type == BufferType.DIRECT else "")
             )
         elif r.profile_scratch_bytes:
             if r.buffer_bytes is not None:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from proton_inject.errors import UserError
+from proton_inject.formats.raw import BufferType
 from proton_inject.lower.probes import _HIP_TARGET, first_warps, is_persistent, num_warps_of, records_per_warp_bound
 
 # The pass computes the real scratch size itself; a size hint of 1 byte and 128-byte alignment
@@ -46,7 +47,8 @@ GRANULARITIES = ("warp", "warp-group")
 # scratch at the end, or the profile scratch itself (global memory, no shared-memory cap);
 # "direct" is global memory written by our own lowering (``direct.py``: no per-CTA set-up, for
 # records that each run once, by warp 0); "auto" picks one per kernel (``for_kernel``).
-BUFFER_TYPES = ("auto", "shared", "global", "direct")
+AUTO = "auto"  # --buffer-type auto: chosen per kernel (``for_kernel``)
+BUFFER_TYPES = (AUTO, *BufferType)
 
 # Largest shared memory one CTA may use (opt-in), per target, for compiles without a GPU.
 # The runtime asks the device instead.
@@ -142,14 +144,14 @@ class LoweringOptions:
         if self.buffer_size and not 0 < self.buffer_size <= MAX_BUFFER_SIZE:
             raise UserError(f"--buffer-size {self.buffer_size}: must be 1 to {MAX_BUFFER_SIZE} bytes "
                             "(1 GiB) per CTA, e.g. 65536: Proton's lowering takes it as a 32-bit int")
-        if self.buffer_size and self.buffer_type != "direct":
+        if self.buffer_size and self.buffer_type != BufferType.DIRECT:
             explicit = not isinstance(self.warps, str)
             _check_buffer_size(self.buffer_size, len(self.warps) if explicit else None)
 
     @property
     def in_global_memory(self) -> bool:
         """Whether records go to global memory as the kernel runs (no shared-memory buffer)."""
-        return self.buffer_type in ("global", "direct")
+        return self.buffer_type in (BufferType.GLOBAL, BufferType.DIRECT)
 
     @property
     def selected(self) -> tuple[int, ...] | None:
@@ -185,19 +187,19 @@ class LoweringOptions:
             # (``direct.data_bytes`` tells the block it gives), so resolving twice is harmless.
             if (not hip and warps not in ("all", None) and tuple(warps) == (0,)
                     and direct.eligible(text, self.buffer_size, self.sample_iterations) is None):
-                return replace(self, warps=(0,), buffer_type="direct", auto_size=False)
+                return replace(self, warps=(0,), buffer_type=BufferType.DIRECT, auto_size=False)
             # Records that each run once per warp cost less written straight to global memory
             # than copied out of a shared buffer at the end (H100: layer norm 1.051 -> 1.018,
             # attention 1.021 -> 1.004); records inside loops cost less in shared memory
             # (layer norm, every iteration: 1.18 vs 1.25). AMD's lowering has no global stores.
             bounded = "proton.record" in text and records_per_warp_bound(text) is not None
-            btype = "global" if bounded and not hip else "shared"
+            btype = BufferType.GLOBAL if bounded and not hip else BufferType.SHARED
         size = self.buffer_size
         resolved = replace(self, warps=warps, buffer_type=btype, buffer_size=0, auto_size=False)
         # A size given explicitly wins. Records put in global memory because each runs once
         # per warp are sized to them even without --buffer-size auto, never to global's 16 KiB
         # per warp (a GiB of scratch for a grid of 65,536 CTAs).
-        chosen_global = self.buffer_type in ("auto", "direct") and btype == "global"
+        chosen_global = self.buffer_type in (AUTO, BufferType.DIRECT) and btype == BufferType.GLOBAL
         if not size and (self.auto_size or chosen_global):
             size = auto_buffer_bytes(text, resolved) or _per_warp_share(text, resolved, max_shared)
         if size and resolved.selected:  # Proton needs a power of two per recording warp
@@ -293,7 +295,7 @@ def profile_buffer_bytes(
     ``buffer_size``. Global: ``buffer_size``, or 16 KiB per segment; shared memory plays no part.
     """
     segments = options.segments(num_warps)
-    if options.buffer_type == "global":
+    if options.buffer_type == BufferType.GLOBAL:
         if options.buffer_size:
             return -(-options.buffer_size // BYTES_PER_RECORD) * BYTES_PER_RECORD
         return GLOBAL_DEFAULT_SEGMENT_BYTES * segments
@@ -316,7 +318,7 @@ def shared_buffer_bytes(
     max_shared: int, kernel_shared: int, num_warps: int, options: LoweringOptions
 ) -> int:
     """Shared memory per CTA the record buffer adds to the kernel's (0 for a global buffer)."""
-    if options.buffer_type == "global":
+    if options.buffer_type == BufferType.GLOBAL:
         return 0
     return profile_buffer_bytes(max_shared, kernel_shared, num_warps, options)
 
@@ -349,7 +351,7 @@ def _per_warp_share(text: str, options: LoweringOptions, max_shared: int | None)
     default) otherwise, and for warp-specialized kernels."""
     num_warps = num_warps_of(text)
     chosen = options.selected
-    if (num_warps is None or not chosen or options.buffer_type != "shared"
+    if (num_warps is None or not chosen or options.buffer_type != BufferType.SHARED
             or "ttg.warp_specialize" in text or len(chosen) >= num_warps):
         return 0
     every = replace(options, warps="all")

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from proton_inject.formats.raw import BufferType
 from proton_inject.lower.options import (
     PROFILE_SCRATCH_ALIGNMENT,
     PROFILE_SCRATCH_SIZE_HINT,
@@ -87,7 +88,7 @@ class ProtonLowering:
             if "proton.record" not in text:
                 return mod
             o = self.options.for_kernel(text, self.max_shared, hip=False)
-            if o.buffer_type != "direct":
+            if o.buffer_type != BufferType.DIRECT:
                 return mod
             from triton._C.libtriton import ir
 
@@ -118,9 +119,9 @@ class ProtonLowering:
                 # The backend's make_llir, which calls this, holds the module as ``mod``.
                 mod = caller_local("mod", 3, lambda m, _: hasattr(m, "get_entry_func_name"))
                 o = (o.for_kernel(str(mod), self.max_shared, hip=self.backend == "amd")
-                     if mod is not None else replace(o, auto_size=False, buffer_type="shared"))
-                if o.buffer_type == "direct":  # direct_module failed: Proton's global buffer
-                    o = replace(self.options, buffer_type="global").for_kernel(
+                     if mod is not None else replace(o, auto_size=False, buffer_type=BufferType.SHARED))
+                if o.buffer_type == BufferType.DIRECT:  # direct_module failed: Proton's global buffer
+                    o = replace(self.options, buffer_type=BufferType.GLOBAL).for_kernel(
                         str(mod), self.max_shared, hip=False)
             if getattr(_decided, "last", None) is None or _decided.last.direct_records is None:
                 _decided.last = Lowered(o)
@@ -141,7 +142,7 @@ class ProtonLowering:
                 granularity,
                 proton.BUFFER_STRATEGY.CIRCULAR,
                 proton.BUFFER_TYPE.GLOBAL
-                if o.buffer_type == "global"
+                if o.buffer_type == BufferType.GLOBAL
                 else proton.BUFFER_TYPE.SHARED,
                 o.buffer_size,
                 self.max_shared,
