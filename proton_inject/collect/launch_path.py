@@ -53,6 +53,8 @@ class KernelLauncher:
         return self.path.launch(self, gx, gy, gz, stream, function, args)
 
     def __getattr__(self, name: str) -> Any:  # the launcher's own attributes, as before
+        if name in KernelLauncher.__slots__:  # (not set yet: a copy being made)
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
 
