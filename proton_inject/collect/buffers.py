@@ -1,5 +1,5 @@
-"""Profile buffers: device memory for kept launches, throw-away buffers for the rest, pinned host
-copies; allocated so no library and no CUDA-graph pool sees them."""
+"""Profile buffers: pooled device memory for kept launches, throw-away buffers for the rest, a
+pinned ring for their copies; allocated so no library and no CUDA-graph pool sees them."""
 
 from __future__ import annotations
 
@@ -225,9 +225,9 @@ def _pinned(nbytes: int) -> Any:
 
 
 class Buffers:
-    """Profile buffers: allocated for each kept launch on the program's stream (through paths no
-    library re-routes), zeroed, bracketed by the clock kernel; throw-away ones for launches not
-    kept."""
+    """A kept launch's buffer from the pool (zeroed; a fresh one zeroed through the driver on
+    the program's stream, which no library re-routes), now and then bracketed by the clock
+    kernel; the profile allocator Triton asks on every other launch of an instrumented build."""
 
     def _compile_brackets(self) -> None:
         """The clock-bracket kernel for every device, built before any hook is installed (so

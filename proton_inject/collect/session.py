@@ -1,12 +1,13 @@
-"""Run a program with instrumented kernels and collect one profile buffer per launch.
+"""Run a program with instrumented kernels and collect the profile buffers of the launches kept.
 
 A ``Session`` sets up, for the code it runs: a compile hook that instruments each kernel as it
 compiles (from rules, or from an instrumented tree by kernel, hash and config), a private
-compile cache, the Proton lowering (``lower.proton.installed``), a profile allocator that
-hands each kept launch a zeroed buffer, and launch hooks that tie each buffer to its launch.
-Buffers are copied to pinned host memory as kernels finish; when the program ends, however
-it ends, the raw launches (``formats/raw.py``) and run.json are written under ``out/``.
-``api.py`` then analyzes them. Everything it changes is undone through ``Patches``.
+compile cache, the Proton lowering (``lower.proton.installed``), and the launch path
+(``launch_path.py``): each instrumented build's launcher wrapped as it loads, launches kept by
+the ``KeepPolicy``, a pooled zeroed buffer for each kept one (``BufferPool``), its copy into a
+pinned ring (``HostRing``) landed and written by the ``RawWriter``. When the program ends,
+however it ends, the raw launches (``formats/raw.py``) and run.json are written under
+``out/``; ``api.py`` then analyzes them. Everything it changes is undone through ``Patches``.
 """
 
 from __future__ import annotations
