@@ -380,6 +380,9 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         if verbose:
             got.details += [(x.launch, i.detail) for i in x.issues]
     summary = got.summary.result() | ({"launched_from": origins} if origins else {})
+    counts = run_index.launch_counts(run_index.index_files_of(raws))
+    if counts:  # (runs before launches were counted: none)
+        summary["launch_counts"] = counts
     _add_measured_perturbation(summary, raws)
     if source or html is not None:  # the source view: its own module, over the summary and raws
         source_view.attach(summary, raws, source_root)
@@ -396,6 +399,9 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
 def _text(summary: dict[str, Any], verbose: bool, source: bool) -> str:
     """The report as text: the tables, who launched the kernels, the source view if asked."""
     text = format_text(summary, verbose)
+    if summary.get("launch_counts"):
+        text += "\n\nlaunches (all counted, some kept):\n" + "\n".join(
+            f"  {k}: {c['ran']:,} ran, {c['kept']:,} kept" for k, c in summary["launch_counts"].items())
     if summary.get("launched_from"):
         text += "\n\n" + format_origins(summary["launched_from"])
     return text + ("\n\n" + source_view.format_source(summary) if source else "")

@@ -131,3 +131,21 @@ def read_indexes(files: Iterable[Path], holding: str = "") -> Iterator[dict]:
             continue
         if isinstance(doc, dict):
             yield doc
+
+
+def launch_counts(index_files: Iterable[Path]) -> dict[str, dict[str, int]]:
+    """Per kernel, over the runs' index files (ranks add up): launches that ran while the
+    session was on (``launch_counts``) and launches kept; only runs that counted them."""
+    out: dict[str, dict[str, int]] = {}
+    for d in read_indexes(index_files, '"launch_counts"'):
+        ran, launches = d.get("launch_counts"), d.get("launches")
+        if not isinstance(ran, dict) or not isinstance(launches, list):
+            continue
+        for kernel, n in ran.items():
+            if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+                row = out.setdefault(str(kernel), {"ran": 0, "kept": 0})
+                row["ran"] += n
+        for x in launches:
+            if isinstance(x, dict) and x.get("kernel") in out and not x.get("tuning"):
+                out[x["kernel"]]["kept"] += 1
+    return dict(sorted(out.items()))
