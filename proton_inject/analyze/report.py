@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from proton_inject.analyze import bracket_rate, source_view
+from proton_inject.analyze import bracket_rate, launch_origins, source_view
 from proton_inject.analyze import html as page
 from proton_inject.analyze.clock_sources import given_rate
 from proton_inject.analyze.decode import Decoded, decode
@@ -171,25 +171,6 @@ def _facts(p: str | Path) -> Facts | None:
     r = bracket_rate.rate(meta.clock_bracket)
     return (meta.launch, meta.rank, meta.device, None if r is None else r.mhz, meta.kernel, meta.launched_from,
             meta.config)
-
-
-def launch_origins(facts: Sequence[Facts | None]) -> dict[str, dict[str, int]]:
-    """Per kernel: the program's frames that launched its kept launches and how many each
-    (launches recorded without one are left out)."""
-    out: dict[str, dict[str, int]] = {}
-    for f in facts:
-        if f is not None and f[5] is not None:
-            sites = out.setdefault(f[4], {})
-            sites[f[5]] = sites.get(f[5], 0) + 1
-    return {k: dict(sorted(v.items(), key=lambda kv: -kv[1])) for k, v in sorted(out.items())}
-
-
-def format_origins(origins: dict[str, dict[str, int]]) -> str:
-    """Who launched each kernel, a line a call site."""
-    lines = ["launched from (the program's own frame; kept launches):"]
-    for kernel, sites in origins.items():
-        lines += [f"  {kernel}: {site} x{n}" for site, n in sites.items()]
-    return "\n".join(lines)
 
 
 def device_brackets(facts: Sequence[Facts | None]) -> dict[tuple[int | None, str | None], tuple[float, int]]:
@@ -366,7 +347,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         job = _Job(clock, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
                    merge, writer, ext, gz, None if plot is None else Path(plot),
                    raws[0] if raws else None)
-        origins = launch_origins(facts)
+        origins = launch_origins.by_kernel(f[4:6] for f in facts if f is not None)
         pictures = _pictures(raws, facts, job, workers) if html is not None else []
         del facts
         got = _decode_all(raws, job, workers, progress, verbose)
@@ -379,10 +360,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         got.summary.add(launch_part(x))
         if verbose:
             got.details += [(x.launch, i.detail) for i in x.issues]
-    summary = got.summary.result() | ({"launched_from": origins} if origins else {})
-    counts = run_index.launch_counts(run_index.index_files_of(raws))
-    if counts:  # (runs before launches were counted: none)
-        summary["launch_counts"] = counts
+    summary = launch_origins.attach(got.summary.result(), origins, raws)
     _add_measured_perturbation(summary, raws)
     if source or html is not None:  # the source view: its own module, over the summary and raws
         source_view.attach(summary, raws, source_root)
@@ -399,11 +377,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
 def _text(summary: dict[str, Any], verbose: bool, source: bool) -> str:
     """The report as text: the tables, who launched the kernels, the source view if asked."""
     text = format_text(summary, verbose)
-    if summary.get("launch_counts"):
-        text += "\n\nlaunches (all counted, some kept):\n" + "\n".join(
-            f"  {k}: {c['ran']:,} ran, {c['kept']:,} kept" for k, c in summary["launch_counts"].items())
-    if summary.get("launched_from"):
-        text += "\n\n" + format_origins(summary["launched_from"])
+    text += launch_origins.format_launches(summary)
     return text + ("\n\n" + source_view.format_source(summary) if source else "")
 
 

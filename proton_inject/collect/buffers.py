@@ -10,7 +10,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from proton_inject.collect import bracket, device_ops
+from proton_inject.collect.keep_policy import KeepPolicy
+from proton_inject.collect.launch_path import LaunchPath
 from proton_inject.collect.launches import _Pending
+from proton_inject.collect.raw_writer import RawWriter
 from proton_inject.formats import clock_bracket
 
 # How often a kept launch gets its own clock bracket, at most, on one device (seconds).
@@ -228,6 +231,24 @@ class Buffers:
     """A kept launch's buffer from the pool (zeroed; a fresh one zeroed through the driver on
     the program's stream, which no library re-routes), now and then bracketed by the clock
     kernel; the profile allocator Triton asks on every other launch of an instrumented build."""
+
+    def _init_launch_side(self, keep: Any, max_launches: int | None) -> None:
+        """The launch side's parts: which launches are kept (``keep``: a ``KeepPolicy`` or its
+        --keep-launches text, bounded by --max-launches), the launch path that keeps them, the
+        pool of their buffers, the ring of their copies and the writer that saves them."""
+        if isinstance(keep, str):
+            keep = KeepPolicy.parse(keep)
+        self.keep_policy = (keep or KeepPolicy()).with_total(max_launches)
+        self.launch_path = LaunchPath(self, self.keep_policy, "past --max-launches" if max_launches
+                                      is not None else "past --keep-launches max")
+        self.pool = BufferPool(self.max_pending)
+        self.writer = RawWriter(self._land, self._save, self.max_pending, self._writer_error)
+        self.host_ring = HostRing(min(self.max_pending, 32 << 20), self.writer.wake)
+        self._copy_lock = threading.Lock()
+        self._discard = _DiscardBuffers()  # for launches not kept
+        self._last_bracket: dict[int, float] = {}  # device -> when its last bracket ran
+        self._streams: dict[int, Any] = {}
+        self._copy_streams: dict[int, Any] = {}
 
     def _compile_brackets(self) -> None:
         """The clock-bracket kernel for every device, built before any hook is installed (so

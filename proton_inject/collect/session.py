@@ -24,18 +24,16 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from proton_inject.collect.buffers import BufferPool, Buffers, HostRing, _DiscardBuffers, after_session
+from proton_inject.collect.buffers import Buffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.compiler_patches import CompilerPatches
 from proton_inject.collect.graphs import CudaGraphs
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launch_hooks import LaunchHooks, out_of_resources_type
-from proton_inject.collect.launch_path import LaunchPath
 from proton_inject.collect.launches import RunResult, _KernelInfo
 from proton_inject.collect.measured_overhead import MeasuredOverhead
 from proton_inject.collect.patches import Patches
-from proton_inject.collect.raw_writer import RawWriter
 from proton_inject.collect.sink import RawSink
 from proton_inject.collect.tuning_hooks import TuningHooks
 from proton_inject.dump import tuning
@@ -117,20 +115,7 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         self._tls = threading.local()
         self._lock = threading.RLock()
         self._kernels: dict[int, _KernelInfo] = {}
-        # Which launches are kept (``keep``: a policy or its --keep-launches text), bounded
-        # by --max-launches.
-        if isinstance(keep, str):
-            keep = KeepPolicy.parse(keep)
-        self.keep_policy = (keep or KeepPolicy()).with_total(max_launches)
-        self._max_launches = max_launches
-        self.pool = BufferPool(self.max_pending)  # kept launches' buffers, reused
-        self.writer = RawWriter(self._land, self._save, self.max_pending, self._writer_error)
-        self.host_ring = HostRing(min(self.max_pending, 32 << 20), self.writer.wake)  # their copies
-        self._copy_lock = threading.Lock()
-        self._discard = _DiscardBuffers()  # for launches not kept
-        self._last_bracket: dict[int, float] = {}  # device -> when its last bracket ran
-        self._streams: dict[int, Any] = {}
-        self._copy_streams: dict[int, Any] = {}
+        self._init_launch_side(keep, max_launches)
         self._compiled: dict[str, set[str]] = {}  # kernel name -> override hashes compiled
         self.patches = Patches()
         self._tmp: str | None = None
@@ -251,8 +236,6 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             _allocation.set_profile_allocator(self._allocate)
             self.patches.on_undo(lambda: _allocation.set_profile_allocator(after_session(prev_alloc)))
             self.oor_type = out_of_resources_type()
-            self.launch_path = LaunchPath(self, self.keep_policy, "past --max-launches" if
-                                          self._max_launches is not None else "past --keep-launches max")
             self.launch_path.install(self.patches)
             self._patch_cuda_graphs()
             if self.measure_overhead:
@@ -367,7 +350,7 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             kept[r.kernel] = kept.get(r.kernel, 0) + 1
             if r.graph_replay is not None:
                 replayed[r.kernel] = replayed.get(r.kernel, 0) + 1
-        seen = self.launch_counts()
+        seen = self.launch_path.per_kernel()
         for name in sorted(set(self._overridden) | set(seen) | set(kept)):
             builds = f"{self._overridden[name]} instrumented builds, " if name in self._overridden else ""
             ran = f"{seen[name]:,} launches, " if name in seen else ""
@@ -375,12 +358,6 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             msgs.append(f"kernel {name}: {builds}{ran}{kept.get(name, 0):,} kept{extra}")
         if any(seen.get(k, 0) > n for k, n in kept.items()) or any(k not in kept for k in seen):
             msgs.append(f"launches kept: {self.keep_policy.describe()} (--keep-launches)")
-
-    def launch_counts(self) -> dict[str, int]:
-        """Launches of each instrumented kernel while the session ran, kept or not (those made
-        inside CUDA-graph captures count once, at capture)."""
-        path = getattr(self, "launch_path", None)
-        return path.per_kernel() if path is not None else {}
 
 
 # --- running a session (the API in ``api.py`` adds the analysis) -----------------------------

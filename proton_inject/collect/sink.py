@@ -224,7 +224,7 @@ class RawSink:
             ],
             "dropped": self.result.dropped,
             "keep_policy": self.keep_policy.describe(),
-            "launch_counts": self.launch_counts(),
+            "launch_counts": self.launch_path.per_kernel(),
             "in_cuda_graphs": self.result.in_cuda_graphs,
             "compile_fallbacks": self.result.compile_fallbacks,
             **({"measured_overhead": self.result.measured_overhead} if self.result.measured_overhead else {}),
