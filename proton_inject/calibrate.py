@@ -22,7 +22,7 @@ import numpy as np
 from proton_inject.errors import UserError
 from proton_inject.formats.calibration import store
 from proton_inject.formats.raw import BufferType
-from proton_inject.formats.region_kinds import scope_kinds_of
+from proton_inject.formats.region_kinds import Kind, scope_kinds_of
 from proton_inject.lower.options import AUTO
 
 LOOP_ITERATIONS = 256  # of the calibration loop
@@ -39,7 +39,7 @@ def cost_from(decoded: list[Any], plain: list[np.ndarray]) -> dict[str, Any]:
     diffs, regions = [], []
     for d, p in zip(decoded, plain, strict=False):
         kinds = scope_kinds_of(d.meta.scopes, d.meta.scope_kinds)
-        loops = [s for s, kind in kinds.items() if kind == "loop"]
+        loops = [s for s, kind in kinds.items() if kind == Kind.LOOP]
         v = d.events.cycles[np.isin(d.events.scope, loops)]
         if len(v) and len(p):
             regions.append(v)

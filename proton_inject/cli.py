@@ -426,6 +426,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
 def report(inputs, plot, as_json, clock_mhz, clocks_locked, trace_dir, merge, gz, trace_format,
            verbose, raw, source, html, launches, jobs) -> None:
     """Summarize raw launches (traces/raw/) or traces: a table per kernel."""
+    from proton_inject.analyze.clock_sources import Clock
     from proton_inject.analyze.pool import keep_freed_memory
     from proton_inject.analyze.report import run_report
 
@@ -435,7 +436,7 @@ def report(inputs, plot, as_json, clock_mhz, clocks_locked, trace_dir, merge, gz
     res = run_report(inputs, plot=plot, as_json=as_json, clock_mhz=clock_mhz,
                      trace_dir=trace_dir, merge=merge, gz=gz,
                      raw=raw, launches=launches, progress=True, trace_format=trace_format, source=source, jobs=jobs,
-                     verbose=verbose, clock=("--clocks-locked", True) if clocks_locked else None,
+                     verbose=verbose, clock=(Clock.CLOCKS_LOCKED, True) if clocks_locked else None,
                      html=html)
     for w in res.warnings:
         click.echo(f"proton-inject: warning: {w if verbose else headline(w)}", err=True)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from proton_inject.analyze import bracket_rate
-from proton_inject.analyze.clock_sources import meaning
+from proton_inject.analyze.clock_sources import Clock, meaning
 from proton_inject.analyze.issues import add_issue
 from proton_inject.formats.diagnostics import Issue
 
@@ -171,7 +171,7 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
     if len(s_ids) == 0:
         return ClockFit(sm=s_ids, offset=np.zeros(0), scale=np.ones(0),
                         knot_ns=np.array([0.0, 1.0]),
-                        knot_cycles=np.array([0.0, 1.0]), source="none", tick_ns=tick)
+                        knot_cycles=np.array([0.0, 1.0]), source=Clock.NONE, tick_ns=tick)
     a, cta = _anchors(inv, len(s_ids), has, nodrop, c_first, c_last, init, pre)
     st = cta[5]
     spread, r2 = _identifiability(a, bool(st.any()))
@@ -189,7 +189,7 @@ def fit_clock(sm: np.ndarray, has: np.ndarray, nodrop: np.ndarray, c_first: np.n
     if fit is None:
         doubts = ["too few timer anchors"]
     else:
-        clock = build(fit, "globaltimer-fit")
+        clock = build(fit, Clock.GLOBALTIMER_FIT)
         doubts = _doubts(clock, spread, r2, tick, device_mhz, cta)
         bound = 100.0 * (1.0 - r2)
         if not doubts and br is not None and len(fit[0]) == 2:
@@ -219,7 +219,7 @@ def _fallback_clock(build: Callable[[tuple, str], ClockFit], a: _Anchors, cta: t
     clock or the within-CTA bound; each but the first with its warning."""
     reason = "; ".join(doubts)
     if br is not None:
-        clock = build(_fixed_rate(a, br.mhz), "clock-bracket")
+        clock = build(_fixed_rate(a, br.mhz), Clock.CLOCK_BRACKET)
         clock.reason, clock.uncertainty_pct, clock.bracket = reason, br.uncertainty_pct, detail
         _check_sides(br, warn, where)
         return clock
@@ -231,14 +231,14 @@ def _fallback_clock(build: Callable[[tuple, str], ClockFit], a: _Anchors, cta: t
                   f"({reason}); used the median rate the brackets of {n} other launch(es) on "
                   f"this device measured ({mhz:.0f} MHz)",
                   why=f"no clock bracket: {_short(missing)}",
-                  then=f"cycles converted at {mhz:.0f} MHz ({meaning('device-bracket')})")
-        clock = build(_fixed_rate(a, mhz), "device-bracket")
+                  then=f"cycles converted at {mhz:.0f} MHz ({meaning(Clock.DEVICE_BRACKET)})")
+        clock = build(_fixed_rate(a, mhz), Clock.DEVICE_BRACKET)
         clock.reason, clock.bracket = reason, detail
         return clock
     mhz, source = _fallback_rate(cta, device_mhz, tick)
     # (launches that got the same treatment share ``then``: a per-launch bound stays out of
     # it, or 10^4 launches would make 10^4 report lines)
-    rate = "a per-launch bound" if source == "within-cta" else f"{mhz:.0f} MHz"
+    rate = "a per-launch bound" if source == Clock.WITHIN_CTA else f"{mhz:.0f} MHz"
     add_issue(warn, "globaltimer fit rejected",
               f"{where}: globaltimer clock fit rejected ({reason}); no clock bracket: {missing}; "
               f"used {source} "
@@ -297,12 +297,12 @@ def _fallback_rate(cta: tuple, device_mhz: float | None, tick: int) -> tuple[flo
     _, c_first, c_last, init, pre, st = cta
     ok = st & (c_last > c_first)
     if device_mhz:
-        return float(device_mhz), "device-clock"
+        return float(device_mhz), Clock.DEVICE_CLOCK
     if ok.any():
         # The slowest clock at which 95% of CTAs' records fit between their timer reads.
         life = (pre[ok] - init[ok] + tick).astype(np.float64)
-        return float(np.quantile((c_last[ok] - c_first[ok]) / life, 0.95)) * 1000, "within-cta"
-    return 1000.0, "assumed-1GHz"
+        return float(np.quantile((c_last[ok] - c_first[ok]) / life, 0.95)) * 1000, Clock.WITHIN_CTA
+    return 1000.0, Clock.ASSUMED_1GHZ
 
 
 def _short(missing: str) -> str:
@@ -443,7 +443,7 @@ def _place(a: _Anchors, fit: tuple[np.ndarray, np.ndarray, float], source: str, 
     yg = a.y - gamma * a.start  # start anchors moved onto the end anchors' footing
     off = a.mean(yg - g_at)  # end-anchored offsets
     scale = np.ones(n_sm)
-    if source == "globaltimer-fit":
+    if source == Clock.GLOBALTIMER_FIT:
         # Each SM's own rate relative to G, where its anchors span enough time to tell
         # (SMs differ by ~0.7% on the H100 fixture: residuals 472 -> 175 ns).
         tmin = np.full(n_sm, np.inf)
@@ -464,7 +464,7 @@ def _place(a: _Anchors, fit: tuple[np.ndarray, np.ndarray, float], source: str, 
     # their CTA's init time. Raise the early rate until 95% of them start after init.
     u_first = (c_first - a.cref[inv] - off[inv]) / scale[inv]
     early = (init < knots[0]) & (u_first < G[0])
-    if source == "globaltimer-fit" and early.any():
+    if source == Clock.GLOBALTIMER_FIT and early.any():
         need = (G[0] - u_first[early]) / (knots[0] - init[early])
         rate = float(np.quantile(need, 0.95))
         if rate > r0:

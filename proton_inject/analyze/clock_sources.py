@@ -16,7 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
+
+
+class Clock(StrEnum):
+    """The names of the built-in clock sources (a source's name is what reports and traces
+    carry)."""
+
+    GLOBALTIMER_FIT = "globaltimer-fit"
+    CLOCK_BRACKET = "clock-bracket"
+    CLOCK_MHZ = "--clock-mhz"
+    CLOCKS_LOCKED = "--clocks-locked"
+    DEVICE_BRACKET = "device-bracket"
+    DEVICE_CLOCK = "device-clock"
+    WITHIN_CTA = "within-cta"
+    ASSUMED_1GHZ = "assumed-1GHz"
+    NONE = "none"
 
 
 @dataclass(frozen=True)
@@ -35,21 +51,21 @@ class ClockSource:
 
 
 CLOCK_SOURCES: dict[str, ClockSource] = {s.name: s for s in (
-    ClockSource("globaltimer-fit", "fitted to the launch's globaltimer reads: a measurement",
+    ClockSource(Clock.GLOBALTIMER_FIT, "fitted to the launch's globaltimer reads: a measurement",
                 measured=True),
-    ClockSource("clock-bracket", "measured on every SM right before and right after the launch: "
+    ClockSource(Clock.CLOCK_BRACKET, "measured on every SM right before and right after the launch: "
                 "a measurement", measured=True),
-    ClockSource("--clock-mhz", "given by --clock-mhz", rate=lambda mhz, _device: mhz),
-    ClockSource("--clocks-locked", "the device's max clock, given by --clocks-locked",
+    ClockSource(Clock.CLOCK_MHZ, "given by --clock-mhz", rate=lambda mhz, _device: mhz),
+    ClockSource(Clock.CLOCKS_LOCKED, "the device's max clock, given by --clocks-locked",
                 rate=lambda _locked, device_mhz: device_mhz),
-    ClockSource("device-bracket", "the median rate clock brackets measured around this run's "
+    ClockSource(Clock.DEVICE_BRACKET, "the median rate clock brackets measured around this run's "
                 "other launches on the device: a measurement near this launch, not of it"),
-    ClockSource("device-clock", "device max clock: a guess, not a measurement; ns are lower "
+    ClockSource(Clock.DEVICE_CLOCK, "device max clock: a guess, not a measurement; ns are lower "
                 "bounds if the SMs ran slower"),
-    ClockSource("within-cta", "slowest clock that fits 95% of CTAs' records in their lifetime: a "
+    ClockSource(Clock.WITHIN_CTA, "slowest clock that fits 95% of CTAs' records in their lifetime: a "
                 "bound, not a measurement; ns are upper bounds"),
-    ClockSource("assumed-1GHz", "1 GHz: a guess, not a measurement"),
-    ClockSource("none", "no records"),
+    ClockSource(Clock.ASSUMED_1GHZ, "1 GHz: a guess, not a measurement"),
+    ClockSource(Clock.NONE, "no records"),
 )}
 MEASURED = tuple(n for n, s in CLOCK_SOURCES.items() if s.measured)
 GIVEN = tuple(n for n, s in CLOCK_SOURCES.items() if s.given)

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from proton_inject.analyze.clock import ClockFit, fit_clock, timer_tick
-from proton_inject.analyze.clock_sources import given_rate
+from proton_inject.analyze.clock_sources import Clock, given_rate
 from proton_inject.analyze.direct_blocks import expand_direct
 from proton_inject.analyze.issues import add_issue
 from proton_inject.errors import UserError
@@ -204,7 +204,7 @@ def decode(buffer: Any, meta: LaunchMeta, clock_mhz: float | None = None,
     used instead of the fit.
     """
     if clock_mhz:
-        clock = ("--clock-mhz", clock_mhz)
+        clock = (Clock.CLOCK_MHZ, clock_mhz)
     given = given_rate(clock, meta.sm_clock_mhz)
     warn: list[Issue] = []
     where = f"launch {meta.label}"

@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from proton_inject.analyze import bracket_rate, launch_origins, source_view
 from proton_inject.analyze import html as page
-from proton_inject.analyze.clock_sources import given_rate
+from proton_inject.analyze.clock_sources import Clock, given_rate
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.plot import need_matplotlib, plot_timeline
@@ -128,7 +128,7 @@ def iter_decoded(paths: Sequence[Path], clock_mhz: float | None = None,
     brackets = device_brackets([_facts(p) for p in paths])
     for p in paths:
         try:
-            d = _decode_one(p, ("--clock-mhz", clock_mhz) if clock_mhz else None, raw, brackets)
+            d = _decode_one(p, (Clock.CLOCK_MHZ, clock_mhz) if clock_mhz else None, raw, brackets)
         except UserError as e:
             if skipped is None or len(paths) < 2:
                 raise
@@ -315,7 +315,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     ``verbose``: the notes whole and each launch's issues in ``details``."""
     validate.report_options(clock_mhz, trace_dir, merge, gz, plot, html)
     if clock_mhz:
-        clock = ("--clock-mhz", clock_mhz)
+        clock = (Clock.CLOCK_MHZ, clock_mhz)
     gz = gz is not False  # traces are gzipped unless asked not to, as raw buffers are
     writer, ext = trace_writer(trace_format, gz)
     _check_jobs_and_plot(jobs, plot)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton_inject.analyze.clock_sources import GIVEN, MEASURED, meaning
+from proton_inject.analyze.clock_sources import GIVEN, MEASURED, Clock, meaning
 from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES, overhead_class
 from proton_inject.formats.diagnostics import headline
 from proton_inject.formats.raw import BufferType
@@ -149,7 +149,7 @@ def clock_line(k: dict[str, Any], fitted: dict[str | None, list[float]] | None =
         rate = ("-" if not mhz else f"{mhz[0]:,.0f}" if len(mhz) == 1
                 else f"{mhz[0]:,.0f}-{mhz[-1]:,.0f}") + " MHz"
         head = f"{source} {rate} on {_launches(gs)} of {n_all} launch{'es' if n_all != 1 else ''}"
-        if source == "globaltimer-fit":
+        if source == Clock.GLOBALTIMER_FIT:
             r2 = _worst(gs, "lowest", "fit_r2", min)
             res = _worst(gs, "highest", "residual_ns", max)
             q = []
@@ -158,7 +158,7 @@ def clock_line(k: dict[str, Any], fitted: dict[str | None, list[float]] | None =
             if res is not None:
                 q.append(f"residual <= {res:,.0f} ns RMS")
             parts.append(f"{head} (measured: {', '.join(q) or 'fit'}{_within(gs)})")
-        elif source == "clock-bracket":
+        elif source == Clock.CLOCK_BRACKET:
             differ = _worst(gs, "highest", "bracket_sides_differ_pct", max)
             note = (f", before and after differ by up to {differ:.1f}%"
                     if differ is not None and differ > 0.1 else "")

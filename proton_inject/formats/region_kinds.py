@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton_inject.formats.rules_file import ANY, ONCE, PER_ITERATION, REGION_KINDS, RegionKind
+from proton_inject.formats.rules_file import ANY, ONCE, PER_ITERATION, REGION_KINDS, Kind, RegionKind
 
-__all__ = ["ANY", "ONCE", "PER_ITERATION", "REGION_KINDS", "UNKNOWN", "RegionKind", "kind_from_name",
-           "kind_of", "runs", "scope_kinds_of"]
+__all__ = ["ANY", "ONCE", "PER_ITERATION", "REGION_KINDS", "UNKNOWN", "Kind", "RegionKind",
+           "kind_from_name", "kind_of", "runs", "scope_kinds_of"]
 
 UNKNOWN = "unknown"  # a scope no manifest described (a kind from a newer version, or none)
 
@@ -29,7 +29,7 @@ def kind_of(origin: str, name: str) -> str:
     body ``iter ...`` (names the user cannot choose for that origin)."""
     head = origin.split(" ")[0]
     if head == "loops":
-        return "iteration" if name.split(" ")[0] == "iter" else "loop"
+        return Kind.ITERATION if name.split(" ")[0] == "iter" else Kind.LOOP
     return next((k.name for k in REGION_KINDS.values() if k.origin == head), UNKNOWN)
 
 
@@ -38,7 +38,7 @@ def kind_from_name(name: str) -> str:
     names insert gave the regions of its default rules (``kernel``, ``loop ...``, ``iter
     ...``); any other name is a mark, an op or lines, which one unknown."""
     word = name.split(" ")[0]
-    return {"kernel": "kernel", "loop": "loop", "iter": "iteration"}.get(word, UNKNOWN)
+    return {"kernel": Kind.KERNEL, "loop": Kind.LOOP, "iter": Kind.ITERATION}.get(word, UNKNOWN)
 
 
 def scope_kinds_of(scopes: dict[int, str], scope_kinds: dict[int, str] | None) -> dict[int, str]:

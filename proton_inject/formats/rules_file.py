@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from proton_inject.errors import UserError
@@ -114,6 +115,18 @@ PER_ITERATION = "per-iteration"  # on every iteration of a loop
 ANY = "any"  # wherever the user put it: the overhead classes do not cover it
 
 
+class Kind(StrEnum):
+    """The names of the region kinds (what manifests, raw launches and reports carry)."""
+
+    KERNEL = "kernel"
+    LOOP = "loop"
+    ITERATION = "iteration"
+    OP = "op"
+    MARK = "mark"
+    LINES = "lines"
+    BRANCH = "branch"
+
+
 @dataclass(frozen=True)
 class RegionKind:
     """A region kind: its name, the manifest origin (first word) of its rule, how often its
@@ -126,13 +139,13 @@ class RegionKind:
 
 
 REGION_KINDS: dict[str, RegionKind] = {k.name: k for k in (
-    RegionKind("kernel", "kernel-scope", ONCE, "a kernel's body (--kernel-scope)"),
-    RegionKind("loop", "loops", ONCE, "a whole loop (--loops outer)"),
-    RegionKind("iteration", "loops", PER_ITERATION, "each iteration of a loop's body (--loops iteration)"),
-    RegionKind("op", "op", ANY, "an op matching a pattern (--op)"),
-    RegionKind("mark", "mark", ANY, "the lines of a '# proton:' mark in the source"),
-    RegionKind("lines", "region", ANY, "ops from source lines (--region NAME=FILE:START-END)"),
-    RegionKind("branch", "branches", ANY, "the then or else body of an if (--branches)"),
+    RegionKind(Kind.KERNEL, "kernel-scope", ONCE, "a kernel's body (--kernel-scope)"),
+    RegionKind(Kind.LOOP, "loops", ONCE, "a whole loop (--loops outer)"),
+    RegionKind(Kind.ITERATION, "loops", PER_ITERATION, "each iteration of a loop's body (--loops iteration)"),
+    RegionKind(Kind.OP, "op", ANY, "an op matching a pattern (--op)"),
+    RegionKind(Kind.MARK, "mark", ANY, "the lines of a '# proton:' mark in the source"),
+    RegionKind(Kind.LINES, "region", ANY, "ops from source lines (--region NAME=FILE:START-END)"),
+    RegionKind(Kind.BRANCH, "branches", ANY, "the then or else body of an if (--branches)"),
 )}
 
 
