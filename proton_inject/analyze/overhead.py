@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 from importlib.resources import files
-from typing import Any
 
+from proton_inject.analyze.summary_schema import KernelSummary
 from proton_inject.formats import region_kinds
 from proton_inject.formats.raw import BufferType
 
@@ -32,7 +32,7 @@ SAMPLED_CTAS_CLASS = _OVERHEAD["sampled_ctas_whole"]["ratio"]  # --sample-ctas, 
 RECORD_COST_ERROR = _MEASURED["record_cost_error_cycles"]
 
 
-def overhead_class(k: dict[str, Any]) -> str:
+def overhead_class(k: KernelSummary) -> str:
     """What these options cost in the measurements (``OVERHEAD_CLASSES``), or that they were
     not measured."""
     # each region's kind, as its launches recorded it (by its name in older launches)

@@ -19,6 +19,7 @@ from proton_inject.analyze.clock_sources import MEASURED
 from proton_inject.analyze.decode import Decoded
 from proton_inject.analyze.launch_groups import LaunchGroups
 from proton_inject.analyze.sketch import BITS, FIXED, Dist, Sketch, coarsen, fixed, keys
+from proton_inject.analyze.summary_schema import KernelSummary, RegionRow, ReportSummary
 from proton_inject.analyze.uncertainty import add_uncertainty
 from proton_inject.formats import diagnostics
 from proton_inject.formats.diagnostics import Issue
@@ -343,7 +344,7 @@ class KernelAcc:
         for s, r in o.regions.items():
             self.regions.setdefault(s, RegionAcc()).merge(r)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> KernelSummary:
         """The kernel's entry of the report (JSON-ready)."""
         first = self.first
         ranks = sorted(self.rank_wall)
@@ -393,7 +394,7 @@ class KernelAcc:
         add_uncertainty(out)
         return out
 
-    def _regions(self) -> list[dict[str, Any]]:
+    def _regions(self) -> list[RegionRow]:
         """A row per region, the longest in total first."""
         first = self.first
         scopes = dict(first.scopes)
@@ -473,7 +474,7 @@ class Summary:
             else:
                 self.kernels[key] = acc
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> ReportSummary:
         """One entry per (kernel, config), in the order of their first launches."""
         accs = sorted(self.kernels.values(), key=lambda a: min(a.launches))
         return {"format": "proton-inject-report", "version": 1,

@@ -8,6 +8,7 @@ from typing import Any
 
 from proton_inject.analyze.clock_sources import GIVEN, MEASURED, Clock, meaning
 from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES, overhead_class
+from proton_inject.analyze.summary_schema import KernelSummary, ReportSummary
 from proton_inject.formats.diagnostics import headline
 from proton_inject.formats.raw import BufferType
 
@@ -120,7 +121,7 @@ def held_iterations_note(k: dict[str, Any]) -> str | None:
             "loops (e.g. --loops outer) for their plain length")
 
 
-def fitted_rates(summary: dict[str, Any]) -> dict[str | None, list[float]]:
+def fitted_rates(summary: ReportSummary) -> dict[str | None, list[float]]:
     """Per device, the clocks of every launch in the report whose globaltimer fit held."""
     out: dict[str | None, list[float]] = {}
     for k in summary["kernels"]:
@@ -134,7 +135,7 @@ def _launches(groups: list[dict[str, Any]]) -> int:
     return sum(len(g["launches"]) for g in groups)
 
 
-def clock_line(k: dict[str, Any], fitted: dict[str | None, list[float]] | None = None) -> str:
+def clock_line(k: KernelSummary, fitted: dict[str | None, list[float]] | None = None) -> str:
     """Which clock turned this kernel's cycles into ns, and what that is worth: a fit's
     quality, or that a fallback is a guess, never presented as a measurement. ``fitted``
     (``fitted_rates``): what other launches on the device measured, as a hint for a guess."""
@@ -258,7 +259,7 @@ def kernel_notes(k: dict[str, Any], fitted: dict[str | None, list[float]] | None
     return [n for n in notes if n]
 
 
-def format_text(summary: dict[str, Any], verbose: bool = False) -> str:
+def format_text(summary: ReportSummary, verbose: bool = False) -> str:
     """Human-readable tables, one per kernel; the notes under each one line (``headline``)
     unless ``verbose``."""
     out: list[str] = []

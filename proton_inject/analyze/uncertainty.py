@@ -14,6 +14,7 @@ from typing import Any
 
 from proton_inject.analyze.clock_sources import GIVEN, MEASURED
 from proton_inject.analyze.overhead import DIRECT_ITERATION_CYCLES, RECORD_COST_ERROR
+from proton_inject.analyze.summary_schema import KernelSummary, RegionRow
 from proton_inject.formats.run_index import extra_bound_us
 
 # Cycles a region's median may be off by, per buffer type, after the calibrated record cost
@@ -22,7 +23,7 @@ CALIBRATED = RECORD_COST_ERROR["calibrated"]
 UNCALIBRATED = RECORD_COST_ERROR["uncalibrated"]
 
 
-def region_uncertainty(region: dict[str, Any], buffer_type: str, calibrated: bool,
+def region_uncertainty(region: RegionRow, buffer_type: str, calibrated: bool,
                        clock_pct: float | None, mhz: float | None) -> dict[str, Any]:
     """The error bar of one region row (``region`` as ``summary._region`` builds it)."""
     table = CALIBRATED if calibrated else UNCALIBRATED
@@ -49,7 +50,7 @@ def region_uncertainty(region: dict[str, Any], buffer_type: str, calibrated: boo
     return out
 
 
-def add_uncertainty(kernel: dict[str, Any]) -> None:
+def add_uncertainty(kernel: KernelSummary) -> None:
     """Give each region of a kernel summary its error bar (in place)."""
     buffer_type = kernel["drops"].get("buffer_type") or "shared"
     costs = kernel.get("record_cost_cycles") or []
@@ -64,7 +65,7 @@ def add_uncertainty(kernel: dict[str, Any]) -> None:
         region_uncertainty(r, buffer_type, calibrated, clock_pct, kernel["clock"].get("mhz_median"))
 
 
-def add_perturbation(kernel: dict[str, Any], measured: dict[str, float] | None) -> None:
+def add_perturbation(kernel: KernelSummary, measured: dict[str, float] | None) -> None:
     """Widen each region's error bar by what ``--measure-overhead`` measured the records to add
     to the kernel (in place; ``measured``: ``run_index.perturbation_for``'s numbers, None when
     the kernel was not measured).
