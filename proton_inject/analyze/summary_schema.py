@@ -123,3 +123,5 @@ class ReportSummary(TypedDict):
     format: str  # "proton-inject-report"
     version: int
     kernels: list[KernelSummary]
+    # per kernel, the launches that ran and those kept, where the run's index counted them
+    launch_counts: NotRequired[dict[str, dict[str, int]]]

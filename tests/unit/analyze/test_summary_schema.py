@@ -33,3 +33,23 @@ def test_report_json_has_the_declared_keys(dataset):
             _check(r, schema.RegionRow, r["name"])
             _check(r["cycles"], schema.Stats, "cycles")
             _check(r["uncertainty"], schema.RegionUncertainty, "uncertainty")
+
+
+def test_a_runs_launch_counts_are_declared(tmp_path):
+    import shutil
+
+    from helpers import DATA
+
+    from proton_inject.analyze.report import run_report
+    from proton_inject.formats.run_index import RUN_FORMAT
+
+    raw = tmp_path / "run" / "raw"
+    raw.mkdir(parents=True)
+    for f in sorted((DATA / "h100-shortlaunch").glob("*-matmul_kernel.*")):
+        shutil.copy(f, raw)
+    (tmp_path / "run" / "run.json").write_text(json.dumps({
+        "version": 1, "format": RUN_FORMAT, "launch_counts": {"matmul_kernel": 9},
+        "launches": [{"kernel": "matmul_kernel", "tuning": False}] * 2}))
+    summary = run_report([tmp_path / "run"], jobs=1).summary
+    assert "launch_counts" in summary
+    _check(summary, schema.ReportSummary, "report")
