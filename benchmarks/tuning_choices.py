@@ -35,9 +35,9 @@ def one_run(argv: list[str], profiled: bool, work: Path) -> tuple[dict[tuple[str
         cmd = [sys.executable, "-m", "proton_inject.cli", "profile", "--no-report", "-o", str(work / "out"),
                "--", "python", *argv]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    text = p.stdout
-    choices = {(f, k.strip()): c.strip() for f, k, c in CHOICE.findall(text)}
-    lines = [ln for ln in CHOICE.sub("", text).splitlines()
+    # (a program may send a library's prints to stderr, keeping stdout for its results)
+    choices = {(f, k.strip()): c.strip() for f, k, c in CHOICE.findall(p.stdout + "\n" + p.stderr)}
+    lines = [ln for ln in CHOICE.sub("", p.stdout).splitlines()
              if ln.strip() and not ln.startswith(("with key as", "finished after", "best config"))]
     return choices, lines, p.returncode
 
@@ -69,6 +69,10 @@ def main() -> None:
             print(f"DIFFER {key[0]} [{key[1][:60]}]: plain {dict(plain)} | profile {dict(prof)}")
     ref = outputs["plain"][0]
     out_diff = [(side, i) for side in outputs for i, lines in enumerate(outputs[side]) if lines != ref]
+    for side, i in out_diff:
+        for a, b in zip(ref, outputs[side][i], strict=False):
+            if a != b:
+                print(f"output {side} run {i}: {b!r} (plain run 0: {a!r})")
     print(f"{len(keys)} tuned (function, key) pairs over {args.runs} plain and {args.runs} profiled runs: "
           f"{len(keys) - differ} chose one config on both sides, {differ} did not")
     print("program output: identical in every run" if not out_diff else
