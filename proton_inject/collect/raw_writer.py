@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,8 @@ class RawWriter:
         self._cond = threading.Condition()
         self._pending = 0
         self._closing = False
+        self._holds = 0  # autotuners timing configs: the writer keeps off the GIL meanwhile
+        self._urgent = False  # pinned memory ran short: land now, held or not
         self.failed = 0
         self._thread: threading.Thread | None = None
 
@@ -66,7 +69,28 @@ class RawWriter:
     def wake(self) -> None:
         """Land what is queued now (pinned memory ran short)."""
         with self._cond:
+            self._urgent = True
             self._cond.notify_all()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """No landing in the block unless memory runs short: an autotuner times configs in
+        it, and the writer's share of the GIL would delay the launches it times (a tuner then
+        chooses by our host time, not by the kernels')."""
+        with self._cond:
+            self._holds += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._holds -= 1
+                self._cond.notify_all()
+
+    def _idle(self) -> bool:
+        if self._closing:
+            return False
+        held = self._holds and not self._urgent and self._pending <= self.max_pending // 2
+        return not self._queue or bool(held)
 
     def close(self) -> None:
         """Land everything still in flight, save everything landed, stop the thread."""
@@ -90,7 +114,7 @@ class RawWriter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closing:
+                while self._idle():
                     self._cond.wait(WAKE_S)
                 if not self._queue:
                     return
@@ -108,4 +132,5 @@ class RawWriter:
             with self._cond:
                 self._queue.popleft()
                 self._pending -= item.nbytes
+                self._urgent = self._urgent and bool(self._queue)
                 self._cond.notify_all()

@@ -106,7 +106,7 @@ class TuningHooks:
             if self.keep_tuning:
                 yield False
             else:
-                with self._plain_builds():
+                with self._plain_builds(), self.writer.held():
                     yield True
         finally:
             tls.tuning = prev
