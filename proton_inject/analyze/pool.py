@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -49,6 +50,25 @@ def keep_freed_memory() -> None:
     mallopt(m_trim_threshold, 1 << 30)
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _start_worker(parent: int) -> None:
+    """A worker's first act: die with the process that started it, however that one ends
+    (SIGKILL, the OOM killer), rather than live on holding its stdout and stderr, on which a
+    caller waits. Linux: the kernel sends SIGKILL at the parent's death (prctl); the parent
+    may have died before that, so its pid is checked after."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # (not Linux: the pool's own checks only)
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+    keep_freed_memory()
+
+
 class Workers:
     """``jobs`` worker processes, or none (``in_process``: the caller works) for one."""
 
@@ -61,7 +81,8 @@ class Workers:
             # without a main guard); they touch no GPU, so a CUDA context here is no matter.
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            self._pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=keep_freed_memory)
+            self._pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_start_worker,
+                                             initargs=(os.getpid(),))
             # Forking all workers now, with Python's warning about forking a process that
             # runs threads (torch's, in ``profile()``) silenced: the workers run only our
             # decoding, and a program run with -W error must not fail over it.
