@@ -373,7 +373,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
     from proton_inject.api import KeepPolicy, profile_program
     from proton_inject.formats.schema import report_options
 
-    check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "file")])
+    check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "files")])
     report_options(None, None, False, None, plot)  # before the program runs, not after
     rules = rules_from(kw)
     keep = KeepPolicy.from_options(kw.pop("keep_launches"), kw.pop("sample_launches"))

@@ -14,6 +14,7 @@ import numpy as np
 from proton_inject.analyze.summary import LaunchData
 from proton_inject.errors import UserError
 from proton_inject.formats.files import write_atomic
+from proton_inject.formats.raw import launch_label
 
 # matplotlib's tab10 and tab20 colour cycles, as hex: the picture and the HTML page give a
 # region the same colour (tests check them against matplotlib's own).
@@ -50,6 +51,14 @@ def _depths(scopes: Sequence[int], parents: dict[int, int]) -> dict[int, int]:
             d += 1
         depth[s] = d
     return depth
+
+
+def picture_path(plot: Path, x: LaunchData, first: bool) -> Path:
+    """The timeline picture of a launch: ``plot`` itself for the report's first launch (the
+    name the user gave finds a picture), ``plot`` with the launch's label (rank, number and
+    kernel) before its suffix for the others."""
+    label = launch_label(x.launch, x.rank, x.kernel)
+    return plot if first else plot.with_name(f"{plot.stem}.{label}{plot.suffix}")
 
 
 def plot_timeline(x: LaunchData, path: str | os.PathLike, max_sms: int = 16) -> Path:

@@ -30,6 +30,15 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+def capped_jobs(jobs: int | None) -> tuple[int | None, list[str]]:
+    """``jobs`` at most one per core this process may run on (more only compete for the cores,
+    each with its own memory: -j 1000 forked 1,000), and a note when it was more."""
+    if jobs is None or jobs <= default_jobs():
+        return jobs, []
+    return default_jobs(), [f"-j {jobs}: decoding with {default_jobs()} processes, one per core "
+                            "this process may run on"]
+
+
 def keep_freed_memory() -> None:
     """In a worker: glibc's malloc keeps freed memory for the next launch's arrays instead of
     handing it back to the system (large arrays are mmap-ed and unmapped each time by default),

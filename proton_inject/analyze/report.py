@@ -32,8 +32,8 @@ from proton_inject.analyze import html as page
 from proton_inject.analyze.clock_sources import Clock, given_rate
 from proton_inject.analyze.decode import Decoded, decode
 from proton_inject.analyze.issues import DecodeWarning
-from proton_inject.analyze.plot import need_matplotlib, plot_timeline
-from proton_inject.analyze.pool import Workers, default_jobs
+from proton_inject.analyze.plot import need_matplotlib, picture_path, plot_timeline
+from proton_inject.analyze.pool import Workers, capped_jobs, default_jobs
 from proton_inject.analyze.summary import LaunchData, Summary, launch_part
 from proton_inject.analyze.text import format_text
 from proton_inject.analyze.uncertainty import add_perturbation
@@ -42,7 +42,7 @@ from proton_inject.formats import calibration, run_index, trace_json
 from proton_inject.formats import schema as validate
 from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.files import check_outputs, output_locks
-from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta, unify_locs
+from proton_inject.formats.raw import find_raw, is_raw_json, load_raw, read_launch_meta, refuse_same_labels, unify_locs
 from proton_inject.formats.trace_writer import time_zero
 from proton_inject.formats.traces import TRACE_FORMATS, trace_writer
 
@@ -318,10 +318,10 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         clock = (Clock.CLOCK_MHZ, clock_mhz)
     gz = gz is not False  # traces are gzipped unless asked not to, as raw buffers are
     writer, ext = trace_writer(trace_format, gz)
-    _check_jobs_and_plot(jobs, plot)
+    jobs, capped = _check_jobs_and_plot(jobs, plot)
     wanted = parse_launches(launches) if launches is not None else None
     paths, traces = expand_inputs(inputs)
-    outs = (("--trace", trace_dir, "dir"), ("--plot", plot, "file"), ("--html", html, "file"))
+    outs = (("--trace", trace_dir, "dir"), ("--plot", plot, "files"), ("--html", html, "file"))
     check_outputs([("input", p) for p in paths + traces], [o for o in outs if o[1] is not None])
     # kept as strings: a Path is ~540 bytes (with its parts), 5 MiB over 10^4 launches
     raws = [os.fspath(p) for p in paths]
@@ -344,6 +344,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
                             else "no launches found in the inputs")
         if trace_dir is not None and not raws:
             raise UserError("--trace needs raw launches as input (traces are already traces)")
+        refuse_same_labels(raws, [f and (f[0], f[1], f[4]) for f in facts], None if merge else trace_dir, plot)
         job = _Job(clock, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
                    merge, writer, ext, gz, None if plot is None else Path(plot),
                    raws[0] if raws else None)
@@ -356,7 +357,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     for i, x in enumerate(sorted(from_traces, key=lambda x: x.launch)):
         if plot is not None:
             first = i == 0 and not raws
-            got.plots.append(plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, first)))
+            got.plots.append(plot_timeline(x, picture_path(job.plot, x, first)))
         got.summary.add(launch_part(x))
         if verbose:
             got.details += [(x.launch, i.detail) for i in x.issues]
@@ -366,7 +367,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         source_view.attach(summary, raws, source_root)
     warn = [w for k in summary["kernels"] for w in k["warnings"]]
     warn += [_big_trace(p, b, n, merge) for p, b, n in got.traced if b > TRACE_WARN_BYTES]
-    warn += got.skipped
+    warn += got.skipped + capped
     got.plots += [_page(html, summary, pictures, from_traces, warn, inputs, source)] if html is not None else []
     text = json.dumps(summary, indent=1) if as_json else _text(summary, verbose, source)
     details = [d for _, d in sorted(got.details, key=lambda ld: ld[0])]
@@ -381,12 +382,14 @@ def _text(summary: dict[str, Any], verbose: bool, source: bool) -> str:
     return text + ("\n\n" + source_view.format_source(summary) if source else "")
 
 
-def _check_jobs_and_plot(jobs: int | None, plot: Any) -> None:
-    """``-j`` is a count of processes; ``--plot`` needs matplotlib."""
+def _check_jobs_and_plot(jobs: int | None, plot: Any) -> tuple[int | None, list[str]]:
+    """``-j`` is a count of processes, at most one per core (and a note if more: ``capped_jobs``);
+    ``--plot`` needs matplotlib."""
     if jobs is not None and jobs < 1:
         raise UserError(f"-j {jobs}: give the number of decoding processes, 1 or more")
     if plot is not None:
         need_matplotlib("--plot")
+    return capped_jobs(jobs)
 
 
 def _pictures(raws: Sequence[str], facts: Sequence[Facts | None], job: _Job, workers: Workers
@@ -418,13 +421,6 @@ def _add_measured_perturbation(summary: dict[str, Any], raws: Sequence[str]) -> 
     measured = run_index.measured_overheads(run_index.index_files_of(raws))
     for k in summary["kernels"]:
         add_perturbation(k, run_index.perturbation_for(measured, k["kernel"], k["config"]))
-
-
-def _plot_path(plot: Path, launch: int, kernel: str, first: bool) -> Path:
-    """The timeline picture of a launch: ``plot`` itself for the report's first launch (the
-    name the user gave finds a picture), ``plot`` with the launch and kernel before its suffix
-    for the others."""
-    return plot if first else plot.with_name(f"{plot.stem}.{launch:05d}-{kernel}{plot.suffix}")
 
 
 @dataclass(frozen=True)
@@ -477,7 +473,7 @@ def _work(job: _Job, path: str, summary: Summary) -> _Done:
     x = LaunchData.from_decoded(d)
     del d
     if job.plot is not None:
-        out.plot = plot_timeline(x, _plot_path(job.plot, x.launch, x.kernel, path == job.first))
+        out.plot = plot_timeline(x, picture_path(job.plot, x, path == job.first))
     out.details = [(x.launch, i.detail) for i in x.issues]
     summary.add(launch_part(x))
     return out

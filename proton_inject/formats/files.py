@@ -402,7 +402,8 @@ def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
     """Refuse, before any work, outputs that would overwrite inputs or cannot be written.
 
     ``inputs``: (what, path); ``outputs``: (option, path, kind) where kind is ``file`` (one
-    file replaced), ``tree`` (a directory replaced whole) or ``dir`` (files written into it).
+    file replaced), ``files`` (a file and others named after it beside it: ``--plot``),
+    ``tree`` (a directory replaced whole) or ``dir`` (files written into it).
     An entry whose path is None or empty (an option not given) is left out.
     """
     outputs = [o for o in outputs if o[1]]
@@ -441,14 +442,18 @@ def check_outputs(inputs: Iterable[tuple[str, str | os.PathLike]],
             if kind == "dir" and inp.parent == real and inp.is_file():
                 raise UserError(f"{opt} {raw}: holds the {what} {shown}, which files written "
                                 "there could overwrite; choose another directory")
-        if kind == "file" and path.is_dir():
+            if kind == "files" and inp.parent == real.parent and inp.is_file():
+                raise UserError(f"{opt} {raw}: sits beside the {what} {shown}; the pictures "
+                                "written there (one per launch, named after it) could "
+                                "overwrite inputs; choose another directory")
+        if kind in ("file", "files") and path.is_dir():
             raise UserError(f"{opt} {raw}: is a directory; give a file name to write")
-        if kind != "file" and path.exists() and not path.is_dir():
+        if kind in ("tree", "dir") and path.exists() and not path.is_dir():
             raise UserError(f"{opt} {raw}: exists and is not a directory; choose a directory")
         # The nearest existing ancestor must be a directory we can create files in (root passes
         # os.access everywhere, so try it).
         # (A tree is built beside itself, so it is its parent that must take new files.)
-        anc = path.parent if kind in ("file", "tree") else path
+        anc = path.parent if kind in ("file", "files", "tree") else path
         while not anc.exists() and anc != anc.parent:
             anc = anc.parent
         if not anc.is_dir():

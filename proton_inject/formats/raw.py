@@ -9,7 +9,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -49,6 +49,29 @@ class BufferType(StrEnum):
     SHARED = "shared"
     GLOBAL = "global"
     DIRECT = "direct"
+
+
+def launch_label(launch: int, rank: int | None, kernel: str) -> str:
+    """A launch's name in file names and titles: ``00003-add_kernel`` (``rank1-00003-add_kernel``
+    for one rank of a multi-process job)."""
+    return f"{'' if rank is None else f'rank{rank}-'}{launch:05d}-{kernel}"
+
+
+def refuse_same_labels(paths: Sequence[str], launches: Sequence[tuple[int, int | None, str] | None],
+                       trace_dir: Any, plot: Any) -> None:
+    """Launches (number, rank, kernel) of two runs with one label would write one trace file
+    (``trace_dir``, one a launch) and one picture (``plot``): refused before any is written."""
+    if trace_dir is None and plot is None:
+        return
+    seen: dict[str, str] = {}
+    for p, launch in zip(paths, launches, strict=True):
+        label = None if launch is None else launch_label(*launch)
+        first = seen.setdefault(label, p) if label is not None else p
+        if first is not p:
+            opt, out, what = ("--trace", trace_dir, "traces") if trace_dir is not None else ("--plot", plot, "pictures")
+            raise UserError(f"{opt} {out}: {first} and {p} are both launch {label}; their {what} "
+                            "would overwrite each other: report the runs one at a time"
+                            + (", or pass --merge" if opt == "--trace" else ""))
 
 
 @dataclass
@@ -127,8 +150,7 @@ class LaunchMeta:
     def label(self) -> str:
         """Launch label used in file names and titles: ``00003-add_kernel``
         (``rank1-00003-add_kernel`` for one rank of a multi-process job)."""
-        head = "" if self.rank is None else f"rank{self.rank}-"
-        return f"{head}{self.launch:05d}-{self.kernel}"
+        return launch_label(self.launch, self.rank, self.kernel)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``.json`` half of a raw launch)."""

@@ -388,6 +388,17 @@ CASES: list[Case] = [
     Case("report trace into the raw dir", [*REPORT, "--trace", "raw"],
          f"--trace raw: holds the input {RAWJ}, which files written there could overwrite; "
          "choose another directory", raw()),
+    Case("report plot into the raw dir", [*REPORT, "--plot", "raw/p.png"],
+         f"--plot raw/p.png: sits beside the input {RAWJ}; the pictures written there (one per "
+         "launch, named after it) could overwrite inputs; choose another directory", raw()),
+    Case("report two runs whose launches share names, with --trace", ["report", "a", "b", "--trace", "t"],
+         f"--trace t: a/{RAWJ} and b/{RAWJ} are both launch 00000-matmul_kernel; their traces "
+         "would overwrite each other: report the runs one at a time, or pass --merge",
+         {**{f"a/{k}": v for k, v in raw().items()}, **{f"b/{k}": v for k, v in raw().items()}}),
+    Case("report two runs whose launches share names, with --plot", ["report", "a", "b", "--plot", "p.png"],
+         f"--plot p.png: a/{RAWJ} and b/{RAWJ} are both launch 00000-matmul_kernel; their "
+         "pictures would overwrite each other: report the runs one at a time",
+         {**{f"a/{k}": v for k, v in raw().items()}, **{f"b/{k}": v for k, v in raw().items()}}),
     Case("report trace onto the metadata", [*REPORT, "--trace", RAWJ],
          f"report: Invalid value for '--trace': Directory '{RAWJ}' is a file. (`report -h` lists "
          "the options)", raw()),
