@@ -223,3 +223,33 @@ def test_page_from_a_trace(tmp_path):
     got = _parse(out)
     assert len(got.imgs) == 1  # the picture drawn from the trace's own launch
     assert "from a trace: no instrumented IR" in "".join(got.text)
+
+
+@browser.requires_chromium
+def test_sorting_and_hover_work_in_chromium(made, tmp_path):
+    """A click on the count heading sorts the largest regions table by count, largest first;
+    hovering a region marks the source lines it covers (the page's own script, in chromium)."""
+    _, out = made
+    probe = """<script>
+var sec=Array.prototype.reduce.call(document.querySelectorAll('section.kernel'), function(a, b){
+  return b.querySelectorAll('tr.region').length > a.querySelectorAll('tr.region').length ? b : a;});
+var t=sec.querySelector('table.regions');
+t.querySelectorAll('thead th')[5].click();
+document.body.setAttribute('data-sorted', Array.prototype.map.call(t.tBodies[0].rows,
+  function(r){return r.cells[5].getAttribute('data-v');}).join(','));
+var row=t.tBodies[0].rows[t.tBodies[0].rows.length-1];
+row.dispatchEvent(new MouseEvent('mouseenter'));
+document.body.setAttribute('data-hover', sec.id+':'+row.getAttribute('data-scope')+':'+
+  sec.querySelectorAll('table.src tr.hl').length);
+</script></body>"""
+    page_copy = tmp_path / "probe.html"
+    page_copy.write_text(out.read_text().replace("</body>", probe))
+    got = browser.load(page_copy)
+    assert got.console == [], got.console
+    counts = [float(v) for v in re.search(r'data-sorted="([^"]*)"', got.dom).group(1).split(",")]
+    assert counts == sorted(counts, reverse=True) and len(counts) > 1
+    sec, scope, marked = re.search(r'data-hover="(k\d+):(\d+):(\d+)"', got.dom).groups()
+    first = _parse(out)
+    want = sum(1 for r in first.rows if r["section"] == sec and r["table"] == "src"
+               and scope in (r["row"].get("data-r") or "").split())
+    assert int(marked) == want > 0
