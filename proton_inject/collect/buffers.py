@@ -92,17 +92,21 @@ class BufferPool:
         self._busy: dict[tuple[int, int], deque[tuple[Any, Any]]] = {}
         self._lock = threading.Lock()
 
-    def take(self, nbytes: int, device: int) -> tuple[Any, bool]:
-        """A device buffer of at least ``nbytes`` and whether it is fresh (not zeroed yet)."""
+    def take(self, nbytes: int, device: int, capturing: bool = False) -> tuple[Any, bool]:
+        """A device buffer of at least ``nbytes`` and whether it is fresh (not zeroed yet).
+        ``capturing``: a CUDA-graph capture is under way on some thread, so no event is asked
+        (CUDA refuses it during a global-mode capture)."""
         size = _size_class(nbytes)
         key = (device, size)
         with self._lock:
             free, busy = self._free.get(key), self._busy.get(key)
             if free:
                 return free.pop(), False
-            if busy and busy[0][0].query():
+            if capturing:
+                busy = None
+            elif busy and busy[0][0].query():
                 return busy.popleft()[1], False
-            if self.held + size > self.limit:
+            if self.held + size > self.limit and not capturing:
                 if busy:  # at the limit: the oldest of this size, once its copy is done
                     done, buf = busy.popleft()
                     done.synchronize()
@@ -242,7 +246,8 @@ class Buffers:
         self.launch_path = LaunchPath(self, self.keep_policy, "past --max-launches" if max_launches
                                       is not None else "past --keep-launches max")
         self.pool = BufferPool(self.max_pending)
-        self.writer = RawWriter(self._land, self._save, self.max_pending, self._writer_error)
+        self.writer = RawWriter(self._land, self._save, self.max_pending, self._writer_error,
+                                lambda: self.launch_path.capturing > 0)
         self.host_ring = HostRing(min(self.max_pending, 32 << 20), self.writer.wake)
         self._copy_lock = threading.Lock()
         self._discard = _DiscardBuffers()  # for launches not kept
@@ -355,7 +360,7 @@ class Buffers:
             buf = _device_empty(total, device, inline=mode == "global")
             fresh = True
         else:
-            buf, fresh = self.pool.take(total, device)
+            buf, fresh = self.pool.take(total, device, self.launch_path.capturing > 0)
         pending.buffer = buf
         pending.nbytes = total
         pending.keep = True

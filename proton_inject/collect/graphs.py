@@ -27,7 +27,14 @@ class CudaGraphs:
                 mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
                 tls.capture = (graph, mode)
                 session.launch_path.capturing += 1  # every launch now asks to be kept
-                return orig(graph, *args, **kwargs)
+                with session.writer.gpu_lock:  # (no event call of the writer's in flight)
+                    pass
+                try:
+                    return orig(graph, *args, **kwargs)
+                except BaseException:
+                    tls.capture = None
+                    session.launch_path.capturing = max(0, session.launch_path.capturing - 1)
+                    raise
 
             return wrapper
 

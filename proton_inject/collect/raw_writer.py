@@ -39,8 +39,14 @@ class RawWriter:
     """One thread that saves kept launches in order; ``put`` enqueues, ``close`` drains."""
 
     def __init__(self, land: Callable[[InFlight], Any], save: Callable[[Any, Any], None],
-                 max_pending: int, on_error: Callable[[str], None]) -> None:
+                 max_pending: int, on_error: Callable[[str], None],
+                 capturing: Callable[[], bool] = lambda: False) -> None:
         self._land, self._save, self._on_error = land, save, on_error
+        # A CUDA-graph capture under way: event calls from this thread would break it (CUDA
+        # refuses them during a global-mode capture), so the writer waits it out. ``gpu_lock``
+        # is held around its event calls: a capture begins only once it has it.
+        self._capturing = capturing
+        self.gpu_lock = threading.Lock()
         self.max_pending = max_pending
         self._queue: deque[InFlight] = deque()
         self._landed: list[tuple[Any, Any]] = []  # (record, bytes) not saved yet
@@ -89,6 +95,8 @@ class RawWriter:
     def _idle(self) -> bool:
         if self._closing:
             return False
+        if self._capturing():
+            return True
         held = self._holds and not self._urgent and self._pending <= self.max_pending // 2
         return not self._queue or bool(held)
 
@@ -120,7 +128,10 @@ class RawWriter:
                     return
                 item = self._queue[0]
             try:
-                item.done.synchronize()
+                with self.gpu_lock:
+                    if self._capturing() and not self._closing:  # (began since: wait it out)
+                        continue
+                    item.done.synchronize()
                 data = self._land(item)
                 self._landed.append((item.record, data))
                 self._landed_bytes += len(data)
