@@ -26,15 +26,15 @@ class CompilerPatches:
         import triton
 
         # Plain builds (those autotuners time) stay in the program's own cache, as without us.
-        self._plain_cache = triton.knobs.cache.dir
+        self.autotune.plain_cache = triton.knobs.cache.dir
         self.patches.push_scope(triton.knobs.cache.scope())
         self.patches.push_scope(triton.knobs.compilation.scope())
         triton.knobs.compilation.dump_ir = False
-        self._load_pins()
+        self.autotune.load_pins()
         self._install_hook()
-        self._setup_inductor()
-        # Autotuners time the plain builds (_plain_builds): what the program would build.
-        self._plain_mode = triton.knobs.compilation.instrumentation_mode
+        self.autotune.setup_inductor()
+        # Autotuners time the plain builds (Autotuning.plain_builds): what the program would build.
+        self.autotune.plain_mode = triton.knobs.compilation.instrumentation_mode
         # The session tag keeps the JIT from reusing kernels built in another session (their
         # hook records are that session's); on disk, builds are keyed by _stable_key instead.
         self._session_tag = f"s{id(self):x}{time.perf_counter_ns():x}"
@@ -44,7 +44,7 @@ class CompilerPatches:
         cache_dir = self._instrumented_cache()
         triton.knobs.cache.dir = cache_dir
         self.patches.set_env("TRITON_CACHE_DIR", cache_dir)  # Inductor reads the environment
-        self._patch_autotuners()
+        self.autotune.patch_autotuners()
         self._patch_compile()
         # Each compile's record goes to the hook (a build from the cache gets its record back).
         triton.knobs.compilation.listener = self._listener(triton.knobs.compilation.listener)
@@ -111,7 +111,7 @@ class CompilerPatches:
             if c.name == name and c.instrumented:
                 c.instrumented, c.reason = False, f"instrumented build {why}"
         first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-        with self._plain_builds():  # its own cache: the instrumented build may sit under its key
+        with self.autotune.plain_builds():  # its own cache: the instrumented build may sit under its key
             out = compile_plain()  # its own failure is the program's, as without us
         with self._lock:
             self.result.compile_fallbacks.append({"kernel": name, "error": first})

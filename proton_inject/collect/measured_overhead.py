@@ -65,7 +65,7 @@ class MeasuredOverhead:
                 try:
                     if not plain:
                         return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
-                    with session._plain_builds():
+                    with session.autotune.plain_builds():
                         return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
                 finally:  # (a launch that failed between its hooks leaves nothing behind)
                     session._tls.measure = session._tls.measure_start = None

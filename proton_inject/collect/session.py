@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from proton_inject.collect.autotuning import Autotuning
 from proton_inject.collect.buffers import Buffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
@@ -35,11 +36,9 @@ from proton_inject.collect.launches import RunResult, _KernelInfo
 from proton_inject.collect.measured_overhead import MeasuredOverhead
 from proton_inject.collect.patches import Patches
 from proton_inject.collect.sink import RawSink
-from proton_inject.collect.tuning_hooks import TuningHooks
 from proton_inject.dump import tuning
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
-from proton_inject.formats import autotune as autotune_file
 from proton_inject.formats import build_cache
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions
@@ -78,8 +77,7 @@ NO_GPU = ("no CUDA GPU is visible (torch.cuda.is_available() is False), and prof
           "compile the result (scripts/demo.sh does all three)")
 
 
-class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, RawSink, CachedBuilds,
-              MeasuredOverhead):
+class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, CachedBuilds, MeasuredOverhead):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -133,8 +131,6 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         self._started = False
         self._stopped = False
         self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
-        self._plain_mode = ""  # instrumentation_mode before the session (the plain builds')
-        self._plain_cache = ""  # compile cache of the plain builds autotuners time
         self.build_cache = True  # instrumented builds kept between sessions (--no-cache: False)
         self.measure_overhead = False  # alternate plain and instrumented launches, time both
         self._builds: Path | None = None  # this session's directory in that cache
@@ -146,16 +142,19 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         # that may come from out are read).
         self.clear_out = True
         # Where the autotuning choices to pin come from (a dump, a tree, a run's output, or the
-        # file itself); run: its tree, which insert gave the dump's autotune.json.
-        if autotune_from is None and isinstance(source, TreeSource):
-            autotune_from = source.tree  # run: the tree carries the dump's autotune.json
-        self.autotune_from: str | None = None if autotune_from is None else str(autotune_from)
-        # Named by the user (profile --autotune-from): missing or damaged is an error.
-        self._explicit_pins = autotune_from is not None and not isinstance(source, TreeSource)
-        self._tuner: tuning.Tuner | None = None
-        self._pins_file: Path | None = None
-        self._pins_error: str | None = None
-        self._decided = autotune_file.Decisions()  # this run's own choices, written to autotune.json
+        # file itself); run: its tree, which insert gave the dump's autotune.json. Named by the
+        # user (profile --autotune-from), a missing or damaged file is an error. This run's own
+        # choices go beside the instrumented IR (profile: ``run OUT/ir`` then takes them) or,
+        # for run, into OUT (its tree keeps the dump's).
+        tree = isinstance(source, TreeSource)
+        if autotune_from is None and tree:
+            autotune_from = source.tree
+        self.autotune = Autotuning(
+            self.patches, self._tls, keep_tuning=keep_tuning,
+            autotune_from=None if autotune_from is None else str(autotune_from),
+            explicit=autotune_from is not None and not tree,
+            decisions_dir=self.out if tree else self.out / "ir", rank=self.rank,
+            note=self._note_once, result=self.result, writer=self.writer)
 
     # -- what the hooks ask of the session (public: tests and tools watch a session by them) --
 
@@ -163,26 +162,26 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
     def benchmarking(self) -> Any:
         """What this thread's launches benchmark for an autotuner: the config being timed, or
         "inductor"; None outside autotuning."""
-        return getattr(self._tls, "tuning", None)
+        return self.autotune.benchmarking
 
     @property
     def building_plain(self) -> bool:
         """Whether this thread compiles and launches the program's plain builds now (while an
         autotuner times them), not instrumented ones."""
-        return getattr(self._tls, "plain", False)
+        return self.autotune.building_plain
 
     def autotuning(self, what: Any) -> AbstractContextManager[bool]:
         """The block as the patched autotuners run their benchmarking of ``what`` (a config, or
         "inductor"): on the plain builds unless ``keep_tuning``; yields whether they are."""
-        return self._tuning(what)
+        return self.autotune.timing(what)
 
     @property
     def tuner(self) -> tuning.Tuner:
         """The autotuning choices this session pins and its counts of choices pinned and timed;
         read on first use (a file named by --autotune-from that is missing or damaged: a
         UserError)."""
-        self._load_pins()
-        return self._tuner
+        self.autotune.load_pins()
+        return self.autotune.tuner
 
     @property
     def shared_memory_limit(self) -> int | None:
@@ -220,7 +219,7 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
 
         if isinstance(self.source, TreeSource):
             self.source.load()  # a bad tree stops the run before the program starts
-        self._load_pins()  # before out is cleared: it may be where the pins come from
+        self.autotune.load_pins()  # before out is cleared: it may be where the pins come from
         if self.clear_out:
             clear_out_dir(self.out, self.rank)
         self._compile_brackets()
@@ -303,7 +302,7 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
         its own autotuning choices (autotune.json, for a later ``--autotune-from``). Needs no
         GPU: a session of the compile side alone (``install_compiler``) concludes too."""
         self._diagnose()
-        self._write_decisions()
+        self.autotune.write_decisions()
 
     def _diagnose(self) -> None:
         msgs = self.result.messages
@@ -329,7 +328,7 @@ class Session(CompilerPatches, LaunchHooks, TuningHooks, Buffers, CudaGraphs, Ra
             )
         if not self.result.launches and not msgs:
             msgs.append("no instrumented kernel was launched while profiling")
-        msgs.extend(self._autotune_summary())
+        msgs.extend(self.autotune.summary())
         for reason, n in sorted(self.result.dropped.items()):
             if reason == "autotune benchmarking" and not self.keep_tuning:
                 # (the reason outside parentheses: a note's one-line form drops those)

@@ -228,10 +228,9 @@ class RawSink:
             "in_cuda_graphs": self.result.in_cuda_graphs,
             "compile_fallbacks": self.result.compile_fallbacks,
             **({"measured_overhead": self.result.measured_overhead} if self.result.measured_overhead else {}),
-            "autotune": {"pinned": self._tuner.pinned if self._tuner else 0,
-                         "timed": self._tuner.timed if self._tuner else 0,
-                         "saved": self._tuner.saved if self._tuner else 0,
-                         "from": str(self._pins_file) if self._pins_file else None},
+            "autotune": {"pinned": t.pinned if (t := self.autotune.tuner) else 0,
+                         "timed": t.timed if t else 0, "saved": t.saved if t else 0,
+                         "from": str(self.autotune.pins_file) if self.autotune.pins_file else None},
             "compiled": {
                 h: {"kernel": c.name, "hash": c.hash, "instrumented": c.instrumented,
                     "reason": c.reason, "file": c.file}
