@@ -3,19 +3,18 @@ metadata), and what it is worth."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from importlib.resources import files
 from typing import Any
+
+from proton_inject.formats.schema import measured
 
 # Before and after further apart than this (relative) are said to differ: the clock changed
 # around the launch and the mean of the two is only as good as their difference.
 MAX_SIDE_DIFF = 0.01
 # What the bracket misses of the clock a launch ran at, beyond its sides' difference and
 # standard errors, % (measured: proton_inject/data/measured.json).
-SYSTEMATIC_PCT = json.loads(files("proton_inject").joinpath("data/measured.json").read_text())[
-    "clock_bracket_systematic_pct"]["pct"]
+SYSTEMATIC_PCT = measured()["clock_bracket_systematic_pct"]["pct"]
 
 
 @dataclass

@@ -6,15 +6,13 @@ write-up is ``docs/overhead.md``.
 
 from __future__ import annotations
 
-import json
-from importlib.resources import files
-
 from proton_inject.analyze.summary_schema import KernelSummary
 from proton_inject.formats import region_kinds
 from proton_inject.formats.raw import BufferType
+from proton_inject.formats.schema import measured
 
 # The measurements, with where and how each was made: proton_inject/data/measured.json.
-_MEASURED = json.loads(files("proton_inject").joinpath("data/measured.json").read_text())
+_MEASURED = measured()
 _OVERHEAD = _MEASURED["overhead"]
 OVERHEAD_MEASURED_ON = _OVERHEAD["measured_on"]
 # What a recorded iteration of a loop lowered directly adds to the loop around it (cycles).

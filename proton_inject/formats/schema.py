@@ -15,6 +15,7 @@ field gets its check here, next to the others).
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import math
@@ -305,6 +306,14 @@ def loads_json(data: str | bytes, where: str | Path, fix: str) -> Any:
 def read_json(path: str | Path, what: str, fix: str, limit: int = MAX_JSON_BYTES) -> Any:
     """Parsed JSON of a small file; ``fix`` says what to do when it is broken."""
     return loads_json(read_text(path, what, limit), path, fix)
+
+
+@functools.cache
+def measured() -> dict[str, Any]:
+    """The package's measured numbers (``proton_inject/data/measured.json``: each with where,
+    when and how it was measured), read once."""
+    path = Path(__file__).resolve().parents[1] / "data" / "measured.json"
+    return read_json(path, "measured data", "reinstall proton-inject: its data file is damaged")
 
 
 def read_toml(path: str | Path, what: str, limit: int = MAX_RULES_BYTES) -> dict[str, Any]:
