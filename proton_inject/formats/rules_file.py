@@ -70,6 +70,7 @@ class RuleKey:
     choices: tuple[str, ...] = ()
     metavar: str | None = None
     manifest: str = "always"
+    makes_regions: bool = False  # a rule that selects regions (with none set: the defaults)
 
     @property
     def param(self) -> str:
@@ -79,18 +80,18 @@ class RuleKey:
 
 RULES: tuple[RuleKey, ...] = (
     RuleKey("kernel_scope", "kernel-scope", "--kernel-scope", FLAG,
-            "One region around each kernel's body."),
+            "One region around each kernel's body.", makes_regions=True),
     RuleKey("loops", "loops", "--loops", CHOICE,
-            "A region around each loop, each iteration's body, or both.", choices=LOOP_MODES),
+            "A region around each loop, each iteration's body, or both.", choices=LOOP_MODES, makes_regions=True),
     RuleKey("loop_depth", "loop-depth", "--loop-depth", COUNT,
             "Only loops nested at most N deep (1 = outermost).",
             want="an integer of 1 or more (1 = outermost loops only)", metavar="N"),
     RuleKey("ranges", "region", "--region", RANGES,
             "A region around the ops from those source lines (repeatable).",
-            want="'load tiles=matmul.py:41-43'", metavar="NAME=FILE:START-END"),
+            want="'load tiles=matmul.py:41-43'", metavar="NAME=FILE:START-END", makes_regions=True),
     RuleKey("ops", "op", "--op", PATTERNS,
             "A region around each op whose name matches the glob (repeatable).",
-            want="'tt.dot'", metavar="PATTERN"),
+            want="'tt.dot'", metavar="PATTERN", makes_regions=True),
     RuleKey("kernel", "kernel", "--kernel", REGEX, "Only kernels whose name matches.",
             metavar="REGEX"),
     RuleKey("marks", "marks", "--no-marks", OFF_FLAG,
@@ -104,7 +105,7 @@ RULES: tuple[RuleKey, ...] = (
             want="an integer of 1 or more (1 = every CTA; N = every Nth)", metavar="N",
             manifest="set"),
     RuleKey("branches", "branches", "--branches", FLAG,
-            "A region around each branch of each if (its then and else bodies).", manifest="set"),
+            "A region around each branch of each if (its then and else bodies).", manifest="set", makes_regions=True),
 )
 RULE_KEYS = tuple(r.key for r in RULES)
 

@@ -5,7 +5,7 @@ an instrumented tree's manifest, or a dict. Selecting regions by them is `select
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +53,15 @@ class Rules:
             self._kernel = compile_pattern(self.kernel, f"--kernel {self.kernel!r}")
 
     def is_empty(self) -> bool:
-        return not (self.kernel_scope or self.loops or self.ranges or self.ops or self.branches)
+        """No rule that makes regions is set (``RuleKey.makes_regions``; marks alone add to
+        the defaults)."""
+        return not any(getattr(self, r.field) for r in RULES if r.makes_regions)
 
     def with_defaults(self) -> Rules:
         """The default when no rule is given: the kernel body and each loop as a whole."""
         if not self.is_empty():
             return self
-        return Rules(kernel_scope=True, loops="outer", loop_depth=self.loop_depth,
-                     kernel=self.kernel, marks=self.marks, source_root=self.source_root,
-                     sample_ctas=self.sample_ctas)
+        return replace(self, kernel_scope=True, loops="outer")
 
     def wants_kernel(self, name: str) -> bool:
         return self._kernel is None or self._kernel.search(name) is not None
