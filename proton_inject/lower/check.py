@@ -27,6 +27,7 @@ from proton_inject.formats.files import find_ttgir, write_atomic
 from proton_inject.formats.raw import BufferType
 from proton_inject.formats.schema import read_ttgir
 from proton_inject.lower.options import (
+    Lowering,
     LoweringOptions,
     max_shared_mem_for,
     profile_buffer_bytes,
@@ -292,7 +293,7 @@ def _read_build(report: CheckReport, compiled, text: str, options: LoweringOptio
     report.shared_bytes = int(md.shared or 0)
     binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
     report.binary_bytes = len(binary)
-    if report.profile_scratch_bytes and options.buffer_type == BufferType.DIRECT:
+    if report.profile_scratch_bytes and options.lowering == Lowering.DIRECT:
         from proton_inject.lower import direct
 
         report.buffer_bytes = direct.data_bytes(text, options.buffer_size,

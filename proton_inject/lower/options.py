@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 from proton_inject.errors import UserError
@@ -48,6 +49,15 @@ GRANULARITIES = ("warp", "warp-group")
 # "direct" is global memory written by our own lowering (``direct.py``: no per-CTA set-up, for
 # records that each run once, by warp 0); "auto" picks one per kernel (``for_kernel``).
 AUTO = "auto"  # --buffer-type auto: chosen per kernel (``for_kernel``)
+
+
+class Lowering(StrEnum):
+    """What turns a kernel's records into code: Triton's Proton passes (``proton.py``) or our
+    direct lowering (``direct.py``, buffer type direct)."""
+
+    PROTON = "proton"
+    DIRECT = "direct"
+
 BUFFER_TYPES = (AUTO, *BufferType)
 
 # Largest shared memory one CTA may use (opt-in), per target, for compiles without a GPU.
@@ -147,6 +157,11 @@ class LoweringOptions:
         if self.buffer_size and self.buffer_type != BufferType.DIRECT:
             explicit = not isinstance(self.warps, str)
             _check_buffer_size(self.buffer_size, len(self.warps) if explicit else None)
+
+    @property
+    def lowering(self) -> Lowering:
+        """Which lowering these options (resolved for a kernel) take."""
+        return Lowering.DIRECT if self.buffer_type == BufferType.DIRECT else Lowering.PROTON
 
     @property
     def in_global_memory(self) -> bool:

@@ -18,6 +18,7 @@ from proton_inject.formats.raw import BufferType
 from proton_inject.lower.options import (
     PROFILE_SCRATCH_ALIGNMENT,
     PROFILE_SCRATCH_SIZE_HINT,
+    Lowering,
     LoweringOptions,
     max_shared_mem_for,
 )
@@ -88,7 +89,7 @@ class ProtonLowering:
             if "proton.record" not in text:
                 return mod
             o = self.options.for_kernel(text, self.max_shared, hip=False)
-            if o.buffer_type != BufferType.DIRECT:
+            if o.lowering == Lowering.PROTON:
                 return mod
             from triton._C.libtriton import ir
 
@@ -120,7 +121,7 @@ class ProtonLowering:
                 mod = caller_local("mod", 3, lambda m, _: hasattr(m, "get_entry_func_name"))
                 o = (o.for_kernel(str(mod), self.max_shared, hip=self.backend == "amd")
                      if mod is not None else replace(o, auto_size=False, buffer_type=BufferType.SHARED))
-                if o.buffer_type == BufferType.DIRECT:  # direct_module failed: Proton's global buffer
+                if o.lowering == Lowering.DIRECT:  # direct_module failed: Proton's global buffer
                     o = replace(self.options, buffer_type=BufferType.GLOBAL).for_kernel(
                         str(mod), self.max_shared, hip=False)
             if getattr(_decided, "last", None) is None or _decided.last.direct_records is None:
