@@ -33,6 +33,7 @@ from proton_inject.formats.manifest import (
     rules_entry,
     tree_manifest,
 )
+from proton_inject.formats.patterns import compile_pattern
 from proton_inject.formats.schema import loads_json, read_text, read_ttgir
 from proton_inject.instrument.insert import InsertResult, insert_text
 from proton_inject.instrument.rules import Rules, rules_from_manifest, rules_from_table
@@ -243,13 +244,9 @@ def _region(d: dict) -> RegionInfo:
                          "ir_lines": tuple(d.get("ir_lines") or (0, 0))})
 
 
-def _kernel_regex(text: str | None) -> re.Pattern[str] | None:
-    if not text:
-        return None
-    try:
-        return re.compile(text)
-    except re.error as e:
-        raise UserError(f"--kernel {text!r} is not a valid regular expression: {e}") from e
+def _kernel_regex(text: str | None) -> Any:
+    """run's --kernel, compiled as every user pattern is (RE2: linear time); None: every kernel."""
+    return compile_pattern(text, f"--kernel {text!r}") if text else None
 
 
 class CompileHook:
