@@ -10,7 +10,7 @@ never go here: they stay in the program's own Triton cache, as without the tool.
 A cached build is only usable with what the compile hook learned while building it (its
 regions, its instrumented IR for ``OUT/ir``), so each build's Triton group directory also
 holds ``SIDECAR``, written once the compile finished, with the sha256 of every file of the
-build. These files outlive the session and other processes can change them (a CI cache
+build and of the record itself. These files outlive the session and other processes can change them (a CI cache
 restored from elsewhere, a second session, a full disk), so a build is used only once
 ``checked_build`` found its record well formed and its files as recorded; anything else is
 ``DamagedBuild`` and the build is made again.
@@ -217,6 +217,7 @@ def prune(limit: int | None = None, root: Path | None = None) -> tuple[int, int]
         return 0, 0
     removed = in_use = 0
     builds: list[tuple[float, int, str]] = []
+    locked: list[str] = []
     with ExitStack() as held:
         for key in _listing(root):
             fd = _lock_alone(key.path) if key.is_dir(follow_symlinks=False) else -1
@@ -226,6 +227,7 @@ def prune(limit: int | None = None, root: Path | None = None) -> tuple[int, int]
                 in_use += _size(key.path)
             else:
                 held.callback(os.close, fd)
+                locked.append(key.path)
                 for group in _listing(key.path):
                     if not group.is_dir(follow_symlinks=False):
                         removed += remove_entry(group.path)
@@ -236,9 +238,9 @@ def prune(limit: int | None = None, root: Path | None = None) -> tuple[int, int]
                 break
             freed = remove_entry(group)
             removed, left = removed + freed, left - freed
-        for key in _listing(root):
+        for key_dir in locked:  # (an empty one a session holds is kept for its builds)
             with suppress(OSError):
-                os.rmdir(key.path)  # only when empty
+                os.rmdir(key_dir)  # only when empty
     return removed, left
 
 
@@ -311,8 +313,19 @@ def write_record(group_dir: str | os.PathLike, record: dict[str, Any]) -> None:
     OSError or DamagedBuild when one of them cannot be read: the build is not kept)."""
     d = str(group_dir)
     files = {name: _digest(os.path.join(d, name)) for name in _build_files(d)}
-    write_atomic(Path(d) / SIDECAR,
-                 json.dumps({**record, "format": SIDECAR_FORMAT, "files": files}).encode())
+    rec = sealed({**record, "format": SIDECAR_FORMAT, "files": files})
+    write_atomic(Path(d) / SIDECAR, json.dumps(rec).encode())
+
+
+def _record_digest(rec: dict[str, Any]) -> str:
+    body = {k: v for k, v in rec.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def sealed(rec: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` with the digest of its own fields, so that a changed byte in it (a regions' name,
+    a line of its IR) is found, not used."""
+    return {**rec, "digest": _record_digest(rec)}
 
 
 def checked_build(group_dir: str | os.PathLike) -> dict[str, Any] | None:
@@ -378,6 +391,7 @@ def check_record(rec: Any) -> dict[str, Any]:  # long: one check per field, in t
             raise DamagedBuild(f"its record's {field} is not as a session writes it")
 
     need(isinstance(rec, dict) and rec.get("format") == SIDECAR_FORMAT, "format")
+    need(rec.get("digest") == _record_digest(rec), "digest")
     need(isinstance(rec.get("name"), str) and 0 < len(rec["name"]) <= 4096, "name")
     need(isinstance(rec.get("hash"), str) and _HASH.fullmatch(rec["hash"]) is not None, "hash")
     need(isinstance(rec.get("instrumented"), bool), "instrumented")

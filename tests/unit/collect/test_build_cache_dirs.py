@@ -132,3 +132,18 @@ def test_an_empty_or_relative_xdg_cache_home_is_not_the_working_directory(monkey
     monkeypatch.setenv("XDG_CACHE_HOME", xdg)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert build_cache.builds_root() == tmp_path / ".cache" / "proton-inject" / "builds"
+
+
+def test_prune_and_clear_leave_the_directory_of_a_running_session(tmp_path):
+    session = Session(RULES, tmp_path / "out")
+    session.install_compiler(target=H100)
+    try:
+        assert build_cache.prune(limit=0) == (0, 0)
+        assert build_cache.clear() == (0, 0)
+        assert session._builds.is_dir(), "the session's (still empty) key directory was removed"
+        mode = triton.knobs.compilation.instrumentation_mode
+        triton.compile(_many_sources(1)[0], target=H100, options={"instrumentation_mode": mode})
+        removed, kept = build_cache.clear()
+        assert removed == 0 and kept > 0 and len(_sidecars()) == 1
+    finally:
+        session.uninstall()
