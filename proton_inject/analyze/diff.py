@@ -225,7 +225,8 @@ def diff_sides(base: Side, new: Side, unit: str = "cycles", fail_above: float | 
             cmp = compare(ra, rb, resamples, seed, key, min_change)
             row = {
                 "name": rb.name, "loc": rb.loc, "path": list(rb.path),
-                "kind": rb.name.split(" ")[0],
+                # its region kind; for launches recorded without kinds, its name's first word
+                "kind": rb.kind or rb.name.split(" ")[0],
                 "moved_from": ra.loc if moved and ra.loc != rb.loc else None,
                 "base": _side_json(ra), "new": _side_json(rb), **cmp,
             }

@@ -49,6 +49,7 @@ class RegionSide:
     clusters: np.ndarray | None = None  # per instance: its CTA (or launch), 0..n-1
     n_clusters: int = 0
     resampled: str | None = None  # "CTAs" | "launches"
+    kind: str | None = None  # its region kind, where its launches recorded it
 
 
 @dataclass
@@ -140,7 +141,7 @@ def load_side(path: str | os.PathLike, unit: str = "cycles", seed: int = 0,
             st = r[unit]
             rs = RegionSide(name=_plain_name(r["name"]), loc=r.get("loc"),
                             path=_path(s, first.scopes, first.scope_parents), count=r["count"],
-                            median=st["median"], p95=st["p95"])
+                            median=st["median"], p95=st["p95"], kind=r.get("kind"))
             if s in acc.values:
                 _attach_instances(rs, acc, s, len(acc.slim), rng)
             regions.append(rs)
@@ -177,7 +178,8 @@ def _side_from_summary(p: Path, doc: Any, unit: str) -> Side:
             parents = {s: r["parent"] for s, r in by_scope.items() if r.get("parent") is not None}
             regions = [RegionSide(name=names[s], loc=locs.get(s), path=_path(s, names, parents),
                                   count=r["count"], median=_finite(p, k, r, unit, "median"),
-                                  p95=_finite(p, k, r, unit, "p95"))
+                                  p95=_finite(p, k, r, unit, "p95"),
+                                  kind=r["kind"] if isinstance(r.get("kind"), str) else None)
                        for s, r in by_scope.items()]
             kernels.append(KernelSide(kernel=k["kernel"], config=k.get("config"),
                                       launches=list(k.get("launches") or []),

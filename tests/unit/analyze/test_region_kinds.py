@@ -72,3 +72,16 @@ def test_raw_metadata_keeps_the_kinds():
     back = LaunchMeta.from_dict(meta.to_dict())
     assert back.scope_kinds == {0: "mark", 1: "lines"}
     assert LaunchMeta.from_dict(dataclasses.replace(meta, scope_kinds=None).to_dict()).scope_kinds is None
+
+
+def test_diff_says_the_recorded_kind(tmp_path):
+    import json
+
+    from proton_inject.analyze.diff import run_diff
+
+    d = _with_kinds({0: "loop_x", 1: "iter_y"}, {0: "mark", 1: "lines"})
+    for side in ("a", "b"):
+        (tmp_path / f"{side}.json").write_text(json.dumps(summarize([LaunchData.from_decoded(d)])))
+    res = run_diff(tmp_path / "a.json", tmp_path / "b.json", fmt="json")
+    [k] = json.loads(res.text)["kernels"]
+    assert {r["name"]: r["kind"] for r in k["regions"]} == {"loop_x": "mark", "iter_y": "lines"}
