@@ -60,6 +60,7 @@ class CompiledKernel:
     scope_names: list[tuple[int, str]] = field(default_factory=list)
     scope_parents: list[tuple[int, int]] = field(default_factory=list)
     scope_locs: dict[int, str] = field(default_factory=dict)
+    scope_kinds: dict[int, str] = field(default_factory=dict)  # each region's kind, from its origin
     cached: bool = False  # taken from the tool's build cache, built by an earlier session
     # How the lowering lowered it, decided while it compiled (None for a build from the cache:
     # then worked out again from its IR, as the lowering would).
@@ -112,7 +113,7 @@ class TreeSource:
 
     Triton's own override keys a file by source hash alone, so configs that differ only in
     num_warps, num_stages or target took one config's IR (FlagGems layer_norm and var_mean
-    computed other values under ``run``, H100, 2026-11-26). Here a compile takes the tree's
+    computed other values that way: DESIGN's measured facts). Here a compile takes the tree's
     file only when its kernel, hash and config are the ones the file was dumped with; any
     other compile of a kernel the tree holds (another config, or a hash that moved since the
     dump) is instrumented from its own TTGIR with the rules the tree was made with, and the
@@ -364,6 +365,7 @@ class CompileHook:
         entry.scope_names = [(r.scope_id, r.name) for r in k.regions]
         entry.scope_parents = [(r.scope_id, r.parent_id) for r in k.regions if r.parent_id is not None]
         entry.scope_locs = {r.scope_id: r.source for r in k.regions if r.source}
+        entry.scope_kinds = {r.scope_id: r.kind for r in k.regions}
         d = kernel_entry(k)
         d["dump"] = _kernel_info(src, metadata)
         path = self._register(entry, chash, res.text, d)
@@ -418,6 +420,7 @@ class CompileHook:
         entry.scope_names = [(int(i), str(n)) for i, n in rec.get("scope_names") or []]
         entry.scope_parents = [(int(i), int(p)) for i, p in rec.get("scope_parents") or []]
         entry.scope_locs = {int(k): str(v) for k, v in (rec.get("scope_locs") or {}).items()}
+        entry.scope_kinds = {r.scope_id: r.kind for r in map(_region, rec["manifest"].get("regions") or [])}
         for n in rec.get("notes") or []:
             self._note(str(n))
         self._register(entry, chash, str(rec["ir"]), dict(rec["manifest"]))

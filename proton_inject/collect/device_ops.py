@@ -2,10 +2,10 @@
 
 A library may replace torch's own operators with Triton kernels (FlagGems' ``use_gems()``
 registers aten implementations for ``zero_``, ``copy_``, ``fill_``, ...). Zeroing a profile
-buffer with ``Tensor.zero_()`` then launched one of those kernels, which our launch hook
-instrumented, which allocated and zeroed another buffer: RecursionError, no launch kept
-(FlagGems 5.0.2 on an H100, 2026-11-26 issue 27). The driver's memset and copy cannot be
-re-routed, and like ``zero_`` they are captured into a CUDA graph when the stream is capturing.
+buffer with ``Tensor.zero_()`` would launch one of those kernels, instrumented, which would
+need a buffer of its own, zeroed the same way: a recursion (docs/programs.md, "Libraries
+that replace torch's operators"). The driver's memset and copy cannot be re-routed, and like
+``zero_`` they are captured into a CUDA graph when the stream is capturing.
 """
 
 from __future__ import annotations

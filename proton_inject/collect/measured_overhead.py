@@ -1,4 +1,4 @@
-"""Measured perturbation (``--measure-overhead``, issue 30 item 2).
+"""Measured perturbation (``--measure-overhead``).
 
 A kernel the program launches several times through Triton's JIT has its launches alternate
 between the instrumented build and the plain one (compiled as an autotuner's timing build is,

@@ -110,6 +110,7 @@ class RawSink:
             scopes=dict(rec.scope_names),
             scope_parents=dict(rec.scope_parents),
             scope_locs=dict(c.scope_locs) if (c := self.hook.compiled.get(rec.compile_hash)) else {},
+            scope_kinds=dict(c.scope_kinds) if c is not None and c.scope_kinds else None,
             hash=rec.hash,
             clock_bits=self.options.clock,
             granularity=self.options.granularity,
