@@ -20,6 +20,8 @@ def test_the_lowering_decision_is_carried_from_the_compile(tmp_path):
         with compile_side(session):
             ck = jit_compile()
         entry = session.hook.compiled[ck.metadata.hash]
+        # The regions' kinds ride along too (from their manifest origin), for the launch metadata.
+        assert set(entry.scope_kinds.values()) == {"kernel"}, entry.scope_kinds
         assert entry.lowered is not None and entry.lowered.options.buffer_type == buffer_type
         if buffer_type == "direct":
             text = (tmp_path / buffer_type / "ir" / entry.file).read_text()
