@@ -341,6 +341,8 @@ def checked_build(group_dir: str | os.PathLike) -> dict[str, Any] | None:
     if not files:
         return None
     if not os.path.lexists(os.path.join(d, SIDECAR)):
+        if not any(f.startswith("__grp__") for f in files):
+            return None  # being compiled now (by another session), or never finished: a miss
         raise UnfinishedBuild("it has no record: its compile did not finish")
     try:
         rec = check_record(json.loads(_read(os.path.join(d, SIDECAR), MAX_SIDECAR_BYTES)))

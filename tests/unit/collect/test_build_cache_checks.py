@@ -154,3 +154,23 @@ def test_a_record_with_many_notes_costs_no_seconds(tmp_path):
     session, ck = _profile(tmp_path, "b", RULES)
     assert len(session.hook.notes) < 100  # each one scanned the list of those before: 8 s
     _rebuilt_with_a_note(session, ck)
+
+
+def test_a_build_another_session_is_compiling_is_left_to_it(tmp_path):
+    """Triton's files without its group file: another session is compiling the kernel into the
+    same directory now; removing them would break its compile. It is a miss: built over."""
+    _profile(tmp_path, "a", RULES)
+    (sidecar,) = _sidecars()
+    group = sidecar.parent
+    sidecar.unlink()
+    (grp,) = group.glob("__grp__*")
+    grp.unlink()
+    partial = _one(group, ".ttir")
+    partial.write_bytes(b"half written")  # (Triton replaces it whole)
+    theirs = group / "other_kernel.llir"
+    theirs.write_bytes(b"the other session's")
+    session, ck = _profile(tmp_path, "b", RULES)
+    assert theirs.read_bytes() == b"the other session's", "the other session's files were removed"
+    assert session.hook.records and ck.metadata.profile_scratch_size > 0
+    assert not [n for n in session.result.messages if "cached build" in n]
+    assert len(_sidecars()) == 1
