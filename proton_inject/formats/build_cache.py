@@ -383,7 +383,7 @@ def _is_id(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31
 
 
-def check_record(rec: Any) -> dict[str, Any]:  # long: one check per field, in the record's order
+def check_record(rec: Any) -> dict[str, Any]:
     """``rec`` when it has every field a session writes, each of its type and shape; else
     DamagedBuild naming the first that is not."""
     from proton_inject.formats.manifest import manifest_kernels
