@@ -385,7 +385,8 @@ def _is_id(v: Any) -> bool:
 
 def check_record(rec: Any) -> dict[str, Any]:
     """``rec`` when it has every field a session writes, each of its type and shape; else
-    DamagedBuild naming the first that is not."""
+    DamagedBuild naming the first that is not. (Every field ``CompileHook.restore`` reads is
+    checked here: one it trusts unchecked raises out of the program's compile.)"""
     from proton_inject.formats.manifest import manifest_kernels
 
     def need(ok: bool, field: str) -> None:
@@ -426,6 +427,8 @@ def check_record(rec: Any) -> dict[str, Any]:
              "manifest")
     except UserError:
         need(False, "manifest")
+    need(all(isinstance(r.get("name"), str) and isinstance(r.get("origin"), str)
+             and _is_id(r.get("scope_id")) for r in manifest.get("regions") or []), "regions")
     return rec
 
 

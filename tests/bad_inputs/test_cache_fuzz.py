@@ -32,7 +32,8 @@ SEED = int(os.environ.get("PROTON_INJECT_CACHE_FUZZ_SEED", "1"))
 CASE_TIMEOUT_S = 30
 RULES = Rules(kernel_scope=True, loops="outer")
 VALUES = [None, True, 0, -1, 2**63, 1.5, float("nan"), "", "../../escaped", "A" * 52, "x" * 5000,
-          [], {}, [[1, "a"]], [["1", 2]], {"1": 5}, {"a": "b"}, [[[[[]]]]] * 3, ["n"] * 3000]
+          [], {}, [[1, "a"]], [["1", 2]], {"1": 5}, {"a": "b"}, [[[[[]]]]] * 3, ["n"] * 3000,
+          [{"name": "kernel", "scope_id": 0}], [{"name": "loop", "scope_id": 0, "origin": "loops"}]]
 
 
 def _tree_digest(root: Path) -> str:

@@ -98,6 +98,8 @@ DAMAGE = {
     "record scope ids strings": _record(scope_names=[["x", "kernel"]]),
     "record manifest a list": _record(manifest=[1, 2]),
     "record regions wrong": _record(manifest={"regions": 5}),
+    "record region without its origin": _record(manifest={"regions": [{"name": "kernel",
+                                                                       "scope_id": 0}]}),
     "record notes a dict": _record(notes={"a": 1}),
     "record ir a number": _record(ir=7),
     "record instrumented a string": _record(instrumented="yes"),
