@@ -344,6 +344,8 @@ def checked_build(group_dir: str | os.PathLike) -> dict[str, Any] | None:
         if not any(f.startswith("__grp__") for f in files):
             return None  # being compiled now (by another session), or never finished: a miss
         raise UnfinishedBuild("it has no record: its compile did not finish")
+    if os.path.islink(os.path.join(d, SIDECAR)):
+        raise DamagedBuild(f"{SIDECAR} is a link")
     try:
         rec = check_record(json.loads(_read(os.path.join(d, SIDECAR), MAX_SIDECAR_BYTES)))
     except (ValueError, RecursionError):

@@ -77,6 +77,13 @@ def _record(**fields) -> callable:
     return change
 
 
+def _link_to_copy(p: Path) -> None:
+    """The record moved out of the cache and linked back (what it says still holds)."""
+    copy = p.parent.parent.parent.parent / "record-elsewhere.json"
+    p.rename(copy)
+    p.symlink_to(copy)
+
+
 def _flip_record_byte(group: Path) -> None:
     """A region's name changed, the record's digest not: JSON still, a kernel mislabelled."""
     p = group / build_cache.SIDECAR
@@ -93,6 +100,7 @@ DAMAGE = {
     "cubin a link to /dev/zero": _replace(".cubin", lambda p: os.symlink("/dev/zero", p)),
     "record garbage": _replace(build_cache.SIDECAR, _garbage),
     "record a FIFO": _replace(build_cache.SIDECAR, os.mkfifo),
+    "record a link to a copy": lambda group: _link_to_copy(group / build_cache.SIDECAR),
     "record scope_locs a list": _record(scope_locs=[]),
     "record scope_names a number": _record(scope_names=5),
     "record scope ids strings": _record(scope_names=[["x", "kernel"]]),
