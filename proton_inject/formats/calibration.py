@@ -59,6 +59,10 @@ def store(device: str, cycles: float, clock_bits: int = 64, buffer_type: str = "
     entries = _read(path)
     entries[cache_key(device, clock_bits, buffer_type, sched_stores, selective)] = {
         "cycles": round(float(cycles), 2), **(detail or {})}
-    user_cache_dir(make=True)
-    return write_atomic(path, json.dumps({"version": CACHE_VERSION, "entries": entries},
-                                         indent=1, sort_keys=True) + "\n")
+    try:
+        user_cache_dir(make=True)
+        return write_atomic(path, json.dumps({"version": CACHE_VERSION, "entries": entries},
+                                             indent=1, sort_keys=True) + "\n")
+    except OSError as e:
+        raise UserError(f"{e.filename or path}: cannot keep the measured cost there "
+                        f"({e.strerror}); set XDG_CACHE_HOME to a directory of yours") from None

@@ -16,6 +16,7 @@ from proton_inject import calibrate
 from proton_inject.analyze.decode import decode
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.report import run_report
+from proton_inject.errors import UserError
 from proton_inject.formats import calibration
 from proton_inject.formats.raw import load_raw, save_raw
 
@@ -76,6 +77,13 @@ def test_wrapped_buffer_counts_lost_records_and_never_goes_negative():
     assert (d.events.cycles >= 0).all()
     assert (d.events.cycles <= d_raw.events.cycles).all()
     assert d.record_cost == COST and d_raw.record_cost is None
+
+
+def test_a_cache_directory_that_is_not_the_users_is_one_line(cache):
+    cache.parent.parent.mkdir(parents=True)
+    cache.parent.write_text("a file where the directory belongs")
+    with pytest.raises(UserError, match="cannot keep the measured cost there"):
+        calibration.store(H100, 34.5)
 
 
 def test_cache_round_trip_and_keys(cache):
