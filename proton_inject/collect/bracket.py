@@ -35,18 +35,19 @@ def compile_tool_kernel(fn: Any, signature: dict[str, str], device: int) -> Any:
 
     Called before a session installs its hooks, so no lowering or rule touches it; it is
     launched through the compiled kernel's own launcher without launch hooks. Built in the
-    tool's own cache (``fsutil.user_cache_dir()``), not the program's Triton cache.
+    tool's own cache (``user_cache_dir()/triton``, checked against its seal before Triton reads
+    it: ``formats/tool_kernel_cache.py``), not the program's Triton cache.
     """
     import torch
     import triton
     from triton.compiler import ASTSource
     from triton.runtime import driver
 
+    from proton_inject.formats import tool_kernel_cache
     from proton_inject.formats.files import user_cache_dir
 
-    cache = user_cache_dir() / "triton"
-    cache.mkdir(parents=True, exist_ok=True)
-    with torch.cuda.device(device), triton.knobs.cache.scope():
+    with tool_kernel_cache.checked(user_cache_dir(make=True) / "triton") as cache, \
+            torch.cuda.device(device), triton.knobs.cache.scope():
         triton.knobs.cache.dir = str(cache)
         ck = triton.compile(ASTSource(fn, signature=signature), target=driver.active.get_current_target(),
                             options={"num_warps": 1})
