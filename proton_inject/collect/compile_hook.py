@@ -261,6 +261,7 @@ class CompileHook:
         self.prev = prev  # a hook installed before ours: it still runs, first
         self.compiled: dict[str, CompiledKernel] = {}  # compile hash -> what happened
         self.notes: list[str] = []
+        self._noted: set[str] = set()  # (the same notes: a set answers "said already?" at once)
         self._manifest: dict[str, dict] = {}  # relative file -> manifest entry
         self.plain_only: set[str] = set()  # kernels whose instrumented build failed once
         self.records: dict[str, dict[str, Any]] = {}  # compile hash -> IR and manifest entry
@@ -324,7 +325,8 @@ class CompileHook:
 
     def _note(self, text: str) -> None:
         with self._lock:
-            if text not in self.notes:
+            if text not in self._noted:
+                self._noted.add(text)
                 self.notes.append(text)
 
     def _instrument(self, mod: Any, metadata: dict, src: Any) -> Any:
