@@ -8,14 +8,15 @@
 # 427 s). fla's plain run alone compiles for ~230 s: give it a call of its own
 # (tests/gpu/test_gpu_libraries.py -k "fla and not flaggems").
 # Logs go to $OUT (or /tmp/gpu_check).
-# Runs from the checkout with PYTHONPATH=. (the project is not pip-installed there); a lark
-# wheel in .whl/ is installed into /tmp/site when lark is missing.
+# Runs from the checkout with PYTHONPATH=. (the project is not pip-installed there); the
+# wheels in .whl/ (lark, google-re2, and the libraries' for part3) are installed into /tmp/site
+# when lark or re2 is missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=${OUT:-/tmp/gpu_check}
 mkdir -p "$LOG"
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import lark" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
+if ! "$PY" -c "import lark, re2" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 2
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"

@@ -29,7 +29,7 @@ A step that fails is a row with its error; the script itself exits 0 unless its 
 are wrong. Standard library only; proton-inject runs as ``python -m proton_inject.cli`` with
 the checkout on PYTHONPATH (see --cli).
 
-On a GPU machine without network, with the pinned wheels in .whl/ (lark, liger-kernel 0.8.5,
+On a GPU machine without network, with the pinned wheels in .whl/ (lark, google-re2, liger-kernel 0.8.5,
 fla-core 0.6.0, einops, flag-gems 5.0.2, SQLAlchemy 2.0.48 for FlagGems' config cache):
 
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
