@@ -67,7 +67,7 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
     session = Session(source, out, options, max_launches, max_pending_mb, keep_tuning,
                       autotune_from, keep=keep_launches)
     session.gz = gz
-    session.build_cache = cache
+    session.builds.enabled = cache
     session.measure_overhead = measure_overhead
     return session
 

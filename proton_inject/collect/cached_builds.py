@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,26 +18,35 @@ from proton_inject.formats import build_cache
 
 
 class CachedBuilds:
-    """Mixed into ``Session``: where its instrumented builds are compiled and found."""
+    """A session's collaborator for its instrumented builds: where they are compiled, and
+    what a build found in the cache tells the compile hook. It needs only the hook, the undo
+    stack and a way to say something once."""
 
-    def _instrumented_cache(self) -> str:
+    def __init__(self, hook: Any, patches: Any, note: Any) -> None:
+        self.hook, self.patches, self._note_once = hook, patches, note
+        self.enabled = True  # kept between sessions (--no-cache: False)
+        self.dir: Path | None = None  # this session's key directory in the cache
+        self._stable_key = ""
+        self._session_tag = ""
+        self._checked: dict[str, dict[str, Any]] = {}  # group directory -> its checked record
+
+    def directory(self, private_root: str, key_parts: tuple[str, ...], session_tag: str) -> str:
         """The cache directory of this session's instrumented builds: ``formats/build_cache``'s
-        directory for its key, or a private one (``--no-cache``, a custom Triton cache manager,
-        or a cache directory that cannot be made)."""
+        directory for the key of ``key_parts`` (the source's digest, the options, the GPU's
+        shared memory, Triton's version), or a private one under ``private_root``
+        (``--no-cache``, a custom Triton cache manager, or a cache directory that cannot be
+        made). ``session_tag``: what this session's compile options carry instead of the key."""
         import triton
         import triton.compiler.compiler as tcc
 
-        kept = self.build_cache and triton.knobs.cache.manager_class is None
+        kept = self.enabled and triton.knobs.cache.manager_class is None
         if kept:
             build_cache.max_bytes()  # a bound that is not a number is refused before anything runs
-        if self._tmp is None:
-            self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
-        private = os.path.join(self._tmp, "cache")
+        private = os.path.join(private_root, "cache")
         os.makedirs(private, exist_ok=True)
         if not kept:
             return private
-        key = build_cache.build_key(self.source.digest(), repr(self.options), str(self._max_shared),
-                                    triton.__version__)
+        key = build_cache.build_key(*key_parts)
         try:
             d, lock = build_cache.open_key_dir(key)
         except OSError as e:
@@ -46,9 +54,7 @@ class CachedBuilds:
                             "kernels are compiled again in each session")
             return private
         self.patches.on_undo(lambda: os.close(lock))  # (before the session's prune)
-        self._checked: dict[str, dict[str, Any]] = {}  # group directory -> its checked record
-        self._builds = d
-        self._stable_key = key
+        self.dir, self._stable_key, self._session_tag = d, key, session_tag
         self.patches.set_attr(tcc, "get_cache_key", self._stable_cache_key(tcc.get_cache_key))
         return str(d)
 
@@ -62,7 +68,7 @@ class CachedBuilds:
         import triton
         from triton.runtime.cache import get_cache_manager
 
-        session = self
+        builds = self
         suffix = f":{self._session_tag}"
 
         def get_cache_key(src: Any, backend: Any, options: Any, env_vars: Any) -> str:
@@ -70,14 +76,14 @@ class CachedBuilds:
             if mode.endswith(suffix):
                 try:
                     options = dataclasses.replace(
-                        options, instrumentation_mode=f"{mode[:-len(suffix)]}:{session._stable_key}")
+                        options, instrumentation_mode=f"{mode[:-len(suffix)]}:{builds._stable_key}")
                 except Exception:  # not a dataclass: keyed by the session tag, never reused
                     pass
             key = orig(src, backend, options, env_vars)
-            if session._builds is not None and triton.knobs.cache.dir == str(session._builds):
+            if builds.dir is not None and triton.knobs.cache.dir == str(builds.dir):
                 # (the directory Triton's compile is about to look in, as it names it)
                 group = get_cache_manager(hashlib.sha256(key.encode()).hexdigest()).cache_dir
-                session._check_cached(group, str(getattr(src, "name", "")))
+                builds._check_cached(group, str(getattr(src, "name", "")))
             return key
 
         return get_cache_key
@@ -104,10 +110,10 @@ class CachedBuilds:
         """A compile into the tool's cache: record what the hook did beside the build, or, when
         the build came from the cache, tell the hook what it did then."""
         paths = list((metadata_group or {}).values())
-        if self._builds is None or not paths:
+        if self.dir is None or not paths:
             return
         group = os.path.dirname(paths[0])
-        if Path(group).parent != self._builds:
+        if Path(group).parent != self.dir:
             return  # a plain build, in the program's cache
         chash = str(metadata.get("hash", ""))
         if cache_hit:

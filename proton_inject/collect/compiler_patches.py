@@ -5,6 +5,7 @@ fit the GPU's shared memory) is built again plain, with a warning."""
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,11 @@ class CompilerPatches:
         hooks = self.patches.push_scope(installed(self.options, target=target, tag=self._session_tag))
         self._max_shared = max(h.max_shared for h in hooks.values())
         # Instrumented builds: the tool's cache (kept between sessions) or a private one.
-        cache_dir = self._instrumented_cache()
+        if self._tmp is None:
+            self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
+        cache_dir = self.builds.directory(self._tmp, (self.source.digest(), repr(self.options),
+                                                      str(self._max_shared), triton.__version__),
+                                          self._session_tag)
         triton.knobs.cache.dir = cache_dir
         self.patches.set_env("TRITON_CACHE_DIR", cache_dir)  # Inductor reads the environment
         self.autotune.patch_autotuners()

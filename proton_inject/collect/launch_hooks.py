@@ -22,7 +22,7 @@ class LaunchHooks:
                 if hasattr(src, "fn"):
                     name = getattr(src.fn, "__name__", str(src.name))
                     self._compiled.setdefault(name, set()).add(_base32(src.hash()))
-                self.after_compile(metadata, metadata_group, cache_hit)
+                self.builds.after_compile(metadata, metadata_group, cache_hit)
             finally:
                 if prev is not None:
                     prev(

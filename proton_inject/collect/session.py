@@ -77,7 +77,7 @@ NO_GPU = ("no CUDA GPU is visible (torch.cuda.is_available() is False), and prof
           "compile the result (scripts/demo.sh does all three)")
 
 
-class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, CachedBuilds, MeasuredOverhead):
+class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, MeasuredOverhead):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -116,6 +116,7 @@ class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, Cached
         self._init_launch_side(keep, max_launches)
         self._compiled: dict[str, set[str]] = {}  # kernel name -> override hashes compiled
         self.patches = Patches()
+        self.builds = CachedBuilds(self.hook, self.patches, self._note_once)  # kept between sessions
         self._tmp: str | None = None
         self._max_shared: int | None = None
         self._device_names: dict[int, str] = {}
@@ -131,10 +132,7 @@ class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, Cached
         self._started = False
         self._stopped = False
         self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
-        self.build_cache = True  # instrumented builds kept between sessions (--no-cache: False)
         self.measure_overhead = False  # alternate plain and instrumented launches, time both
-        self._builds: Path | None = None  # this session's directory in that cache
-        self._stable_key = ""
         self._session_tag = ""
         self.rank = _rank()
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
@@ -265,7 +263,7 @@ class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, Cached
     def uninstall(self) -> None:
         """Undo what ``start`` (or ``install_compiler``) installed, and remove its files."""
         self.result.messages += self.patches.undo_all()
-        if self._builds is not None:
+        if self.builds.dir is not None:
             try:
                 build_cache.prune()
             except OSError:

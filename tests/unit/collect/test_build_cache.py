@@ -55,7 +55,7 @@ def caches(tmp_path, monkeypatch):
 def _profile(tmp_path: Path, name: str, rules: Rules, cache: bool = True, options=None):
     """One session's compile side (what start() installs without a GPU), compiling the kernel."""
     session = Session(rules, tmp_path / name, options)
-    session.build_cache = cache
+    session.builds.enabled = cache
     session.install_compiler(target=H100)
     try:
         ck = _compile()

@@ -140,7 +140,7 @@ def test_prune_and_clear_leave_the_directory_of_a_running_session(tmp_path):
     try:
         assert build_cache.prune(limit=0) == (0, 0)
         assert build_cache.clear() == (0, 0)
-        assert session._builds.is_dir(), "the session's (still empty) key directory was removed"
+        assert session.builds.dir.is_dir(), "the session's (still empty) key directory was removed"
         mode = triton.knobs.compilation.instrumentation_mode
         triton.compile(_many_sources(1)[0], target=H100, options={"instrumentation_mode": mode})
         removed, kept = build_cache.clear()

@@ -16,7 +16,7 @@ def test_the_lowering_decision_is_carried_from_the_compile(tmp_path):
     for buffer_type in ("shared", "direct"):
         session = Session(Rules(kernel_scope=True), tmp_path / buffer_type,
                           LoweringOptions(buffer_type=buffer_type))
-        session.build_cache = False
+        session.builds.enabled = False
         with compile_side(session):
             ck = jit_compile()
         entry = session.hook.compiled[ck.metadata.hash]
