@@ -1,29 +1,40 @@
 """How a session changes the way kernels build: private caches, the compile hook, the Proton
 lowering, and Triton's compile patched so that an instrumented build that fails (or does not
-fit the GPU's shared memory) is built again plain, with a warning."""
+fit the GPU's shared memory) is built again plain, with a warning. ``Compiler`` is the
+session's collaborator for it."""
 
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from proton_inject.collect.compile_hook import INDUCTOR_PREFIXES
 from proton_inject.collect.launch_hooks import out_of_resources_type
-from proton_inject.lower.options import LoweringOptions
+from proton_inject.lower.options import LoweringOptions, suggest_buffer_size
 from proton_inject.lower.proton import installed
 
 
-class CompilerPatches:
-    """The compile side of a ``Session`` (a mixin: the session holds the state)."""
+class Compiler:
+    """The compile side of a session. It needs: the compile hook, the lowering options, the
+    undo stack, the autotuning and cached-builds collaborators, the run's result and its lock.
+    It finds the GPU's shared memory per CTA (``max_shared``) and counts the instrumented
+    builds the override made per kernel (``overridden``)."""
 
-    def install_compiler(self, target: Any = None) -> None:
-        """What decides how kernels build: private caches, the override tree (or the compile
-        hook), Inductor's settings, the Proton lowering, the autotuner and compile patches.
-        ``target`` (a ``GPUTarget``) sizes the lowering without a GPU (tests); undone by
-        ``uninstall`` (the compile listener with the compilation knobs' scope)."""
+    def __init__(self, hook: Any, options: LoweringOptions, patches: Any, autotune: Any,
+                 builds: Any, result: Any, lock: Any) -> None:
+        self.hook, self.options, self.patches = hook, options, patches
+        self.autotune, self.builds, self.result, self._lock = autotune, builds, result, lock
+        self.max_shared: int | None = None  # what instrumented builds must fit, else plain
+        self.overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
+        self._session_tag = ""
+
+    def install(self, target: Any, private_root: str) -> None:
+        """What decides how kernels build: private caches (under ``private_root``), the
+        override tree (or the compile hook), Inductor's settings, the Proton lowering, the
+        autotuner and compile patches. ``target`` (a ``GPUTarget``) sizes the lowering without
+        a GPU (tests); undone with the patches (the listener with the compilation knobs)."""
         import triton
 
         # Plain builds (those autotuners time) stay in the program's own cache, as without us.
@@ -40,12 +51,10 @@ class CompilerPatches:
         # hook records are that session's); on disk, builds are keyed by _stable_key instead.
         self._session_tag = f"s{id(self):x}{time.perf_counter_ns():x}"
         hooks = self.patches.push_scope(installed(self.options, target=target, tag=self._session_tag))
-        self._max_shared = max(h.max_shared for h in hooks.values())
+        self.max_shared = max(h.max_shared for h in hooks.values())
         # Instrumented builds: the tool's cache (kept between sessions) or a private one.
-        if self._tmp is None:
-            self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
-        cache_dir = self.builds.directory(self._tmp, (self.source.digest(), repr(self.options),
-                                                      str(self._max_shared), triton.__version__),
+        cache_dir = self.builds.directory(private_root, (self.hook.source.digest(), repr(self.options),
+                                                         str(self.max_shared), triton.__version__),
                                           self._session_tag)
         triton.knobs.cache.dir = cache_dir
         self.patches.set_env("TRITON_CACHE_DIR", cache_dir)  # Inductor reads the environment
@@ -54,11 +63,27 @@ class CompilerPatches:
         # Each compile's record goes to the hook (a build from the cache gets its record back).
         triton.knobs.compilation.listener = self._listener(triton.knobs.compilation.listener)
 
+    def _listener(self, prev: Any) -> Any:
+        """Triton's compile listener: each compile's record goes to the cached builds (a build
+        from the cache gets its record back); the program's own listener runs after."""
+
+        def listener(*, src, metadata, metadata_group, times, cache_hit):
+            try:
+                self.builds.after_compile(metadata, metadata_group, cache_hit)
+            finally:
+                if prev is not None:
+                    prev(
+                        src=src, metadata=metadata, metadata_group=metadata_group,
+                        times=times, cache_hit=cache_hit,
+                    )  # fmt: skip
+
+        return listener
+
     def _install_hook(self) -> None:
         """The compile hook in place: each compile's instrumented IR comes from ``source``."""
         import triton
 
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.hook.ir_dir.parent.mkdir(parents=True, exist_ok=True)
         knobs_rt = triton.knobs.runtime
         self.hook.prev = knobs_rt.add_stages_inspection_hook
         knobs_rt.add_stages_inspection_hook = self.hook
@@ -91,7 +116,7 @@ class CompilerPatches:
             if "Overriding kernel with file" in text:
                 name = Path(text.split()[-1]).stem
                 with self._lock:
-                    self._overridden[name] = self._overridden.get(name, 0) + 1
+                    self.overridden[name] = self.overridden.get(name, 0) + 1
                 return
             print(*args, **kwargs)
 
@@ -129,12 +154,49 @@ class CompilerPatches:
         """The options as the lowering resolved them for this instrumented build (its warps,
         buffer type and size); the options as given if its TTGIR is not at hand."""
         c = self.hook.compiled.get(str(getattr(ck.metadata, "hash", "")))
-        if c is not None and c.lowered is not None and max_shared in (None, self._max_shared):
+        if c is not None and c.lowered is not None and max_shared in (None, self.max_shared):
             return c.lowered.options
         try:
-            return self.options.for_kernel(ck.asm["ttgir"], max_shared or self._max_shared)
+            return self.options.for_kernel(ck.asm["ttgir"], max_shared or self.max_shared)
         except Exception:  # advice and checks only: fall back to the options as given
             return self.options
+
+    def explain_out_of_resources(self, ck: Any, e: Exception, oor_type: type,
+                                 build_max_shared: int | None = None) -> Exception:
+        """Triton's shared-memory OutOfResources for an instrumented build ``ck`` turned into
+        advice (an ``oor_type``: which warps record, the --buffer-size that fits); any other
+        error comes back as it is. ``build_max_shared``: the limit the lowering sized the
+        buffer for, where it is not this session's GPU's."""
+        from triton.runtime.errors import OutOfResources
+
+        if not isinstance(e, OutOfResources) or "shared" not in str(getattr(e, "name", "")):
+            return e
+        if not int(getattr(ck.metadata, "profile_scratch_size", 0) or 0):
+            return e
+        nw = int(ck.metadata.num_warps)
+        need, limit = int(e.required), int(e.limit)
+        # Split with the limit the lowering sized the buffer for (the device's, normally), and
+        # the options as the lowering resolved them for this kernel (which warps record: the
+        # first of each partition of a warp-specialized kernel; the buffer's type and size).
+        built_for = build_max_shared or self.max_shared or limit
+        opts = self._resolved(ck, built_for)
+        if opts.in_global_memory:
+            return e  # records use no shared memory: the kernel itself does not fit
+        from proton_inject.lower.check import record_buffer_share
+
+        buf = record_buffer_share(need, nw, built_for, opts) or 0
+        fit = suggest_buffer_size(limit - (need - buf), nw, opts) if buf else 0
+        advice = (
+            f"pass --buffer-size {fit} (or less), or --buffer-type global"
+            if fit
+            else "instrument fewer regions, or pass --buffer-type global"
+        )
+        msg = (
+            f"kernel {_kernel_name(ck)}: the instrumented build needs {need} B of shared "
+            f"memory per CTA ({buf} B of it for the record buffer) but the GPU allows {limit} B; "
+            f"{advice}"
+        )
+        return oor_type(need, limit, "shared memory", msg)
 
     def _does_not_fit(self, ck: Any) -> Exception | None:
         """Why an instrumented build cannot launch on this GPU (its shared memory with the
@@ -143,7 +205,7 @@ class CompilerPatches:
         md = getattr(ck, "metadata", None)
         if md is None or not int(getattr(md, "profile_scratch_size", 0) or 0):
             return None
-        shared, limit = int(getattr(md, "shared", 0) or 0), self._max_shared
+        shared, limit = int(getattr(md, "shared", 0) or 0), self.max_shared
         if not limit or shared <= limit or self._resolved(ck).in_global_memory:
             return None
         from triton.runtime.errors import OutOfResources
@@ -158,7 +220,7 @@ class CompilerPatches:
         session = self
 
         def compile(first: Any, *args: Any, **kwargs: Any) -> Any:
-            plain = session.building_plain  # a plain build fails as without us
+            plain = session.autotune.building_plain  # a plain build fails as without us
             try:
                 out = orig(first, *args, **kwargs)
             except Exception as e:
@@ -173,3 +235,7 @@ class CompilerPatches:
             return out
 
         return compile
+
+
+def _kernel_name(ck: Any) -> str:
+    return getattr(getattr(ck.src, "fn", None), "__name__", None) or str(ck.name)

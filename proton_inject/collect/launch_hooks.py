@@ -1,5 +1,5 @@
 """What a kept launch becomes (its bracket's second half, a LaunchRecord, the copy to the host),
-the kernel facts a launch needs, and advice when an instrumented build does not fit."""
+and the kernel facts a launch needs."""
 
 from __future__ import annotations
 
@@ -7,30 +7,11 @@ from typing import Any
 
 from proton_inject.collect.device_ops import in_tool_work
 from proton_inject.collect.launches import LaunchRecord, _KernelInfo, _Pending
-from proton_inject.lower.options import suggest_buffer_size
 
 
 class LaunchHooks:
     """The launch side of a session: which launches are kept, their buffers tied to them, and what
     each kept launch becomes (a LaunchRecord and a copy to the host)."""
-
-    def _listener(self, prev: Any):
-        from triton.runtime.cache import _base32
-
-        def listener(*, src, metadata, metadata_group, times, cache_hit):
-            try:
-                if hasattr(src, "fn"):
-                    name = getattr(src.fn, "__name__", str(src.name))
-                    self._compiled.setdefault(name, set()).add(_base32(src.hash()))
-                self.builds.after_compile(metadata, metadata_group, cache_hit)
-            finally:
-                if prev is not None:
-                    prev(
-                        src=src, metadata=metadata, metadata_group=metadata_group,
-                        times=times, cache_hit=cache_hit,
-                    )  # fmt: skip
-
-        return listener
 
     def _info(self, ck: Any) -> _KernelInfo:
         info = self._kernels.get(id(ck))
@@ -51,43 +32,6 @@ class LaunchHooks:
             if chash not in self.hook.compiled and hasattr(ck.src, "fn") and not plain:
                 self._unhooked.add(info.name)
         return info
-
-    def explain_out_of_resources(self, ck: Any, e: Exception, oor_type: type,
-                                 build_max_shared: int | None = None) -> Exception:
-        """Triton's shared-memory OutOfResources for an instrumented build ``ck`` turned into
-        advice (an ``oor_type``: which warps record, the --buffer-size that fits); any other
-        error comes back as it is. ``build_max_shared``: the limit the lowering sized the
-        buffer for, where it is not this session's GPU's."""
-        from triton.runtime.errors import OutOfResources
-
-        if not isinstance(e, OutOfResources) or "shared" not in str(getattr(e, "name", "")):
-            return e
-        if not int(getattr(ck.metadata, "profile_scratch_size", 0) or 0):
-            return e
-        nw = int(ck.metadata.num_warps)
-        need, limit = int(e.required), int(e.limit)
-        # Split with the limit the lowering sized the buffer for (the device's, normally), and
-        # the options as the lowering resolved them for this kernel (which warps record: the
-        # first of each partition of a warp-specialized kernel; the buffer's type and size).
-        built_for = build_max_shared or self._max_shared or limit
-        opts = self._resolved(ck, built_for)
-        if opts.in_global_memory:
-            return e  # records use no shared memory: the kernel itself does not fit
-        from proton_inject.lower.check import record_buffer_share
-
-        buf = record_buffer_share(need, nw, built_for, opts) or 0
-        fit = suggest_buffer_size(limit - (need - buf), nw, opts) if buf else 0
-        advice = (
-            f"pass --buffer-size {fit} (or less), or --buffer-type global"
-            if fit
-            else "instrument fewer regions, or pass --buffer-type global"
-        )
-        msg = (
-            f"kernel {self._info(ck).name}: the instrumented build needs {need} B of shared "
-            f"memory per CTA ({buf} B of it for the record buffer) but the GPU allows {limit} B; "
-            f"{advice}"
-        )
-        return oor_type(need, limit, "shared memory", msg)
 
     def _count_drop(self, reason: str) -> None:
         with self._lock:

@@ -28,7 +28,7 @@ from proton_inject.collect.autotuning import Autotuning
 from proton_inject.collect.buffers import Buffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
-from proton_inject.collect.compiler_patches import CompilerPatches
+from proton_inject.collect.compiler_patches import Compiler
 from proton_inject.collect.graphs import CudaGraphs
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launch_hooks import LaunchHooks, out_of_resources_type
@@ -77,7 +77,7 @@ NO_GPU = ("no CUDA GPU is visible (torch.cuda.is_available() is False), and prof
           "compile the result (scripts/demo.sh does all three)")
 
 
-class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, MeasuredOverhead):
+class Session(LaunchHooks, Buffers, CudaGraphs, RawSink, MeasuredOverhead):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -114,11 +114,9 @@ class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, Measur
         self._lock = threading.RLock()
         self._kernels: dict[int, _KernelInfo] = {}
         self._init_launch_side(keep, max_launches)
-        self._compiled: dict[str, set[str]] = {}  # kernel name -> override hashes compiled
         self.patches = Patches()
         self.builds = CachedBuilds(self.hook, self.patches, self._note_once)  # kept between sessions
         self._tmp: str | None = None
-        self._max_shared: int | None = None
         self._device_names: dict[int, str] = {}
         self._device_clocks: dict[int, float | None] = {}
         # The latest full globaltimer value a clock bracket read on each device (direct
@@ -131,9 +129,7 @@ class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, Measur
         self._record_costs: dict[tuple[int, str, bool], float | None] = {}
         self._started = False
         self._stopped = False
-        self._overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
         self.measure_overhead = False  # alternate plain and instrumented launches, time both
-        self._session_tag = ""
         self.rank = _rank()
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
         # Files of an earlier run in out would be mixed into this run's report (once the pins
@@ -153,6 +149,8 @@ class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, Measur
             explicit=autotune_from is not None and not tree,
             decisions_dir=self.out if tree else self.out / "ir", rank=self.rank,
             note=self._note_once, result=self.result, writer=self.writer)
+        self.compiler = Compiler(self.hook, self.options, self.patches, self.autotune, self.builds,
+                                 self.result, self._lock)
 
     # -- what the hooks ask of the session (public: tests and tools watch a session by them) --
 
@@ -185,11 +183,26 @@ class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, Measur
     def shared_memory_limit(self) -> int | None:
         """The shared memory per CTA (bytes) instrumented builds must fit, else they run plain:
         the GPU's, as the lowering installed for it (``install_compiler``) found it."""
-        return self._max_shared
+        return self.compiler.max_shared
 
     @shared_memory_limit.setter
     def shared_memory_limit(self, limit: int | None) -> None:
-        self._max_shared = limit
+        self.compiler.max_shared = limit
+
+    def install_compiler(self, target: Any = None) -> None:
+        """The compile side alone (``Compiler.install``): what ``start`` installs besides the
+        GPU parts; ``target`` (a ``GPUTarget``) sizes the lowering without a GPU (tests)."""
+        if self._tmp is None:
+            self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
+        self.compiler.install(target, self._tmp)
+
+    def explain_out_of_resources(self, ck: Any, e: Exception, oor_type: type,
+                                 build_max_shared: int | None = None) -> Exception:
+        """``Compiler.explain_out_of_resources``: a shared-memory OutOfResources as advice."""
+        return self.compiler.explain_out_of_resources(ck, e, oor_type, build_max_shared)
+
+    def inductor_kernels_left_instrumented(self) -> list[str]:
+        return self.compiler.inductor_kernels_left_instrumented()
 
     # -- setup / teardown --
 
@@ -223,7 +236,6 @@ class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, Measur
         self._compile_brackets()
         if self.measure_overhead:
             self._compile_gates()
-        self._tmp = tempfile.mkdtemp(prefix="proton-inject-run-")
         try:
             for d in range(torch.cuda.device_count()):
                 self._device_names[d] = torch.cuda.get_device_name(d)
@@ -348,8 +360,9 @@ class Session(CompilerPatches, LaunchHooks, Buffers, CudaGraphs, RawSink, Measur
             if r.graph_replay is not None:
                 replayed[r.kernel] = replayed.get(r.kernel, 0) + 1
         seen = self.launch_path.per_kernel()
-        for name in sorted(set(self._overridden) | set(seen) | set(kept)):
-            builds = f"{self._overridden[name]} instrumented builds, " if name in self._overridden else ""
+        built = self.compiler.overridden
+        for name in sorted(set(built) | set(seen) | set(kept)):
+            builds = f"{built[name]} instrumented builds, " if name in built else ""
             ran = f"{seen[name]:,} launches, " if name in seen else ""
             extra = f", {replayed[name]} of them CUDA-graph replays" if name in replayed else ""
             msgs.append(f"kernel {name}: {builds}{ran}{kept.get(name, 0):,} kept{extra}")

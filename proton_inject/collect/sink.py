@@ -161,7 +161,7 @@ class RawSink:
                 opts, table, loops = lowered.options, lowered.direct_records, lowered.direct_loops
                 cache[key] = (opts, sampled_ctas(text), table, loops)
                 return cache[key]
-            opts = self.options.for_kernel(text, self._max_shared)
+            opts = self.options.for_kernel(text, self.compiler.max_shared)
             if opts.buffer_type == "direct":
                 o = self.options
                 table = direct.record_table(text, o.buffer_size, o.sample_iterations)
