@@ -31,7 +31,7 @@ from proton_inject.formats.schema import (
     trace_event_error,
     trace_launches,
 )
-from proton_inject.formats.trace_writer import TraceLaunch, TraceSink, time_zero
+from proton_inject.formats.trace_writer import TraceLaunch, TraceSink, cta_spans, time_zero
 
 TRACE_FORMAT = "proton-inject-trace"
 _CHUNK = 1 << 15  # rows per formatting pass: a few MB of scratch, cache friendly
@@ -207,16 +207,7 @@ def _finalize_parts(d: TraceLaunch, pid_base: int, shift: int, ts: np.ndarray, t
     # Finalize slices: on the thread of the CTA's first profiled warp, after its last region.
     c = d.ctas
     first_warp = meta.segments[0]
-    last_end = np.full(len(c.cta), np.iinfo(np.int64).min)
-    if len(ev):
-        order = np.argsort(c.cta, kind="stable")
-        k = np.searchsorted(c.cta[order], ev.cta)
-        k = order[np.clip(k, 0, len(order) - 1)]
-        np.maximum.at(last_end, k, te)
-        first_start = np.full(len(c.cta), np.iinfo(np.int64).max)
-        np.minimum.at(first_start, k, ts)
-    else:
-        first_start = np.full(len(c.cta), np.iinfo(np.int64).max)
+    first_start, last_end = cta_spans(c.cta, ev.cta, ts, te)
     has = first_start < np.iinfo(np.int64).max
     init = c.init_ns[has] + shift
     pre = c.prefinal_ns[has] + shift

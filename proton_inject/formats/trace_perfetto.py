@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from proton_inject.formats.protobuf import Col, encode_packets, int_field, msg, str_field, tag, varint
-from proton_inject.formats.trace_writer import TraceLaunch, TraceSink, time_zero
+from proton_inject.formats.trace_writer import TraceLaunch, TraceSink, cta_spans, time_zero
 
 _CHUNK = 1 << 16  # packets per encoding pass: bounded scratch memory
 
@@ -199,14 +199,7 @@ def _launch_slices(d: TraceLaunch, shift: int) -> _Slices:
     ev, c = d.events, d.ctas
     ts = np.round(ev.start_ns).astype(np.int64) + shift
     te = np.round(ev.end_ns).astype(np.int64) + shift
-    last_end = np.full(len(c.cta), np.iinfo(np.int64).min)
-    first_start = np.full(len(c.cta), np.iinfo(np.int64).max)
-    if len(ev):
-        order = np.argsort(c.cta, kind="stable")
-        k = np.searchsorted(c.cta[order], ev.cta)
-        k = order[np.clip(k, 0, len(order) - 1)]
-        np.maximum.at(last_end, k, te)
-        np.minimum.at(first_start, k, ts)
+    first_start, last_end = cta_spans(c.cta, ev.cta, ts, te)
     has = first_start < np.iinfo(np.int64).max
     pre = c.prefinal_ns[has] + shift
     fin = c.postfinal_ns[has] - c.prefinal_ns[has]

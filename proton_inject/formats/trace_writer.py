@@ -132,3 +132,19 @@ class TraceSink:
         """Drop the file (an old one at ``path`` stays)."""
         err = RuntimeError("trace aborted")
         self._stack.__exit__(type(err), err, None)
+
+
+def cta_spans(cta_ids: np.ndarray, ev_cta: np.ndarray, ts: np.ndarray, te: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Per CTA of ``cta_ids`` (its row order): the start of its first region and the end of
+    its last (int64 max and min where it has none), from the regions' CTAs, starts and ends;
+    what both trace formats place each CTA's finalize slice by."""
+    last_end = np.full(len(cta_ids), np.iinfo(np.int64).min)
+    first_start = np.full(len(cta_ids), np.iinfo(np.int64).max)
+    if len(ev_cta):
+        order = np.argsort(cta_ids, kind="stable")
+        k = np.searchsorted(cta_ids[order], ev_cta)
+        k = order[np.clip(k, 0, len(order) - 1)]
+        np.maximum.at(last_end, k, te)
+        np.minimum.at(first_start, k, ts)
+    return first_start, last_end
