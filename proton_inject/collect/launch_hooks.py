@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton_inject.collect.device_ops import in_tool_work
 from proton_inject.collect.launches import LaunchRecord, _KernelInfo, _Pending
 
 
@@ -36,15 +35,6 @@ class LaunchHooks:
     def _count_drop(self, reason: str) -> None:
         with self._lock:
             self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
-
-    def _enter(self, lazy: Any) -> None:
-        """(--measure-overhead only: no launch hook is installed otherwise.)"""
-        if not in_tool_work() and getattr(self._tls, "measure", None) is not None:
-            self._measure_enter(lazy)
-
-    def _exit(self, lazy: Any) -> None:
-        if not in_tool_work() and getattr(self._tls, "measure_start", None) is not None:
-            self._measure_exit()  # the kernel's end, before our copy-out is queued
 
     def _keep(self, p: _Pending) -> None:
         """After a kept launch: its bracket's second half, its record, the copy to the host

@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from proton_inject.collect.device_ops import tool_work
+from proton_inject.collect.device_ops import in_tool_work, tool_work
 from proton_inject.collect.launches import config_name
 
 # Pairs per kernel and config: enough for a stable median; past it the kernel runs instrumented.
@@ -45,38 +45,72 @@ class _Timing:
         self.launches: list[tuple[bool, Any, Any]] = []
 
 
-class MeasuredOverhead:
-    """Mixed into ``Session``: alternate launches and time them (``measure_overhead``)."""
+class OverheadMeasurement:
+    """A session's collaborator for ``--measure-overhead``: alternate launches and time them.
 
-    def _patch_measure(self) -> None:
+    It needs the undo stack, the thread-local state it shares with the launch path (``tls``:
+    ``measure``, ``measure_start``, ``pending``), the autotuning collaborator (plain builds;
+    whether a launch is a tuner's), the compile hook (which kernels are instrumented), the run's
+    result, and from the launch side ``stream_obj(handle, device)`` and ``before_kernel(p,
+    stream)`` (a kept launch's own work, run after the gate)."""
+
+    def __init__(self, patches: Any, tls: Any, autotune: Any, hook: Any, result: Any,
+                 stream_obj: Any, before_kernel: Any) -> None:
+        self.patches, self._tls, self.autotune, self.hook, self.result = patches, tls, autotune, hook, result
+        self._stream_obj, self._before_kernel = stream_obj, before_kernel
+        self._timings: dict[tuple, _Timing] = {}
+        self._gates: dict[int, tuple[Any, Any]] = {}  # device: (kernel, its late count)
+        self._ticket = 0  # the last one held
+        self._gate_flag_host: Any = None
+
+    def install(self) -> None:
+        """Launch hooks around every launch (plain ones too: both are timed) and the JIT's
+        ``run`` alternating builds; undone with the patches."""
+        import triton
+
+        knobs_rt = triton.knobs.runtime
+        knobs_rt.launch_enter_hook.add(self._enter)
+        knobs_rt.launch_exit_hook.add(self._exit)
+        self.patches.on_undo(lambda: knobs_rt.launch_enter_hook.remove(self._enter))
+        self.patches.on_undo(lambda: knobs_rt.launch_exit_hook.remove(self._exit))
+        self._patch_run()
+
+    def _enter(self, lazy: Any) -> None:
+        if not in_tool_work() and getattr(self._tls, "measure", None) is not None:
+            self._measure_enter(lazy)
+
+    def _exit(self, lazy: Any) -> None:
+        if not in_tool_work() and getattr(self._tls, "measure_start", None) is not None:
+            self._measure_exit()  # the kernel's end, before our copy-out is queued
+
+    def _patch_run(self) -> None:
         from triton.runtime.jit import JITFunction
 
-        self._timings: dict[tuple, _Timing] = {}
-        session = self
+        measure = self
 
         def wrap(orig: Any) -> Any:
             def run(jf: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> Any:
-                t = None if warmup else session._timing_for(jf, kwargs)
+                t = None if warmup else measure._timing_for(jf, kwargs)
                 if t is None:
                     return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
                 plain = t.turn % 2 == 1
                 t.turn += 1
-                session._tls.measure = (t, plain)
+                measure._tls.measure = (t, plain)
                 try:
                     if not plain:
                         return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
-                    with session.autotune.plain_builds():
+                    with measure.autotune.plain_builds():
                         return orig(jf, *args, grid=grid, warmup=warmup, **kwargs)
                 finally:  # (a launch that failed between its hooks leaves nothing behind)
-                    session._tls.measure = session._tls.measure_start = None
-                    session._open_gate()
+                    measure._tls.measure = measure._tls.measure_start = None
+                    measure._open_gate()
 
             return run
 
         self.patches.patch(JITFunction, "run", wrap)
         self.patches.on_undo(lambda: self._open_gate(_NEVER_SHUT))
 
-    def _compile_gates(self) -> None:
+    def compile_gates(self) -> None:
         """The gate kernel for every device and the host-pinned flag it waits on, built before
         any hook is installed (as the bracket is). Without it a spin stands in."""
         import itertools
@@ -86,10 +120,7 @@ class MeasuredOverhead:
         from proton_inject.collect import bracket, buffers, device_ops
         from proton_inject.collect._gate_kernel import launch_gate
 
-        self._gates: dict[int, tuple[Any, Any]] = {}  # device: (kernel, its late count)
         self._tickets = itertools.count(1)
-        self._ticket = 0  # the last one held
-        self._gate_flag_host = None
         try:
             self._gate_flag = buffers._pinned(4).view(torch.int32)
             flag = self._gate_flag.numpy()  # written by the host, read by the gate
@@ -136,7 +167,7 @@ class MeasuredOverhead:
 
     def _timing_for(self, jf: Any, kwargs: dict[str, Any]) -> _Timing | None:
         """The kernel's timing record when this launch takes part; None to launch as usual."""
-        if self.benchmarking is not None or self.building_plain:
+        if self.autotune.benchmarking is not None or self.autotune.building_plain:
             return None  # autotuner benchmarking: plain already, and not the program's launch
         import torch
 
@@ -195,7 +226,7 @@ class MeasuredOverhead:
         if t.config is None and not plain and pending is not None and pending.config is not None:
             t.config = config_name(pending.config)
 
-    def measured_overhead(self) -> tuple[dict[str, Any], list[str]]:
+    def results(self) -> tuple[dict[str, Any], list[str]]:
         """Per kernel: the ratio, its spread and counts (for run.json), and one line each."""
         import torch
 

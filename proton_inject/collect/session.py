@@ -33,7 +33,7 @@ from proton_inject.collect.graphs import CudaGraphs
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launch_hooks import LaunchHooks, out_of_resources_type
 from proton_inject.collect.launches import RunResult, _KernelInfo
-from proton_inject.collect.measured_overhead import MeasuredOverhead
+from proton_inject.collect.measured_overhead import OverheadMeasurement
 from proton_inject.collect.patches import Patches
 from proton_inject.collect.sink import RawSink
 from proton_inject.dump import tuning
@@ -77,7 +77,7 @@ NO_GPU = ("no CUDA GPU is visible (torch.cuda.is_available() is False), and prof
           "compile the result (scripts/demo.sh does all three)")
 
 
-class Session(LaunchHooks, Buffers, CudaGraphs, RawSink, MeasuredOverhead):
+class Session(LaunchHooks, Buffers, CudaGraphs, RawSink):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -219,7 +219,6 @@ class Session(LaunchHooks, Buffers, CudaGraphs, RawSink, MeasuredOverhead):
                 f"--granularity {self.options.granularity}: Triton 3.6's NVIDIA Proton lowering "
                 "supports warp granularity only; use --granularity warp"
             )
-        import triton
         from triton.runtime import _allocation
 
         if self.options.buffer_type == "global" and getattr(torch.version, "hip", None):
@@ -235,7 +234,9 @@ class Session(LaunchHooks, Buffers, CudaGraphs, RawSink, MeasuredOverhead):
             clear_out_dir(self.out, self.rank)
         self._compile_brackets()
         if self.measure_overhead:
-            self._compile_gates()
+            self.overhead = OverheadMeasurement(self.patches, self._tls, self.autotune, self.hook,
+                                                self.result, self._stream_obj, self._before_kernel)
+            self.overhead.compile_gates()
         try:
             for d in range(torch.cuda.device_count()):
                 self._device_names[d] = torch.cuda.get_device_name(d)
@@ -248,13 +249,7 @@ class Session(LaunchHooks, Buffers, CudaGraphs, RawSink, MeasuredOverhead):
             self.launch_path.install(self.patches)
             self._patch_cuda_graphs()
             if self.measure_overhead:
-                # Timing each launch needs hooks around every launch, plain ones too.
-                knobs_rt = triton.knobs.runtime
-                knobs_rt.launch_enter_hook.add(self._enter)
-                knobs_rt.launch_exit_hook.add(self._exit)
-                self.patches.on_undo(lambda: knobs_rt.launch_enter_hook.remove(self._enter))
-                self.patches.on_undo(lambda: knobs_rt.launch_exit_hook.remove(self._exit))
-                self._patch_measure()
+                self.overhead.install()
         except BaseException:
             self.uninstall()
             raise
@@ -296,7 +291,7 @@ class Session(LaunchHooks, Buffers, CudaGraphs, RawSink, MeasuredOverhead):
             self.writer.close()  # every kept launch written
             if self.measure_overhead:
                 try:
-                    self.result.measured_overhead, lines = self.measured_overhead()
+                    self.result.measured_overhead, lines = self.overhead.results()
                     self.result.messages += lines
                 except Exception as e:  # the GPU in an error state: the rest is still written
                     self.result.messages.append(f"measured overhead: not available ({e})")
