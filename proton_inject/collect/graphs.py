@@ -7,13 +7,34 @@ from typing import Any
 from proton_inject.collect.launches import _Pending
 
 
-class CudaGraphs:
-    """Launches captured into a CUDA graph run on every replay: each gets its own buffer, kept
-    alive with the graph and copied out after every replay."""
+class GraphReplays:
+    """A session's collaborator for CUDA graphs: launches captured into a graph run on every
+    replay; each gets its own buffer, kept alive with the graph, and is copied out after a
+    replay the keep policy keeps.
 
-    def _patch_cuda_graphs(self) -> None:
-        """Launches captured into a CUDA graph run on every replay: each captured launch gets
-        its own buffer, kept alive with the graph, copied out after every replay."""
+    It needs the undo stack, the thread-local state (``capture``: the graph being captured on
+    this thread and its mode), the launch path (its policy, count and captures under way), the
+    raw writer (its lock on event calls), the run's lock and result, and from the kept-launch
+    side ``record(p, stream, device, replay)``, ``copy_out(rec, p, stream)`` and
+    ``count_drop(reason)``; ``stopped()`` says whether the session has ended."""
+
+    def __init__(self, patches: Any, tls: Any, launch_path: Any, writer: Any, lock: Any, result: Any,
+                 record: Any, copy_out: Any, count_drop: Any, stopped: Any) -> None:
+        self.patches, self._tls, self.launch_path, self.writer = patches, tls, launch_path, writer
+        self._lock, self.result, self._record, self._copy_out = lock, result, record, copy_out
+        self._count_drop, self._stopped = count_drop, stopped
+
+    def captured(self, p: _Pending) -> None:
+        """A kept launch captured into ``p.graph``: nothing ran yet; each replay copies it."""
+        with self._lock:
+            mine = p.graph.__dict__.get("_proton_inject")
+            if not mine or mine[0] is not self:
+                mine = (self, [], [0])  # whose, captured launches, replays so far
+                p.graph._proton_inject = mine
+            mine[1].append(p)
+
+    def install(self) -> None:
+        """``torch.cuda.CUDAGraph``'s capture and replay followed (undone with the patches)."""
         import torch
 
         cls = getattr(torch.cuda, "CUDAGraph", None)
@@ -50,7 +71,7 @@ class CudaGraphs:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
                 ret = orig(graph, *args, **kwargs)
                 captured = graph.__dict__.get("_proton_inject")
-                if captured and captured[0] is session and not session._stopped:
+                if captured and captured[0] is session and not session._stopped():
                     session._replayed(captured[1], captured[2])
                 return ret
 

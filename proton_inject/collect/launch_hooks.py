@@ -41,14 +41,8 @@ class LaunchHooks:
         (or, captured in a CUDA graph, the note to copy it after each replay)."""
         import torch
 
-        if p.graph is not None:
-            # Captured: nothing ran yet. The buffer lives with the graph; each replay copies it.
-            with self._lock:
-                mine = p.graph.__dict__.get("_proton_inject")
-                if not mine or mine[0] is not self:
-                    mine = (self, [], [0])  # session, captured launches, replays so far
-                    p.graph._proton_inject = mine
-                mine[1].append(p)
+        if p.graph is not None:  # captured: nothing ran yet; each replay copies it
+            self.graphs.captured(p)
             return
         device = p.buffer.device.index
         s = self._stream_obj(p.stream, device)

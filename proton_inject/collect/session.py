@@ -29,7 +29,7 @@ from proton_inject.collect.buffers import Buffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.compiler_patches import Compiler
-from proton_inject.collect.graphs import CudaGraphs
+from proton_inject.collect.graphs import GraphReplays
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launch_hooks import LaunchHooks, out_of_resources_type
 from proton_inject.collect.launches import RunResult, _KernelInfo
@@ -77,7 +77,7 @@ NO_GPU = ("no CUDA GPU is visible (torch.cuda.is_available() is False), and prof
           "compile the result (scripts/demo.sh does all three)")
 
 
-class Session(LaunchHooks, Buffers, CudaGraphs, RawSink):
+class Session(LaunchHooks, Buffers, RawSink):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -151,6 +151,9 @@ class Session(LaunchHooks, Buffers, CudaGraphs, RawSink):
             note=self._note_once, result=self.result, writer=self.writer)
         self.compiler = Compiler(self.hook, self.options, self.patches, self.autotune, self.builds,
                                  self.result, self._lock)
+        self.graphs = GraphReplays(self.patches, self._tls, self.launch_path, self.writer, self._lock,
+                                   self.result, self._record, self._copy_out, self._count_drop,
+                                   lambda: self._stopped)
 
     # -- what the hooks ask of the session (public: tests and tools watch a session by them) --
 
@@ -247,7 +250,7 @@ class Session(LaunchHooks, Buffers, CudaGraphs, RawSink):
             self.patches.on_undo(lambda: _allocation.set_profile_allocator(after_session(prev_alloc)))
             self.oor_type = out_of_resources_type()
             self.launch_path.install(self.patches)
-            self._patch_cuda_graphs()
+            self.graphs.install()
             if self.measure_overhead:
                 self.overhead.install()
         except BaseException:
