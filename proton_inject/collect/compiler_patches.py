@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.collect.compile_hook import INDUCTOR_PREFIXES
-from proton_inject.collect.launch_hooks import out_of_resources_type
 from proton_inject.lower.options import LoweringOptions, suggest_buffer_size
 from proton_inject.lower.proton import installed
 
@@ -239,3 +238,24 @@ class Compiler:
 
 def _kernel_name(ck: Any) -> str:
     return getattr(getattr(ck.src, "fn", None), "__name__", None) or str(ck.name)
+
+
+class ProfileBufferTooLarge(Exception):
+    """Set up as a subclass of Triton's OutOfResources at run time (autotuners catch it)."""
+
+
+def out_of_resources_type() -> type:
+    from triton.runtime.errors import OutOfResources
+
+    class _ProfileBufferTooLarge(OutOfResources, ProfileBufferTooLarge):
+        def __init__(self, required: int, limit: int, name: str, message: str = "") -> None:
+            super().__init__(required, limit, name)
+            self.message = message
+
+        def __str__(self) -> str:
+            return self.message or super().__str__()
+
+        def __reduce__(self):
+            return (type(self), (self.required, self.limit, self.name, self.message))
+
+    return _ProfileBufferTooLarge

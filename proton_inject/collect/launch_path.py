@@ -72,6 +72,7 @@ class LaunchPath:
         self._lock = threading.Lock()
         self.active = False
         self.capturing = 0  # CUDA-graph captures under way (the launch path then always asks)
+        self.unhooked: set[str] = set()  # kernels whose builds never went through the hook
 
     # -- install / uninstall --
 
@@ -122,7 +123,7 @@ class LaunchPath:
     def _loaded(self, ck: Any) -> None:
         """A build just loaded: wrap its launcher if it is one of ours and instrumented."""
         s = self.session
-        info = s._info(ck)
+        info = self.kernel_info(ck)
         if not info.instrumented or s.building_plain or ck._run is None:
             return
         counts = LaunchCounts(info.name, self.policy)
@@ -133,6 +134,24 @@ class LaunchPath:
             self.counts.append(counts)
             self._wrapped.append((ck, w))
         ck._run = w
+
+    def kernel_info(self, ck: Any) -> _KernelInfo:
+        """What a launch needs of a build (its name, override hash, profile scratch); a build
+        of a kernel the hook never saw is noted (compiled by a worker process or found in an
+        on-disk cache of the program's own)."""
+        from triton.runtime.cache import _base32
+
+        src = ck.src
+        try:
+            h = _base32(src.hash())
+        except Exception:
+            h = ""
+        name = getattr(getattr(src, "fn", None), "__name__", None) or str(ck.name)
+        scratch = int(getattr(ck.metadata, "profile_scratch_size", 0) or 0)
+        chash = str(getattr(ck.metadata, "hash", ""))
+        if chash not in self.session.hook.compiled and hasattr(src, "fn") and not self.session.building_plain:
+            self.unhooked.add(name)
+        return _KernelInfo(name, h, scratch > 0, scratch, ck)
 
     # -- a launch the policy may keep --
 

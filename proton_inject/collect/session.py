@@ -28,11 +28,10 @@ from proton_inject.collect.autotuning import Autotuning
 from proton_inject.collect.buffers import Buffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
-from proton_inject.collect.compiler_patches import Compiler
+from proton_inject.collect.compiler_patches import Compiler, out_of_resources_type
 from proton_inject.collect.graphs import GraphReplays
 from proton_inject.collect.keep_policy import KeepPolicy
-from proton_inject.collect.launch_hooks import LaunchHooks, out_of_resources_type
-from proton_inject.collect.launches import RunResult, _KernelInfo
+from proton_inject.collect.launches import RunResult
 from proton_inject.collect.measured_overhead import OverheadMeasurement
 from proton_inject.collect.patches import Patches
 from proton_inject.collect.sink import RawSink
@@ -77,7 +76,7 @@ NO_GPU = ("no CUDA GPU is visible (torch.cuda.is_available() is False), and prof
           "compile the result (scripts/demo.sh does all three)")
 
 
-class Session(LaunchHooks, Buffers, RawSink):
+class Session(Buffers, RawSink):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -107,12 +106,10 @@ class Session(LaunchHooks, Buffers, RawSink):
             source = RulesSource(as_rules(source))
         self.source = source
         self.hook = CompileHook(source, self.out / "ir")
-        self._unhooked: set[str] = set()  # kernels launched that never went through the hook
         self.keep_tuning = keep_tuning
         self.result = RunResult(out=str(self.out))
         self._tls = threading.local()
         self._lock = threading.RLock()
-        self._kernels: dict[int, _KernelInfo] = {}
         self._init_launch_side(keep, max_launches)
         self.patches = Patches()
         self.builds = CachedBuilds(self.hook, self.patches, self._note_once)  # kept between sessions
@@ -259,6 +256,10 @@ class Session(LaunchHooks, Buffers, RawSink):
         self._started = True
         return self
 
+    def _count_drop(self, reason: str) -> None:
+        with self._lock:
+            self.result.dropped[reason] = self.result.dropped.get(reason, 0) + 1
+
     def _note_once(self, text: str) -> None:
         with self._lock:
             if text not in self.result.messages:
@@ -316,9 +317,9 @@ class Session(LaunchHooks, Buffers, RawSink):
         msgs = self.result.messages
         msgs.extend(self.hook.notes)
         msgs.extend(self.hook.summary())
-        if self._unhooked:
+        if self.launch_path.unhooked:
             msgs.append(
-                f"{', '.join(sorted(self._unhooked))} ran uninstrumented: compiled outside this "
+                f"{', '.join(sorted(self.launch_path.unhooked))} ran uninstrumented: compiled outside this "
                 "process's compiler (a worker process or an on-disk cache of the program's own)"
             )
         if isinstance(self.source, TreeSource):

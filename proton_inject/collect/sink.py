@@ -20,8 +20,8 @@ from proton_inject.lower.probes import records_per_warp_bound
 
 
 class RawSink:
-    """Kept launches, from device to disk: copies retired in order, raw files with their metadata,
-    run.json."""
+    """Kept launches, from device to disk: what a kept launch becomes (its bracket's second half,
+    a LaunchRecord, the copy to the host), then raw files with their metadata, and run.json."""
 
     def _ir_path(self, rec: LaunchRecord) -> Path | None:
         c = self.hook.compiled.get(rec.compile_hash)
@@ -30,6 +30,49 @@ class RawSink:
     def _scopes(self, rec: LaunchRecord) -> tuple[list, list]:
         c = self.hook.compiled.get(rec.compile_hash)
         return (list(c.scope_names), list(c.scope_parents)) if c else ([], [])
+
+    def _keep(self, p: _Pending) -> None:
+        """After a kept launch: its bracket's second half, its record, the copy to the host
+        (or, captured in a CUDA graph, the note to copy it after each replay)."""
+        import torch
+
+        if p.graph is not None:  # captured: nothing ran yet; each replay copies it
+            self.graphs.captured(p)
+            return
+        device = p.buffer.device.index
+        s = self._stream_obj(p.stream, device)
+        self._run_bracket(p, 1, s.cuda_stream)
+        with self._lock:
+            rec = self._record(p, p.stream, device)
+            copy_stream = self._copy_streams.get(device)
+            if copy_stream is None:
+                copy_stream = self._copy_streams[device] = torch.cuda.Stream(device=device)
+        rec.bracket_at = p.bracket_at
+        launched = torch.cuda.Event()
+        launched.record(s)
+        copy_stream.wait_event(launched)
+        self._copy_out(rec, p, copy_stream)  # (outside the lock: it may wait for the writer)
+
+    def _record(self, p: _Pending, stream: int, device: int, replay: int | None = None) -> LaunchRecord:
+        md = p.info.ck.metadata
+        rec = LaunchRecord(
+            seq=len(self.result.launches),
+            kernel=p.info.name,
+            hash=p.info.override_hash,
+            compile_hash=str(getattr(md, "hash", "")),
+            grid=p.grid,
+            num_warps=int(md.num_warps),
+            num_ctas=int(getattr(md, "num_ctas", 1)),
+            stream=stream,
+            device=device,
+            scratch_bytes_per_cta=p.info.scratch,
+            config=p.config,
+            tuning=p.tuning,
+            graph_replay=replay,
+            launched_from=p.launched_from,
+        )
+        self.result.launches.append(rec)
+        return rec
 
     def _copy_out(self, rec: LaunchRecord, p: _Pending, stream: Any) -> None:
         """Enqueue the copy of a kept launch's buffer to pinned host memory on ``stream`` (a

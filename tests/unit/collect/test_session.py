@@ -16,7 +16,7 @@ from triton.backends.compiler import GPUTarget
 from triton.runtime.errors import OutOfResources
 
 from proton_inject.api import profile
-from proton_inject.collect.launch_hooks import ProfileBufferTooLarge, out_of_resources_type
+from proton_inject.collect.compiler_patches import ProfileBufferTooLarge, out_of_resources_type
 from proton_inject.collect.launches import config_name, config_of_autotune, config_of_kernel
 from proton_inject.collect.session import Session
 from proton_inject.dump.program import split_program_argv
