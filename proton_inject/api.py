@@ -116,7 +116,7 @@ def profile(
             if not quiet:  # (a line each: the whole messages are in result.messages)
                 for m in map(headline, session.result.messages):
                     print(f"proton-inject: {m}", file=sys.stderr)
-                kept = session.inductor_kernels_left_instrumented()
+                kept = session.compiler.inductor_kernels_left_instrumented()
                 if kept:
                     print(f"proton-inject: {len(kept)} kernel(s) Inductor compiled inside the "
                           f"profile block ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}) "

@@ -10,10 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from proton_inject.collect import bracket, device_ops
-from proton_inject.collect.keep_policy import KeepPolicy
-from proton_inject.collect.launch_path import LaunchPath
 from proton_inject.collect.launches import _Pending
-from proton_inject.collect.raw_writer import RawWriter
 from proton_inject.formats import clock_bracket
 
 # How often a kept launch gets its own clock bracket, at most, on one device (seconds).
@@ -231,31 +228,26 @@ def _pinned(nbytes: int) -> Any:
         return torch.empty(nbytes, dtype=torch.uint8, device="cpu", pin_memory=True)
 
 
-class Buffers:
-    """A kept launch's buffer from the pool (zeroed; a fresh one zeroed through the driver on
-    the program's stream, which no library re-routes), now and then bracketed by the clock
-    kernel; the profile allocator Triton asks on every other launch of an instrumented build."""
+class LaunchBuffers:
+    """A session's collaborator for launches' device buffers: a kept launch's from the pool
+    (zeroed; a fresh one zeroed through the driver on the program's stream, which no library
+    re-routes), now and then bracketed by the clock kernel; the profile allocator Triton asks
+    on every other launch of an instrumented build (a throw-away buffer).
 
-    def _init_launch_side(self, keep: Any, max_launches: int | None) -> None:
-        """The launch side's parts: which launches are kept (``keep``: a ``KeepPolicy`` or its
-        --keep-launches text, bounded by --max-launches), the launch path that keeps them, the
-        pool of their buffers, the ring of their copies and the writer that saves them."""
-        if isinstance(keep, str):
-            keep = KeepPolicy.parse(keep)
-        self.keep_policy = (keep or KeepPolicy()).with_total(max_launches)
-        self.launch_path = LaunchPath(self, self.keep_policy, "past --max-launches" if max_launches
-                                      is not None else "past --keep-launches max")
-        self.pool = BufferPool(self.max_pending)
-        self.writer = RawWriter(self._land, self._save, self.max_pending, self._writer_error,
-                                lambda: self.launch_path.capturing > 0)
-        self.host_ring = HostRing(min(self.max_pending, 32 << 20), self.writer.wake)
-        self._copy_lock = threading.Lock()
-        self._discard = _DiscardBuffers()  # for launches not kept
+    It needs the thread-local state it shares with the launch path (``buffer``, ``pending``,
+    ``capture``, ``measure``), the run's lock and result (for its notes), the pool, and
+    ``capturing()``: whether a CUDA-graph capture is under way on some thread."""
+
+    def __init__(self, tls: Any, lock: Any, result: Any, pool: BufferPool, capturing: Any) -> None:
+        self._tls, self._lock, self.result, self.pool, self._capturing = tls, lock, result, pool, capturing
+        self.discard = _DiscardBuffers()  # for launches not kept
+        # Clock-bracket kernel per device and its CTAs (one per SM); why, where there is none.
+        self.brackets: dict[int, tuple[Any, int]] = {}
+        self.bracket_error: str | None = None
         self._last_bracket: dict[int, float] = {}  # device -> when its last bracket ran
         self._streams: dict[int, Any] = {}
-        self._copy_streams: dict[int, Any] = {}
 
-    def _compile_brackets(self) -> None:
+    def compile_brackets(self) -> None:
         """The clock-bracket kernel for every device, built before any hook is installed (so
         no rule instruments it and the override leaves it alone). Without it launches keep
         their records; their clock is then fitted or guessed, and said so."""
@@ -263,15 +255,15 @@ class Buffers:
 
         try:
             for d in range(torch.cuda.device_count()):
-                self._brackets[d] = (bracket.compile_for(d),
+                self.brackets[d] = (bracket.compile_for(d),
                                      torch.cuda.get_device_properties(d).multi_processor_count)
         except Exception as e:  # never stop profiling for it
-            self._brackets.clear()
-            self._bracket_error = f"bracket kernel could not be built ({e})"[:300]
-            self.result.messages.append(f"warning: clock {self._bracket_error}; launches whose own "
+            self.brackets.clear()
+            self.bracket_error = f"bracket kernel could not be built ({e})"[:300]
+            self.result.messages.append(f"warning: clock {self.bracket_error}; launches whose own "
                                         "timer reads cannot fit the clock get a guessed one")
 
-    def _before_kernel(self, p: _Pending, stream: int) -> None:
+    def before_kernel(self, p: _Pending, stream: int) -> None:
         """Enqueue a kept launch's own work before its kernel: the zeroing of a buffer not
         taken zeroed from the pool, and the clock bracket's first side."""
         p.deferred_stream = None
@@ -280,11 +272,11 @@ class Buffers:
         if p.fresh:
             device_ops.zero(p.buffer, stream)
         if p.bracket is not None:
-            self._run_bracket(p, 0, stream)
+            self.run_bracket(p, 0, stream)
 
-    def _run_bracket(self, p: _Pending, side: int, stream: int) -> None:
+    def run_bracket(self, p: _Pending, side: int, stream: int) -> None:
         """Enqueue one side (0 before, 1 after) of ``p``'s bracket on the launch's stream."""
-        entry = self._brackets.get(p.buffer.device.index)
+        entry = self.brackets.get(p.buffer.device.index)
         if p.bracket is None or entry is None:  # none, or a launch failed since it was set up
             p.bracket = p.bracket_at = None
             return
@@ -293,12 +285,12 @@ class Buffers:
             bracket.launch(ck, p.bracket[side], ctas, stream)
         except Exception as e:  # never fail the program's launch because of us
             p.bracket = p.bracket_at = None
-            self._bracket_error = f"a bracket launch failed ({e})"[:300]
-            self._brackets.clear()
-            self.result.messages.append(f"warning: clock {self._bracket_error}; later launches have "
+            self.bracket_error = f"a bracket launch failed ({e})"[:300]
+            self.brackets.clear()
+            self.result.messages.append(f"warning: clock {self.bracket_error}; later launches have "
                                         "none")
 
-    def _stream_obj(self, stream: int, device: int):
+    def stream_obj(self, stream: int, device: int):
         """A torch stream object for a launch's stream handle (made once per handle)."""
         s = self._streams.get(stream)
         if s is None:
@@ -309,7 +301,7 @@ class Buffers:
             self._streams[stream] = s
         return s
 
-    def _allocate(self, size: int, alignment: int, stream: int | None):
+    def allocate(self, size: int, alignment: int, stream: int | None):
         """The profile allocator Triton calls for every launch of an instrumented build: the
         buffer the launch path prepared for a kept launch, else a throw-away one."""
         tls = self._tls
@@ -320,21 +312,21 @@ class Buffers:
         import torch
 
         device = torch._C._cuda_getDevice()
-        buf = self._discard.find(size, device)
+        buf = self.discard.find(size, device)
         if buf is None:
             # A global-mode capture forbids allocating from other threads: take the graph's pool.
             _, mode = getattr(tls, "capture", None) or (None, "global")
-            buf = self._discard.get(size, device, torch.cuda.is_current_stream_capturing() and mode == "global")
+            buf = self.discard.get(size, device, torch.cuda.is_current_stream_capturing() and mode == "global")
         return buf
 
-    def buffer_failed(self, e: Exception) -> None:
+    def failed(self, e: Exception) -> None:
         """A kept launch's buffer could not be set up: it runs unprofiled; said once."""
         with self._lock:
             if not any(m.startswith("profile buffer allocation failed") for m in self.result.messages):
                 self.result.messages.append(f"profile buffer allocation failed ({e!r}); "
                                             "those launches ran unprofiled")
 
-    def launch_buffer(self, pending: _Pending, size: int) -> Any:
+    def for_launch(self, pending: _Pending, size: int) -> Any:
         """The zeroed buffer of ``size`` bytes a kept launch records into (its clock bracket's
         first side enqueued before it), or None when the launch cannot be kept (captured into
         a CUDA graph by an API we do not follow)."""
@@ -348,11 +340,11 @@ class Buffers:
                 name = pending.info.name
                 self.result.in_cuda_graphs[name] = self.result.in_cuda_graphs.get(name, 0) + 1
             return None
-        s = self._stream_obj(pending.stream, device)
+        s = self.stream_obj(pending.stream, device)
         # Outside a capture a clock bracket may ride in the buffer's tail (one buffer, one
         # copy); a captured launch has none (a bracket kernel would join the user's graph).
-        bracketed = not capturing and device in self._brackets and self._bracket_due(device)
-        ctas = self._brackets[device][1] if bracketed else 0
+        bracketed = not capturing and device in self.brackets and self._bracket_due(device)
+        ctas = self.brackets[device][1] if bracketed else 0
         at = -(-size // 128) * 128
         total = at + clock_bracket.bracket_bytes(ctas) if ctas else size
         if capturing:
@@ -360,7 +352,7 @@ class Buffers:
             buf = _device_empty(total, device, inline=mode == "global")
             fresh = True
         else:
-            buf, fresh = self.pool.take(total, device, self.launch_path.capturing > 0)
+            buf, fresh = self.pool.take(total, device, self._capturing())
         pending.buffer = buf
         pending.nbytes = total
         pending.keep = True
@@ -372,7 +364,7 @@ class Buffers:
         if getattr(self._tls, "measure", None) is not None:
             pending.deferred_stream = s.cuda_stream  # after --measure-overhead's gate (_measure_enter)
         else:
-            self._before_kernel(pending, s.cuda_stream)
+            self.before_kernel(pending, s.cuda_stream)
         return buf[:size]
 
     def _bracket_due(self, device: int) -> bool:

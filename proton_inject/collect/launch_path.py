@@ -164,7 +164,7 @@ class LaunchPath:
             import torch
 
             need = gx * gy * gz * w.per_cta
-            w.discard = self.session._discard.find(need, torch._C._cuda_getDevice())
+            w.discard = self.session.buffers.discard.find(need, torch._C._cuda_getDevice())
             w.discard_bytes = -1 if w.discard is None else w.discard.numel()
         return ret
 
@@ -189,9 +189,9 @@ class LaunchPath:
         try:
             with tool_work():
                 size = gx * gy * gz * int(getattr(w.info.ck.metadata, "num_ctas", 1)) * w.info.scratch
-                buf = s.launch_buffer(p, size)
+                buf = s.buffers.for_launch(p, size)
         except Exception as e:  # never fail the program's launch because of us
-            s.buffer_failed(e)
+            s.buffers.failed(e)
             buf = None
         if buf is None:
             return w.inner(gx, gy, gz, stream, function, *args)

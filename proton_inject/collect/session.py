@@ -25,15 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.collect.autotuning import Autotuning
-from proton_inject.collect.buffers import Buffers, after_session
+from proton_inject.collect.buffers import BufferPool, HostRing, LaunchBuffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.compiler_patches import Compiler, out_of_resources_type
 from proton_inject.collect.graphs import GraphReplays
 from proton_inject.collect.keep_policy import KeepPolicy
+from proton_inject.collect.launch_path import LaunchPath
 from proton_inject.collect.launches import RunResult
 from proton_inject.collect.measured_overhead import OverheadMeasurement
 from proton_inject.collect.patches import Patches
+from proton_inject.collect.raw_writer import RawWriter
 from proton_inject.collect.sink import RawSink
 from proton_inject.dump import tuning
 from proton_inject.dump.program import split_program_argv
@@ -76,7 +78,7 @@ NO_GPU = ("no CUDA GPU is visible (torch.cuda.is_available() is False), and prof
           "compile the result (scripts/demo.sh does all three)")
 
 
-class Session(Buffers, RawSink):
+class Session(RawSink):
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -110,7 +112,20 @@ class Session(Buffers, RawSink):
         self.result = RunResult(out=str(self.out))
         self._tls = threading.local()
         self._lock = threading.RLock()
-        self._init_launch_side(keep, max_launches)
+        # The launch side: which launches are kept (``keep``: a policy or its --keep-launches
+        # text, bounded by --max-launches), the path that keeps them, their buffers, the ring
+        # of their copies and the writer that saves them.
+        keep = KeepPolicy.parse(keep) if isinstance(keep, str) else keep
+        self.keep_policy = (keep or KeepPolicy()).with_total(max_launches)
+        self.launch_path = LaunchPath(self, self.keep_policy, "past --max-launches" if max_launches
+                                      is not None else "past --keep-launches max")
+        self.pool = BufferPool(self.max_pending)
+        capturing = lambda: self.launch_path.capturing > 0  # noqa: E731
+        self.buffers = LaunchBuffers(self._tls, self._lock, self.result, self.pool, capturing)
+        self.writer = RawWriter(self._land, self._save, self.max_pending, self._writer_error, capturing)
+        self.host_ring = HostRing(min(self.max_pending, 32 << 20), self.writer.wake)
+        self._copy_lock = threading.Lock()
+        self._copy_streams: dict[int, Any] = {}
         self.patches = Patches()
         self.builds = CachedBuilds(self.hook, self.patches, self._note_once)  # kept between sessions
         self._tmp: str | None = None
@@ -119,9 +134,6 @@ class Session(Buffers, RawSink):
         # The latest full globaltimer value a clock bracket read on each device (direct
         # buffers keep only its low 56 bits: LaunchMeta.timer_ref_ns).
         self._timer_refs: dict[int, int] = {}
-        # Clock-bracket kernel per device and its CTAs (one per SM); why, where there is none.
-        self._brackets: dict[int, tuple[Any, int]] = {}
-        self._bracket_error: str | None = None
         # calibrated, from the user's cache: per device, buffer type and whether warps are chosen
         self._record_costs: dict[tuple[int, str, bool], float | None] = {}
         self._started = False
@@ -201,8 +213,6 @@ class Session(Buffers, RawSink):
         """``Compiler.explain_out_of_resources``: a shared-memory OutOfResources as advice."""
         return self.compiler.explain_out_of_resources(ck, e, oor_type, build_max_shared)
 
-    def inductor_kernels_left_instrumented(self) -> list[str]:
-        return self.compiler.inductor_kernels_left_instrumented()
 
     # -- setup / teardown --
 
@@ -232,10 +242,10 @@ class Session(Buffers, RawSink):
         self.autotune.load_pins()  # before out is cleared: it may be where the pins come from
         if self.clear_out:
             clear_out_dir(self.out, self.rank)
-        self._compile_brackets()
+        self.buffers.compile_brackets()
         if self.measure_overhead:
-            self.overhead = OverheadMeasurement(self.patches, self._tls, self.autotune, self.hook,
-                                                self.result, self._stream_obj, self._before_kernel)
+            self.overhead = OverheadMeasurement(self.patches, self._tls, self.autotune, self.hook, self.result,
+                                                self.buffers.stream_obj, self.buffers.before_kernel)
             self.overhead.compile_gates()
         try:
             for d in range(torch.cuda.device_count()):
@@ -243,7 +253,7 @@ class Session(Buffers, RawSink):
                 self._device_clocks[d] = sm_clock_mhz(d)
             self.install_compiler()
             prev_alloc = _allocation._profile_allocator.get()
-            _allocation.set_profile_allocator(self._allocate)
+            _allocation.set_profile_allocator(self.buffers.allocate)
             self.patches.on_undo(lambda: _allocation.set_profile_allocator(after_session(prev_alloc)))
             self.oor_type = out_of_resources_type()
             self.launch_path.install(self.patches)

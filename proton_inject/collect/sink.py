@@ -40,8 +40,8 @@ class RawSink:
             self.graphs.captured(p)
             return
         device = p.buffer.device.index
-        s = self._stream_obj(p.stream, device)
-        self._run_bracket(p, 1, s.cuda_stream)
+        s = self.buffers.stream_obj(p.stream, device)
+        self.buffers.run_bracket(p, 1, s.cuda_stream)
         with self._lock:
             rec = self._record(p, p.stream, device)
             copy_stream = self._copy_streams.get(device)
@@ -134,8 +134,8 @@ class RawSink:
         if rec.graph_replay is not None:
             return ("CUDA-graph replay (a bracket kernel cannot be added to the program's graph; "
                     "ns then come from the launch's own timer reads or a guess)")
-        if self._bracket_error:
-            return self._bracket_error
+        if self.buffers.bracket_error:
+            return self.buffers.bracket_error
         return ("a clock bracket runs at most once every 10 ms on a device (its cost stays off a "
                 "launch-bound program); ns then come from the launch's own timer reads or the "
                 "device's other brackets")
