@@ -1,7 +1,7 @@
 """`proton-inject report` on runs of many launches: time, peak memory, output sizes.
 
-Builds a run directory the way ``run`` writes one (the runtime's own ``Session._save`` and
-``_write_index``: gzipped raw buffers + run.json) from the real H100 buffers in
+Builds a run directory the way ``run`` writes one (the runtime's own ``Sink.save`` and
+``write_index``: gzipped raw buffers + run.json) from the real H100 buffers in
 tests/data/h100-triton3.6: a share of add_kernel launches (4 warps, 9 regions a warp) and the
 rest mm_kernel launches (8 warps, 63 regions a warp, its buffer wrapped), each cut to the
 first ``--ctas`` CTAs and moved later in time launch by launch. Then, each case in a fresh
@@ -68,7 +68,7 @@ def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> Any:
 
     # Never started: only its writers are used. The fixtures were recorded by every warp.
     session = Session(None, out, LoweringOptions(warps="all", auto_size=False, buffer_type="shared"))
-    session._device_names[0] = "NVIDIA H100 80GB HBM3"
+    session.sink.device_names[0] = "NVIDIA H100 80GB HBM3"
     kinds = {n: _fixture(n, ctas) for n in ("add", "mm")}
     every = max(1, round(1 / mm_share)) if mm_share > 0 else launches + 1
     for seq in range(launches):
@@ -86,8 +86,8 @@ def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> Any:
             meta.kernel, rec.hash, True, scope_names=rec.scope_names,
             scope_parents=rec.scope_parents, scope_locs=dict(meta.scope_locs))
         session.result.launches.append(rec)
-        session._save(rec, blk.reshape(-1).view(np.uint8))
-    session._write_index()
+        session.sink.save(rec, blk.reshape(-1).view(np.uint8))
+    session.sink.write_index(None, session.keep_policy.describe(), {}, {})
     return session
 
 

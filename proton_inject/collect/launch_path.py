@@ -211,7 +211,10 @@ class LaunchPath:
             tls.buffer = tls.pending = None
         if p.keep and p.deferred_stream is None:
             with tool_work():
-                s._keep(p)
+                if p.graph is not None:  # captured: nothing ran yet; each replay copies it
+                    s.graphs.captured(p)
+                else:
+                    s.sink.keep(p)
         return ret
 
     def _quota_spent(self) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.collect.autotuning import Autotuning
-from proton_inject.collect.buffers import BufferPool, HostRing, LaunchBuffers, after_session
+from proton_inject.collect.buffers import BufferPool, LaunchBuffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.compiler_patches import Compiler, out_of_resources_type
@@ -35,8 +35,7 @@ from proton_inject.collect.launch_path import LaunchPath
 from proton_inject.collect.launches import RunResult
 from proton_inject.collect.measured_overhead import OverheadMeasurement
 from proton_inject.collect.patches import Patches
-from proton_inject.collect.raw_writer import RawWriter
-from proton_inject.collect.sink import RawSink
+from proton_inject.collect.sink import Sink
 from proton_inject.dump import tuning
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
@@ -78,7 +77,7 @@ NO_GPU = ("no CUDA GPU is visible (torch.cuda.is_available() is False), and prof
           "compile the result (scripts/demo.sh does all three)")
 
 
-class Session(RawSink):
+class Session:
     """One profiling session: the program's kernels are instrumented as they compile, from
     ``source`` (rules: ``profile``; an instrumented tree: ``run``), and the launches of
     instrumented builds are kept. Use ``api.profile()`` or ``api.profile_program()``."""
@@ -122,25 +121,18 @@ class Session(RawSink):
         self.pool = BufferPool(self.max_pending)
         capturing = lambda: self.launch_path.capturing > 0  # noqa: E731
         self.buffers = LaunchBuffers(self._tls, self._lock, self.result, self.pool, capturing)
-        self.writer = RawWriter(self._land, self._save, self.max_pending, self._writer_error, capturing)
-        self.host_ring = HostRing(min(self.max_pending, 32 << 20), self.writer.wake)
-        self._copy_lock = threading.Lock()
-        self._copy_streams: dict[int, Any] = {}
         self.patches = Patches()
         self.builds = CachedBuilds(self.hook, self.patches, self._note_once)  # kept between sessions
         self._tmp: str | None = None
-        self._device_names: dict[int, str] = {}
-        self._device_clocks: dict[int, float | None] = {}
-        # The latest full globaltimer value a clock bracket read on each device (direct
-        # buffers keep only its low 56 bits: LaunchMeta.timer_ref_ns).
-        self._timer_refs: dict[int, int] = {}
-        # calibrated, from the user's cache: per device, buffer type and whether warps are chosen
-        self._record_costs: dict[tuple[int, str, bool], float | None] = {}
         self._started = False
         self._stopped = False
         self.measure_overhead = False  # alternate plain and instrumented launches, time both
         self.rank = _rank()
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
+        self.sink = Sink(self.out, self.options, self.hook, lambda: self.compiler.max_shared, self.buffers,
+                         self.pool, self.result, self._lock, self._note_once, self.rank, self.max_pending,
+                         capturing, lambda: self.gz)
+        self.writer = self.sink.writer
         # Files of an earlier run in out would be mixed into this run's report (once the pins
         # that may come from out are read).
         self.clear_out = True
@@ -161,7 +153,7 @@ class Session(RawSink):
         self.compiler = Compiler(self.hook, self.options, self.patches, self.autotune, self.builds,
                                  self.result, self._lock)
         self.graphs = GraphReplays(self.patches, self._tls, self.launch_path, self.writer, self._lock,
-                                   self.result, self._record, self._copy_out, self._count_drop,
+                                   self.result, self.sink.record, self.sink.copy_out, self._count_drop,
                                    lambda: self._stopped)
 
     # -- what the hooks ask of the session (public: tests and tools watch a session by them) --
@@ -249,8 +241,8 @@ class Session(RawSink):
             self.overhead.compile_gates()
         try:
             for d in range(torch.cuda.device_count()):
-                self._device_names[d] = torch.cuda.get_device_name(d)
-                self._device_clocks[d] = sm_clock_mhz(d)
+                self.sink.device_names[d] = torch.cuda.get_device_name(d)
+                self.sink.device_clocks[d] = sm_clock_mhz(d)
             self.install_compiler()
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self.buffers.allocate)
@@ -274,11 +266,6 @@ class Session(RawSink):
         with self._lock:
             if text not in self.result.messages:
                 self.result.messages.append(text)
-
-    def _writer_error(self, text: str) -> None:
-        """A kept launch could not be read back or written (said once per cause)."""
-        self.result.details.append(text)
-        self._note_once(f"some profile buffers could not be saved ({text.split(': ', 1)[-1][:200]})")
 
 
     def uninstall(self) -> None:
@@ -310,7 +297,12 @@ class Session(RawSink):
                 except Exception as e:  # the GPU in an error state: the rest is still written
                     self.result.messages.append(f"measured overhead: not available ({e})")
             self.conclude()
-            self._write_index()
+            t = self.autotune.tuner
+            self.sink.write_index(
+                str(self.source.tree) if isinstance(self.source, TreeSource) else None,
+                self.keep_policy.describe(), self.launch_path.per_kernel(),
+                {"pinned": t.pinned if t else 0, "timed": t.timed if t else 0, "saved": t.saved if t else 0,
+                 "from": str(self.autotune.pins_file) if self.autotune.pins_file else None})
         finally:
             self.uninstall()
         return self.result

@@ -1,17 +1,18 @@
-"""The raw sink: kept launches from device to host to disk (raw files, their metadata, run.json)."""
+"""The raw sink: kept launches from device to host to disk (raw files, their metadata, run.json).
+``Sink`` is the session's collaborator for it."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from proton_inject.collect import device_ops
-from proton_inject.collect.buffers import _pinned
-from proton_inject.collect.compile_hook import TreeSource
+from proton_inject.collect.buffers import HostRing, _pinned
 from proton_inject.collect.launches import LaunchRecord, _Pending, config_name
-from proton_inject.collect.raw_writer import InFlight
+from proton_inject.collect.raw_writer import InFlight, RawWriter
 from proton_inject.formats import calibration, clock_bracket
 from proton_inject.formats.files import write_atomic
 from proton_inject.formats.run_index import RUN_FORMAT, run_index_name
@@ -19,9 +20,41 @@ from proton_inject.lower.options import LoweringOptions
 from proton_inject.lower.probes import records_per_warp_bound
 
 
-class RawSink:
+class Sink:
     """Kept launches, from device to disk: what a kept launch becomes (its bracket's second half,
-    a LaunchRecord, the copy to the host), then raw files with their metadata, and run.json."""
+    a LaunchRecord, the copy to the host), then raw files with their metadata, and run.json.
+
+    It owns the copy streams, the pinned ring, the raw writer and what launches' metadata
+    needs per device (names, clocks, timer references, record costs). It needs: the output
+    directory, the lowering options, the compile hook (how each kernel was built) and
+    ``max_shared()`` (the GPU's shared memory per CTA, once the compiler knows it), the launch
+    side's ``LaunchBuffers`` and pool, the run's result and lock, a note
+    callback, the rank, the pending-bytes bound, ``capturing()`` and ``gz()`` (whether raw
+    buffers are gzipped, set on the session after it is made)."""
+
+    def __init__(self, out: Path, options: LoweringOptions, hook: Any, max_shared: Any, buffers: Any,
+                 pool: Any, result: Any, lock: Any, note: Any, rank: int | None, max_pending: int,
+                 capturing: Any, gz: Any) -> None:
+        self.out, self.options, self.hook, self._max_shared = out, options, hook, max_shared
+        self.buffers, self.pool, self.result, self._lock = buffers, pool, result, lock
+        self._note_once, self.rank, self._gz = note, rank, gz
+        self.writer = RawWriter(self.land, self.save, max_pending, self._writer_error, capturing)
+        self.host_ring = HostRing(min(max_pending, 32 << 20), self.writer.wake)
+        self._copy_lock = threading.Lock()
+        self._copy_streams: dict[int, Any] = {}
+        self.device_names: dict[int, str] = {}
+        self.device_clocks: dict[int, float | None] = {}
+        # The latest full globaltimer value a clock bracket read on each device (direct
+        # buffers keep only its low 56 bits: LaunchMeta.timer_ref_ns).
+        self._timer_refs: dict[int, int] = {}
+        # calibrated, from the user's cache: per device, buffer type and whether warps are chosen
+        self._record_costs: dict[tuple[int, str, bool], float | None] = {}
+        self._kernel_ir_cache: dict[tuple[str, str], tuple] = {}
+
+    def _writer_error(self, text: str) -> None:
+        """A kept launch could not be read back or written (said once per cause)."""
+        self.result.details.append(text)
+        self._note_once(f"some profile buffers could not be saved ({text.split(': ', 1)[-1][:200]})")
 
     def _ir_path(self, rec: LaunchRecord) -> Path | None:
         c = self.hook.compiled.get(rec.compile_hash)
@@ -31,19 +64,16 @@ class RawSink:
         c = self.hook.compiled.get(rec.compile_hash)
         return (list(c.scope_names), list(c.scope_parents)) if c else ([], [])
 
-    def _keep(self, p: _Pending) -> None:
-        """After a kept launch: its bracket's second half, its record, the copy to the host
-        (or, captured in a CUDA graph, the note to copy it after each replay)."""
+    def keep(self, p: _Pending) -> None:
+        """After a kept launch (not a captured one): its bracket's second half, its record, the
+        copy to the host."""
         import torch
 
-        if p.graph is not None:  # captured: nothing ran yet; each replay copies it
-            self.graphs.captured(p)
-            return
         device = p.buffer.device.index
         s = self.buffers.stream_obj(p.stream, device)
         self.buffers.run_bracket(p, 1, s.cuda_stream)
         with self._lock:
-            rec = self._record(p, p.stream, device)
+            rec = self.record(p, p.stream, device)
             copy_stream = self._copy_streams.get(device)
             if copy_stream is None:
                 copy_stream = self._copy_streams[device] = torch.cuda.Stream(device=device)
@@ -51,9 +81,9 @@ class RawSink:
         launched = torch.cuda.Event()
         launched.record(s)
         copy_stream.wait_event(launched)
-        self._copy_out(rec, p, copy_stream)  # (outside the lock: it may wait for the writer)
+        self.copy_out(rec, p, copy_stream)  # (outside the lock: it may wait for the writer)
 
-    def _record(self, p: _Pending, stream: int, device: int, replay: int | None = None) -> LaunchRecord:
+    def record(self, p: _Pending, stream: int, device: int, replay: int | None = None) -> LaunchRecord:
         md = p.info.ck.metadata
         rec = LaunchRecord(
             seq=len(self.result.launches),
@@ -74,7 +104,7 @@ class RawSink:
         self.result.launches.append(rec)
         return rec
 
-    def _copy_out(self, rec: LaunchRecord, p: _Pending, stream: Any) -> None:
+    def copy_out(self, rec: LaunchRecord, p: _Pending, stream: Any) -> None:
         """Enqueue the copy of a kept launch's buffer to pinned host memory on ``stream`` (a
         torch stream, after the launch), then its zeroing for its next use (a buffer captured
         into a CUDA graph is zeroed by the graph itself), and hand it to the raw writer."""
@@ -98,7 +128,7 @@ class RawSink:
             self.pool.busy(p.buffer, done)
         self.writer.put(InFlight(rec, host, at, n, done))
 
-    def _land(self, item: InFlight) -> Any:
+    def land(self, item: InFlight) -> Any:
         """(raw writer) A launch's copy is done: its bytes out of pinned memory, which is free
         for the next copies."""
         if item.host_buffer is not None:
@@ -109,7 +139,7 @@ class RawSink:
         self.host_ring.release(item.host_offset)
         return data
 
-    def _save(self, rec: LaunchRecord, data: Any) -> None:
+    def save(self, rec: LaunchRecord, data: Any) -> None:
         from proton_inject.formats.raw import raw_prefix, save_raw
 
         if rec.bracket_at is not None:
@@ -127,7 +157,7 @@ class RawSink:
         if not rec.scope_names:
             rec.scope_names, rec.scope_parents = self._scopes(rec)
         meta = self.launch_meta(rec)
-        for path in save_raw(raw_prefix(self.out / "raw", meta), data, meta, gz=self.gz):
+        for path in save_raw(raw_prefix(self.out / "raw", meta), data, meta, gz=self._gz()):
             self.result.files.append(str(path))
 
     def _why_no_bracket(self, rec: LaunchRecord) -> str:
@@ -162,8 +192,8 @@ class RawSink:
             buffer_type=self._kernel_options(rec).buffer_type,
             config=f"[tuning] {name}" if rec.tuning else name,
             launch=rec.seq,
-            device=self._device_names.get(rec.device),
-            sm_clock_mhz=self._device_clocks.get(rec.device),
+            device=self.device_names.get(rec.device),
+            sm_clock_mhz=self.device_clocks.get(rec.device),
             rank=self.rank,
             record_cost_cycles=self._record_cost(rec),
             clock_bracket=rec.clock_bracket,
@@ -193,7 +223,7 @@ class RawSink:
         from proton_inject.instrument.sampling import sampled_ctas
         from proton_inject.lower import direct
 
-        cache = self.__dict__.setdefault("_kernel_ir_cache", {})
+        cache = self._kernel_ir_cache
         key = (rec.compile_hash or rec.hash, rec.kernel)  # configs may share a hash, not their IR
         if key not in cache:
             path = self._ir_path(rec)
@@ -204,7 +234,7 @@ class RawSink:
                 opts, table, loops = lowered.options, lowered.direct_records, lowered.direct_loops
                 cache[key] = (opts, sampled_ctas(text), table, loops)
                 return cache[key]
-            opts = self.options.for_kernel(text, self.compiler.max_shared)
+            opts = self.options.for_kernel(text, self._max_shared())
             if opts.buffer_type == "direct":
                 o = self.options
                 table = direct.record_table(text, o.buffer_size, o.sample_iterations)
@@ -236,11 +266,14 @@ class RawSink:
         key = (rec.device, o.buffer_type, o.selected is not None)
         if key not in self._record_costs:
             self._record_costs[key] = calibration.lookup(
-                self._device_names.get(rec.device), o.clock, o.buffer_type, o.sched_stores,
+                self.device_names.get(rec.device), o.clock, o.buffer_type, o.sched_stores,
                 selective=o.selected is not None)
         return self._record_costs[key]
 
-    def _write_index(self) -> None:
+    def write_index(self, tree: str | None, keep_policy: str, launch_counts: dict[str, int],
+                    autotune: dict[str, Any]) -> None:
+        """run.json: the run's launches, what was not kept and why, and what the session knew
+        (the tree of ``run``, the keep policy and launch counts, the autotuners' choices)."""
         from proton_inject.formats.raw import raw_prefix
 
         # Always written (report reads it to explain a run that kept nothing).
@@ -249,7 +282,7 @@ class RawSink:
             "format": RUN_FORMAT,
             "rank": self.rank,
             "instrumented_dir": "ir",
-            **({"tree": str(self.source.tree)} if isinstance(self.source, TreeSource) else {}),
+            **({"tree": tree} if tree is not None else {}),
             "options": self.options.to_json(),
             "launches": [
                 {
@@ -260,21 +293,19 @@ class RawSink:
                     "num_warps": r.num_warps,
                     "config": r.config_name,
                     "tuning": r.tuning,
-                    "raw": f"raw/{raw_prefix(Path(), self.launch_meta(r)).name}.bin{'.gz' if self.gz else ''}",
+                    "raw": f"raw/{raw_prefix(Path(), self.launch_meta(r)).name}.bin{'.gz' if self._gz() else ''}",
                     "all_zero": r.all_zero,
                     "graph_replay": r.graph_replay,
                 }  # fmt: skip
                 for r in self.result.launches
             ],
             "dropped": self.result.dropped,
-            "keep_policy": self.keep_policy.describe(),
-            "launch_counts": self.launch_path.per_kernel(),
+            "keep_policy": keep_policy,
+            "launch_counts": launch_counts,
             "in_cuda_graphs": self.result.in_cuda_graphs,
             "compile_fallbacks": self.result.compile_fallbacks,
             **({"measured_overhead": self.result.measured_overhead} if self.result.measured_overhead else {}),
-            "autotune": {"pinned": t.pinned if (t := self.autotune.tuner) else 0,
-                         "timed": t.timed if t else 0, "saved": t.saved if t else 0,
-                         "from": str(self.autotune.pins_file) if self.autotune.pins_file else None},
+            "autotune": autotune,
             "compiled": {
                 h: {"kernel": c.name, "hash": c.hash, "instrumented": c.instrumented,
                     "reason": c.reason, "file": c.file}
