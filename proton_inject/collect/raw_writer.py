@@ -56,7 +56,6 @@ class RawWriter:
         self._closing = False
         self._holds = 0  # autotuners timing configs: the writer keeps off the GIL meanwhile
         self._urgent = False  # pinned memory ran short: land now, held or not
-        self.failed = 0
         self._thread: threading.Thread | None = None
 
     def put(self, item: InFlight) -> None:
@@ -116,7 +115,6 @@ class RawWriter:
             try:
                 self._save(rec, data)
             except Exception as e:  # a full disk: say so, go on
-                self.failed += 1
                 self._on_error(f"could not save launch {rec.seq} of {rec.kernel}: {e}")
 
     def _run(self) -> None:
@@ -138,7 +136,6 @@ class RawWriter:
                 if self._landed_bytes > self.max_pending:
                     self._save_landed()
             except Exception as e:  # the GPU in an error state: say so, go on
-                self.failed += 1
                 self._on_error(f"could not read back launch {item.record.seq} of {item.record.kernel}: {e}")
             with self._cond:
                 self._queue.popleft()
