@@ -28,6 +28,7 @@ class Compiler:
         self.max_shared: int | None = None  # what instrumented builds must fit, else plain
         self.overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
         self._session_tag = ""
+        self.oor_type: type | None = None  # the advice's error type (a subclass of Triton's), once installed
 
     def install(self, target: Any, private_root: str) -> None:
         """What decides how kernels build: private caches (under ``private_root``), the
@@ -36,6 +37,7 @@ class Compiler:
         a GPU (tests); undone with the patches (the listener with the compilation knobs)."""
         import triton
 
+        self.oor_type = out_of_resources_type()
         # Plain builds (those autotuners time) stay in the program's own cache, as without us.
         self.autotune.plain_cache = triton.knobs.cache.dir
         self.patches.push_scope(triton.knobs.cache.scope())
@@ -216,20 +218,20 @@ class Compiler:
         """``orig`` (Triton's compile or JITFunction._do_compile), falling back to the original
         kernel when an instrumented build fails; ``identify(first_arg)`` gives the kernel's
         name and its source (None where the first argument has no hash)."""
-        session = self
+        compiler = self
 
         def compile(first: Any, *args: Any, **kwargs: Any) -> Any:
-            plain = session.autotune.building_plain  # a plain build fails as without us
+            plain = compiler.autotune.building_plain  # a plain build fails as without us
             try:
                 out = orig(first, *args, **kwargs)
             except Exception as e:
                 name, src = identify(first)
-                if plain or not session._overrides(name, src):
+                if plain or not compiler._overrides(name, src):
                     raise
-                return session._fallback(name, e, lambda: orig(first, *args, **kwargs))
-            big = None if plain else session._does_not_fit(out)
+                return compiler._fallback(name, e, lambda: orig(first, *args, **kwargs))
+            big = None if plain else compiler._does_not_fit(out)
             if big is not None:
-                return session._fallback(identify(first)[0], big, lambda: orig(first, *args, **kwargs),
+                return compiler._fallback(identify(first)[0], big, lambda: orig(first, *args, **kwargs),
                                          "does not fit the GPU's shared memory")
             return out
 

@@ -41,20 +41,20 @@ class GraphReplays:
         if cls is None or "capture_begin" not in cls.__dict__ or "replay" not in cls.__dict__:
             return  # captured launches then run unprofiled (counted in in_cuda_graphs)
         tls = self._tls
-        session = self
+        replays = self
 
         def capture_begin(orig: Any) -> Any:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
                 mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
                 tls.capture = (graph, mode)
-                session.launch_path.capturing += 1  # every launch now asks to be kept
-                with session.writer.gpu_lock:  # (no event call of the writer's in flight)
+                replays.launch_path.capturing += 1  # every launch now asks to be kept
+                with replays.writer.gpu_lock:  # (no event call of the writer's in flight)
                     pass
                 try:
                     return orig(graph, *args, **kwargs)
                 except BaseException:
                     tls.capture = None
-                    session.launch_path.capturing = max(0, session.launch_path.capturing - 1)
+                    replays.launch_path.capturing = max(0, replays.launch_path.capturing - 1)
                     raise
 
             return wrapper
@@ -62,7 +62,7 @@ class GraphReplays:
         def capture_end(orig: Any) -> Any:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
                 tls.capture = None
-                session.launch_path.capturing = max(0, session.launch_path.capturing - 1)
+                replays.launch_path.capturing = max(0, replays.launch_path.capturing - 1)
                 return orig(graph, *args, **kwargs)
 
             return wrapper
@@ -71,8 +71,8 @@ class GraphReplays:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
                 ret = orig(graph, *args, **kwargs)
                 captured = graph.__dict__.get("_proton_inject")
-                if captured and captured[0] is session and not session._stopped():
-                    session._replayed(captured[1], captured[2])
+                if captured and captured[0] is replays and not replays._stopped():
+                    replays._replayed(captured[1], captured[2])
                 return ret
 
             return wrapper

@@ -62,8 +62,18 @@ class LaunchPath:
     """Wraps instrumented builds' launchers as they load, keeps launches by the policy, counts
     every launch per build, and gives each build its launcher back at the end."""
 
-    def __init__(self, session: Any, policy: KeepPolicy, bound_reason: str = "past the keep policy's bound") -> None:
-        self.session = session
+    def __init__(self, policy: KeepPolicy, bound_reason: str, tls: Any, autotune: Any, hook: Any,
+                 compiler: Any, count_drop: Any) -> None:
+        """``tls``: the thread-local state shared with the buffers (``buffer``, ``pending``) and
+        the autotuners (``autotuner``); ``autotune``: whether a launch is a tuner's and whether
+        plain builds are being made; ``hook``: which builds it compiled; ``compiler``: advice
+        when an instrumented build does not fit; ``count_drop(reason)``: a launch not kept.
+        The kept side (``connect``) is given once it is made: it needs this path's captures."""
+        self._tls, self.autotune, self.hook, self.compiler, self._count_drop = (
+            tls, autotune, hook, compiler, count_drop)
+        self.buffers: Any = None
+        self.sink: Any = None
+        self.graphs: Any = None
         self.policy = policy
         self.bound_reason = bound_reason  # what a launch past the total is counted under
         self.kept = 0  # launches kept in all (the policy's total bounds it)
@@ -73,6 +83,11 @@ class LaunchPath:
         self.active = False
         self.capturing = 0  # CUDA-graph captures under way (the launch path then always asks)
         self.unhooked: set[str] = set()  # kernels whose builds never went through the hook
+
+    def connect(self, buffers: Any, sink: Any, graphs: Any) -> None:
+        """The kept side: a kept launch's buffer (``LaunchBuffers``), its record and copy
+        (``Sink``), a captured one's replays (``GraphReplays``)."""
+        self.buffers, self.sink, self.graphs = buffers, sink, graphs
 
     # -- install / uninstall --
 
@@ -87,7 +102,7 @@ class LaunchPath:
         def init(orig: Any) -> Any:
             def wrapper(ck: Any, *args: Any, **kwargs: Any) -> Any:
                 orig(ck, *args, **kwargs)
-                if path.active and not path.session.building_plain:
+                if path.active and not path.autotune.building_plain:
                     ck._init_handles = lambda: path._first_load(ck)
 
             return wrapper
@@ -102,7 +117,7 @@ class LaunchPath:
         try:
             ck._init_handles()
         except Exception as e:
-            advice = self.session.explain_out_of_resources(ck, e, self.session.oor_type)
+            advice = self.compiler.explain_out_of_resources(ck, e, self.compiler.oor_type)
             if advice is e:
                 raise
             raise advice from e
@@ -122,9 +137,8 @@ class LaunchPath:
 
     def _loaded(self, ck: Any) -> None:
         """A build just loaded: wrap its launcher if it is one of ours and instrumented."""
-        s = self.session
         info = self.kernel_info(ck)
-        if not info.instrumented or s.building_plain or ck._run is None:
+        if not info.instrumented or self.autotune.building_plain or ck._run is None:
             return
         counts = LaunchCounts(info.name, self.policy)
         w = KernelLauncher(ck._run, info, counts, self)
@@ -149,7 +163,7 @@ class LaunchPath:
         name = getattr(getattr(src, "fn", None), "__name__", None) or str(ck.name)
         scratch = int(getattr(ck.metadata, "profile_scratch_size", 0) or 0)
         chash = str(getattr(ck.metadata, "hash", ""))
-        if chash not in self.session.hook.compiled and hasattr(src, "fn") and not self.session.building_plain:
+        if chash not in self.hook.compiled and hasattr(src, "fn") and not self.autotune.building_plain:
             self.unhooked.add(name)
         return _KernelInfo(name, h, scratch > 0, scratch, ck)
 
@@ -164,7 +178,7 @@ class LaunchPath:
             import torch
 
             need = gx * gy * gz * w.per_cta
-            w.discard = self.session.buffers.discard.find(need, torch._C._cuda_getDevice())
+            w.discard = self.buffers.discard.find(need, torch._C._cuda_getDevice())
             w.discard_bytes = -1 if w.discard is None else w.discard.numel()
         return ret
 
@@ -172,33 +186,32 @@ class LaunchPath:
                args: tuple) -> Any:
         c = w.counts
         c.next_keep = self.policy.next_after(c.seen)
-        s = self.session
         if not self.active or in_tool_work():
             return w.inner(gx, gy, gz, stream, function, *args)
-        tuning = s.benchmarking
-        if tuning is not None and not s.keep_tuning:
-            s._count_drop("autotune benchmarking")
+        tuning = self.autotune.benchmarking
+        if tuning is not None and not self.autotune.keep_tuning:
+            self._count_drop("autotune benchmarking")
             return w.inner(gx, gy, gz, stream, function, *args)
         with self._lock:  # (a launch captured into a CUDA graph: the policy picks its replays)
             if not self.capturing and self.policy.total is not None and self.kept >= self.policy.total:
                 self._quota_spent()
-                s._count_drop(self.bound_reason)
+                self._count_drop(self.bound_reason)
                 return w.inner(gx, gy, gz, stream, function, *args)
         p = _Pending(w.info, (int(gx), int(gy), int(gz)), int(stream or 0),
                      self._config(w.info, tuning), tuning is not None, launched_from=call_site(3))
         try:
             with tool_work():
                 size = gx * gy * gz * int(getattr(w.info.ck.metadata, "num_ctas", 1)) * w.info.scratch
-                buf = s.buffers.for_launch(p, size)
+                buf = self.buffers.for_launch(p, size)
         except Exception as e:  # never fail the program's launch because of us
-            s.buffers.failed(e)
+            self.buffers.failed(e)
             buf = None
         if buf is None:
             return w.inner(gx, gy, gz, stream, function, *args)
         if p.graph is None:
             with self._lock:
                 self.kept += 1
-        tls = s._tls
+        tls = self._tls
         tls.buffer, tls.pending = buf, p
         try:
             ret = w.inner(gx, gy, gz, stream, function, *args)
@@ -212,9 +225,9 @@ class LaunchPath:
         if p.keep and p.deferred_stream is None:
             with tool_work():
                 if p.graph is not None:  # captured: nothing ran yet; each replay copies it
-                    s.graphs.captured(p)
+                    self.graphs.captured(p)
                 else:
-                    s.sink.keep(p)
+                    self.sink.keep(p)
         return ret
 
     def _quota_spent(self) -> None:
@@ -225,7 +238,7 @@ class LaunchPath:
                 ck._run = w.inner
 
     def _config(self, info: _KernelInfo, tuning: Any) -> dict[str, Any]:
-        at = getattr(self.session._tls, "autotuner", None)
+        at = getattr(self._tls, "autotuner", None)
         if tuning is not None and not isinstance(tuning, str):  # a triton.Config
             return config_of_autotune(tuning)
         if at is not None and getattr(at, "best_config", None) is not None:

@@ -28,7 +28,7 @@ from proton_inject.collect.autotuning import Autotuning
 from proton_inject.collect.buffers import BufferPool, LaunchBuffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
-from proton_inject.collect.compiler_patches import Compiler, out_of_resources_type
+from proton_inject.collect.compiler_patches import Compiler
 from proton_inject.collect.graphs import GraphReplays
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launch_path import LaunchPath
@@ -112,12 +112,10 @@ class Session:
         self._tls = threading.local()
         self._lock = threading.RLock()
         # The launch side: which launches are kept (``keep``: a policy or its --keep-launches
-        # text, bounded by --max-launches), the path that keeps them, their buffers, the ring
-        # of their copies and the writer that saves them.
+        # text, bounded by --max-launches) and their buffers; the sink (the ring of their
+        # copies, the writer that saves them) and the launch path that keeps them come below.
         keep = KeepPolicy.parse(keep) if isinstance(keep, str) else keep
         self.keep_policy = (keep or KeepPolicy()).with_total(max_launches)
-        self.launch_path = LaunchPath(self, self.keep_policy, "past --max-launches" if max_launches
-                                      is not None else "past --keep-launches max")
         self.pool = BufferPool(self.max_pending)
         capturing = lambda: self.launch_path.capturing > 0  # noqa: E731
         self.buffers = LaunchBuffers(self._tls, self._lock, self.result, self.pool, capturing)
@@ -152,9 +150,13 @@ class Session:
             note=self._note_once, result=self.result, writer=self.writer)
         self.compiler = Compiler(self.hook, self.options, self.patches, self.autotune, self.builds,
                                  self.result, self._lock)
+        self.launch_path = LaunchPath(self.keep_policy, "past --max-launches" if max_launches is not None
+                                      else "past --keep-launches max", self._tls, self.autotune, self.hook,
+                                      self.compiler, self._count_drop)
         self.graphs = GraphReplays(self.patches, self._tls, self.launch_path, self.writer, self._lock,
                                    self.result, self.sink.record, self.sink.copy_out, self._count_drop,
                                    lambda: self._stopped)
+        self.launch_path.connect(self.buffers, self.sink, self.graphs)
 
     # -- what the hooks ask of the session (public: tests and tools watch a session by them) --
 
@@ -247,7 +249,6 @@ class Session:
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self.buffers.allocate)
             self.patches.on_undo(lambda: _allocation.set_profile_allocator(after_session(prev_alloc)))
-            self.oor_type = out_of_resources_type()
             self.launch_path.install(self.patches)
             self.graphs.install()
             if self.measure_overhead:
