@@ -201,8 +201,7 @@ class LaunchPath:
                      self._config(w.info, tuning), tuning is not None, launched_from=call_site(3))
         try:
             with tool_work():
-                size = gx * gy * gz * int(getattr(w.info.ck.metadata, "num_ctas", 1)) * w.info.scratch
-                buf = self.buffers.for_launch(p, size)
+                buf = self.buffers.for_launch(p, gx * gy * gz * w.per_cta)
         except Exception as e:  # never fail the program's launch because of us
             self.buffers.failed(e)
             buf = None

@@ -108,25 +108,21 @@ class Sink:
         """Enqueue the copy of a kept launch's buffer to pinned host memory on ``stream`` (a
         torch stream, after the launch), then its zeroing for its next use (a buffer captured
         into a CUDA graph is zeroed by the graph itself), and hand it to the raw writer."""
+        import torch
 
         n = p.nbytes or p.buffer.numel()
         with self._copy_lock:  # the ring's spans and the writer's queue in one order
-            self._enqueue_copy(rec, p, stream, n)
-
-    def _enqueue_copy(self, rec: LaunchRecord, p: _Pending, stream: Any, n: int) -> None:
-        import torch
-
-        at = self.host_ring.take(n)
-        host = _pinned(n) if at is None else None  # (larger than the whole ring: its own)
-        dst = host.data_ptr() if at is None else self.host_ring.address(at)
-        device_ops.copy_to_host(dst, p.buffer, stream.cuda_stream, n)
-        if p.graph is None:
-            device_ops.zero(p.buffer, stream.cuda_stream)
-        done = torch.cuda.Event()
-        done.record(stream)
-        if p.graph is None:
-            self.pool.busy(p.buffer, done)
-        self.writer.put(InFlight(rec, host, at, n, done))
+            at = self.host_ring.take(n)
+            host = _pinned(n) if at is None else None  # (larger than the whole ring: its own)
+            dst = host.data_ptr() if at is None else self.host_ring.address(at)
+            device_ops.copy_to_host(dst, p.buffer, stream.cuda_stream, n)
+            if p.graph is None:
+                device_ops.zero(p.buffer, stream.cuda_stream)
+            done = torch.cuda.Event()
+            done.record(stream)
+            if p.graph is None:
+                self.pool.busy(p.buffer, done)
+            self.writer.put(InFlight(rec, host, at, n, done))
 
     def land(self, item: InFlight) -> Any:
         """(raw writer) A launch's copy is done: its bytes out of pinned memory, which is free
