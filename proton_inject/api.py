@@ -8,6 +8,7 @@ layer over these functions.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proton_inject.analyze.report import ReportResult, run_report
+from proton_inject.calibrate import calibrate_missing
 from proton_inject.collect.compile_hook import TreeSource
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launches import RunResult
@@ -90,6 +92,7 @@ def profile(
     measure_overhead: bool = False,
     jobs: int | None = None,
     keep_launches: KeepPolicy | str | None = None,
+    calibrate: bool = True,
 ) -> Iterator[RunResult]:
     """Profile the Triton kernels launched inside the ``with`` block.
 
@@ -103,11 +106,15 @@ def profile(
     (normally or not) the launches are written to ``out`` and decoded once into traces; the
     yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``
     (with a progress bar on a terminal). ``jobs``: decoding processes (None: one per core).
+    ``calibrate``: measure the records' own cost first on a GPU model this machine's cache
+    does not know yet (``calibrate_missing``; False: durations may then include it).
     """
     with output_locks(("out", out)):  # another process writing there is refused
         session = _session(rules, out, instrumented, options, kernel, max_launches,
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
                            measure_overhead, keep_launches)
+        if calibrate:
+            calibrate_missing(session.options, stream=io.StringIO() if quiet else None)
         try:
             with session_block(session) as result:
                 yield result
@@ -146,18 +153,22 @@ def profile_program(
     jobs: int | None = None,
     verbose: bool = False,
     keep_launches: KeepPolicy | str | None = None,
+    calibrate: bool = True,
 ) -> tuple[RunResult, ReportResult | None]:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
     ``profile`` does, then analyze what it kept (``report=False``: raw files and run.json only).
 
     ``result.exit_code`` is the code the program would have exited with; what was collected
     is written and analyzed even when it raises or calls ``sys.exit``. ``jobs`` decoding
-    processes (None: one per core); ``progress``: a bar on a terminal's stderr.
+    processes (None: one per core); ``progress``: a bar on a terminal's stderr. ``calibrate``:
+    as ``profile``'s, before the program starts (its note on stderr).
     """
     with output_locks(("-o", out), ("--plot", plot)):  # another process writing there: refused
         session = _session(rules, out, instrumented, options, kernel, max_launches,
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
                            measure_overhead, keep_launches)
+        if calibrate:  # in a child, before the program: its process stays as without the tool
+            calibrate_missing(session.options)
         result = run_in_session(session, argv, "profile" if instrumented is None else "run")
         rep = (analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs, verbose=verbose)
                if report else None)

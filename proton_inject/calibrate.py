@@ -9,23 +9,34 @@ The launches alternate so that both sides see the same clock and caches. It is k
 user's cache directory, keyed by device name and the options that change what a record does
 (clock width, buffer type, store scheduling); not by ptxas, which torch.compile switches to
 torch's own for the whole process. What it measured, and why it is built so:
-docs/accuracy.md ("Records' cost").
+docs/accuracy.md ("Records' cost"). ``profile`` and ``run`` calibrate a GPU model they meet
+for the first time before the program starts (``calibrate_missing``), in a child process so
+that the program's own process holds none of the calibration's allocations or CUDA state.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import tempfile
-from typing import Any
+import time
+from collections.abc import Iterable
+from typing import IO, Any
 
 import numpy as np
 
 from proton_inject.errors import UserError
-from proton_inject.formats.calibration import store
+from proton_inject.formats.calibration import cache_file, cache_lock, lookup, store
 from proton_inject.formats.raw import BufferType
 from proton_inject.formats.region_kinds import Kind, scope_kinds_of
 from proton_inject.lower.options import AUTO
 
 LOOP_ITERATIONS = 256  # of the calibration loop
+# A calibration child that runs longer is stopped (a cold one: start-up, compiles and five
+# variants' launches; README says ~15 s).
+CHILD_TIMEOUT_S = 300
 
 
 def cost_from(decoded: list[Any], plain: list[np.ndarray]) -> dict[str, Any]:
@@ -169,3 +180,113 @@ def measure(options: Any = None, device: int = 0, launches: int = 7, save: bool 
         store(name, got["cycles"], options.clock, options.buffer_type, options.sched_stores,
               {k: v for k, v in got.items() if k != "cycles"}, selective=options.selected is not None)
     return got
+
+
+def missing(options: Any, names: Iterable[str], hip: bool = False) -> list[tuple[str, Any]]:
+    """(device name, concrete options) for each of ``variants(options)`` on each device name
+    that this machine's cache holds no cost for: what a profile with ``options`` would report
+    as not calibrated."""
+    return [(n, v) for n in dict.fromkeys(names) for v in variants(options, hip)
+            if lookup(n, v.clock, v.buffer_type, v.sched_stores, selective=v.selected is not None) is None]
+
+
+def visible_devices() -> dict[str, int]:
+    """Each GPU model this process sees: its name and the device to calibrate it on (this
+    rank's own, LOCAL_RANK, where it is that model; else the first of that model). Empty
+    without CUDA (the session then says why it cannot profile). Asking names starts CUDA's
+    runtime here, as the session does right after, but makes no context."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return {}
+        names = [torch.cuda.get_device_name(d) for d in range(torch.cuda.device_count())]
+    except Exception:  # (the session reports a broken CUDA itself)
+        return {}
+    local = os.environ.get("LOCAL_RANK", "")
+    first = int(local) if local.isdigit() and int(local) < len(names) else 0
+    found: dict[str, int] = {}
+    for d in [first, *range(len(names))]:
+        found.setdefault(names[d], d)
+    return found
+
+
+def calibrate_missing(options: Any, devices: dict[str, int] | None = None,
+                      stream: IO[str] | None = None) -> list[tuple[str, bool]]:
+    """Calibrate what ``missing`` lists for ``devices`` (name: device index; None: this
+    process's, ``visible_devices``) in a child process, one note line per GPU model on
+    ``stream`` (stderr). A failure is said in its line and the caller goes on uncalibrated.
+    Returns [(name, calibrated)] for each model that needed it."""
+    from proton_inject.lower.options import LoweringOptions
+
+    options = options or LoweringOptions()
+    stream = stream or sys.stderr
+    devices = visible_devices() if devices is None else devices
+    hip = bool(devices) and _is_hip()
+    if not devices or not missing(options, devices, hip):  # (the usual case: no lock, no child)
+        return []
+    done = []
+    try:
+        with cache_lock():  # another process may be calibrating the same model: wait, look again
+            for name, index in devices.items():
+                todo = [v for n, v in missing(options, [name], hip) if n == name]
+                if todo:
+                    done.append((name, _calibrate_in_child(name, index, todo, stream)))
+    except OSError as e:
+        stream.write(f"proton-inject: record cost: not calibrated ({e.filename or cache_file()}: "
+                     f"{e.strerror}); durations may include the records' own cost\n")
+    return done
+
+
+def _is_hip() -> bool:
+    import torch
+
+    return bool(getattr(torch.version, "hip", None))
+
+
+def _calibrate_in_child(name: str, index: int, todo: list[Any], stream: IO[str]) -> bool:
+    """One GPU model's note line, around ``python -m proton_inject.calibrate`` measuring
+    ``todo`` on device ``index`` (its output is ours, never the program's)."""
+    from dataclasses import asdict
+
+    stream.write(f"proton-inject: record cost: calibrating for {name}, once")
+    stream.flush()
+    t0 = time.monotonic()
+    cmd = [sys.executable, "-m", "proton_inject.calibrate", str(index),
+           json.dumps([asdict(v) for v in todo])]
+    try:  # (its plain kernel builds in a Triton cache of its own, not the program's)
+        with tempfile.TemporaryDirectory(prefix="proton-inject-calibrate-") as triton_cache:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+                               stdin=subprocess.DEVNULL, env={**os.environ, "TRITON_CACHE_DIR": triton_cache})
+        said = [ln.strip() for ln in (p.stderr or "").splitlines() if ln.strip()]
+        why = None if p.returncode == 0 else (said[-1] if said else f"exit code {p.returncode}")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        why = f"stopped after {CHILD_TIMEOUT_S} s" if isinstance(e, subprocess.TimeoutExpired) else str(e)
+    if why is None:
+        stream.write(f" ({time.monotonic() - t0:.0f} s); kept in {cache_file()}\n")
+    else:
+        stream.write(f": failed ({why}); durations may include the records' own cost "
+                     "(`proton-inject calibrate` retries)\n")
+    stream.flush()
+    return why is None
+
+
+def _child_main(argv: list[str]) -> int:
+    """The child of ``calibrate_missing``: DEVICE and a JSON list of concrete options, each
+    measured and kept in the cache; a failure is one line on stderr and exit code 1."""
+    from proton_inject.lower.options import LoweringOptions
+
+    try:
+        device, todo = int(argv[0]), json.loads(argv[1])
+        for d in todo:
+            w = d["warps"]
+            measure(LoweringOptions(**{**d, "warps": tuple(w) if isinstance(w, list) else w}), device)
+    except Exception as e:  # one line for the parent's note
+        said = str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"
+        print(said.splitlines()[0] if said.strip() else type(e).__name__, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

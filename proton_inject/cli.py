@@ -311,7 +311,8 @@ def _dump_program(argv: list[str], out_dir: str, kernel: str | None = None) -> N
 @jobs_option
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, kernel,
-        max_pending_mb, keep_tuning, gz, verbose, raw, no_cache, measure_overhead, jobs, **kw) -> None:  # fmt: skip
+        max_pending_mb, keep_tuning, gz, verbose, raw, no_cache, measure_overhead, no_calibrate, jobs,
+        **kw) -> None:  # fmt: skip
     """Run PROGRAM (-- python script.py ARGS) with the kernels in INSTRUMENTED profiled.
 
     Exits with the program's own exit code.
@@ -324,7 +325,7 @@ def run(instrumented: str, out: str, program: tuple[str, ...], max_launches, ker
         list(program), out=out, instrumented=instrumented, options=options_from(kw), kernel=kernel,
         max_launches=max_launches, keep_launches=keep, max_pending_mb=max_pending_mb,
         keep_tuning=keep_tuning, gz=gz is not False, raw=raw, progress=True, cache=not no_cache,
-        measure_overhead=measure_overhead, jobs=jobs,
+        measure_overhead=measure_overhead, jobs=jobs, calibrate=not no_calibrate,
     )  # fmt: skip
     _echo_messages(result, verbose)
     sys.exit(result.exit_code or 0)
@@ -363,7 +364,7 @@ def _echo_messages(result, verbose: bool) -> None:
 @jobs_option
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, gz, verbose,
-            raw, autotune_from, no_cache, measure_overhead, jobs, **kw):
+            raw, autotune_from, no_cache, measure_overhead, no_calibrate, jobs, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -382,7 +383,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
         keep_launches=keep,
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
         gz=gz is not False, plot=plot, raw=raw, progress=True, cache=not no_cache, verbose=verbose,
-        measure_overhead=measure_overhead, jobs=jobs,
+        measure_overhead=measure_overhead, jobs=jobs, calibrate=not no_calibrate,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if rep is not None:

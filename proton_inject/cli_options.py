@@ -109,6 +109,9 @@ build_options = options(  # run's and profile's: the build cache, overhead again
     click.option("--measure-overhead", is_flag=True, help="Alternate each kernel's launches "
                  "between its plain and instrumented builds and report the kernel-time ratio "
                  "(plain launches are not decoded)."),
+    click.option("--no-calibrate", is_flag=True, help="Do not measure the records' own cost on a "
+                 "GPU model met for the first time (done once, before the program starts, and "
+                 "kept; see `calibrate`): durations may then include the records' own cost."),
 )
 raw_option = click.option("--raw", is_flag=True,
                            help="Keep the records' own cost in durations (no compensation).")

@@ -4,8 +4,12 @@ device and record-changing lowering options.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,20 @@ CACHE_VERSION = 2  # 1: a region around one clock read, no plain reference
 def cache_file() -> Path:
     """``$XDG_CACHE_HOME/proton-inject/record_cost.json`` (``~/.cache`` by default)."""
     return user_cache_dir() / "record_cost.json"
+
+
+@contextmanager
+def cache_lock() -> Iterator[None]:
+    """Hold the cache's lock (waiting for it): processes meeting a new GPU at once, such as
+    the ranks of one job, then calibrate it once, one after the other. OSError if the cache
+    directory cannot be made."""
+    d = user_cache_dir(make=True)
+    fd = os.open(d / "record_cost.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # (freed by the kernel if this process dies)
+        yield
+    finally:
+        os.close(fd)
 
 
 def cache_key(device: str, clock_bits: int = 64, buffer_type: str = "shared",
