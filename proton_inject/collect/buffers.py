@@ -112,6 +112,11 @@ class BufferPool:
             self.held += size
         return _device_empty(size, device), True
 
+    def give_back(self, buf: Any) -> None:
+        """``buf`` was taken but nothing wrote to it: free (and zero) now."""
+        with self._lock:
+            self._free.setdefault((buf.device.index, buf.numel()), []).append(buf)
+
     def busy(self, buf: Any, done: Any) -> None:
         """``buf`` is free again, zeroed, once ``done`` (a CUDA event) has passed."""
         with self._lock:
@@ -276,19 +281,25 @@ class LaunchBuffers:
 
     def run_bracket(self, p: _Pending, side: int, stream: int) -> None:
         """Enqueue one side (0 before, 1 after) of ``p``'s bracket on the launch's stream."""
-        entry = self.brackets.get(p.buffer.device.index)
-        if p.bracket is None or entry is None:  # none, or a launch failed since it was set up
-            p.bracket = p.bracket_at = None
-            return
+        if p.bracket is None or not self.launch_bracket(p.buffer.device.index, p.bracket[side], stream):
+            p.bracket = p.bracket_at = None  # none, or a launch failed since it was set up
+
+    def launch_bracket(self, device: int, rows: Any, stream: int) -> bool:
+        """Enqueue one bracket side writing into ``rows`` (int64 rows, a tensor or an address)
+        on ``stream``; False when there is no bracket kernel (any more) on ``device``."""
+        entry = self.brackets.get(device)
+        if entry is None:
+            return False
         ck, ctas = entry
         try:
-            bracket.launch(ck, p.bracket[side], ctas, stream)
+            bracket.launch(ck, rows, ctas, stream)
         except Exception as e:  # never fail the program's launch because of us
-            p.bracket = p.bracket_at = None
             self.bracket_error = f"a bracket launch failed ({e})"[:300]
             self.brackets.clear()
             self.result.messages.append(f"warning: clock {self.bracket_error}; later launches have "
                                         "none")
+            return False
+        return True
 
     def stream_obj(self, stream: int, device: int):
         """A torch stream object for a launch's stream handle (made once per handle)."""
@@ -343,7 +354,7 @@ class LaunchBuffers:
         s = self.stream_obj(pending.stream, device)
         # Outside a capture a clock bracket may ride in the buffer's tail (one buffer, one
         # copy); a captured launch has none (a bracket kernel would join the user's graph).
-        bracketed = not capturing and device in self.brackets and self._bracket_due(device)
+        bracketed = not capturing and device in self.brackets and self.bracket_due(device)
         ctas = self.brackets[device][1] if bracketed else 0
         at = -(-size // 128) * 128
         total = at + clock_bracket.bracket_bytes(ctas) if ctas else size
@@ -367,7 +378,7 @@ class LaunchBuffers:
             self.before_kernel(pending, s.cuda_stream)
         return buf[:size]
 
-    def _bracket_due(self, device: int) -> bool:
+    def bracket_due(self, device: int) -> bool:
         """Whether this kept launch gets its own clock bracket: at most one every
         ``BRACKET_EVERY_S`` on a device, so that brackets (two ~10 us kernels) stay a small
         share of a launch-bound program's GPU time; the other launches' clocks come from

@@ -55,9 +55,10 @@ def _check(rc: int, what: str) -> None:
         raise RuntimeError(f"{what}: CUDA error {rc} ({(msg.value or b'?').decode()})")
 
 
-def zero(buf: Any, stream: int) -> None:
-    """Zero the device tensor ``buf`` (contiguous) on ``stream``."""
-    nbytes = buf.numel() * buf.element_size()
+def zero(buf: Any, stream: int, nbytes: int | None = None) -> None:
+    """Zero the device tensor ``buf`` (contiguous; its first ``nbytes``, else all) on ``stream``."""
+    size = buf.numel() * buf.element_size()
+    nbytes = size if nbytes is None else min(nbytes, size)
     _check(_driver().cuMemsetD8Async(buf.data_ptr(), 0, nbytes, stream), "cuMemsetD8Async")
 
 

@@ -19,6 +19,20 @@ from proton_inject.collect.call_site import call_site
 from proton_inject.collect.device_ops import in_tool_work, tool_work
 from proton_inject.collect.keep_policy import NEVER, KeepPolicy, LaunchCounts
 from proton_inject.collect.launches import _KernelInfo, _Pending, config_of_autotune, config_of_kernel
+from proton_inject.formats import clock_bracket
+
+
+def _current_device() -> int:
+    import torch
+
+    return torch._C._cuda_getDevice()
+
+
+def _capturing_here() -> bool:
+    """Whether this thread's current stream is capturing a CUDA graph (by any API)."""
+    import torch
+
+    return torch._C._cuda_isCurrentStreamCapturing()
 
 
 class KernelLauncher:
@@ -74,6 +88,7 @@ class LaunchPath:
         self.buffers: Any = None
         self.sink: Any = None
         self.graphs: Any = None
+        self.slabs: Any = None
         self.policy = policy
         self.bound_reason = bound_reason  # what a launch past the total is counted under
         self.kept = 0  # launches kept in all (the policy's total bounds it)
@@ -84,10 +99,11 @@ class LaunchPath:
         self.capturing = 0  # CUDA-graph captures under way (the launch path then always asks)
         self.unhooked: set[str] = set()  # kernels whose builds never went through the hook
 
-    def connect(self, buffers: Any, sink: Any, graphs: Any) -> None:
-        """The kept side: a kept launch's buffer (``LaunchBuffers``), its record and copy
-        (``Sink``), a captured one's replays (``GraphReplays``)."""
-        self.buffers, self.sink, self.graphs = buffers, sink, graphs
+    def connect(self, buffers: Any, sink: Any, graphs: Any, slabs: Any) -> None:
+        """The kept side: a kept launch's bytes in a slab (``Slabs``, the usual case) or a
+        buffer of its own (``LaunchBuffers``), its record and copy (``Sink``), a captured
+        one's replays (``GraphReplays``)."""
+        self.buffers, self.sink, self.graphs, self.slabs = buffers, sink, graphs, slabs
 
     # -- install / uninstall --
 
@@ -192,11 +208,17 @@ class LaunchPath:
         if tuning is not None and not self.autotune.keep_tuning:
             self._count_drop("autotune benchmarking")
             return w.inner(gx, gy, gz, stream, function, *args)
+        slab = (w.direct is not None and not self.capturing and getattr(self._tls, "measure", None) is None
+                and not _capturing_here())
         with self._lock:  # (a launch captured into a CUDA graph: the policy picks its replays)
             if not self.capturing and self.policy.total is not None and self.kept >= self.policy.total:
                 self._quota_spent()
                 self._count_drop(self.bound_reason)
                 return w.inner(gx, gy, gz, stream, function, *args)
+            if slab:
+                self.kept += 1
+        if slab:
+            return self._into_slab(w, gx, gy, gz, stream, function, args, tuning)
         p = _Pending(w.info, (int(gx), int(gy), int(gz)), int(stream or 0),
                      self._config(w.info, tuning), tuning is not None, launched_from=call_site(3))
         try:
@@ -227,6 +249,32 @@ class LaunchPath:
                     self.graphs.captured(p)
                 else:
                     self.sink.keep(p)
+        return ret
+
+    def _into_slab(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,
+                   args: tuple, tuning: Any) -> Any:
+        """A kept launch records into its device's open slab, given to the launcher's C entry
+        point as an address (``Slabs``): nothing else of ours runs on the launch path."""
+        device = _current_device()
+        head = (w.info, (gx, gy, gz), stream or 0, device, self._config(w.info, tuning), tuning is not None,
+                call_site(3))
+        try:
+            with tool_work():
+                slab, address, bracket = self.slabs.take(device, stream or 0, gx * gy * gz * w.per_cta, head)
+        except Exception as e:  # never fail the program's launch because of us
+            self.buffers.failed(e)
+            return w.inner(gx, gy, gz, stream, function, *args)
+        ok = False
+        try:
+            if bracket is not None:  # (rows, CTAs): side 0's rows, then side 1's
+                self.buffers.launch_bracket(device, bracket[0], stream)
+            ret = w.direct(gx, gy, gz, stream, function, w.coop, w.pdl, None, address, *args)
+            if bracket is not None:
+                self.buffers.launch_bracket(device, bracket[0] + clock_bracket.bracket_bytes(bracket[1]) // 2,
+                                            stream)
+            ok = True
+        finally:
+            self.slabs.done(slab, None if ok else address)
         return ret
 
     def _quota_spent(self) -> None:

@@ -36,6 +36,10 @@ class LaunchRecord:
     launched_from: str | None = None  # the program's frame that made the launch (call_site)
 
     @property
+    def label(self) -> str:
+        return f"launch {self.seq} of {self.kernel}"
+
+    @property
     def num_blocks(self) -> int:
         return self.grid[0] * self.grid[1] * self.grid[2] * self.num_ctas
 

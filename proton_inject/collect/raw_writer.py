@@ -28,7 +28,7 @@ WAKE_S = 0.05
 class InFlight:
     """A kept launch between its copy being enqueued and its raw file being written."""
 
-    record: Any  # LaunchRecord
+    record: Any  # a LaunchRecord, or a SlabBatch (the launches of one slab); ``label`` names it
     host_buffer: Any  # pinned memory of its own, or None: at host_offset in the session's ring
     host_offset: int | None
     nbytes: int
@@ -115,7 +115,7 @@ class RawWriter:
             try:
                 self._save(rec, data)
             except Exception as e:  # a full disk: say so, go on
-                self._on_error(f"could not save launch {rec.seq} of {rec.kernel}: {e}")
+                self._on_error(f"could not save {rec.label}: {e}")
 
     def _run(self) -> None:
         while True:
@@ -136,7 +136,7 @@ class RawWriter:
                 if self._landed_bytes > self.max_pending:
                     self._save_landed()
             except Exception as e:  # the GPU in an error state: say so, go on
-                self._on_error(f"could not read back launch {item.record.seq} of {item.record.kernel}: {e}")
+                self._on_error(f"could not read back {item.record.label}: {e}")
             with self._cond:
                 self._queue.popleft()
                 self._pending -= item.nbytes

@@ -36,6 +36,7 @@ from proton_inject.collect.launches import RunResult
 from proton_inject.collect.measured_overhead import OverheadMeasurement
 from proton_inject.collect.patches import Patches
 from proton_inject.collect.sink import Sink
+from proton_inject.collect.slabs import Slabs
 from proton_inject.dump import tuning
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
@@ -156,7 +157,8 @@ class Session:
         self.graphs = GraphReplays(self.patches, self._tls, self.launch_path, self.writer, self._lock,
                                    self.result, self.sink.record, self.sink.copy_out, self._count_drop,
                                    lambda: self._stopped)
-        self.launch_path.connect(self.buffers, self.sink, self.graphs)
+        self.slabs = Slabs(self.pool, self.sink, self.buffers)
+        self.launch_path.connect(self.buffers, self.sink, self.graphs, self.slabs)
 
     # -- what the hooks ask of the session (public: tests and tools watch a session by them) --
 
@@ -290,6 +292,7 @@ class Session:
         self._stopped = True
         try:
             self.launch_path.uninstall()  # no launch is kept past this point
+            self.slabs.ship_all()
             self.writer.close()  # every kept launch written
             if self.measure_overhead:
                 try:

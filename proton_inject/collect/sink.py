@@ -13,6 +13,7 @@ from proton_inject.collect import device_ops
 from proton_inject.collect.buffers import HostRing, _pinned
 from proton_inject.collect.launches import LaunchRecord, _Pending, config_name
 from proton_inject.collect.raw_writer import InFlight, RawWriter
+from proton_inject.collect.slabs import SlabBatch
 from proton_inject.formats import calibration, clock_bracket
 from proton_inject.formats.files import write_atomic
 from proton_inject.formats.run_index import RUN_FORMAT, run_index_name
@@ -64,9 +65,21 @@ class Sink:
         c = self.hook.compiled.get(rec.compile_hash)
         return (list(c.scope_names), list(c.scope_parents)) if c else ([], [])
 
+    def copy_stream(self, device: int) -> Any:
+        """The stream kept launches' bytes are copied out on (one per device, made once)."""
+        s = self._copy_streams.get(device)
+        if s is None:
+            import torch
+
+            with self._lock:
+                s = self._copy_streams.get(device)
+                if s is None:
+                    s = self._copy_streams[device] = torch.cuda.Stream(device=device)
+        return s
+
     def keep(self, p: _Pending) -> None:
-        """After a kept launch (not a captured one): its bracket's second half, its record, the
-        copy to the host."""
+        """After a kept launch with a buffer of its own (not a captured one): its bracket's
+        second half, its record, the copy to the host."""
         import torch
 
         device = p.buffer.device.index
@@ -74,9 +87,7 @@ class Sink:
         self.buffers.run_bracket(p, 1, s.cuda_stream)
         with self._lock:
             rec = self.record(p, p.stream, device)
-            copy_stream = self._copy_streams.get(device)
-            if copy_stream is None:
-                copy_stream = self._copy_streams[device] = torch.cuda.Stream(device=device)
+        copy_stream = self.copy_stream(device)
         rec.bracket_at = p.bracket_at
         launched = torch.cuda.Event()
         launched.record(s)
@@ -84,22 +95,26 @@ class Sink:
         self.copy_out(rec, p, copy_stream)  # (outside the lock: it may wait for the writer)
 
     def record(self, p: _Pending, stream: int, device: int, replay: int | None = None) -> LaunchRecord:
-        md = p.info.ck.metadata
+        return self._record(p.info, p.grid, stream, device, p.config, p.tuning, p.launched_from, replay)
+
+    def _record(self, info: Any, grid: tuple[int, int, int], stream: int, device: int, config: dict,
+                tuning: bool, launched_from: str | None, replay: int | None = None) -> LaunchRecord:
+        md = info.ck.metadata
         rec = LaunchRecord(
             seq=len(self.result.launches),
-            kernel=p.info.name,
-            hash=p.info.override_hash,
+            kernel=info.name,
+            hash=info.override_hash,
             compile_hash=str(getattr(md, "hash", "")),
-            grid=p.grid,
+            grid=grid,
             num_warps=int(md.num_warps),
             num_ctas=int(getattr(md, "num_ctas", 1)),
             stream=stream,
             device=device,
-            scratch_bytes_per_cta=p.info.scratch,
-            config=p.config,
-            tuning=p.tuning,
+            scratch_bytes_per_cta=info.scratch,
+            config=config,
+            tuning=tuning,
             graph_replay=replay,
-            launched_from=p.launched_from,
+            launched_from=launched_from,
         )
         self.result.launches.append(rec)
         return rec
@@ -108,21 +123,28 @@ class Sink:
         """Enqueue the copy of a kept launch's buffer to pinned host memory on ``stream`` (a
         torch stream, after the launch), then its zeroing for its next use (a buffer captured
         into a CUDA graph is zeroed by the graph itself), and hand it to the raw writer."""
+        self._copy(rec, p.buffer, p.nbytes or p.buffer.numel(), stream, zero=p.graph is None)
+
+    def ship(self, batch: SlabBatch, buf: Any, nbytes: int, stream: Any) -> None:
+        """Enqueue the copy of a slab's first ``nbytes`` (its launches' bytes) to pinned host
+        memory on ``stream`` (after the launches), their zeroing, and hand it to the writer."""
+        self._copy(batch, buf, nbytes, stream, zero=True)
+
+    def _copy(self, what: LaunchRecord | SlabBatch, buf: Any, n: int, stream: Any, zero: bool) -> None:
         import torch
 
-        n = p.nbytes or p.buffer.numel()
         with self._copy_lock:  # the ring's spans and the writer's queue in one order
             at = self.host_ring.take(n)
             host = _pinned(n) if at is None else None  # (larger than the whole ring: its own)
             dst = host.data_ptr() if at is None else self.host_ring.address(at)
-            device_ops.copy_to_host(dst, p.buffer, stream.cuda_stream, n)
-            if p.graph is None:
-                device_ops.zero(p.buffer, stream.cuda_stream)
+            device_ops.copy_to_host(dst, buf, stream.cuda_stream, n)
+            if zero:
+                device_ops.zero(buf, stream.cuda_stream, n)
             done = torch.cuda.Event()
             done.record(stream)
-            if p.graph is None:
-                self.pool.busy(p.buffer, done)
-            self.writer.put(InFlight(rec, host, at, n, done))
+            if zero:
+                self.pool.busy(buf, done)
+            self.writer.put(InFlight(what, host, at, n, done))
 
     def land(self, item: InFlight) -> Any:
         """(raw writer) A launch's copy is done: its bytes out of pinned memory, which is free
@@ -135,7 +157,19 @@ class Sink:
         self.host_ring.release(item.host_offset)
         return data
 
-    def save(self, rec: LaunchRecord, data: Any) -> None:
+    def save(self, what: LaunchRecord | SlabBatch, data: Any) -> None:
+        """(raw writer) Save a landed launch, or each launch of a landed slab."""
+        if isinstance(what, SlabBatch):
+            for e in what.launches:
+                with self._lock:
+                    rec = self._record(e.info, e.grid, e.stream, e.device, e.config, e.tuning,
+                                       e.launched_from)
+                rec.bracket_at = e.bracket_at
+                self._save_one(rec, data[e.offset: e.offset + e.nbytes])
+        else:
+            self._save_one(what, data)
+
+    def _save_one(self, rec: LaunchRecord, data: Any) -> None:
         from proton_inject.formats.raw import raw_prefix, save_raw
 
         if rec.bracket_at is not None:

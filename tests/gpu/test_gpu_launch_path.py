@@ -97,3 +97,68 @@ def test_cuda_graph_replays_sampled(tmp_path):
     assert float(x.max()) == 1.0 + 120.0  # once before the capture, then 120 replays
     replays = sorted(r.graph_replay for r in res.launches if r.graph_replay is not None)
     assert replays == [1, 2, 3, 50, 100], (replays, res.messages)
+
+
+def _event_counts(out) -> list[int]:
+    return [len(decode(*load_raw(p)).events) for p in find_raw(out / "raw")]
+
+
+def test_slabs_reused_many_times_come_back_zeroed(tmp_path, monkeypatch):
+    """Slabs of 64 KiB hold a few launches each and go back to the pool after their copy:
+    a slab reused without its zeroing would show an earlier launch's records in a later one."""
+    from proton_inject.collect import slabs
+
+    monkeypatch.setattr(slabs, "SLAB_BYTES", 64 << 10)
+    x = torch.zeros(1024, device="cuda")
+    with profile({"loops": "both"}, out=tmp_path / "t", quiet=True, keep_launches="all") as res:
+        for _ in range(400):
+            _bump(x)
+    torch.cuda.synchronize()
+    assert float(x.max()) == 400.0
+    assert len(res.launches) == 400 and not any(r.all_zero for r in res.launches), res.messages
+    counts = _event_counts(tmp_path / "t")
+    assert len(counts) == 400 and len(set(counts)) == 1 and counts[0] > 0, sorted(set(counts))
+
+
+def test_slab_launches_on_two_streams_and_one_larger_than_a_slab(tmp_path, monkeypatch):
+    """Launches on two streams share a slab (its copy waits for both); a launch larger than a
+    slab gets one of its own; a slab open longer than its time is shipped by the next launch."""
+    import time
+
+    from proton_inject.collect import slabs
+
+    monkeypatch.setattr(slabs, "SLAB_BYTES", 256 << 10)
+    x = torch.zeros(1024, device="cuda")
+    big = torch.zeros(1 << 20, device="cuda")
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    with profile({"loops": "both"}, out=tmp_path / "t", quiet=True, keep_launches="all") as res:
+        for i in range(60):
+            with torch.cuda.stream(s1 if i % 2 else s2):
+                _bump(x if i % 2 else x.clone())
+            if i == 30:
+                time.sleep(slabs.SHIP_AFTER_S * 2)
+        bump_kernel[(512,)](big, big.numel(), BLOCK=256)  # 512 CTAs: past 256 KiB
+    torch.cuda.synchronize()
+    assert len(res.launches) == 61, res.messages
+    assert not any(r.all_zero for r in res.launches)
+    grids = {r.grid for r in res.launches}
+    assert (512, 1, 1) in grids
+    counts = {}
+    for p in find_raw(tmp_path / "t" / "raw"):
+        d = decode(*load_raw(p))
+        counts.setdefault(tuple(d.meta.grid), set()).add(len(d.events))
+    assert len(counts[(2, 1, 1)]) == 1 and len(counts[(512, 1, 1)]) == 1, counts
+
+
+def test_a_kept_launch_that_fails_is_the_programs_error_and_is_not_saved(tmp_path):
+    x = torch.zeros(1024, device="cuda")
+    with profile({"loops": "both"}, out=tmp_path / "t", quiet=True, keep_launches="all") as res:
+        _bump(x)
+        with pytest.raises(Exception, match="(?i)pointer|cpu"):  # the launcher refuses host memory
+            bump_kernel[(2,)](torch.zeros(1024), 1024, BLOCK=256)
+        _bump(x)
+    torch.cuda.synchronize()
+    assert float(x.max()) == 2.0
+    assert len(res.launches) == 2 and not any(r.all_zero for r in res.launches), res.messages
+    assert all(r.clock_bracket for r in res.launches)
+    assert "before" in res.launches[0].clock_bracket, res.launches[0].clock_bracket
