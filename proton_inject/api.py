@@ -9,13 +9,19 @@ layer over these functions.
 from __future__ import annotations
 
 import io
+import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
+from proton_inject.analyze import hot_kernels
 from proton_inject.analyze.report import ReportResult, run_report
 from proton_inject.calibrate import calibrate_missing
 from proton_inject.collect.compile_hook import TreeSource
@@ -55,7 +61,7 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
              options: LoweringOptions | None, kernel: str | None, max_launches: int | None,
              max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
              gz: bool, cache: bool = True, measure_overhead: bool = False,
-             keep_launches: KeepPolicy | str | None = None) -> Session:
+             keep_launches: KeepPolicy | str | None = None, clear_out: bool = True) -> Session:
     if instrumented is None:
         if kernel is not None:
             raise UserError("kernel= selects kernels of an instrumented tree; with compile-time "
@@ -71,6 +77,7 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
     session.gz = gz
     session.builds.enabled = cache
     session.measure_overhead = measure_overhead
+    session.clear_out = clear_out
     return session
 
 
@@ -154,6 +161,7 @@ def profile_program(
     verbose: bool = False,
     keep_launches: KeepPolicy | str | None = None,
     calibrate: bool = True,
+    clear_out: bool = True,
 ) -> tuple[RunResult, ReportResult | None]:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
     ``profile`` does, then analyze what it kept (``report=False``: raw files and run.json only).
@@ -161,12 +169,13 @@ def profile_program(
     ``result.exit_code`` is the code the program would have exited with; what was collected
     is written and analyzed even when it raises or calls ``sys.exit``. ``jobs`` decoding
     processes (None: one per core); ``progress``: a bar on a terminal's stderr. ``calibrate``:
-    as ``profile``'s, before the program starts (its note on stderr).
+    as ``profile``'s, before the program starts (its note on stderr). ``clear_out=False``:
+    what ``out`` holds is left there (the caller cleared it).
     """
     with output_locks(("-o", out), ("--plot", plot)):  # another process writing there: refused
         session = _session(rules, out, instrumented, options, kernel, max_launches,
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
-                           measure_overhead, keep_launches)
+                           measure_overhead, keep_launches, clear_out)
         if calibrate:  # in a child, before the program: its process stays as without the tool
             calibrate_missing(session.options)
         result = run_in_session(session, argv, "profile" if instrumented is None else "run")
@@ -222,3 +231,187 @@ def insert(src: str | os.PathLike, out: str | os.PathLike | None, rules: Rules, 
     diff = golden.diff_against(done.outputs, done.manifest, check_against) if check_against else None
     return InsertResult(done.kernels, done.notes, done.left_out, carried,
                         None if out is None else os.fspath(out), diff)
+
+
+FIRST_LOOK = "first-look"  # OUT/first-look: the first look's profile directory
+# The first look runs in a child interpreter (-P: no working directory on its path) whose path
+# holds this package's root only while it imports the tool: the program then sees sys.path as
+# `python script.py` sets it.
+_CHILD = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); import proton_inject.cli as cli; "
+          "sys.path.remove(root); cli.main(prog_name='proton-inject')")
+
+
+@dataclass
+class AutoResult:
+    """What ``profile_auto`` did: the program's exit code, the ranking and the picked kernels
+    opened up (``doc``, as OUT/auto.json holds it; ``text``, as printed), the detailed run and
+    its report (None when it did not run), and the files written besides the runs'."""
+
+    exit_code: int
+    doc: dict
+    text: str
+    detail: RunResult | None
+    report: ReportResult | None
+    files: list[str]
+
+
+def profile_auto(
+    argv: Sequence[str],
+    out: str | os.PathLike = "traces",
+    *,
+    share: float = 0.8,
+    top: int = 3,
+    options: LoweringOptions | None = None,
+    max_launches: int | None = None,
+    max_pending_mb: float = 256,
+    keep_tuning: bool = False,
+    autotune_from: str | os.PathLike | None = None,
+    gz: bool = True,
+    plot: str | os.PathLike | None = None,
+    raw: bool = False,
+    progress: bool = False,
+    cache: bool = True,
+    measure_overhead: bool = False,
+    jobs: int | None = None,
+    verbose: bool = False,
+    keep_launches: KeepPolicy | str | None = None,
+    calibrate: bool = True,
+) -> AutoResult:
+    """Where the program's GPU time goes, with no rule chosen: run it twice.
+
+    First look: the program in a fresh interpreter with each kernel's body alone instrumented
+    (OUT/first-look, a whole profile; its stdout is held back); its kernels are ranked by
+    estimated GPU time (``analyze/hot_kernels.py``) and the fewest holding ``share`` of it, at
+    most ``top``, are picked. Detail: the program again, in this process, with only those
+    kernels instrumented, their bodies, loops and iterations (OUT, a profile as
+    ``profile_program`` writes it, with ``options`` and the other arguments). The picked
+    kernels are then split over their regions and source lines; all of it goes to
+    OUT/auto.json. If the first look's program fails (or nothing was picked) there is no
+    second run, and the held-back stdout is written out. Wall time: about twice the program's.
+    ``calibrate``: as ``profile_program``'s (the first look calibrates what is missing).
+    """
+    from proton_inject.analyze import source_view
+    from proton_inject.dump.program import split_program_argv
+    from proton_inject.formats.files import write_atomic
+    from proton_inject.formats.patterns import exact_names
+
+    if not 0 < share <= 1:
+        raise UserError(f"--auto-share {share:g}: give the share of GPU time to open up, above 0 "
+                        "and at most 1 (0.8: the kernels holding 80% of it)")
+    if top < 1:
+        raise UserError(f"--auto-top {top}: give how many kernels to open up at most, 1 or more")
+    split_program_argv(argv, "profile")  # a bad program: said before anything runs
+    keep = KeepPolicy.parse(keep_launches) if isinstance(keep_launches, str) else keep_launches
+    out = Path(out)
+    first = out / FIRST_LOOK
+    with output_locks(("-o", out), ("--plot", plot)):
+        _clear_for_auto(out)
+        child = _first_look_argv(first, keep, max_launches, max_pending_mb, keep_tuning,
+                                 autotune_from, gz, cache, jobs) + ([] if calibrate else ["--no-calibrate"])
+        with tempfile.TemporaryFile() as held:
+            code = _run_first_look([*child, "--", *argv], first, held)
+            ranked, notes = _ranked(first, share, top, jobs)
+            picked = [k["kernel"] for k in ranked if k["top"]]
+            doc = hot_kernels.AutoReport(format=hot_kernels.AUTO_FORMAT, version=1, first_look=str(first),
+                                         detail=None, share_wanted=share, top_max=top, kernels=ranked,
+                                         hot=[], exit_code=code, notes=notes)
+            if code != 0 or not picked:
+                notes.append(f"no detailed run: the program exited with code {code} in the first look"
+                             if code != 0 else "no detailed run: no kernel to open up")
+                _write_held(held)
+        detail = rep = None
+        if code == 0 and picked:
+            rules = Rules(kernel_scope=True, loops="both", kernel=exact_names(picked))
+            detail, rep = profile_program(
+                argv, rules, out, options=options, max_launches=max_launches,
+                max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
+                gz=gz, plot=plot, raw=raw, progress=progress, cache=cache,
+                measure_overhead=measure_overhead, jobs=jobs, verbose=verbose, keep_launches=keep,
+                calibrate=calibrate, clear_out=False)
+            code = doc["exit_code"] = detail.exit_code or 0
+            doc["detail"] = str(out)
+            if rep is not None:
+                source_view.attach(rep.summary, [f for f in detail.files if _is_raw_launch(f)])
+                doc["hot"] = hot_kernels.hot_kernels(rep.summary, picked)
+        written = write_atomic(out / hot_kernels.AUTO_FILE, json.dumps(doc, indent=1) + "\n")
+    return AutoResult(code, dict(doc), hot_kernels.format_auto(doc), detail, rep, [str(written)])
+
+
+def _is_raw_launch(f: str) -> bool:
+    return f.endswith(".json") and Path(f).parent.name == "raw"
+
+
+def _clear_for_auto(out: Path) -> None:
+    """Clear what an earlier profile wrote to ``out`` and its first look's folder, as
+    ``profile`` clears its own (a folder holding files the tool did not write is refused),
+    before either run: the detailed run then writes beside the first look."""
+    from proton_inject.collect.session import clear_out_dir
+
+    if out.exists() and not out.is_dir():
+        raise UserError(f"-o {out}: exists and is not a directory")
+    if (out / FIRST_LOOK).exists():
+        clear_out_dir(out / FIRST_LOOK)
+    if out.is_dir() and any(p.name not in (FIRST_LOOK, hot_kernels.AUTO_FILE) and not p.name.startswith(".")
+                            for p in out.iterdir()):
+        clear_out_dir(out)
+    (out / hot_kernels.AUTO_FILE).unlink(missing_ok=True)
+
+
+def _first_look_argv(first: Path, keep: KeepPolicy | None, max_launches: int | None,
+                     max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
+                     gz: bool, cache: bool, jobs: int | None) -> list[str]:
+    """``profile``'s options for the first look: the kernel body alone, the caller's launches
+    kept, builds, autotuning and decoding; no report printed (ours comes after)."""
+    argv = ["profile", "--kernel-scope", "-o", str(first), "--no-report",
+            "--max-pending-mb", repr(float(max_pending_mb))]
+    if keep is not None:
+        argv += ["--keep-launches", f"first={keep.first},every={keep.every},"
+                                    f"max={'none' if keep.total is None else keep.total}"]
+    argv += ["--max-launches", str(max_launches)] if max_launches is not None else []
+    argv += ["--keep-tuning"] if keep_tuning else []
+    argv += ["--autotune-from", os.fspath(autotune_from)] if autotune_from is not None else []
+    argv += [] if gz else ["--no-gz"]
+    argv += [] if cache else ["--no-cache"]
+    return argv + (["-j", str(jobs)] if jobs is not None else [])
+
+
+def _run_first_look(argv: list[str], first: Path, held: IO[bytes]) -> int:
+    """Run ``proton-inject ARGV`` in a fresh interpreter (the program then starts as it does
+    alone, whatever this process has imported or compiled), its stdout into ``held``; the
+    program's exit code (run.json's). Without a run.json the tool failed or was killed: a
+    UserError with the child's exit code."""
+    from proton_inject.formats.run_index import read_indexes
+
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-P", "-c", _CHILD, root, *argv], stdout=held)
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:  # (the child had the signal too: its program ends as it would)
+        rc = proc.wait()
+    for index in read_indexes([first / "run.json"]):
+        if isinstance(index.get("exit_code"), int):
+            return index["exit_code"]
+    _write_held(held)
+    e = UserError(f"profile --auto: the first look ended (code {rc}) without writing "
+                  f"{first / 'run.json'}: the tool stopped before the program ran or was killed "
+                  "(its message, if any, is above)")
+    e.exit_code = rc if rc > 0 else 128 - rc if rc < 0 else 2
+    raise e
+
+
+def _write_held(held: IO[bytes]) -> None:
+    """The first look's stdout, when it is the only run: the program's output as it printed it."""
+    sys.stdout.flush()
+    held.seek(0)
+    shutil.copyfileobj(held, sys.stdout.buffer)
+    sys.stdout.buffer.flush()
+
+
+def _ranked(first: Path, share: float, top: int, jobs: int | None) -> tuple[list, list[str]]:
+    """The first look's kernels ranked (``hot_kernels.rank_kernels``), and a note when it has
+    none to rank."""
+    try:
+        rep = run_report([first], jobs=jobs)
+    except UserError as e:
+        return [], [f"first look: nothing to rank ({e})"]
+    return hot_kernels.rank_kernels(rep.summary, share, top), []

@@ -362,20 +362,38 @@ def _echo_messages(result, verbose: bool) -> None:
                    "or profile's -o) instead of timing configs.")
 @build_options
 @jobs_option
+@click.option("--auto", is_flag=True,
+              help="No rules: run PROGRAM twice (wall time about 2x), first with each kernel's "
+                   "body alone to rank kernels by GPU time (OUT/first-look), then with only the "
+                   "top ones instrumented, loops and iterations too (OUT); print the ranking and "
+                   "where the top kernels' time goes (also OUT/auto.json).")
+@click.option("--auto-share", type=float, default=None, metavar="SHARE",
+              help="With --auto: open up the fewest kernels holding this share of GPU time "
+                   "[default: 0.8].")
+@click.option("--auto-top", type=int, default=None, metavar="N",
+              help="With --auto: open up at most N kernels [default: 3].")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, gz, verbose,
-            raw, autotune_from, no_cache, measure_overhead, no_calibrate, jobs, **kw):
+            raw, autotune_from, no_cache, measure_overhead, no_calibrate, jobs, auto, auto_share, auto_top,
+            **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
     instrumented IR lands in OUT/ir (reviewable, and usable with run); the report goes to
-    stderr. Exits with the program's own exit code.
+    stderr. Exits with the program's own exit code. With --auto, runs it twice instead.
     """
     from proton_inject.api import KeepPolicy, profile_program
     from proton_inject.formats.schema import report_options
 
     check_outputs([("--rules file", kw["rules_file"])], [("-o", out, "dir"), ("--plot", plot, "files")])
     report_options(None, None, False, None, plot)  # before the program runs, not after
+    if not auto and (auto_share is not None or auto_top is not None):
+        raise UserError(f"{'--auto-share' if auto_share is not None else '--auto-top'} goes with "
+                        "--auto (profile --auto ... -- python script.py)")
+    if auto:
+        _profile_auto(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, gz,
+                      verbose, raw, autotune_from, no_cache, measure_overhead, no_calibrate, jobs,
+                      auto_share, auto_top, kw)
     rules = rules_from(kw)
     keep = KeepPolicy.from_options(kw.pop("keep_launches"), kw.pop("sample_launches"))
     result, rep = profile_program(
@@ -393,6 +411,37 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
             if str(f).endswith(".png"):  # (traces are listed in run.json)
                 click.echo(f"wrote {f}", err=True)
     sys.exit(result.exit_code or 0)
+
+
+def _profile_auto(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, gz,
+                  verbose, raw, autotune_from, no_cache, measure_overhead, no_calibrate, jobs, share,
+                  top, kw) -> None:
+    """``profile --auto``: refuses rules (it chooses them), prints the ranking and the top
+    kernels opened up, and exits with the program's code."""
+    from proton_inject.api import KeepPolicy, profile_auto
+    from proton_inject.formats.rules_file import RULES
+
+    given = [r.option for r in RULES if kw.get(r.param)] + (["--rules"] if kw["rules_file"] else [])
+    if given:
+        raise UserError(f"profile --auto chooses the rules itself; drop {', '.join(given)} (or "
+                        "drop --auto and keep them)")
+    keep = KeepPolicy.from_options(kw.pop("keep_launches"), kw.pop("sample_launches"))
+    done = profile_auto(
+        list(program), out, share=0.8 if share is None else share, top=3 if top is None else top,
+        options=options_from(kw), max_launches=max_launches, max_pending_mb=max_pending_mb,
+        keep_tuning=keep_tuning, autotune_from=autotune_from, gz=gz is not False, plot=plot, raw=raw,
+        progress=True, cache=not no_cache, measure_overhead=measure_overhead, jobs=jobs,
+        verbose=verbose, keep_launches=keep, calibrate=not no_calibrate,
+    )  # fmt: skip
+    if done.detail is not None:
+        _echo_messages(done.detail, verbose)
+    if not no_report:
+        click.echo(done.text, err=True)
+    for f in (done.report.files if done.report is not None else []):
+        if str(f).endswith(".png"):
+            click.echo(f"wrote {f}", err=True)
+    click.echo(f"wrote {', '.join(done.files)}", err=True)
+    sys.exit(done.exit_code)
 
 
 # --- read the results: report, diff, calibrate, cache ---------------------------

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from proton_inject.analyze import bracket_rate, launch_origins, source_view
+from proton_inject.analyze import bracket_rate, hot_kernels, launch_origins, source_view
 from proton_inject.analyze import html as page
 from proton_inject.analyze.clock_sources import Clock, given_rate
 from proton_inject.analyze.decode import Decoded, decode
@@ -73,7 +73,8 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
                 raws += found
                 continue
             tr = sorted(q for q in p.iterdir() if q.name.endswith((".json", ".json.gz"))
-                        and not _is_run_index(q) and not q.name.endswith(AUTOTUNE_FILE))
+                        and not _is_run_index(q) and not q.name.endswith(AUTOTUNE_FILE)
+                        and q.name != hot_kernels.AUTO_FILE)
             if not tr:
                 runs = sorted(q for q in p.glob("run*.json") if _is_run_index(q))
                 if runs:

@@ -246,7 +246,8 @@ def attach(summary: dict[str, Any], raws: Sequence[str | Path], source_root: str
         k["source"] = kernel_source(k, raw, meta, roots)
 
 
-def _ns(v: float) -> str:
+def ns_text(v: float) -> str:
+    """A duration in ns as text, in the largest unit it reaches (ns, us, ms, s)."""
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
         if v >= scale:
             return f"{v / scale:,.1f} {unit}"
@@ -274,7 +275,7 @@ def format_source(summary: dict[str, Any]) -> str:
         unplaced = [regions[s] for s in src.get("no_line", []) if s in regions]
         if unplaced:
             out.append("  without a source line: " + "; ".join(
-                f"{_LOC_IN_NAME.sub('', r['name'])} {_share(r)}, median {_ns(r['ns']['median'])}, "
+                f"{_LOC_IN_NAME.sub('', r['name'])} {_share(r)}, median {ns_text(r['ns']['median'])}, "
                 f"count {r['count']:,}" for r in unplaced))
         for f in src["files"]:
             out.append(f"  {f['path'] or f['file']}")
@@ -291,7 +292,7 @@ def format_source(summary: dict[str, Any]) -> str:
                 elif inner == shown:
                     cells = ["", "", "", '"']
                 else:
-                    cells = [_share(r), _ns(r["ns"]["median"]), f"{r['count']:,}",
+                    cells = [_share(r), ns_text(r["ns"]["median"]), f"{r['count']:,}",
                              _LOC_IN_NAME.sub("", r["name"])]
                 shown = inner
                 text = row["text"] if row["text"] is not None else ""

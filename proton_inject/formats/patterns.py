@@ -25,3 +25,8 @@ def compile_pattern(text: str, label: str) -> Any:
         why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
         raise UserError(f"{label} is not a valid regular expression: {why} (RE2 syntax: no "
                         "backreferences or lookarounds)") from None
+
+
+def exact_names(names: list[str]) -> str:
+    """A pattern matching exactly these names and no other (each escaped for RE2)."""
+    return "^(?:" + "|".join(re2.escape(n) for n in names) + ")$"

@@ -1,0 +1,228 @@
+"""Where a program's GPU time goes (``profile --auto``): its kernels ranked by estimated GPU time
+from a first look (kernel body only), the top ones picked, and each picked kernel's time split
+over the regions and source lines a second, detailed run measured.
+
+A kernel's GPU time is estimated as its kept launches' mean wall time (``kernel_wall_ns`` over
+its launches, as the summary computes it) times the launches that ran (run.json's
+``launch_counts``, every launch counted, kept or not). A region's share is its time over the
+kernel region's time (instances summed over the recorded warps, as the report's shares are);
+what the kernel region holds outside its top-level child regions is "unattributed".
+
+``AutoReport`` (OUT/auto.json) and its parts name every key once, as ``summary_schema.py`` does
+for the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypedDict
+
+from proton_inject.analyze.source_view import ns_text, region_depth
+from proton_inject.formats.rules_file import Kind
+
+AUTO_FORMAT = "proton-inject-auto"
+AUTO_FILE = "auto.json"  # OUT/auto.json: an AutoReport
+
+
+class KernelShare(TypedDict):
+    """One kernel of the first look, ranked."""
+
+    kernel: str
+    launches_seen: int  # launches that ran (run.json's launch_counts; kept ones where not counted)
+    launches_kept: int  # launches decoded
+    ns_per_launch: float | None  # mean wall time of a kept launch (None: none decoded)
+    est_gpu_ns: float | None  # ns_per_launch x launches_seen
+    share: float | None  # est_gpu_ns / the sum over kernels with an estimate
+    top: bool  # picked for the detailed run
+
+
+class HotRegion(TypedDict):
+    """One region of a picked kernel, from the detailed run."""
+
+    scope: int
+    name: str
+    kind: str | None
+    parent: int | None
+    depth: int  # regions it is nested in (0: outermost)
+    loc: str | None
+    count: int  # instances
+    ns_total: float
+    ns_median: float
+    share_of_kernel: float | None  # ns_total / the kernel region's ns_total
+    lines: dict[str, list[list[int]]]  # file: [first, last] line spans where it is the innermost region
+
+
+class HotKernel(TypedDict):
+    """A picked kernel (and config) opened up: its regions, and what they leave unattributed."""
+
+    kernel: str
+    config: str | None
+    launches: int  # launches kept in the detailed run
+    kernel_ns: float | None  # the kernel region's time (None: no kernel region)
+    regions: list[HotRegion]  # depth first, the longest first among siblings
+    unattributed_ns: float | None  # kernel_ns minus its top-level child regions
+    unattributed_share: float | None
+    source_note: str | None  # why source lines are missing or approximate
+
+
+class AutoReport(TypedDict):
+    format: str  # "proton-inject-auto"
+    version: int
+    first_look: str  # the first look's profile directory
+    detail: str | None  # the detailed run's profile directory (None: it did not run)
+    share_wanted: float  # --auto-share
+    top_max: int  # --auto-top
+    kernels: list[KernelShare]  # the longest first
+    hot: list[HotKernel]
+    exit_code: int  # the program's
+    notes: list[str]
+
+
+def rank_kernels(summary: dict[str, Any], share: float = 0.8, top: int = 3) -> list[KernelShare]:
+    """The first look's kernels by estimated GPU time, longest first; ``top`` set on the fewest
+    (at most ``top``) that together hold at least ``share`` of it."""
+    wall: dict[str, float] = {}
+    kept: dict[str, int] = {}
+    for k in summary["kernels"]:  # (a kernel's configs together)
+        wall[k["kernel"]] = wall.get(k["kernel"], 0.0) + k["kernel_wall_ns"]
+        kept[k["kernel"]] = kept.get(k["kernel"], 0) + len(k["launches"])
+    counts = summary.get("launch_counts") or {}
+    rows: list[KernelShare] = []
+    for name in sorted(set(wall) | set(counts)):
+        n_kept = kept.get(name, 0)
+        seen = max(counts.get(name, {}).get("ran", 0), n_kept)
+        per = wall[name] / n_kept if n_kept else None
+        rows.append(KernelShare(kernel=name, launches_seen=seen, launches_kept=n_kept, ns_per_launch=per,
+                                est_gpu_ns=None if per is None else per * seen, share=None, top=False))
+    total = sum(r["est_gpu_ns"] or 0.0 for r in rows)
+    for r in rows:
+        if r["est_gpu_ns"] is not None and total > 0:
+            r["share"] = r["est_gpu_ns"] / total
+    rows.sort(key=lambda r: (-(r["est_gpu_ns"] if r["est_gpu_ns"] is not None else -1.0), r["kernel"]))
+    held = 0.0
+    for r in rows:
+        if held >= share or sum(x["top"] for x in rows) >= top or not r["est_gpu_ns"]:
+            break
+        r["top"] = True
+        held += r["share"] or 0.0
+    return rows
+
+
+def _kernel_region(regions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The kernel body's region (reports of older runs carry no kinds: the outer "kernel")."""
+    for r in regions:
+        if r.get("kind") == Kind.KERNEL or (r.get("kind") is None and r["parent"] is None
+                                            and r["name"] == "kernel"):
+            return r
+    return None
+
+
+def _spans(lines: list[int]) -> list[list[int]]:
+    """Sorted line numbers as [first, last] runs of consecutive lines."""
+    out: list[list[int]] = []
+    for n in sorted(set(lines)):
+        if out and n == out[-1][1] + 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return out
+
+
+def _innermost_lines(k: dict[str, Any]) -> dict[int, dict[str, list[list[int]]]]:
+    """Per scope, the source lines (by file) where it is the innermost region (the source view's
+    ``source``; none without it)."""
+    got: dict[int, dict[str, list[int]]] = {}
+    for f in (k.get("source") or {}).get("files", []):
+        for row in f["lines"]:
+            if row["regions"]:
+                got.setdefault(row["regions"][-1], {}).setdefault(f["file"], []).append(row["line"])
+    return {s: {f: _spans(ns) for f, ns in by_file.items()} for s, by_file in got.items()}
+
+
+def open_up(k: dict[str, Any]) -> HotKernel:
+    """One kernel summary of the detailed run as a ``HotKernel``."""
+    regions = k["regions"]
+    parents = {r["scope"]: r["parent"] for r in regions}
+    root = _kernel_region(regions)
+    base = root["ns"]["total"] if root is not None and root["ns"]["total"] > 0 else None
+    lines = _innermost_lines(k)
+    children: dict[int | None, list[dict[str, Any]]] = {}
+    for r in regions:  # (regions come longest first: siblings stay so)
+        p = r["parent"] if r["parent"] in parents else None
+        children.setdefault(p, []).append(r)
+    ordered: list[dict[str, Any]] = []
+    todo = list(reversed(children.get(None, [])))
+    while todo:
+        r = todo.pop()
+        ordered.append(r)
+        todo += reversed(children.get(r["scope"], []))
+    rows = [HotRegion(scope=r["scope"], name=r["name"], kind=r.get("kind"), parent=r["parent"],
+                      depth=region_depth(r["scope"], parents), loc=r["loc"], count=r["count"],
+                      ns_total=r["ns"]["total"], ns_median=r["ns"]["median"],
+                      share_of_kernel=None if base is None else r["ns"]["total"] / base,
+                      lines=lines.get(r["scope"], {}))
+            for r in ordered]
+    left = None
+    if base is not None:
+        left = max(0.0, base - sum(r["ns"]["total"] for r in children.get(root["scope"], [])))
+    src = k.get("source") or {}
+    return HotKernel(kernel=k["kernel"], config=k["config"], launches=len(k["launches"]),
+                     kernel_ns=base, regions=rows, unattributed_ns=left,
+                     unattributed_share=None if left is None else left / base,
+                     source_note=src.get("note") if src else "no source view")
+
+
+def hot_kernels(summary: dict[str, Any], names: list[str]) -> list[HotKernel]:
+    """The detailed run's kernels among ``names``, opened up, in the order of ``names``."""
+    order = {n: i for i, n in enumerate(names)}
+    picked = [k for k in summary["kernels"] if k["kernel"] in order]
+    return [open_up(k) for k in sorted(picked, key=lambda k: order[k["kernel"]])]
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _lines_text(lines: dict[str, list[list[int]]]) -> str:
+    return "; ".join(f"{Path(f).name}:" + ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+                     for f, spans in lines.items())
+
+
+def format_auto(doc: AutoReport) -> str:
+    """The ranking, then each picked kernel's regions with their share of its time and lines."""
+    ks = doc["kernels"]
+    total = sum(k["est_gpu_ns"] or 0.0 for k in ks)
+    out = [f"where the GPU time went (first look, {doc['first_look']}: {len(ks)} kernel(s), "
+           f"est. {total / 1e6:,.3f} ms of kernel time):",
+           f"  {'share':>6}  {'est. ms':>10}  {'launches':>10}  kernel"]
+    for k in ks:
+        est = "-" if k["est_gpu_ns"] is None else f"{k['est_gpu_ns'] / 1e6:,.3f}"
+        out.append(f"  {_pct(k['share']):>6}  {est:>10}  {k['launches_seen']:>10,}  {k['kernel']}"
+                   + ("  *" if k["top"] else "") + ("  (no launch decoded)" if k["ns_per_launch"] is None else ""))
+    if any(k["top"] for k in ks):
+        out.append(f"  * opened up below: the fewest kernels holding >= {100 * doc['share_wanted']:g}% "
+                   f"of the time, at most {doc['top_max']} (--auto-share, --auto-top)")
+    out.append("  est. ms = mean wall time of the kept launches x launches seen")
+    share_of = {k["kernel"]: k["share"] for k in ks}
+    for h in doc["hot"]:
+        title = h["kernel"] + (f" [{h['config']}]" if h["config"] else "")
+        out += ["", f"{title}: {_pct(share_of.get(h['kernel']))} of GPU time; its time by region "
+                    f"({doc['detail']}, {h['launches']} launch{'es' if h['launches'] != 1 else ''} kept)"]
+        names = ["  " * r["depth"] + r["name"] for r in h["regions"]]
+        width = max(map(len, names), default=6)
+        out.append(f"  {'share':>6}  {'median':>9}  {'count':>10}  {'region':<{width}}  lines")
+        for r, name in zip(h["regions"], names, strict=True):
+            out.append(f"  {_pct(r['share_of_kernel']):>6}  {ns_text(r['ns_median']):>9}  {r['count']:>10,}  "
+                       f"{name:<{width}}  {_lines_text(r['lines'])}".rstrip())
+        if h["unattributed_share"] is not None:
+            out.append(f"  {_pct(h['unattributed_share']):>6}  {'':>9}  {'':>10}  "
+                       "unattributed (kernel time outside its top-level regions)")
+        else:
+            out.append("  (no kernel region: shares and unattributed time unknown)")
+        if h["source_note"]:
+            out.append(f"  note: {h['source_note']}")
+    missing = [k["kernel"] for k in ks if k["top"] and k["kernel"] not in {h["kernel"] for h in doc["hot"]}]
+    if missing and doc["detail"] is not None:
+        out.append(f"\nnot in the detailed run: {', '.join(missing)} (not launched, or no launch kept)")
+    out += [f"note: {n}" for n in doc["notes"]]
+    return "\n".join(out)

@@ -1,0 +1,150 @@
+"""``profile --auto``'s analysis on real H100 buffers: the first look's kernels ranked by GPU time
+(mean wall of the kept launches x launches counted in run.json), the top ones picked, and a
+detailed run's kernel split over its regions and source lines, as text and as auto.json's keys."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from helpers import DATA
+
+from proton_inject.analyze import hot_kernels as hk
+from proton_inject.analyze.report import run_report
+from proton_inject.formats.run_index import RUN_FORMAT
+
+# (dataset, raw launch file stem in it, kernel): real launches of three kernels
+LAUNCHES = [("h100-shortlaunch", "00000-matmul_kernel", "matmul_kernel"),
+            ("h100-shortlaunch", "00001-matmul_kernel", "matmul_kernel"),
+            ("h100-direct", "00000-layernorm_fwd_kernel", "layernorm_fwd_kernel"),
+            ("h100-triton3.6", "profile_scratch_add", "add_kernel")]
+
+
+def _expected_wall(dataset: str, kernel: str) -> list[float]:
+    """kernel_wall_ns of each summary entry of ``kernel`` in the bundled report of ``dataset``."""
+    text = (DATA / "expected" / dataset / "report.json").read_text().split("--- stderr")[0]
+    return [k["kernel_wall_ns"] for k in json.loads(text)["kernels"] if k["kernel"] == kernel]
+
+
+def _first_look(tmp_path, counts: dict[str, int] | None):
+    """A first look's profile directory from the real launches, with run.json counting
+    ``counts`` launches per kernel (None: an index from before launches were counted)."""
+    run = tmp_path / "first-look"
+    raw = run / "raw"
+    raw.mkdir(parents=True)
+    for i, (ds, stem, kernel) in enumerate(LAUNCHES):
+        shutil.copy(DATA / ds / f"{stem}.json", raw / f"{i:05d}-{kernel}.json")
+        shutil.copy(DATA / ds / f"{stem}.bin.gz", raw / f"{i:05d}-{kernel}.bin.gz")
+    index = {"version": 1, "format": RUN_FORMAT, "launch_counts": counts,
+             "launches": [{"kernel": k, "tuning": False} for _, _, k in LAUNCHES]}
+    (run / "run.json").write_text(json.dumps(index))
+    return run_report([run], jobs=1).summary
+
+
+def test_kernels_ranked_by_mean_wall_times_launches_counted(tmp_path):
+    summary = _first_look(tmp_path, {"matmul_kernel": 4000, "layernorm_fwd_kernel": 50, "add_kernel": 100})
+    rows = hk.rank_kernels(summary, share=0.8, top=3)
+    mm = sum(_expected_wall("h100-shortlaunch", "matmul_kernel")) / 2
+    ln = sum(_expected_wall("h100-direct", "layernorm_fwd_kernel"))
+    add = sum(_expected_wall("h100-triton3.6", "add_kernel"))
+    assert [r["kernel"] for r in rows] == ["matmul_kernel", "layernorm_fwd_kernel", "add_kernel"]
+    want = {"matmul_kernel": (mm, 4000, 2), "layernorm_fwd_kernel": (ln, 50, 1), "add_kernel": (add, 100, 1)}
+    for r in rows:
+        per, seen, kept = want[r["kernel"]]
+        assert r["ns_per_launch"] == pytest.approx(per)
+        assert (r["launches_seen"], r["launches_kept"]) == (seen, kept)
+        assert r["est_gpu_ns"] == pytest.approx(per * seen)
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0)
+    assert rows[0]["share"] > 0.8  # matmul alone holds >= 80%: the only one opened up
+    assert [r["top"] for r in rows] == [True, False, False]
+
+
+def test_the_counts_decide_the_order_and_the_bounds_pick(tmp_path):
+    summary = _first_look(tmp_path, {"matmul_kernel": 1, "layernorm_fwd_kernel": 1, "add_kernel": 10**6})
+    rows = hk.rank_kernels(summary, share=0.8, top=3)
+    assert rows[0]["kernel"] == "add_kernel" and rows[0]["top"]
+    # Every kernel wanted: --auto-top bounds them; a share of 1 takes them all.
+    assert [r["top"] for r in hk.rank_kernels(summary, share=1.0, top=2)] == [True, True, False]
+    assert all(r["top"] for r in hk.rank_kernels(summary, share=1.0, top=3))
+    assert [r["top"] for r in hk.rank_kernels(summary, share=1.0, top=1)] == [True, False, False]
+
+
+def test_without_counts_the_kept_launches_are_the_launches_seen(tmp_path):
+    rows = {r["kernel"]: r for r in hk.rank_kernels(_first_look(tmp_path, None))}
+    assert rows["matmul_kernel"]["launches_seen"] == 2
+    assert rows["add_kernel"]["launches_seen"] == 1
+
+
+def test_a_counted_kernel_with_no_launch_decoded_is_listed_unranked(tmp_path):
+    summary = _first_look(tmp_path, {"matmul_kernel": 3, "never_kept": 99})
+    rows = hk.rank_kernels(summary)
+    last = rows[-1]
+    assert last["kernel"] == "never_kept" and last["launches_seen"] == 99
+    assert last["est_gpu_ns"] is None and last["share"] is None and not last["top"]
+
+
+@pytest.fixture(scope="module")
+def detail():
+    """The detailed run of layernorm (kernel, loops and iterations; its IR beside it)."""
+    summary = run_report([DATA / "h100-direct-loops"], source=True, jobs=1).summary
+    return summary, hk.hot_kernels(summary, ["layernorm_fwd_kernel"])
+
+
+def test_a_hot_kernel_split_over_its_regions_and_lines(detail):
+    summary, (hot,) = detail
+    regions = {r["scope"]: r for r in summary["kernels"][0]["regions"]}
+    kernel_ns = regions[0]["ns"]["total"]
+    assert hot["kernel_ns"] == pytest.approx(kernel_ns)
+    # Depth first, the longest first among siblings; the loops are the kernel's children.
+    assert [r["scope"] for r in hot["regions"]] == [0, 1, 2, 5, 6, 3, 4]
+    assert [r["depth"] for r in hot["regions"]] == [0, 1, 2, 1, 2, 1, 2]
+    for r in hot["regions"]:
+        assert r["share_of_kernel"] == pytest.approx(regions[r["scope"]]["ns"]["total"] / kernel_ns)
+    left = kernel_ns - sum(regions[s]["ns"]["total"] for s in (1, 3, 5))
+    assert hot["unattributed_ns"] == pytest.approx(left)
+    assert hot["unattributed_share"] == pytest.approx(left / kernel_ns)
+    assert 0.1 < hot["unattributed_share"] < 0.2
+    # Each region's lines are those where it is the innermost (examples/layernorm.py).
+    lines = {r["scope"]: {f.rsplit("/", 1)[-1]: s for f, s in r["lines"].items()} for r in hot["regions"]}
+    assert lines[2] == {"layernorm.py": [[21, 22]]}
+    assert lines[1] == {"layernorm.py": [[20, 20]]}
+    assert lines[6] == {"layernorm.py": [[36, 42]]}
+    assert lines[0] == {"layernorm.py": [[15, 17], [23, 23], [31, 33]]}
+
+
+def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
+    summary = _first_look(tmp_path, {"matmul_kernel": 1, "layernorm_fwd_kernel": 1000, "add_kernel": 1})
+    rows = hk.rank_kernels(summary)
+    doc = hk.AutoReport(format=hk.AUTO_FORMAT, version=1, first_look="OUT/first-look", detail="OUT",
+                        share_wanted=0.8, top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
+    text = hk.format_auto(doc)
+    lines = text.splitlines()
+    first = lines.index(next(ln for ln in lines if ln.strip().startswith("share")))
+    ranked = lines[first + 1:first + 4]
+    assert [ln.split()[3] for ln in ranked] == ["layernorm_fwd_kernel", "matmul_kernel", "add_kernel"]
+    assert ranked[0].endswith("*") and not ranked[1].endswith("*")
+    assert ranked[0].split()[2] == "1,000"
+    assert f"{100 * rows[0]['share']:.1f}%" == ranked[0].split()[0]
+    hot = detail[1][0]
+    assert f"layernorm_fwd_kernel [{hot['config']}]: {100 * rows[0]['share']:.1f}% of GPU time" in text
+    assert "    iter partial @layernorm.py:20" in text and "layernorm.py:21-22" in text
+    assert f"{100 * hot['unattributed_share']:.1f}%" in next(ln for ln in lines if "unattributed" in ln)
+
+
+def _declared(d: dict, td) -> None:
+    assert set(d) == td.__required_keys__ | td.__optional_keys__, (set(d), td.__name__)
+
+
+def test_auto_json_has_the_declared_keys(tmp_path, detail):
+    rows = hk.rank_kernels(_first_look(tmp_path, {"matmul_kernel": 5}))
+    doc = hk.AutoReport(format=hk.AUTO_FORMAT, version=1, first_look="a", detail="b", share_wanted=0.8,
+                        top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
+    doc = json.loads(json.dumps(doc))
+    _declared(doc, hk.AutoReport)
+    for k in doc["kernels"]:
+        _declared(k, hk.KernelShare)
+    for h in doc["hot"]:
+        _declared(h, hk.HotKernel)
+        for r in h["regions"]:
+            _declared(r, hk.HotRegion)

@@ -1,0 +1,78 @@
+"""``profile --auto``'s options and errors (no GPU needed): what it refuses before the program
+runs, the first look's own command line, and a machine without a GPU."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import _has_gpu
+from helpers.cli import invoke, run_cli
+
+from proton_inject import api
+from proton_inject.cli import profile
+from proton_inject.collect.keep_policy import KeepPolicy
+
+
+@pytest.fixture
+def prog(tmp_path):
+    p = tmp_path / "prog.py"
+    p.write_text("print('hi')\n")
+    return p
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--auto-share", "0.5"], "--auto-share goes with --auto"),
+    (["--auto-top", "2"], "--auto-top goes with --auto"),
+    (["--auto", "--loops", "both"], "profile --auto chooses the rules itself; drop --loops"),
+    (["--auto", "--kernel-scope", "--op", "tt.dot"], "drop --kernel-scope, --op"),
+    (["--auto", "--auto-share", "0"], "--auto-share 0: give the share"),
+    (["--auto", "--auto-share", "1.5"], "--auto-share 1.5: give the share"),
+    (["--auto", "--auto-top", "0"], "--auto-top 0: give how many kernels"),
+])
+def test_auto_option_errors_before_the_program_runs(tmp_path, prog, argv, said):
+    out = tmp_path / "out"
+    res = invoke(["profile", "-o", out, *argv, "--", "python", prog], code=2)
+    assert said in res.output and "Traceback" not in res.output
+    assert "hi" not in res.output and not (out / "first-look").exists()
+
+
+def test_auto_with_a_missing_script(tmp_path):
+    res = invoke(["profile", "--auto", "-o", tmp_path / "out", "--", "python", tmp_path / "nope.py"], code=2)
+    assert "nope.py: no such script" in res.output
+
+
+def test_auto_refuses_an_output_holding_other_files(tmp_path, prog):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    res = invoke(["profile", "--auto", "-o", out, "--", "python", prog], code=2)
+    assert "holds files proton-inject did not write" in res.output
+    assert (out / "notes.txt").read_text() == "mine" and not (out / "first-look").exists()
+
+
+def test_help_says_it_runs_the_program_twice():
+    text = " ".join(invoke(["profile", "--help"], code=0).output.split())
+    assert "--auto" in text and "wall time about 2x" in text and "--auto-share" in text
+
+
+def test_the_first_looks_command_line_is_profiles_own(tmp_path):
+    keep = KeepPolicy(first=5, every=7, total=None)
+    argv = api._first_look_argv(tmp_path / "first-look", keep, 300, 64.0, True, None, False, False, 2)
+    assert argv[0] == "profile"
+    p = profile.make_context("profile", [*argv[1:], "--", "python", "x.py"]).params
+    assert p["kernel_scope"] and not p["loops"] and p["no_report"]
+    assert KeepPolicy.parse(p["keep_launches"]) == keep
+    assert (p["max_launches"], p["max_pending_mb"], p["keep_tuning"], p["gz"], p["no_cache"], p["jobs"]) == \
+        (300, 64.0, True, False, True, 2)
+    assert p["out"] == str(tmp_path / "first-look") and p["program"] == ("python", "x.py")
+    every = api._first_look_argv(tmp_path, KeepPolicy.parse("all"), None, 256, False, None, True, True, None)
+    ctx = profile.make_context("profile", [*every[1:], "--", "python", "x.py"])
+    assert KeepPolicy.parse(ctx.params["keep_launches"]) == KeepPolicy.parse("all")
+
+
+@pytest.mark.skipif(_has_gpu(), reason="what a machine without a GPU says")
+def test_auto_without_a_gpu_is_one_error_and_its_exit_code(tmp_path, prog):
+    out = tmp_path / "out"  # (a child: the first look's own child writes to the same stderr)
+    res = run_cli(["profile", "--auto", "-o", out, "--", "python", prog], cwd=tmp_path, code=2)
+    assert "no CUDA GPU is visible" in res.stderr
+    assert "the first look ended (code 2) without writing" in res.stderr
+    assert res.stdout == "" and not (out / "auto.json").exists()
