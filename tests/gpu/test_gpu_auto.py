@@ -1,0 +1,76 @@
+"""GPU: ``profile --auto`` on a program of two kernels of very different cost (a looping row sum
+and a small add): the heavy one ranks first and is the only one the detailed run instruments,
+the program's stdout is a plain run's, and the command exits with the program's code, also
+when the program fails in the first look (then there is no detailed run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import REPO, requires_gpu
+from helpers.cli import child_env, run_cli, run_python
+
+pytestmark = [pytest.mark.gpu, requires_gpu]
+
+PROGRAM = REPO / "tests" / "gpu" / "programs" / "two_kernels.py"
+TIMEOUT_S = 300
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return child_env(PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=str(tmp / "triton"))
+
+
+def test_auto_opens_up_the_heavy_kernel_only(tmp_path):
+    env = _env(tmp_path)
+    plain = run_python([PROGRAM], cwd=tmp_path, env=env, code=0, timeout=TIMEOUT_S)
+    out = tmp_path / "out"
+    auto = run_cli(["profile", "--auto", "-o", out, "--", "python", PROGRAM], cwd=tmp_path, env=env,
+                   code=0, timeout=TIMEOUT_S)
+    assert auto.stdout == plain.stdout, auto.stderr
+    doc = json.loads((out / "auto.json").read_text())
+    ranked = [k["kernel"] for k in doc["kernels"]]
+    assert ranked == ["heavy_row_sum", "light_add"], doc["kernels"]
+    heavy, light = doc["kernels"]
+    assert heavy["share"] > 0.8 and heavy["top"] and not light["top"], doc["kernels"]
+    assert heavy["launches_seen"] == light["launches_seen"] == 20
+    # The first look instrumented both kernels' bodies; the detailed run the heavy one alone.
+    first = json.loads((out / "first-look" / "run.json").read_text())
+    assert {x["kernel"] for x in first["launches"]} == {"heavy_row_sum", "light_add"}
+    index = json.loads((out / "run.json").read_text())
+    assert {x["kernel"] for x in index["launches"]} == {"heavy_row_sum"}
+    instrumented = {c["kernel"] for c in index["compiled"].values() if c["instrumented"]}
+    assert instrumented == {"heavy_row_sum"}, index["compiled"]
+    assert [p.stem for p in (out / "ir").rglob("*.ttgir")] == ["heavy_row_sum"]
+    (hot,) = doc["hot"]
+    kinds = {r["kind"] for r in hot["regions"]}
+    assert hot["kernel"] == "heavy_row_sum" and {"kernel", "loop", "iteration"} <= kinds, hot["regions"]
+    assert hot["unattributed_share"] is not None and 0 <= hot["unattributed_share"] < 0.5
+    loop = next(r for r in hot["regions"] if r["kind"] == "loop")
+    assert loop["share_of_kernel"] > 0.5, hot["regions"]
+    # The iterations' lines are the loop body's, in the program's source.
+    body = 1 + PROGRAM.read_text().splitlines().index("        acc += tl.load(x_ptr + row * n_cols + cols, "
+                                                      "mask=cols < n_cols, other=0.0)")
+    spans = [s for r in hot["regions"] if r["kind"] == "iteration"
+             for f, ss in r["lines"].items() if f.endswith("two_kernels.py") for s in ss]
+    assert any(a <= body <= b for a, b in spans), hot["regions"]
+    assert "where the GPU time went" in auto.stderr and "heavy_row_sum" in auto.stderr
+    # `report OUT` reads the detailed run as any profile.
+    rep = run_cli(["report", out], cwd=tmp_path, env=env, code=0, timeout=TIMEOUT_S)
+    assert "heavy_row_sum" in rep.stdout and "light_add" not in rep.stdout
+
+
+def test_auto_exits_with_the_programs_code_when_the_first_look_fails(tmp_path):
+    env = _env(tmp_path)
+    argv = ["python", PROGRAM, "--launches", "2", "--exit", "3"]
+    plain = run_python(argv[1:], cwd=tmp_path, env=env, code=3, timeout=TIMEOUT_S)
+    out = tmp_path / "out"
+    auto = run_cli(["profile", "--auto", "-o", out, "--", *argv], cwd=tmp_path, env=env, code=3,
+                   timeout=TIMEOUT_S)
+    assert auto.stdout == plain.stdout, auto.stderr
+    doc = json.loads((out / "auto.json").read_text())
+    assert doc["exit_code"] == 3 and doc["detail"] is None and doc["hot"] == []
+    assert [k["kernel"] for k in doc["kernels"]][0] == "heavy_row_sum"
+    assert not (out / "run.json").exists() and (out / "first-look" / "run.json").is_file()
+    assert "no detailed run: the program exited with code 3" in auto.stderr
