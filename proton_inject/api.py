@@ -307,7 +307,7 @@ def profile_auto(
     with output_locks(("-o", out), ("--plot", plot)):
         _clear_for_auto(out)
         child = _first_look_argv(first, keep, max_launches, max_pending_mb, keep_tuning,
-                                 autotune_from, gz, cache, jobs) + ([] if calibrate else ["--no-calibrate"])
+                                 autotune_from, gz, cache, jobs, calibrate)
         with tempfile.TemporaryFile() as held:
             code = _run_first_look([*child, "--", *argv], first, held)
             ranked, notes = _ranked(first, share, top, jobs)
@@ -359,9 +359,9 @@ def _clear_for_auto(out: Path) -> None:
 
 def _first_look_argv(first: Path, keep: KeepPolicy | None, max_launches: int | None,
                      max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
-                     gz: bool, cache: bool, jobs: int | None) -> list[str]:
+                     gz: bool, cache: bool, jobs: int | None, calibrate: bool = True) -> list[str]:
     """``profile``'s options for the first look: the kernel body alone, the caller's launches
-    kept, builds, autotuning and decoding; no report printed (ours comes after)."""
+    kept, builds, autotuning, calibration and decoding; no report printed (ours comes after)."""
     argv = ["profile", "--kernel-scope", "-o", str(first), "--no-report",
             "--max-pending-mb", repr(float(max_pending_mb))]
     if keep is not None:
@@ -372,6 +372,7 @@ def _first_look_argv(first: Path, keep: KeepPolicy | None, max_launches: int | N
     argv += ["--autotune-from", os.fspath(autotune_from)] if autotune_from is not None else []
     argv += [] if gz else ["--no-gz"]
     argv += [] if cache else ["--no-cache"]
+    argv += [] if calibrate else ["--no-calibrate"]
     return argv + (["-j", str(jobs)] if jobs is not None else [])
 
 

@@ -56,17 +56,18 @@ def test_help_says_it_runs_the_program_twice():
 
 def test_the_first_looks_command_line_is_profiles_own(tmp_path):
     keep = KeepPolicy(first=5, every=7, total=None)
-    argv = api._first_look_argv(tmp_path / "first-look", keep, 300, 64.0, True, None, False, False, 2)
+    argv = api._first_look_argv(tmp_path / "first-look", keep, 300, 64.0, True, None, False, False, 2, False)
     assert argv[0] == "profile"
     p = profile.make_context("profile", [*argv[1:], "--", "python", "x.py"]).params
     assert p["kernel_scope"] and not p["loops"] and p["no_report"]
     assert KeepPolicy.parse(p["keep_launches"]) == keep
-    assert (p["max_launches"], p["max_pending_mb"], p["keep_tuning"], p["gz"], p["no_cache"], p["jobs"]) == \
-        (300, 64.0, True, False, True, 2)
+    assert (p["max_launches"], p["max_pending_mb"], p["keep_tuning"], p["gz"], p["no_cache"], p["jobs"],
+            p["no_calibrate"]) == (300, 64.0, True, False, True, 2, True)
     assert p["out"] == str(tmp_path / "first-look") and p["program"] == ("python", "x.py")
     every = api._first_look_argv(tmp_path, KeepPolicy.parse("all"), None, 256, False, None, True, True, None)
     ctx = profile.make_context("profile", [*every[1:], "--", "python", "x.py"])
     assert KeepPolicy.parse(ctx.params["keep_launches"]) == KeepPolicy.parse("all")
+    assert not ctx.params["no_calibrate"] and ctx.params["gz"] is None and not ctx.params["no_cache"]
 
 
 @pytest.mark.skipif(_has_gpu(), reason="what a machine without a GPU says")
