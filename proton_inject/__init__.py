@@ -6,13 +6,15 @@ The Python API (``proton_inject.api``; Triton is imported on first use):
   profiles the kernels launched inside its block and writes traces to ``out``.
 - ``profile_program(argv, rules=None, out="traces", ...)``: the same for a whole program
   (``python script.py ARGS``) run in this interpreter; returns the run and its report.
+- ``profile_auto(argv, out="traces", *, share=0.8, top=3, ...)``: ``profile --auto``: the
+  program run twice, a first look ranking its kernels by GPU time, then the top ones in detail.
 - ``analyze_run(result)``: decode what a run kept (what both of the above do at the end).
 - ``run_report(inputs, ...)``: what ``proton-inject report`` prints and writes, over raw
   launches or traces already on disk.
 """
 
 __version__ = "0.1.0"
-__all__ = ["profile", "profile_program", "analyze_run", "run_report"]
+__all__ = ["profile", "profile_program", "profile_auto", "analyze_run", "run_report"]
 
 _API = set(__all__)
 

@@ -49,6 +49,12 @@ def test_auto_refuses_an_output_holding_other_files(tmp_path, prog):
     assert (out / "notes.txt").read_text() == "mine" and not (out / "first-look").exists()
 
 
+def test_the_api_offers_it():
+    import proton_inject
+
+    assert proton_inject.profile_auto is api.profile_auto and "profile_auto" in proton_inject.__all__
+
+
 def test_help_says_it_runs_the_program_twice():
     text = " ".join(invoke(["profile", "--help"], code=0).output.split())
     assert "--auto" in text and "wall time about 2x" in text and "--auto-share" in text
