@@ -25,6 +25,7 @@ OWN_FILES = {
     ("collect/sink.py", "_kernel_ir"): "the copy of the IR this run put in its override dir",
     ("dump/program.py", "_read_records"): "the records the dump's own child appended",
     ("formats/files.py", "output_lock"): "its own lock file beside an output (the holder's pid)",
+    ("formats/calibration.py", "cache_lock"): "its own lock file in the tool's cache directory",
     ("formats/tool_kernel_cache.py", "checked"): "a lock file beside its own kernels' cache",
     ("dump/program.py", "_program_results"): "the IR that Triton dumped for this run",
     ("lower/check.py", "_compile"): "the compiler's diagnostics file in our temp dir",
