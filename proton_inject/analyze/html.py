@@ -23,6 +23,7 @@ from typing import Any
 
 from proton_inject.analyze.decode import Decoded
 from proton_inject.analyze.issues import DecodeWarning
+from proton_inject.analyze.launch_origins import model_text
 from proton_inject.analyze.plot import region_colors, timeline_png
 from proton_inject.analyze.source_view import region_depth
 from proton_inject.analyze.summary import LaunchData
@@ -112,7 +113,9 @@ def render(summary: dict[str, Any], pictures: Sequence[Picture | None], notices:
     for n, i in enumerate(order):
         k = kernels[i]
         sites = (summary.get("launched_from") or {}).get(k["kernel"])
-        body.append(_kernel_section(n, k, shares[i], pics.get((k["kernel"], k["config"])), fitted, sites))
+        model = (summary.get("model_source") or {}).get(k["kernel"])
+        body.append(_kernel_section(n, k, shares[i], pics.get((k["kernel"], k["config"])), fitted, sites,
+                                    model))
     return (f"<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
             f"<meta name=viewport content='width=device-width, initial-scale=1'>"
             f"<title>proton-inject report</title><style>{_CSS}</style></head>\n"
@@ -165,10 +168,11 @@ def _kernel_table(kernels: list[dict[str, Any]], shares: list[float | None], ord
 
 
 def _kernel_section(n: int, k: dict[str, Any], share: float | None, pic: Picture | None,
-                    fitted: dict[str | None, list[float]], sites: dict[str, int] | None) -> str:
+                    fitted: dict[str | None, list[float]], sites: dict[str, int] | None,
+                    model: dict[str, list[str]] | None = None) -> str:
     """One kernel: its heading, who launched it (``sites``: the program's frames and how many
-    kept launches each made, where the launches recorded them), its regions, source, picture
-    and notes."""
+    kept launches each made, where the launches recorded them; ``model``: for a kernel Inductor
+    generated, the model's lines), its regions, source, picture and notes."""
     colors = region_colors([r["scope"] for r in k["regions"]])
     title = escape(k["kernel"]) + (f" <span class=cfg>[{escape(k['config'])}]</span>"
                                    if k["config"] else "")
@@ -178,6 +182,8 @@ def _kernel_section(n: int, k: dict[str, Any], share: float | None, pic: Picture
     if sites:
         out.append("<p><b>launched from</b> " + "; ".join(
             f"<code>{escape(site)}</code> x{n:,}" for site, n in sites.items()) + "</p>")
+    if model:
+        out.append(f"<p>{escape(model_text(model))}</p>")
     out.append("<h3>Regions</h3>" + _regions_table(k, colors))
     if k.get("source"):
         out.append(f"<details open><summary>Source</summary>{_source(k, colors)}</details>")

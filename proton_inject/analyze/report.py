@@ -158,7 +158,7 @@ def _decode_one(p: str | Path, clock: tuple[str, Any] | None, raw: bool,
 
 
 # launch, rank, device, bracket MHz, kernel, the program's frame that launched it, config
-Facts = tuple[int, int | None, str | None, float | None, str, str | None, str | None]
+Facts = tuple[int, int | None, str | None, float | None, str, str | None, str | None, dict[str, Any] | None]
 
 
 def _facts(p: str | Path) -> Facts | None:
@@ -171,7 +171,14 @@ def _facts(p: str | Path) -> Facts | None:
         return None
     r = bracket_rate.rate(meta.clock_bracket)
     return (meta.launch, meta.rank, meta.device, None if r is None else r.mhz, meta.kernel, meta.launched_from,
-            meta.config)
+            meta.config, meta.model_source)
+
+
+def _origins(facts: Sequence[Facts | None]) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, list[str]]]]:
+    """Who launched each kernel (``launch_origins.by_kernel``) and, for those Inductor
+    generated, the model's source (``launch_origins.model_sources``)."""
+    known = [f for f in facts if f is not None]
+    return launch_origins.by_kernel(f[4:6] for f in known), launch_origins.model_sources((f[4], f[7]) for f in known)
 
 
 def device_brackets(facts: Sequence[Facts | None]) -> dict[tuple[int | None, str | None], tuple[float, int]]:
@@ -349,7 +356,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         job = _Job(clock, raw, device_brackets(facts), None if trace_dir is None else Path(trace_dir),
                    merge, writer, ext, gz, None if plot is None else Path(plot),
                    raws[0] if raws else None)
-        origins = launch_origins.by_kernel(f[4:6] for f in facts if f is not None)
+        origins, sources = _origins(facts)
         pictures = _pictures(raws, facts, job, workers) if html is not None else []
         del facts
         got = _decode_all(raws, job, workers, progress, verbose)
@@ -362,7 +369,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
         got.summary.add(launch_part(x))
         if verbose:
             got.details += [(x.launch, i.detail) for i in x.issues]
-    summary = launch_origins.attach(got.summary.result(), origins, raws)
+    summary = launch_origins.attach(got.summary.result(), origins, raws, sources)
     _add_measured_perturbation(summary, raws)
     if source or html is not None:  # the source view: its own module, over the summary and raws
         source_view.attach(summary, raws, source_root)

@@ -125,3 +125,7 @@ class ReportSummary(TypedDict):
     kernels: list[KernelSummary]
     # per kernel, the launches that ran and those kept, where the run's index counted them
     launch_counts: NotRequired[dict[str, dict[str, int]]]
+    # per kernel, the program's frames that launched its kept launches, and how many each
+    launched_from: NotRequired[dict[str, dict[str, int]]]
+    # per kernel Inductor generated: the model's "lines", FX source "nodes" and "aten" ops
+    model_source: NotRequired[dict[str, dict[str, list[str]]]]

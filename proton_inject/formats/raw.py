@@ -118,6 +118,10 @@ class LaunchMeta:
     # The program's own frame that made the launch ("file:line (function)"): the first frame
     # outside the standard library, installed packages and proton-inject; None when unknown.
     launched_from: str | None = None
+    # For a kernel Inductor generated, what its own metadata says of the model: {"lines": the
+    # model's lines ("file:line (function)"), "nodes": FX source nodes, "aten": ATen ops}
+    # (``dump/inductor_origin.py``); None for other kernels and in older files.
+    model_source: dict[str, list[str]] | None = None
 
     @property
     def sample_iterations(self) -> int:
@@ -184,6 +188,7 @@ class LaunchMeta:
             **({"scope_kinds": {str(k): v for k, v in sorted(self.scope_kinds.items())}}
                if self.scope_kinds is not None else {}),
             **({"launched_from": self.launched_from} if self.launched_from is not None else {}),
+            **({"model_source": self.model_source} if self.model_source is not None else {}),
         }
 
     @classmethod
@@ -454,7 +459,7 @@ def launch_meta(d: Any, where: str) -> dict[str, Any]:
         direct_loops=None if not loops else [list(x) for x in loops],
         timer_ref_ns=int_field("timer_ref_ns", 0, 2**63 - 1, None),
         scope_kinds=_id_map(d, "scope_kinds", where, lambda x: isinstance(x, str), "a region kind", True),
-        launched_from=d.get("launched_from"),
+        launched_from=d.get("launched_from"), model_source=d.get("model_source"),
     )  # fmt: skip
 
 
@@ -481,6 +486,12 @@ def _check_optional(d: dict[str, Any], bad: Callable[[str, str], UserError]) -> 
     origin = d.get("launched_from")
     if origin is not None and not (isinstance(origin, str) and len(origin) <= 4096):
         raise bad("launched_from", "absent, or a string of at most 4,096 characters")
+    source = d.get("model_source")
+    if source is not None and not (isinstance(source, dict) and set(source) <= {"lines", "nodes", "aten"}
+                                   and all(isinstance(v, list) and len(v) <= 256 and all(
+                                       isinstance(x, str) and len(x) <= 4096 for x in v) for v in source.values())):
+        raise bad("model_source", 'absent, or {"lines": [...], "nodes": [...], "aten": [...]}: lists '
+                                  "of at most 256 strings")
     mhz = d.get("sm_clock_mhz")
     if mhz is not None and mhz != 0:
         if not (isinstance(mhz, int | float) and not isinstance(mhz, bool) and
