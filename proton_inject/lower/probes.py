@@ -41,13 +41,11 @@ def records_per_warp_bound(text: str) -> int | None:
     return count
 
 
-# A persistent kernel's tile loop steps by the grid size (``range(pid, n, tl.num_programs(0))``);
-# the CTA sampler's own reads of it (``%pi_cta0_gx``) do not count.
-_PERSISTENT = re.compile(r"%(?!pi_cta\d|pi_d)[\w$.-]+ = tt\.get_num_programs\b")
-
-
-# ... or by a constant the caller set to the grid size (``range(pid, n, NUM_SMS)``, as in
-# Triton's persistent matmul tutorial): a loop from the program id with a step other than 1.
+# A persistent kernel's tile loop starts at the program id and strides over tiles: by the grid
+# size (``range(pid, n, tl.num_programs(0))``) or by a constant the caller set to it
+# (``range(pid, n, NUM_SMS)``, as in Triton's persistent matmul tutorial): any step but 1.
+# Only the loop counts: the lowering reads the module as MLIR prints it, where the CTA
+# sampler's own reads of the grid size have lost their names (``%pi_cta0_gx``).
 _PROGRAM_ID = re.compile(r"(%(?!pi_)[\w$.-]+) = tt\.get_program_id\b")
 
 
@@ -58,10 +56,7 @@ _ONE = re.compile(r"(%[\w$.-]+) = arith\.constant 1 : i(?:32|64)\b")
 
 
 def is_persistent(text: str) -> bool:
-    """Whether a kernel's CTAs loop over tiles: it reads the grid size, or a loop starts at
-    its program id and steps by more than 1."""
-    if _PERSISTENT.search(text):
-        return True
+    """Whether a kernel's CTAs loop over tiles: a loop from the program id whose step is not 1."""
     pids, ones = set(_PROGRAM_ID.findall(text)), set(_ONE.findall(text))
     return any(lb in pids and step not in ones for lb, step in _FOR_FROM.findall(text))
 

@@ -346,6 +346,15 @@ def test_buffer_type_and_warps_follow_the_kernel(tmp_path):
     # a loop from the program id by 1 does not stride over tiles; nor does one from 0
     assert not is_persistent(src.replace("step %c132_i32", "step %c1_i32"))
     assert not is_persistent(src.replace("scf.for %tile_id = %0 to", "scf.for %tile_id = %c0_i32 to"))
+    # The lowering resolves them on the module as MLIR prints it, where every value is renamed
+    # (the CTA sampler's %pi_cta0_gx is then one read of the grid size among others).
+    for sample, rules, selected in [("layernorm_fwd_kernel", Rules(sample_ctas=4, marks=False), (0,)),
+                                    ("softmax_kernel", Rules(), None)]:
+        printed = _as_mlir_prints(insert_text(
+            (ROOT / "ttgir_samples/cuda-90" / f"{sample}.ttgir").read_text(encoding="latin-1"),
+            rules.with_defaults()).text)
+        assert "%pi_" not in printed and "tt.get_num_programs x" in printed
+        assert LoweringOptions().for_kernel(printed).selected == selected, sample
     from proton_inject.lower.check import check_file, format_report
 
     path = ROOT / "ttgir_samples/cuda-90/softmax_kernel.ttgir"
@@ -375,3 +384,20 @@ def test_lowering_options_refuse_a_buffer_no_lowering_takes():
     with pytest.raises(UserError, match="--buffer-size"):
         LoweringOptions(buffer_size=-8)
     assert LoweringOptions(buffer_size=MAX_BUFFER_SIZE).buffer_size == MAX_BUFFER_SIZE
+
+
+def _as_mlir_prints(text: str) -> str:
+    """``text`` parsed by Triton's MLIR and printed back (values renamed), as the lowering sees it."""
+    import tempfile
+
+    from triton._C.libtriton import ir
+
+    from proton_inject.lower.proton import mlir_context
+
+    ctx = mlir_context()  # (held: the module lives in it)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.ttgir"
+        path.write_text(text, encoding="latin-1")
+        mod = ir.parse_mlir_module(str(path), ctx)
+        mod.context = ctx
+        return str(mod)
