@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: the GPU tests and the overhead benchmark, one summary.
-# Usage: scripts/gpu_check.sh [part1|part2|part3 | test paths or pytest args; default: tests]
+# Usage: scripts/gpu_check.sh [part1|part2|part3|fla | test paths or pytest args; default: tests]
+#        scripts/gpu_check.sh spread PART[+PART]... : on GPU i the i-th argument's parts, one after
+#        the other ("bench" is benchmarks/launch_cost.py), all GPUs at once; logs $OUT/PART.log
 # The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27, fourth
 # session, whole call with the overhead benchmark and the machine's start): part1 the runtime,
 # profile, AOT, direct-lowering, sampling and overhead tests (403 s), part2 same-program,
@@ -22,16 +24,46 @@ if ! "$PY" -c "import lark, re2" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/nu
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-"$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, \
+[ -n "${NO_GPU_CHECK:-}" ] || "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, \
 'gpu', torch.cuda.get_device_name())" || exit 2
 
 G=tests/gpu
+part_args() {  # the pytest arguments of a part, in the array ARGS
+  case "$1" in
+    part1) ARGS=($G/test_gpu_runtime.py $G/test_gpu_profile_cmd.py $G/test_gpu_measure_overhead.py
+                 $G/test_gpu_direct.py $G/test_gpu_many_launches.py $G/test_gpu_sampling.py
+                 $G/test_gpu_launch_path.py) ;;
+    part2) ARGS=($G/test_gpu_same_program.py $G/test_gpu_vs_proton.py $G/test_gpu_accuracy.py) ;;
+    part3) ARGS=($G/test_gpu_libraries.py -k "not fla or flaggems") ;;  # "fla" also matches flaggems
+    fla) ARGS=($G/test_gpu_libraries.py -k "fla and not flaggems") ;;
+    *) ARGS=($1) ;;
+  esac
+}
+run_part() {  # one part (bench: the launch-cost benchmark), its log in $LOG/PART.log
+  if [ "$1" = bench ]; then
+    "$PY" benchmarks/launch_cost.py --launches 20000 --kept-launches 4000 --rounds 3 --long 1000000 \
+      --cprofile "$LOG/cprofile"
+  else
+    part_args "$1"
+    "$PY" -m pytest -m gpu -q -p no:cacheprovider --durations=8 "${ARGS[@]}"
+  fi >"$LOG/${1//\//_}.log" 2>&1
+}
+if [ "${1:-}" = spread ]; then  # spread A B+C ...: A on GPU 0; B then C on GPU 1; ...
+  shift
+  i=0
+  for spec in "$@"; do
+    (export CUDA_VISIBLE_DEVICES=$i
+     for part in ${spec//+/ }; do timeout "${PART_TIMEOUT:-560}" bash -c "$(declare -f run_part part_args); \
+       G=$G PY=$PY LOG=$LOG run_part $part"; done) &
+    i=$((i + 1))
+  done
+  wait
+  for spec in "$@"; do for part in ${spec//+/ }; do
+    echo "$part: $(tail -n 1 "$LOG/${part//\//_}.log")"; done; done
+  exit 0
+fi
 case "${1:-}" in
-  part1) set -- $G/test_gpu_runtime.py $G/test_gpu_profile_cmd.py $G/test_gpu_measure_overhead.py \
-           $G/test_gpu_aot.py $G/test_gpu_direct.py $G/test_gpu_many_launches.py $G/test_gpu_sampling.py \
-           $G/test_gpu_launch_path.py ;;
-  part2) set -- $G/test_gpu_same_program.py $G/test_gpu_vs_proton.py $G/test_gpu_accuracy.py ;;
-  part3) set -- $G/test_gpu_libraries.py -k "not fla or flaggems" ;;  # "fla" also matches flaggems
+  part1|part2|part3|fla) part_args "$1"; set -- "${ARGS[@]}" ;;
 esac
 
 echo "== GPU tests (pytest -m gpu) =="
