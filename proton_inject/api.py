@@ -301,6 +301,9 @@ def profile_auto(
     if top < 1:
         raise UserError(f"--auto-top {top}: give how many kernels to open up at most, 1 or more")
     split_program_argv(argv, "profile")  # a bad program: said before anything runs
+    if "RANK" in os.environ:  # (each rank would clear and rank the others' first look)
+        raise UserError("profile --auto: not under torchrun (RANK is set): run it on one process, "
+                        "or profile each rank with rules (--kernel-scope --loops both)")
     keep = KeepPolicy.parse(keep_launches) if isinstance(keep_launches, str) else keep_launches
     out = Path(out)
     first = out / FIRST_LOOK

@@ -40,6 +40,12 @@ def test_auto_with_a_missing_script(tmp_path):
     assert "nope.py: no such script" in res.output
 
 
+def test_auto_refuses_torchrun(tmp_path, prog, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    res = invoke(["profile", "--auto", "-o", tmp_path / "out", "--", "python", prog], code=2)
+    assert "profile --auto: not under torchrun" in res.output and not (tmp_path / "out").exists()
+
+
 def test_auto_refuses_an_output_holding_other_files(tmp_path, prog):
     out = tmp_path / "out"
     out.mkdir()
