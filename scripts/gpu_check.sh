@@ -33,7 +33,8 @@ part_args() {  # the pytest arguments of a part, in the array ARGS
     part1) ARGS=($G/test_gpu_runtime.py $G/test_gpu_profile_cmd.py $G/test_gpu_measure_overhead.py
                  $G/test_gpu_direct.py $G/test_gpu_many_launches.py $G/test_gpu_sampling.py
                  $G/test_gpu_launch_path.py) ;;
-    part2) ARGS=($G/test_gpu_same_program.py $G/test_gpu_vs_proton.py $G/test_gpu_accuracy.py) ;;
+    part2) ARGS=($G/test_gpu_same_program.py $G/test_gpu_vs_proton.py $G/test_gpu_accuracy.py
+                 $G/test_gpu_auto.py) ;;
     part3) ARGS=($G/test_gpu_libraries.py -k "not fla or flaggems") ;;  # "fla" also matches flaggems
     fla) ARGS=($G/test_gpu_libraries.py -k "fla and not flaggems") ;;
     *) ARGS=($1) ;;
