@@ -191,6 +191,9 @@ def _lines_text(lines: dict[str, list[list[int]]]) -> str:
 def format_auto(doc: AutoReport) -> str:
     """The ranking, then each picked kernel's regions with their share of its time and lines."""
     ks = doc["kernels"]
+    if not ks:
+        return "\n".join([f"where the GPU time went: the first look ({doc['first_look']}) holds no kernel "
+                          "launch to rank"] + [f"note: {n}" for n in doc["notes"]])
     total = sum(k["est_gpu_ns"] or 0.0 for k in ks)
     out = [f"where the GPU time went (first look, {doc['first_look']}: {len(ks)} kernel(s), "
            f"est. {total / 1e6:,.3f} ms of kernel time):",

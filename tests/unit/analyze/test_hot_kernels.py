@@ -132,6 +132,15 @@ def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
     assert f"{100 * hot['unattributed_share']:.1f}%" in next(ln for ln in lines if "unattributed" in ln)
 
 
+def test_a_first_look_with_nothing_to_rank():
+    doc = hk.AutoReport(format=hk.AUTO_FORMAT, version=1, first_look="OUT/first-look", detail=None,
+                        share_wanted=0.8, top_max=3, kernels=[], hot=[], exit_code=0,
+                        notes=["no detailed run: no kernel to open up"])
+    assert hk.format_auto(doc).splitlines() == [
+        "where the GPU time went: the first look (OUT/first-look) holds no kernel launch to rank",
+        "note: no detailed run: no kernel to open up"]
+
+
 def _declared(d: dict, td) -> None:
     assert set(d) == td.__required_keys__ | td.__optional_keys__, (set(d), td.__name__)
 
