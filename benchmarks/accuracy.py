@@ -205,7 +205,8 @@ def run_case(name, kernel, args, truths, unit, cost, options, cols, ctas=264, be
     measured = unit == "cycles"
     seen = []  # each instrumented launch's truths (the next launch overwrites them)
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(rules, tmp, options=options, quiet=True, measure_overhead=measured) as res:
+        with profile(rules, tmp, options=options, quiet=True, measure_overhead=measured,
+                     keep_launches="all") as res:  # every launch is compared
             for i in range(2 + 2 * MEASURED_PAIRS if measured else 3):
                 if before is not None and i == 2:
                     before()

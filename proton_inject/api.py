@@ -291,19 +291,10 @@ def profile_auto(
     ``calibrate``: as ``profile_program``'s (the first look calibrates what is missing).
     """
     from proton_inject.analyze import source_view
-    from proton_inject.dump.program import split_program_argv
     from proton_inject.formats.files import write_atomic
     from proton_inject.formats.patterns import exact_names
 
-    if not 0 < share <= 1:
-        raise UserError(f"--auto-share {share:g}: give the share of GPU time to open up, above 0 "
-                        "and at most 1 (0.8: the kernels holding 80% of it)")
-    if top < 1:
-        raise UserError(f"--auto-top {top}: give how many kernels to open up at most, 1 or more")
-    split_program_argv(argv, "profile")  # a bad program: said before anything runs
-    if "RANK" in os.environ:  # (each rank would clear and rank the others' first look)
-        raise UserError("profile --auto: not under torchrun (RANK is set): run it on one process, "
-                        "or profile each rank with rules (--kernel-scope --loops both)")
+    _check_auto(argv, share, top)
     keep = KeepPolicy.parse(keep_launches) if isinstance(keep_launches, str) else keep_launches
     out = Path(out)
     first = out / FIRST_LOOK
@@ -338,6 +329,21 @@ def profile_auto(
                 doc["hot"] = hot_kernels.hot_kernels(rep.summary, picked)
         written = write_atomic(out / hot_kernels.AUTO_FILE, json.dumps(doc, indent=1) + "\n")
     return AutoResult(code, dict(doc), hot_kernels.format_auto(doc), detail, rep, [str(written)])
+
+
+def _check_auto(argv: Sequence[str], share: float, top: int) -> None:
+    """``profile_auto``'s arguments, refused before anything runs."""
+    from proton_inject.dump.program import split_program_argv
+
+    if not 0 < share <= 1:
+        raise UserError(f"--auto-share {share:g}: give the share of GPU time to open up, above 0 "
+                        "and at most 1 (0.8: the kernels holding 80% of it)")
+    if top < 1:
+        raise UserError(f"--auto-top {top}: give how many kernels to open up at most, 1 or more")
+    split_program_argv(argv, "profile")  # a bad program
+    if "RANK" in os.environ:  # (each rank would clear and rank the others' first look)
+        raise UserError("profile --auto: not under torchrun (RANK is set): run it on one process, "
+                        "or profile each rank with rules (--kernel-scope --loops both)")
 
 
 def _is_raw_launch(f: str) -> bool:

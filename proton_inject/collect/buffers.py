@@ -4,6 +4,7 @@ pinned ring for their copies; allocated so no library and no CUDA-graph pool see
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -383,8 +384,6 @@ class LaunchBuffers:
         ``BRACKET_EVERY_S`` on a device, so that brackets (two ~10 us kernels) stay a small
         share of a launch-bound program's GPU time; the other launches' clocks come from
         their own timer reads or the device's brackets."""
-        import time
-
         now = time.perf_counter()
         if now - self._last_bracket.get(device, -1e9) < BRACKET_EVERY_S:
             return False

@@ -29,14 +29,21 @@ def _not_the_program() -> tuple[str, ...]:
 def call_site(skip: int = 1) -> str | None:
     """``file:line (function)`` of the program's frame that led here, None if every frame
     belongs to a library (a launch from a library's own thread, say)."""
-    outside = _not_the_program()
     frame = sys._getframe(skip)
+    ours = _is_library
     while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith(outside) and not name.startswith("<"):
-            return f"{_shown(name)}:{frame.f_lineno} ({frame.f_code.co_name})"
+        code = frame.f_code
+        lib = ours.get(code)
+        if lib is None:  # (each code object is looked at once: this runs on every kept launch)
+            name = code.co_filename
+            lib = ours[code] = name.startswith(_not_the_program()) or name.startswith("<")
+        if not lib:
+            return f"{_shown(code.co_filename)}:{frame.f_lineno} ({code.co_name})"
         frame = frame.f_back
     return None
+
+
+_is_library: dict = {}  # code object -> whether its file is outside the program
 
 
 @functools.cache

@@ -65,6 +65,20 @@ class CompiledKernel:
     # How the lowering lowered it, decided while it compiled (None for a build from the cache:
     # then worked out again from its IR, as the lowering would).
     lowered: Lowered | None = None
+    # A kernel Inductor generated: the model's lines, source nodes and ATen ops its metadata
+    # names, read in this session as it compiled (never from the build cache: the same kernel
+    # source can come from another program's model). LaunchMeta.model_source.
+    model_source: dict[str, list[str]] | None = None
+
+
+def _model_source(name: str) -> dict[str, list[str]] | None:
+    """``dump/inductor_origin.at_compile`` for an Inductor kernel compiling now, else None."""
+    if not name.startswith(INDUCTOR_PREFIXES):
+        return None
+    from proton_inject.collect.call_site import _not_the_program
+    from proton_inject.dump.inductor_origin import at_compile
+
+    return at_compile(name, _not_the_program())
 
 
 def _kernel_info(src: Any, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -364,6 +378,7 @@ class CompileHook:
             entry.reason = "no region selected"
             return None
         k = kernels[0]
+        entry.model_source = _model_source(name)
         entry.scope_names = [(r.scope_id, r.name) for r in k.regions]
         entry.scope_parents = [(r.scope_id, r.parent_id) for r in k.regions if r.parent_id is not None]
         entry.scope_locs = {r.scope_id: r.source for r in k.regions if r.source}
@@ -419,6 +434,7 @@ class CompileHook:
         self.compiled[chash] = entry
         if not rec["instrumented"]:
             return
+        entry.model_source = _model_source(entry.name)  # (still inside Triton's compile of it)
         entry.scope_names = [(int(i), str(n)) for i, n in rec.get("scope_names") or []]
         entry.scope_parents = [(int(i), int(p)) for i, p in rec.get("scope_parents") or []]
         entry.scope_locs = {int(k): str(v) for k, v in (rec.get("scope_locs") or {}).items()}

@@ -23,16 +23,20 @@ from proton_inject.formats import clock_bracket
 
 
 def _current_device() -> int:
+    global _current_device
     import torch
 
-    return torch._C._cuda_getDevice()
+    _current_device = torch._C._cuda_getDevice  # (this runs on every kept launch: looked up once)
+    return _current_device()
 
 
 def _capturing_here() -> bool:
     """Whether this thread's current stream is capturing a CUDA graph (by any API)."""
+    global _capturing_here
     import torch
 
-    return torch._C._cuda_isCurrentStreamCapturing()
+    _capturing_here = torch._C._cuda_isCurrentStreamCapturing
+    return _capturing_here()
 
 
 class KernelLauncher:
@@ -256,11 +260,10 @@ class LaunchPath:
         """A kept launch records into its device's open slab, given to the launcher's C entry
         point as an address (``Slabs``): nothing else of ours runs on the launch path."""
         device = _current_device()
-        head = (w.info, (gx, gy, gz), stream or 0, device, self._config(w.info, tuning), tuning is not None,
-                call_site(3))
-        try:
-            with tool_work():
-                slab, address, bracket = self.slabs.take(device, stream or 0, gx * gy * gz * w.per_cta, head)
+        head = (self.sink.next_seq(), w.info, (gx, gy, gz), stream or 0, device, self._config(w.info, tuning),
+                tuning is not None, call_site(3))
+        try:  # (no tool_work(): taking bytes launches nothing and calls no torch operator)
+            slab, address, bracket = self.slabs.take(device, stream or 0, gx * gy * gz * w.per_cta, head)
         except Exception as e:  # never fail the program's launch because of us
             self.buffers.failed(e)
             return w.inner(gx, gy, gz, stream, function, *args)

@@ -12,7 +12,7 @@ from proton_inject.formats.manifest import jsonable as _jsonable
 class LaunchRecord:
     """What is known about one instrumented launch whose buffer is kept."""
 
-    seq: int  # order of kept launches in this run, from 0
+    seq: int  # order of kept launches in this run, from 0 (a launch that failed leaves a gap)
     kernel: str
     hash: str  # override directory name (base32 of the source hash), as in the dump tree
     compile_hash: str  # Triton's compile hash of the instrumented build

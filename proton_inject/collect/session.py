@@ -245,8 +245,8 @@ class Session:
             self.overhead.compile_gates()
         try:
             for d in range(torch.cuda.device_count()):
-                self.sink.device_names[d] = torch.cuda.get_device_name(d)
-                self.sink.device_clocks[d] = sm_clock_mhz(d)
+                self.sink.meta.device_names[d] = torch.cuda.get_device_name(d)
+                self.sink.meta.device_clocks[d] = sm_clock_mhz(d)
             self.install_compiler()
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self.buffers.allocate)
@@ -294,6 +294,7 @@ class Session:
             self.launch_path.uninstall()  # no launch is kept past this point
             self.slabs.ship_all()
             self.writer.close()  # every kept launch written
+            self.result.launches.sort(key=lambda r: r.seq)  # (slabs' records are made as they are saved)
             if self.measure_overhead:
                 try:
                     self.result.measured_overhead, lines = self.overhead.results()

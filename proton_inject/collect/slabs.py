@@ -18,7 +18,9 @@ from typing import Any, NamedTuple
 
 from proton_inject.formats import clock_bracket
 
-SLAB_BYTES = 8 << 20  # (a launch larger than this gets a slab of its own size)
+# A slab's bytes, at most a quarter of the pool's (--max-pending-mb); a launch larger than
+# that gets a slab of its own size.
+SLAB_BYTES = 8 << 20
 SHIP_AFTER_S = 0.05  # so that a slow trickle of kept launches still reaches the host
 ALIGN = 128  # each launch's records start on this boundary (Triton asks 128 or less)
 
@@ -26,6 +28,7 @@ ALIGN = 128  # each launch's records start on this boundary (Triton asks 128 or 
 class SlabLaunch(NamedTuple):
     """A kept launch in a slab (made as a plain tuple on the launch path, read as this)."""
 
+    seq: int  # LaunchRecord.seq, drawn as it launched
     info: Any  # _KernelInfo
     grid: tuple[int, int, int]
     stream: int
@@ -86,7 +89,7 @@ class Slabs:
         """Bytes for a kept launch of ``size`` record bytes on ``device``: its slab, their
         address and, when a clock bracket is due, the address of the bracket's rows and its
         CTAs (side 0's rows; side 1's follow them). ``head``: the launch's first ``SlabLaunch``
-        fields (info .. launched_from). Call ``done`` once the launch is enqueued."""
+        fields (seq .. launched_from). Call ``done`` once the launch is enqueued."""
         at = -(-size // ALIGN) * ALIGN
         ctas = 0
         if device in self.buffers.brackets and self.buffers.bracket_due(device):
@@ -101,7 +104,7 @@ class Slabs:
                 shipping = self._close(slab)
                 slab = None
             if slab is None:
-                slab = self._open[device] = self._new(device, max(SLAB_BYTES, step))
+                slab = self._open[device] = self._new(device, max(min(SLAB_BYTES, self.pool.limit // 4), step))
             off = slab.used
             slab.used += step
             slab.streams.add(stream)
