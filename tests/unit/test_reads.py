@@ -22,7 +22,7 @@ OWN_FILES = {
     ("formats/build_cache.py", "code_digest"): "the package's own sources",
     ("formats/build_cache.py", "open_key_dir"): "a lock on its own cache directory",
     ("formats/build_cache.py", "_lock_alone"): "a lock on a cache directory it may remove",
-    ("collect/sink.py", "_kernel_ir"): "the copy of the IR this run put in its override dir",
+    ("collect/launch_meta.py", "_kernel_ir"): "the copy of the IR this run put in its override dir",
     ("dump/program.py", "_read_records"): "the records the dump's own child appended",
     ("formats/files.py", "output_lock"): "its own lock file beside an output (the holder's pid)",
     ("formats/calibration.py", "cache_lock"): "its own lock file in the tool's cache directory",
