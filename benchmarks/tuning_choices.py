@@ -26,14 +26,15 @@ CHOICE = re.compile(r"Triton autotuning for function (\S+?),?\s.*?(?:key(?: info
                     r"(?:finished after [\d.]+s,?\s*)?best config selected: (.*?);", re.S)
 
 
-def one_run(argv: list[str], profiled: bool, work: Path) -> tuple[dict[tuple[str, str], str], list[str], int]:
+def one_run(argv: list[str], profiled: bool, work: Path, profile_args: list[str] = ()
+            ) -> tuple[dict[tuple[str, str], str], list[str], int]:
     """(function, key) -> config chosen, the program's output lines (no autotuning prints), rc."""
     caches = {v: str(work / v.lower()) for v in ("TRITON_CACHE_DIR", "FLAGGEMS_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
     env = {**os.environ, **caches, "TRITON_PRINT_AUTOTUNING": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, *argv]
     if profiled:
         cmd = [sys.executable, "-m", "proton_inject.cli", "profile", "--no-report", "-o", str(work / "out"),
-               "--", "python", *argv]
+               *profile_args, "--", "python", *argv]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     # (a program may send a library's prints to stderr, keeping stdout for its results)
     choices = {(f, k.strip()): c.strip() for f, k, c in CHOICE.findall(p.stdout + "\n" + p.stderr)}
@@ -45,6 +46,7 @@ def one_run(argv: list[str], profiled: bool, work: Path) -> tuple[dict[tuple[str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--profile-args", default="", help="more options for profile, one string ('--no-calibrate')")
     ap.add_argument("program", nargs=argparse.REMAINDER, help="-- script.py ARGS")
     args = ap.parse_args()
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
@@ -53,9 +55,11 @@ def main() -> None:
     outputs: dict[str, list[list[str]]] = {"plain": [], "profile": []}
     for r in range(args.runs):
         for side in ("plain", "profile"):
-            choices, lines, rc = one_run(argv, side == "profile", root / f"{side}{r}")
+            choices, lines, rc = one_run(argv, side == "profile", root / f"{side}{r}", args.profile_args.split())
             print(f"run {r} {side}: exit {rc}, {len(choices)} choices, {len(lines)} output lines",
                   file=sys.stderr, flush=True)
+            for (fn, key), cfg in sorted(choices.items()):  # (each run's choices, as they come)
+                print(f"  {side} {r} {fn} [{key[:40]}]: {cfg}", file=sys.stderr, flush=True)
             for key, cfg in choices.items():
                 seen[side].setdefault(key, collections.Counter())[cfg] += 1
             outputs[side].append(lines)

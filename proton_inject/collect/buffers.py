@@ -14,8 +14,11 @@ from proton_inject.collect import bracket, device_ops
 from proton_inject.collect.launches import _Pending
 from proton_inject.formats import clock_bracket
 
-# How often a kept launch gets its own clock bracket, at most, on one device (seconds).
+# How often a kept launch gets its own clock bracket, at most, on one device (seconds), past
+# the first launches of each build (each bracketed: a short kernel's own timer reads cannot
+# fit its clock, and a program that launches a kernel a few times has no other).
 BRACKET_EVERY_S = 0.01
+BRACKETED_FIRST = 3
 
 _ALLOC_POOL: Any = None  # one helper thread for device buffers (see _device_empty)
 
@@ -338,7 +341,7 @@ class LaunchBuffers:
                 self.result.messages.append(f"profile buffer allocation failed ({e!r}); "
                                             "those launches ran unprofiled")
 
-    def for_launch(self, pending: _Pending, size: int) -> Any:
+    def for_launch(self, pending: _Pending, size: int, early: bool = False) -> Any:
         """The zeroed buffer of ``size`` bytes a kept launch records into (its clock bracket's
         first side enqueued before it), or None when the launch cannot be kept (captured into
         a CUDA graph by an API we do not follow)."""
@@ -355,7 +358,7 @@ class LaunchBuffers:
         s = self.stream_obj(pending.stream, device)
         # Outside a capture a clock bracket may ride in the buffer's tail (one buffer, one
         # copy); a captured launch has none (a bracket kernel would join the user's graph).
-        bracketed = not capturing and device in self.brackets and self.bracket_due(device)
+        bracketed = not capturing and device in self.brackets and self.bracket_due(device, early)
         ctas = self.brackets[device][1] if bracketed else 0
         at = -(-size // 128) * 128
         total = at + clock_bracket.bracket_bytes(ctas) if ctas else size
@@ -379,13 +382,14 @@ class LaunchBuffers:
             self.before_kernel(pending, s.cuda_stream)
         return buf[:size]
 
-    def bracket_due(self, device: int) -> bool:
-        """Whether this kept launch gets its own clock bracket: at most one every
+    def bracket_due(self, device: int, early: bool = False) -> bool:
+        """Whether this kept launch gets its own clock bracket: each of the first
+        ``BRACKETED_FIRST`` launches of a build (``early``), then at most one every
         ``BRACKET_EVERY_S`` on a device, so that brackets (two ~10 us kernels) stay a small
         share of a launch-bound program's GPU time; the other launches' clocks come from
         their own timer reads or the device's brackets."""
         now = time.perf_counter()
-        if now - self._last_bracket.get(device, -1e9) < BRACKET_EVERY_S:
+        if not early and now - self._last_bracket.get(device, -1e9) < BRACKET_EVERY_S:
             return False
         self._last_bracket[device] = now
         return True

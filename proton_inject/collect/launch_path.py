@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from proton_inject.collect.buffers import BRACKETED_FIRST
 from proton_inject.collect.call_site import call_site
 from proton_inject.collect.device_ops import in_tool_work, tool_work
 from proton_inject.collect.keep_policy import NEVER, KeepPolicy, LaunchCounts
@@ -227,7 +228,7 @@ class LaunchPath:
                      self._config(w.info, tuning), tuning is not None, launched_from=call_site(3))
         try:
             with tool_work():
-                buf = self.buffers.for_launch(p, gx * gy * gz * w.per_cta)
+                buf = self.buffers.for_launch(p, gx * gy * gz * w.per_cta, c.seen <= BRACKETED_FIRST)
         except Exception as e:  # never fail the program's launch because of us
             self.buffers.failed(e)
             buf = None
@@ -261,9 +262,10 @@ class LaunchPath:
         point as an address (``Slabs``): nothing else of ours runs on the launch path."""
         device = _current_device()
         head = (self.sink.next_seq(), w.info, (gx, gy, gz), stream or 0, device, self._config(w.info, tuning),
-                tuning is not None, call_site(3))
+                tuning is not None, call_site(4))  # (frames 1-3: this path's own)
         try:  # (no tool_work(): taking bytes launches nothing and calls no torch operator)
-            slab, address, bracket = self.slabs.take(device, stream or 0, gx * gy * gz * w.per_cta, head)
+            slab, address, bracket = self.slabs.take(device, stream or 0, gx * gy * gz * w.per_cta, head,
+                                                      w.counts.seen <= BRACKETED_FIRST)
         except Exception as e:  # never fail the program's launch because of us
             self.buffers.failed(e)
             return w.inner(gx, gy, gz, stream, function, *args)

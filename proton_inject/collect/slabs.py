@@ -84,15 +84,16 @@ class Slabs:
         self._lock = threading.Lock()
         self._zero_streams: dict[int, Any] = {}
 
-    def take(self, device: int, stream: int, size: int, head: tuple
+    def take(self, device: int, stream: int, size: int, head: tuple, early: bool = False
              ) -> tuple[Slab, int, tuple[int, int] | None]:
         """Bytes for a kept launch of ``size`` record bytes on ``device``: its slab, their
         address and, when a clock bracket is due, the address of the bracket's rows and its
         CTAs (side 0's rows; side 1's follow them). ``head``: the launch's first ``SlabLaunch``
-        fields (seq .. launched_from). Call ``done`` once the launch is enqueued."""
+        fields (seq .. launched_from); ``early``: one of its build's first launches (bracketed).
+        Call ``done`` once the launch is enqueued."""
         at = -(-size // ALIGN) * ALIGN
         ctas = 0
-        if device in self.buffers.brackets and self.buffers.bracket_due(device):
+        if device in self.buffers.brackets and self.buffers.bracket_due(device, early):
             ctas = self.buffers.brackets[device][1]
         total = at + clock_bracket.bracket_bytes(ctas) if ctas else size
         step = -(-total // ALIGN) * ALIGN

@@ -162,3 +162,15 @@ def test_a_kept_launch_that_fails_is_the_programs_error_and_is_not_saved(tmp_pat
     assert len(res.launches) == 2 and not any(r.all_zero for r in res.launches), res.messages
     assert all(r.clock_bracket for r in res.launches)
     assert "before" in res.launches[0].clock_bracket, res.launches[0].clock_bracket
+
+
+def test_each_builds_first_launches_have_a_clock_bracket(tmp_path):
+    """Brackets run at most every 10 ms on a device, but each of a build's first three launches
+    has one (a short kernel's own timer reads cannot fit its clock)."""
+    x = torch.zeros(1024, device="cuda")
+    with profile({"loops": "both"}, out=tmp_path / "t", quiet=True, keep_launches="all") as res:
+        for _ in range(6):
+            _bump(x)
+    assert len(res.launches) == 6
+    for r in res.launches[:3]:
+        assert set(r.clock_bracket) == {"before", "after"} and all(r.clock_bracket.values()), r.clock_bracket
