@@ -282,7 +282,9 @@ def test_lowering_options_on_the_gpu(tmp_path):
         with profile(instrumented=inst, out=out, options=opts):
             got = mm.matmul(a, b)
         assert torch.equal(plain, got)
-        [d] = decoded(out)
+        # Raw cycles: what is compared is the clock width and the sampling, not the records'
+        # cost, which is calibrated per variant (all warps in a shared buffer cost more each).
+        [d] = decoded(out, record_cost=0.0)
         ev = d.events
         it = next(s for s, n in d.meta.scopes.items() if n.startswith("iter"))
         m = ev.scope == it

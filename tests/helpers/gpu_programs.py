@@ -34,9 +34,9 @@ def instrumented_tree(tmp_path: Path, argv: Sequence[str], rules: Rules = LOOPS_
     return write_tree(outputs, manifest, tmp_path / "inst")
 
 
-def decoded(out: Path) -> list:
-    """Every launch a run wrote under ``out/raw``, decoded."""
-    return [decode(*load_raw(p)) for p in find_raw(out / "raw")]
+def decoded(out: Path, **kw) -> list:
+    """Every launch a run wrote under ``out/raw``, decoded (``kw``: decode's, e.g. record_cost)."""
+    return [decode(*load_raw(p), **kw) for p in find_raw(out / "raw")]
 
 
 def run_index(out: Path, name: str = "run.json") -> dict:
