@@ -213,8 +213,9 @@ class LaunchPath:
         if tuning is not None and not self.autotune.keep_tuning:
             self._count_drop("autotune benchmarking")
             return w.inner(gx, gy, gz, stream, function, *args)
-        slab = (w.direct is not None and not self.capturing and getattr(self._tls, "measure", None) is None
-                and not _capturing_here())
+        size = gx * gy * gz * w.per_cta
+        slab = (w.direct is not None and size <= self.slabs.largest and not self.capturing
+                and getattr(self._tls, "measure", None) is None and not _capturing_here())
         with self._lock:  # (a launch captured into a CUDA graph: the policy picks its replays)
             if not self.capturing and self.policy.total is not None and self.kept >= self.policy.total:
                 self._quota_spent()
@@ -223,12 +224,12 @@ class LaunchPath:
             if slab:
                 self.kept += 1
         if slab:
-            return self._into_slab(w, gx, gy, gz, stream, function, args, tuning)
+            return self._into_slab(w, gx, gy, gz, stream, function, args, tuning, size)
         p = _Pending(w.info, (int(gx), int(gy), int(gz)), int(stream or 0),
                      self._config(w.info, tuning), tuning is not None, launched_from=call_site(3))
         try:
             with tool_work():
-                buf = self.buffers.for_launch(p, gx * gy * gz * w.per_cta, c.seen <= BRACKETED_FIRST)
+                buf = self.buffers.for_launch(p, size, c.seen <= BRACKETED_FIRST)
         except Exception as e:  # never fail the program's launch because of us
             self.buffers.failed(e)
             buf = None
@@ -257,14 +258,14 @@ class LaunchPath:
         return ret
 
     def _into_slab(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,
-                   args: tuple, tuning: Any) -> Any:
+                   args: tuple, tuning: Any, size: int) -> Any:
         """A kept launch records into its device's open slab, given to the launcher's C entry
         point as an address (``Slabs``): nothing else of ours runs on the launch path."""
         device = _current_device()
         head = (self.sink.next_seq(), w.info, (gx, gy, gz), stream or 0, device, self._config(w.info, tuning),
                 tuning is not None, call_site(4))  # (frames 1-3: this path's own)
         try:  # (no tool_work(): taking bytes launches nothing and calls no torch operator)
-            slab, address, bracket = self.slabs.take(device, stream or 0, gx * gy * gz * w.per_cta, head,
+            slab, address, bracket = self.slabs.take(device, stream or 0, size, head,
                                                       w.counts.seen <= BRACKETED_FIRST)
         except Exception as e:  # never fail the program's launch because of us
             self.buffers.failed(e)

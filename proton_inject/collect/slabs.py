@@ -18,8 +18,7 @@ from typing import Any, NamedTuple
 
 from proton_inject.formats import clock_bracket
 
-# A slab's bytes, at most a quarter of the pool's (--max-pending-mb); a launch larger than
-# that gets a slab of its own size.
+# A slab's bytes, at most a quarter of the pool's (--max-pending-mb).
 SLAB_BYTES = 8 << 20
 SHIP_AFTER_S = 0.05  # so that a slow trickle of kept launches still reaches the host
 ALIGN = 128  # each launch's records start on this boundary (Triton asks 128 or less)
@@ -80,13 +79,17 @@ class Slabs:
 
     def __init__(self, pool: Any, sink: Any, buffers: Any) -> None:
         self.pool, self.sink, self.buffers = pool, sink, buffers
+        self.slab_bytes = min(SLAB_BYTES, pool.limit // 4)
+        # The largest launch a slab takes (its clock bracket fits beside it); a larger one gains
+        # nothing from sharing a copy and keeps a buffer of its own (LaunchBuffers).
+        self.largest = self.slab_bytes // 2
         self._open: dict[int, Slab] = {}
         self._lock = threading.Lock()
         self._zero_streams: dict[int, Any] = {}
 
     def take(self, device: int, stream: int, size: int, head: tuple, early: bool = False
              ) -> tuple[Slab, int, tuple[int, int] | None]:
-        """Bytes for a kept launch of ``size`` record bytes on ``device``: its slab, their
+        """Bytes for a kept launch of ``size`` (at most ``largest``) record bytes on ``device``: its slab, their
         address and, when a clock bracket is due, the address of the bracket's rows and its
         CTAs (side 0's rows; side 1's follow them). ``head``: the launch's first ``SlabLaunch``
         fields (seq .. launched_from); ``early``: one of its build's first launches (bracketed).
@@ -105,7 +108,7 @@ class Slabs:
                 shipping = self._close(slab)
                 slab = None
             if slab is None:
-                slab = self._open[device] = self._new(device, max(min(SLAB_BYTES, self.pool.limit // 4), step))
+                slab = self._open[device] = self._new(device, max(self.slab_bytes, step))  # (a tiny bound)
             off = slab.used
             slab.used += step
             slab.streams.add(stream)

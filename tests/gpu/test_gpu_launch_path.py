@@ -121,8 +121,9 @@ def test_slabs_reused_many_times_come_back_zeroed(tmp_path, monkeypatch):
 
 
 def test_slab_launches_on_two_streams_and_one_larger_than_a_slab(tmp_path, monkeypatch):
-    """Launches on two streams share a slab (its copy waits for both); a launch larger than a
-    slab gets one of its own; a slab open longer than its time is shipped by the next launch."""
+    """Launches on two streams share a slab (its copy waits for both); a launch larger than
+    half a slab keeps a buffer of its own; a slab open longer than its time is shipped by the
+    next launch."""
     import time
 
     from proton_inject.collect import slabs
