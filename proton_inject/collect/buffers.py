@@ -24,6 +24,21 @@ _ALLOC_POOL: Any = None  # one helper thread for device buffers (see _device_emp
 
 
 _ALLOC_POOL_LOCK = threading.Lock()
+_TOOL_STREAMS: dict[int, Any] = {}
+
+
+def tool_stream(device: int) -> Any:
+    """A stream of the tool's own on ``device`` (its buffers' allocations, a new slab's
+    zeroing): it waits for nothing of the program's."""
+    s = _TOOL_STREAMS.get(device)
+    if s is None:
+        import torch
+
+        with _ALLOC_POOL_LOCK:
+            s = _TOOL_STREAMS.get(device)
+            if s is None:
+                s = _TOOL_STREAMS[device] = torch.cuda.Stream(device=device)
+    return s
 
 
 def _device_empty(size: int, device: int, inline: bool = False) -> Any:
@@ -33,12 +48,15 @@ def _device_empty(size: int, device: int, inline: bool = False) -> Any:
     (a global-mode capture forbids allocating from others)."""
     import torch
 
-    def alloc() -> Any:
-        with outside_program_modes():
+    def alloc(own_stream: bool = True) -> Any:
+        # On a stream of the tool's own: the caching allocator then never hands us a block the
+        # program freed on its streams while its kernels may still use it (a block is reused
+        # only on the stream it was freed on).
+        with outside_program_modes(), torch.cuda.stream(tool_stream(device) if own_stream else None):
             return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device))
 
     if inline:
-        return alloc()
+        return alloc(own_stream=False)  # (from the capture's own pool)
     global _ALLOC_POOL
     with _ALLOC_POOL_LOCK:
         if _ALLOC_POOL is None:
@@ -117,7 +135,7 @@ class BufferPool:
         return _device_empty(size, device), True
 
     def give_back(self, buf: Any) -> None:
-        """``buf`` was taken but nothing wrote to it: free (and zero) now."""
+        """``buf`` was taken but nothing wrote to it (still all zero): free now."""
         with self._lock:
             self._free.setdefault((buf.device.index, buf.numel()), []).append(buf)
 
@@ -254,7 +272,7 @@ class LaunchBuffers:
         self.brackets: dict[int, tuple[Any, int]] = {}
         self.bracket_error: str | None = None
         self._last_bracket: dict[int, float] = {}  # device -> when its last bracket ran
-        self._streams: dict[int, Any] = {}
+        self._streams: dict[tuple[int, int], Any] = {}
 
     def compile_brackets(self) -> None:
         """The clock-bracket kernel for every device, built before any hook is installed (so
@@ -306,14 +324,15 @@ class LaunchBuffers:
         return True
 
     def stream_obj(self, stream: int, device: int):
-        """A torch stream object for a launch's stream handle (made once per handle)."""
-        s = self._streams.get(stream)
+        """A torch stream object for a launch's stream handle on ``device`` (made once for
+        each; the default stream's handle is 0 on every device)."""
+        s = self._streams.get((device, stream))
         if s is None:
             import torch
 
             cur = torch.cuda.current_stream(device)
             s = cur if cur.cuda_stream == stream else torch.cuda.ExternalStream(stream, device=device)
-            self._streams[stream] = s
+            self._streams[(device, stream)] = s
         return s
 
     def allocate(self, size: int, alignment: int, stream: int | None):
@@ -334,12 +353,14 @@ class LaunchBuffers:
             buf = self.discard.get(size, device, torch.cuda.is_current_stream_capturing() and mode == "global")
         return buf
 
-    def failed(self, e: Exception) -> None:
-        """A kept launch's buffer could not be set up: it runs unprofiled; said once."""
+    def failed(self, e: Exception, what: str | None = None) -> None:
+        """A kept launch's buffer could not be set up (it runs unprofiled), or ``what`` went
+        wrong with kept launches; said once per kind."""
+        head = what or "profile buffer allocation failed"
         with self._lock:
-            if not any(m.startswith("profile buffer allocation failed") for m in self.result.messages):
-                self.result.messages.append(f"profile buffer allocation failed ({e!r}); "
-                                            "those launches ran unprofiled")
+            if not any(m.startswith(head) for m in self.result.messages):
+                self.result.messages.append(f"{head} ({e!r}); " + (
+                    "they are not in the profile" if what else "those launches ran unprofiled"))
 
     def for_launch(self, pending: _Pending, size: int, early: bool = False) -> Any:
         """The zeroed buffer of ``size`` bytes a kept launch records into (its clock bracket's

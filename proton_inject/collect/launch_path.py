@@ -214,7 +214,7 @@ class LaunchPath:
             self._count_drop("autotune benchmarking")
             return w.inner(gx, gy, gz, stream, function, *args)
         size = gx * gy * gz * w.per_cta
-        slab = (w.direct is not None and size <= self.slabs.largest and not self.capturing
+        slab = (w.direct is not None and 0 < size <= self.slabs.largest and not self.capturing
                 and getattr(self._tls, "measure", None) is None and not _capturing_here())
         with self._lock:  # (a launch captured into a CUDA graph: the policy picks its replays)
             if not self.capturing and self.policy.total is not None and self.kept >= self.policy.total:
@@ -262,14 +262,16 @@ class LaunchPath:
         """A kept launch records into its device's open slab, given to the launcher's C entry
         point as an address (``Slabs``): nothing else of ours runs on the launch path."""
         device = _current_device()
-        head = (self.sink.next_seq(), w.info, (gx, gy, gz), stream or 0, device, self._config(w.info, tuning),
-                tuning is not None, call_site(4))  # (frames 1-3: this path's own)
         try:  # (no tool_work(): taking bytes launches nothing and calls no torch operator)
-            slab, address, bracket = self.slabs.take(device, stream or 0, size, head,
-                                                      w.counts.seen <= BRACKETED_FIRST)
+            head = (self.sink.next_seq(), w.info, (gx, gy, gz), stream or 0, device,
+                    self._config(w.info, tuning), tuning is not None, call_site(4))  # (frames 1-3: ours)
+            got = self.slabs.take(device, stream or 0, size, head, w.counts.seen <= BRACKETED_FIRST)
         except Exception as e:  # never fail the program's launch because of us
             self.buffers.failed(e)
+            got = None
+        if got is None:  # (or the session stopped meanwhile: it runs unprofiled)
             return w.inner(gx, gy, gz, stream, function, *args)
+        slab, address, bracket = got
         ok = False
         try:
             if bracket is not None:  # (rows, CTAs): side 0's rows, then side 1's

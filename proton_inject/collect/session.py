@@ -292,7 +292,10 @@ class Session:
         self._stopped = True
         try:
             self.launch_path.uninstall()  # no launch is kept past this point
-            self.slabs.ship_all()
+            try:
+                self.slabs.ship_all()
+            except Exception as e:  # (the writer still saves what it has)
+                self.buffers.failed(e, what="some kept launches could not be copied out")
             self.writer.close()  # every kept launch written
             self.result.launches.sort(key=lambda r: r.seq)  # (slabs' records are made as they are saved)
             if self.measure_overhead:

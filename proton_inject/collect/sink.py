@@ -127,13 +127,18 @@ class Sink:
 
         with self._copy_lock:  # the ring's spans and the writer's queue in one order
             at = self.host_ring.take(n)
-            host = _pinned(n) if at is None else None  # (larger than the whole ring: its own)
-            dst = host.data_ptr() if at is None else self.host_ring.address(at)
-            device_ops.copy_to_host(dst, buf, stream.cuda_stream, n)
-            if zero:
-                device_ops.zero(buf, stream.cuda_stream, n)
-            done = torch.cuda.Event()
-            done.record(stream)
+            try:
+                host = _pinned(n) if at is None else None  # (larger than the whole ring: its own)
+                dst = host.data_ptr() if at is None else self.host_ring.address(at)
+                device_ops.copy_to_host(dst, buf, stream.cuda_stream, n)
+                if zero:
+                    device_ops.zero(buf, stream.cuda_stream, n)
+                done = torch.cuda.Event()
+                done.record(stream)
+            except BaseException:  # (a span never released would stop the ring for good)
+                if at is not None:
+                    self.host_ring.release(at)
+                raise
             if zero:
                 self.pool.busy(buf, done)
             self.writer.put(InFlight(what, host, at, n, done))
@@ -157,7 +162,10 @@ class Sink:
                     rec = self._record(e.seq, e.info, e.grid, e.stream, e.device, e.config, e.tuning,
                                        e.launched_from)
                 rec.bracket_at = e.bracket_at
-                self._save_one(rec, data[e.offset: e.offset + e.nbytes])
+                try:  # (one launch that cannot be saved does not lose the rest of its slab)
+                    self._save_one(rec, data[e.offset: e.offset + e.nbytes])
+                except Exception as err:
+                    self._writer_error(f"could not save {rec.label}: {err}")
         else:
             self._save_one(what, data)
 

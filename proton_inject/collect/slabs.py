@@ -85,15 +85,15 @@ class Slabs:
         self.largest = self.slab_bytes // 2
         self._open: dict[int, Slab] = {}
         self._lock = threading.Lock()
-        self._zero_streams: dict[int, Any] = {}
+        self._stopped = False
 
     def take(self, device: int, stream: int, size: int, head: tuple, early: bool = False
-             ) -> tuple[Slab, int, tuple[int, int] | None]:
+             ) -> tuple[Slab, int, tuple[int, int] | None] | None:
         """Bytes for a kept launch of ``size`` (at most ``largest``) record bytes on ``device``: its slab, their
         address and, when a clock bracket is due, the address of the bracket's rows and its
         CTAs (side 0's rows; side 1's follow them). ``head``: the launch's first ``SlabLaunch``
         fields (seq .. launched_from); ``early``: one of its build's first launches (bracketed).
-        Call ``done`` once the launch is enqueued."""
+        Call ``done`` once the launch is enqueued. None once the session has stopped."""
         at = -(-size // ALIGN) * ALIGN
         ctas = 0
         if device in self.buffers.brackets and self.buffers.bracket_due(device, early):
@@ -101,21 +101,25 @@ class Slabs:
         total = at + clock_bracket.bracket_bytes(ctas) if ctas else size
         step = -(-total // ALIGN) * ALIGN
         shipping = None
-        with self._lock:
-            slab = self._open.get(device)
-            if slab is not None and (slab.used + step > slab.size
-                                     or time.perf_counter() - slab.opened > SHIP_AFTER_S):
-                shipping = self._close(slab)
-                slab = None
-            if slab is None:
-                slab = self._open[device] = self._new(device, max(self.slab_bytes, step))  # (a tiny bound)
-            off = slab.used
-            slab.used += step
-            slab.streams.add(stream)
-            slab.enqueuing += 1
-            slab.launches.append((*head, off, total, (at, ctas) if ctas else None))
-        if shipping is not None:
-            self._ship(shipping)
+        try:
+            with self._lock:
+                if self._stopped:
+                    return None
+                slab = self._open.get(device)
+                if slab is not None and (slab.used + step > slab.size
+                                         or time.perf_counter() - slab.opened > SHIP_AFTER_S):
+                    shipping = self._close(slab)
+                    slab = None
+                if slab is None:  # (a slab closed above is shipped even if this one cannot be made)
+                    slab = self._open[device] = self._new(device, max(self.slab_bytes, step))  # (a tiny bound)
+                off = slab.used
+                slab.used += step
+                slab.streams.add(stream)
+                slab.enqueuing += 1
+                slab.launches.append((*head, off, total, (at, ctas) if ctas else None))
+        finally:
+            if shipping is not None:
+                self._ship(shipping)
         return slab, slab.base + off, (slab.base + off + at, ctas) if ctas else None
 
     def done(self, slab: Slab, failed_at: int | None = None) -> None:
@@ -130,8 +134,10 @@ class Slabs:
             self._ship(slab)
 
     def ship_all(self) -> None:
-        """Ship every open slab (the session stops: no launch is kept any more)."""
+        """Ship every open slab (the session stops: no launch is kept any more; one still
+        being enqueued ships its slab when it is done)."""
         with self._lock:
+            self._stopped = True
             ready = [s for s in (self._close(s) for s in list(self._open.values())) if s is not None]
         for slab in ready:
             self._ship(slab)
@@ -146,31 +152,33 @@ class Slabs:
 
     def _new(self, device: int, size: int) -> Slab:
         buf, fresh = self.pool.take(size, device)
-        if fresh:  # zeroed on a stream of its own that waits for nothing, before any launch uses it
-            from proton_inject.collect import device_ops
+        if fresh:  # zeroed before any launch uses it, on the tool's own stream (see _device_empty)
+            from proton_inject.collect.buffers import tool_stream
+            from proton_inject.collect.device_ops import zero
 
-            zs = self._zero_streams.get(device)
-            if zs is None:
-                import torch
-
-                zs = self._zero_streams[device] = torch.cuda.Stream(device=device)
-            device_ops.zero(buf, zs.cuda_stream)
+            zs = tool_stream(device)
+            zero(buf, zs.cuda_stream)
             zs.synchronize()
         return Slab(buf, device)
 
     def _ship(self, slab: Slab) -> None:
-        """Enqueue ``slab``'s copy to the host after every stream's launches into it."""
-        if not slab.launches:
+        """Enqueue ``slab``'s copy to the host after every stream's launches into it. Never
+        raises: a slab that cannot be shipped is lost (said once) and its buffer not reused."""
+        if not slab.used:
             self.pool.give_back(slab.buf)
             return
         import torch
 
         from proton_inject.collect.device_ops import tool_work
 
-        with tool_work():
-            copy_stream = self.sink.copy_stream(slab.device)
-            for s in slab.streams:
-                launched = torch.cuda.Event()
-                launched.record(self.buffers.stream_obj(s, slab.device))
-                copy_stream.wait_event(launched)
-            self.sink.ship(SlabBatch(slab.launches), slab.buf, slab.used, copy_stream)
+        try:
+            with tool_work():
+                copy_stream = self.sink.copy_stream(slab.device)
+                for s in slab.streams:
+                    launched = torch.cuda.Event()
+                    launched.record(self.buffers.stream_obj(s, slab.device))
+                    copy_stream.wait_event(launched)
+                # (a slab whose launches all failed is zeroed all the same: a bracket may have run)
+                self.sink.ship(SlabBatch(slab.launches), slab.buf, slab.used, copy_stream)
+        except Exception as e:  # a GPU in an error state, a stream the program destroyed
+            self.buffers.failed(e, what=f"{len(slab.launches)} kept launches could not be copied out")
