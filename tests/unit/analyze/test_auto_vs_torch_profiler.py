@@ -1,0 +1,194 @@
+"""benchmarks/auto_vs_torch_profiler.py's arithmetic without a GPU: torch.profiler's kernel
+names matched to ours, shares of both sides over the kernels both saw, region coverage, and
+the kernel-time ratios, on a real torch.profiler trace (CPU activity, with kernel events added
+as CUPTI's trace writes them), a real auto.json (``profile --auto``'s own analysis of real H100
+buffers) and a real run.json measured_overhead (``overhead_table`` of launch times)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from helpers import DATA, REPO, load_module
+
+from proton_inject.analyze import hot_kernels as hk
+from proton_inject.analyze.report import run_report
+from proton_inject.collect.measured_overhead import overhead_table
+from proton_inject.formats.run_index import RUN_FORMAT
+
+bench = load_module(REPO / "benchmarks" / "auto_vs_torch_profiler.py", "auto_vs_torch_profiler")
+
+# (dataset, raw launch file stem, kernel): the first look's real launches
+LAUNCHES = [("h100-shortlaunch", "00000-matmul_kernel", "matmul_kernel"),
+            ("h100-direct", "00000-layernorm_fwd_kernel", "layernorm_fwd_kernel"),
+            ("h100-triton3.6", "profile_scratch_add", "add_kernel")]
+COUNTS = {"matmul_kernel": 10, "layernorm_fwd_kernel": 1000, "add_kernel": 50}
+CUBLAS = "nvjet_tst_128x64_64x8_2x1_v_bz_TNN"
+ATEN = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+        "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
+
+
+@pytest.fixture(scope="module")
+def auto_doc(tmp_path_factory):
+    """auto.json as ``profile --auto`` writes it: the first look's ranking (real launches,
+    run.json counting COUNTS), layernorm opened up from the detailed run of real buffers."""
+    run = tmp_path_factory.mktemp("auto") / "first-look"
+    (run / "raw").mkdir(parents=True)
+    for i, (ds, stem, kernel) in enumerate(LAUNCHES):
+        for ext in (".json", ".bin.gz"):
+            shutil.copy(DATA / ds / f"{stem}{ext}", run / "raw" / f"{i:05d}-{kernel}{ext}")
+    (run / "run.json").write_text(json.dumps({"version": 1, "format": RUN_FORMAT, "launch_counts": COUNTS,
+                                              "launches": [{"kernel": k, "tuning": False} for *_, k in LAUNCHES]}))
+    ranked = hk.rank_kernels(run_report([run], jobs=1).summary, share=0.8, top=3)
+    detail = run_report([DATA / "h100-direct-loops"], source=True, jobs=1).summary
+    doc = hk.AutoReport(format=hk.AUTO_FORMAT, version=1, first_look=str(run), detail="OUT", share_wanted=0.8,
+                        top_max=3, kernels=ranked, hot=hk.hot_kernels(detail, ["layernorm_fwd_kernel"]),
+                        exit_code=0, notes=[])
+    return json.loads(json.dumps(doc))
+
+
+def _kernel_event(name: str, ts: float, dur_us: float, cat: str = "kernel") -> dict:
+    """A GPU event as torch.profiler's Chrome trace holds it (kineto's fields)."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur_us,
+            "args": {"External id": 3, "device": 0, "stream": 7, "correlation": 41, "registers per thread": 32,
+                     "shared memory": 0, "grid": [64, 1, 1], "block": [128, 1, 1]}}
+
+
+# GPU time per kernel in the trace (us per launch, launches)
+TRACE = {"layernorm_fwd_kernel": (3.0, 100), "matmul_kernel": (4.0, 10), CUBLAS: (10.0, 30),
+         ATEN: (1.5, 20), "void add_kernel(float*, float*, int)": (0.5, 50)}
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    """A real torch.profiler Chrome trace (CPU ops, one named like a kernel of ours), with the
+    GPU events of TRACE, a memset and a flow event added."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with torch.profiler.record_function("layernorm_fwd_kernel"):
+            torch.ones(4).add_(1)
+    path = tmp_path_factory.mktemp("trace") / "trace.json"
+    prof.export_chrome_trace(str(path))
+    doc = json.loads(path.read_text())
+    ts = 1000.0
+    for name, (dur, n) in TRACE.items():
+        for _ in range(n):
+            doc["traceEvents"].append(_kernel_event(name, ts, dur))
+            ts += dur + 1
+    doc["traceEvents"] += [_kernel_event("Memset (Device)", ts, 500.0, cat="gpu_memset"),
+                           {"ph": "f", "id": 41, "pid": 0, "tid": 7, "ts": ts, "cat": "ac2g", "name": "ac2g"}]
+    return doc
+
+
+def test_kernel_times_are_the_kernel_events_in_ns(trace):
+    got = bench.kernel_times(trace)
+    assert set(got) == set(TRACE)  # no CPU op, memset or flow event
+    for name, (dur, n) in TRACE.items():
+        assert got[name] == pytest.approx([1000.0 * dur] * n)
+
+
+def test_names_match_exactly_or_bare():
+    assert bench.bare_name(ATEN) == "vectorized_elementwise_kernel"
+    assert bench.bare_name("void add_kernel(float*, float*, int)") == "add_kernel"
+    assert bench.bare_name("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0") == \
+        "triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0"
+    got, left_tp, left_ours = bench.match_names(
+        sorted(TRACE), ["layernorm_fwd_kernel", "matmul_kernel", "add_kernel", "never_in_the_trace"])
+    assert got == {"layernorm_fwd_kernel": "layernorm_fwd_kernel", "matmul_kernel": "matmul_kernel",
+                   "void add_kernel(float*, float*, int)": "add_kernel"}
+    assert left_tp == sorted([CUBLAS, ATEN]) and left_ours == ["never_in_the_trace"]
+
+
+def test_shares_over_the_kernels_both_saw(trace, auto_doc):
+    c = bench.compare(bench.kernel_times(trace), [auto_doc])
+    total = 1000.0 * sum(d * n for d, n in TRACE.values())
+    seen = 1000.0 * (3.0 * 100 + 4.0 * 10 + 0.5 * 50)
+    assert c.profiler_total_ns == pytest.approx(total)
+    assert [r.kernel for r in c.rows] == ["layernorm_fwd_kernel", "matmul_kernel", "add_kernel"]
+    est = {k["kernel"]: k["est_gpu_ns"] for k in auto_doc["kernels"]}
+    for r in c.rows:
+        assert r.share_all == pytest.approx(r.profiler_ns / total)
+        assert r.share_seen == pytest.approx(r.profiler_ns / seen)
+        assert r.auto_shares == [pytest.approx(est[r.kernel] / sum(est.values()))]
+        assert r.diff_points == [pytest.approx(100 * (r.auto_shares[0] - r.share_seen))]
+    assert [r.profiler_launches for r in c.rows] == [100, 10, 50]
+    assert [r.auto_launches for r in c.rows] == [1000, 10, 50]
+    # layernorm alone holds >= 80% of what --auto ranked: the only one opened up.
+    assert [r.picked for r in c.rows] == [True, False, False]
+    assert c.held_picked == pytest.approx(300_000 / total) and c.held_ranked == pytest.approx(seen / total)
+    assert c.unmatched_profiler == sorted([CUBLAS, ATEN]) and c.unmatched_auto == []
+    assert c.unmatched_profiler_ns == pytest.approx(1000.0 * (10.0 * 30 + 1.5 * 20))
+
+
+def test_several_auto_runs_give_each_its_share(trace, auto_doc):
+    other = json.loads(json.dumps(auto_doc))
+    for k in other["kernels"]:  # a second run where matmul took twice as long
+        k["est_gpu_ns"] *= 2 if k["kernel"] == "matmul_kernel" else 1
+    (ln, mm, _) = bench.compare(bench.kernel_times(trace), [auto_doc, other]).rows
+    assert mm.auto_shares[1] > mm.auto_shares[0] and ln.auto_shares[1] < ln.auto_shares[0]
+    rows = bench.compare(bench.kernel_times(trace), [auto_doc, other]).rows
+    assert [sum(r.auto_shares[i] for r in rows) for i in (0, 1)] == [pytest.approx(1.0)] * 2
+
+
+def test_a_hot_kernels_regions_cover_what_is_not_unattributed(trace, auto_doc):
+    (hot,) = auto_doc["hot"]
+    covered, left = bench.coverage(hot)
+    assert left == hot["unattributed_share"] and covered == pytest.approx(1 - left)
+    assert 0.8 < covered < 0.9
+    row = bench.compare(bench.kernel_times(trace), [auto_doc]).rows[0]
+    assert (row.covered, row.unattributed) == (covered, left)
+
+
+def test_in_run_ratios_from_run_json(tmp_path):
+    # Launch times (ms) in order as --measure-overhead records them: (ran plain?, ms).
+    # The first pair is left out (module loading); 10 pairs after it.
+    launches = [(False, 2.0), (True, 1.0)] + [x for i in range(10) for x in ((False, 1.02 + i / 1000), (True, 1.0))]
+    table, _ = overhead_table([("layernorm_fwd_kernel", None, launches), ("once", None, [(False, 1.0)])])
+    (tmp_path / "run.json").write_text(json.dumps({"version": 1, "format": RUN_FORMAT, "measured_overhead": table}))
+    got = bench.measured_ratios(tmp_path / "run.json")
+    assert set(got) == {"layernorm_fwd_kernel"}  # "once" has no pairs
+    ratio, p10, p90, pairs, how = got["layernorm_fwd_kernel"]
+    assert (ratio, p10, p90, pairs) == (table["layernorm_fwd_kernel"]["ratio"], table["layernorm_fwd_kernel"]["p10"],
+                                        table["layernorm_fwd_kernel"]["p90"], 10)
+    assert p10 <= ratio <= p90 and 1.02 < ratio < 1.03 and how == "in-run"
+    assert bench.measured_ratios(tmp_path / "missing.json") == {}
+
+
+def test_cross_run_ratio_over_the_plain_median():
+    ratio, p10, p90, n, how = bench.cross_run_ratio([1000.0, 1000.0, 5000.0], [1010.0 + i for i in range(11)])
+    assert (ratio, p10, p90, n, how) == (pytest.approx(1.015), pytest.approx(1.011), pytest.approx(1.019), 11,
+                                         "cross-run")
+
+
+def test_the_printed_table_is_short_and_says_the_goals(trace, auto_doc):
+    c = bench.compare(bench.kernel_times(trace), [auto_doc, auto_doc])
+    c.rows[0].ratio = (1.031, 1.01, 1.06, 9, "in-run")
+    lines = bench.format_comparison("prog", c) + [bench.wall_line([10.0, 11.0], [21.0, 21.0], True)]
+    assert len(lines) < 40 and max(map(len, lines)) < 160
+    text = "\n".join(lines)
+    row = next(ln for ln in lines if ln.startswith("layernorm_fwd_kernel *"))
+    assert f"{100 * c.rows[0].share_all:.1f}%" in row and "1.031 (1.01..1.06, in-run)" in row
+    assert f"hold {100 * c.held_picked:.1f}% of all kernel time (misses >= 80%)" in text
+    assert "kernel time <= 1.05x: yes" in text
+    assert f"torch.profiler only: 2 kernel(s), {100 * c.unmatched_profiler_ns / c.profiler_total_ns:.1f}%" in text
+    assert "--auto only (no torch.profiler name matched): none" in text
+    assert lines[-1] == ("  wall: plain 10.5 s, --auto 21.0 s: x2.00 (1.91..2.10), 2 runs each in turn; "
+                         "stdout as plain: yes")
+
+
+def test_the_runner_runs_the_program_as_python_would_and_writes_the_trace(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "beside.py").write_text("VALUE = 5\n")
+    (tmp_path / "prog.py").write_text("import sys\nfrom beside import VALUE\n"
+                                      "print('argv', sys.argv[1:], VALUE)\nsys.exit(3)\n")
+    trace = tmp_path / "out" / "trace.json"
+    trace.parent.mkdir()
+    p = subprocess.run([sys.executable, REPO / "benchmarks" / "auto_vs_torch_profiler.py", "--torch-trace", trace,
+                        "--", tmp_path / "prog.py", "--steps", "2"], cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 3 and p.stdout == "argv ['--steps', '2'] 5\n", p.stderr
+    assert bench.kernel_times(json.loads(trace.read_text())) == {}  # (no GPU here: CPU ops only)
