@@ -68,7 +68,7 @@ def build_run(out: Path, launches: int, ctas: int, mm_share: float) -> Any:
 
     # Never started: only its writers are used. The fixtures were recorded by every warp.
     session = Session(None, out, LoweringOptions(warps="all", auto_size=False, buffer_type="shared"))
-    session.sink.device_names[0] = "NVIDIA H100 80GB HBM3"
+    session.sink.meta.device_names[0] = "NVIDIA H100 80GB HBM3"
     kinds = {n: _fixture(n, ctas) for n in ("add", "mm")}
     every = max(1, round(1 / mm_share)) if mm_share > 0 else launches + 1
     for seq in range(launches):

@@ -321,7 +321,7 @@ def test_runtime_metadata_of_a_direct_kernel_matches_the_h100_run(tmp_path):
     rec = LaunchRecord(seq=0, kernel="layernorm_fwd_kernel", hash=want["hash"], compile_hash="C",
                        grid=(1151, 1, 1), num_warps=8, num_ctas=1, stream=0, device=0,
                        scratch_bytes_per_cta=40)
-    meta = session.sink.launch_meta(rec)
+    meta = session.sink.meta.of(rec)
     assert meta.buffer_type == "direct" and meta.direct_records == want["direct_records"]
     # no clock bracket ran in this session: the timer's top bits come from the host's clock
     assert abs(meta.timer_ref_ns - time.time_ns()) < 60e9
@@ -346,7 +346,7 @@ def test_sample_iterations_in_the_metadata_and_a_note_where_it_does_not_apply(tm
         session.hook.compiled[name] = CompiledKernel(name, name, True, file=f"{name}/{name}.ttgir")
         rec = LaunchRecord(seq=0, kernel=name, hash=name, compile_hash=name, grid=(4, 1, 1),
                            num_warps=warps, num_ctas=1, stream=0, device=0, scratch_bytes_per_cta=0)
-        meta = session.sink.launch_meta(rec)
+        meta = session.sink.meta.of(rec)
         if name == "layernorm_fwd_kernel":
             assert meta.buffer_type == "direct" and meta.sample_iterations == 4
             assert meta.direct_loops == [[85, 2, 4]] * 3
