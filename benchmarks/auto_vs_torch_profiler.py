@@ -22,12 +22,12 @@ run a fresh process sharing one Triton and Inductor cache, in this order:
 
 Names are matched exactly (a Triton kernel's name is its cubin's entry, which CUPTI reports
 as is); a torch.profiler name that does not match is tried bare (no ``void``, namespace,
-template or parameter list). Shares are compared over the kernels both sides saw:
-torch.profiler also sees cuBLAS, SDPA and torch's own kernels, which --auto does not; their
-part of all kernel time is printed, and the kernels --auto opened up are also set against all
-of it (the 80% goal). --auto's share is the median over the rounds, its diff's spread the
-rounds' min..max; torch.profiler's side is one run. --auto-share 1.0 --auto-top 3 by default
-(the goals' top 3 opened up).
+template, parameter list or older Triton's specialization suffix such as ``_0d1d2de``).
+Shares are compared over the kernels both sides saw: torch.profiler also sees cuBLAS and
+torch's own kernels, which --auto does not; their part of all kernel time is printed, and
+the kernels --auto opened up are also set against all of it (the 80% goal). --auto's share
+is the median over the rounds, its diff's spread the rounds' min..max; torch.profiler's side
+is one run. --auto-share 1.0 --auto-top 3 by default (the goals' top 3 opened up).
 
     PYTHONPATH=. python benchmarks/auto_vs_torch_profiler.py [--rounds 3] [--programs inductor,liger]
 
@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -91,14 +92,20 @@ def kernel_times(trace: dict[str, Any]) -> dict[str, list[float]]:
     return out
 
 
+# An argument-specialization suffix older Triton versions appended to a kernel's entry name
+# (``triton_poi_fused_gelu_6_0d1d``): letters after digits, never Inductor's plain ``_6``.
+_SPECIALIZATION = re.compile(r"_(?:\d+[a-z]+)+$")
+
+
 def bare_name(name: str) -> str:
-    """A CUPTI kernel name without ``void``, its parameter list, template arguments and
-    namespace: ``void at::native::foo<float>(int)`` -> ``foo``."""
+    """A CUPTI kernel name without ``void``, its parameter list, template arguments,
+    namespace and specialization suffix: ``void at::native::foo<float>(int)`` -> ``foo``,
+    ``add_kernel_0d1d2de`` -> ``add_kernel``."""
     s = name.strip()
     s = s.removeprefix("void ").strip()
     s = s.split("(", 1)[0]
     s = s.split("<", 1)[0]
-    return s.rsplit("::", 1)[-1].strip()
+    return _SPECIALIZATION.sub("", s.rsplit("::", 1)[-1].strip())
 
 
 def match_names(profiler_names: list[str], ours: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
