@@ -267,10 +267,13 @@ def format_comparison(program: str, c: Comparison) -> list[str]:
     ratios = [r.ratio[0] for r in c.rows if r.picked and r.ratio is not None]
     cover_ok = bool(covered) and min(covered) >= GOAL_COVERED
     ratio_ok = "not measured" if not ratios else "yes" if max(ratios) <= GOAL_RATIO else "no"
-    out.append(f"  goals: shares within {GOAL_POINTS:g} pts: {'yes' if worst <= GOAL_POINTS else 'no'} "
-               f"(worst {worst:.1f}); regions cover >= {100 * GOAL_COVERED:.0f}%: {'yes' if cover_ok else 'no'} "
-               f"(least {_pct(min(covered, default=None))}, the rest printed as unattributed); "
-               f"kernel time <= {GOAL_RATIO}x: {ratio_ok}")
+    if c.rows:
+        out.append(f"  goals: shares within {GOAL_POINTS:g} pts: {'yes' if worst <= GOAL_POINTS else 'no'} "
+                   f"(worst {worst:.1f}); regions cover >= {100 * GOAL_COVERED:.0f}%: {'yes' if cover_ok else 'no'} "
+                   f"(least {_pct(min(covered, default=None))}, the rest printed as unattributed); "
+                   f"kernel time <= {GOAL_RATIO}x: {ratio_ok}")
+    else:
+        out.append("  goals: not measured: no kernel both sides saw")
     left = ", ".join(_short(n, 40) for n in c.unmatched_profiler[:3])
     left += " ..." if len(c.unmatched_profiler) > 3 else ""
     out.append(f"  torch.profiler only: {len(c.unmatched_profiler)} kernel(s), "

@@ -196,3 +196,13 @@ def test_the_runner_runs_the_program_as_python_would_and_writes_the_trace(tmp_pa
                         "--", tmp_path / "prog.py", "--steps", "2"], cwd=tmp_path, capture_output=True, text=True)
     assert p.returncode == 3 and p.stdout == "argv ['--steps', '2'] 5\n", p.stderr
     assert bench.kernel_times(json.loads(trace.read_text())) == {}  # (no GPU here: CPU ops only)
+
+
+def test_a_first_look_with_no_kernel_leaves_every_profiler_kernel_unmatched(trace):
+    doc = hk.AutoReport(format=hk.AUTO_FORMAT, version=1, first_look="OUT/first-look", detail=None,
+                        share_wanted=1.0, top_max=3, kernels=[], hot=[], exit_code=0, notes=[])
+    c = bench.compare(bench.kernel_times(trace), [json.loads(json.dumps(doc))])
+    assert c.rows == [] and c.unmatched_profiler == sorted(TRACE) and c.held_picked == c.held_ranked == 0
+    text = "\n".join(bench.format_comparison("prog", c))
+    assert "goals: not measured: no kernel both sides saw" in text
+    assert "torch.profiler only: 5 kernel(s), 100.0%" in text
