@@ -321,7 +321,6 @@ class Runner:
                      "--auto-top", top, *extra, "-o", out, "--", "python", *prog])
 
 
-# long: the benchmark's steps for one program, in the order they run
 def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: float, top: int) -> list[str]:
     """Every run of one program, then its table."""
     from proton_inject.analyze.hot_kernels import AUTO_FILE
