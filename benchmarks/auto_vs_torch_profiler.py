@@ -233,7 +233,7 @@ def cross_run_ratio(plain: list[float], instrumented: list[float]) -> tuple[floa
 
 # --- printing ---------------------------------------------------------------------------
 
-def _short(name: str, width: int = 46) -> str:
+def _short(name: str, width: int = 42) -> str:
     return name if len(name) <= width else name[:width - 13] + "~" + name[-12:]
 
 
@@ -243,7 +243,7 @@ def _pct(v: float | None) -> str:
 
 def format_comparison(program: str, c: Comparison) -> list[str]:
     """The table of one program, and the goal lines under it."""
-    head = (f"{'kernel':<46} {'tp/all':>6} {'tp/seen':>7} {'auto':>6} {'diff pts':>20} {'launches':>11} "
+    head = (f"{'kernel':<44} {'tp ms':>7} {'tp/all':>6} {'tp/seen':>7} {'auto':>6} {'diff pts':>20} {'launches':>11} "
             f"{'covered':>7} {'unattr':>6}  kernel time x")
     out = [f"== {program}: {c.profiler_total_ns / 1e6:,.3f} ms of kernel time under torch.profiler; "
            f"{100 * c.held_ranked:.1f}% of it in the {len(c.rows)} kernel(s) both saw", head]
@@ -252,8 +252,9 @@ def format_comparison(program: str, c: Comparison) -> list[str]:
         dm = statistics.median(d)
         diff = f"{dm:+.1f}" + (f" ({min(d):+.1f}..{max(d):+.1f})" if len(d) > 1 else "")
         ratio = "-" if r.ratio is None else f"{r.ratio[0]:.3f} ({r.ratio[1]:.2f}..{r.ratio[2]:.2f}, {r.ratio[4]})"
-        out.append(f"{_short(r.kernel) + (' *' if r.picked else ''):<46} {_pct(r.share_all):>6} "
-                   f"{_pct(r.share_seen):>7} {_pct(statistics.median(r.auto_shares)):>6} {diff:>20} "
+        name = _short(r.kernel) + (" *" if r.picked else "")
+        out.append(f"{name:<44} {r.profiler_ns / 1e6:>7.3f} {_pct(r.share_all):>6} {_pct(r.share_seen):>7} "
+                   f"{_pct(statistics.median(r.auto_shares)):>6} {diff:>20} "
                    f"{r.profiler_launches:>5}/{r.auto_launches:<5} {_pct(r.covered):>7} {_pct(r.unattributed):>6}  "
                    f"{ratio}".rstrip())
     if len(c.rows) > ROWS_SHOWN:
