@@ -89,8 +89,8 @@ class Slabs:
 
     def take(self, device: int, stream: int, size: int, head: tuple, early: bool = False
              ) -> tuple[Slab, int, tuple[int, int] | None] | None:
-        """Bytes for a kept launch of ``size`` (at most ``largest``) record bytes on ``device``: its slab, their
-        address and, when a clock bracket is due, the address of the bracket's rows and its
+        """Bytes for a kept launch of ``size`` (at most ``largest``) record bytes on ``device``: its
+        slab, their address and, when a clock bracket is due, the address of the bracket's rows and its
         CTAs (side 0's rows; side 1's follow them). ``head``: the launch's first ``SlabLaunch``
         fields (seq .. launched_from); ``early``: one of its build's first launches (bracketed).
         Call ``done`` once the launch is enqueued. None once the session has stopped."""
@@ -181,4 +181,4 @@ class Slabs:
                 # (a slab whose launches all failed is zeroed all the same: a bracket may have run)
                 self.sink.ship(SlabBatch(slab.launches), slab.buf, slab.used, copy_stream)
         except Exception as e:  # a GPU in an error state, a stream the program destroyed
-            self.buffers.failed(e, what=f"{len(slab.launches)} kept launches could not be copied out")
+            self.buffers.failed(e, what="some kept launches could not be copied out")
