@@ -324,7 +324,7 @@ class Runner:
 
 def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: float, top: int) -> list[str]:
     """Every run of one program, then its table."""
-    from proton_inject.analyze.hot_kernels import AUTO_FILE
+    from proton_inject.formats.auto_report import AUTO_FILE
     from proton_inject.formats.patterns import exact_names
 
     w = run.work

@@ -9,7 +9,6 @@ layer over these functions.
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import subprocess
@@ -29,6 +28,7 @@ from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launches import RunResult
 from proton_inject.collect.session import Session, run_in_session, session_block
 from proton_inject.errors import UserError
+from proton_inject.formats import auto_report
 from proton_inject.formats.diagnostics import headline
 from proton_inject.formats.files import output_locks
 from proton_inject.instrument.rules import Rules
@@ -291,7 +291,6 @@ def profile_auto(
     ``calibrate``: as ``profile_program``'s (the first look calibrates what is missing).
     """
     from proton_inject.analyze import source_view
-    from proton_inject.formats.files import write_atomic
     from proton_inject.formats.patterns import exact_names
 
     _check_auto(argv, share, top)
@@ -306,7 +305,8 @@ def profile_auto(
             code = _run_first_look([*child, "--", *argv], first, held)
             ranked, notes = _ranked(first, share, top, jobs)
             picked = [k["kernel"] for k in ranked if k["top"]]
-            doc = hot_kernels.AutoReport(format=hot_kernels.AUTO_FORMAT, version=1, first_look=str(first),
+            doc = auto_report.AutoReport(format=auto_report.AUTO_FORMAT, version=auto_report.AUTO_VERSION,
+                                         first_look=str(first),
                                          detail=None, share_wanted=share, top_max=top, kernels=ranked,
                                          hot=[], exit_code=code, notes=notes)
             if code != 0 or not picked:
@@ -327,7 +327,7 @@ def profile_auto(
             if rep is not None:
                 source_view.attach(rep.summary, [f for f in detail.files if _is_raw_launch(f)])
                 doc["hot"] = hot_kernels.hot_kernels(rep.summary, picked)
-        written = write_atomic(out / hot_kernels.AUTO_FILE, json.dumps(doc, indent=1) + "\n")
+        written = auto_report.write_auto(out, doc)
     return AutoResult(code, dict(doc), hot_kernels.format_auto(doc), detail, rep, [str(written)])
 
 
@@ -360,10 +360,10 @@ def _clear_for_auto(out: Path) -> None:
         raise UserError(f"-o {out}: exists and is not a directory")
     if (out / FIRST_LOOK).exists():
         clear_out_dir(out / FIRST_LOOK)
-    if out.is_dir() and any(p.name not in (FIRST_LOOK, hot_kernels.AUTO_FILE) and not p.name.startswith(".")
+    if out.is_dir() and any(p.name not in (FIRST_LOOK, auto_report.AUTO_FILE) and not p.name.startswith(".")
                             for p in out.iterdir()):
         clear_out_dir(out)
-    (out / hot_kernels.AUTO_FILE).unlink(missing_ok=True)
+    (out / auto_report.AUTO_FILE).unlink(missing_ok=True)
 
 
 def _first_look_argv(first: Path, keep: KeepPolicy | None, max_launches: int | None,

@@ -8,74 +8,17 @@ its launches, as the summary computes it) times the launches that ran (run.json'
 kernel region's time (instances summed over the recorded warps, as the report's shares are);
 what the kernel region holds outside its top-level child regions is "unattributed".
 
-``AutoReport`` (OUT/auto.json) and its parts name every key once, as ``summary_schema.py`` does
-for the report.
+OUT/auto.json's keys, writer and reader: ``formats/auto_report.py``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from proton_inject.analyze.source_view import ns_text, region_depth
+from proton_inject.formats.auto_report import AutoReport, HotKernel, HotRegion, KernelShare
 from proton_inject.formats.rules_file import Kind
-
-AUTO_FORMAT = "proton-inject-auto"
-AUTO_FILE = "auto.json"  # OUT/auto.json: an AutoReport
-
-
-class KernelShare(TypedDict):
-    """One kernel of the first look, ranked."""
-
-    kernel: str
-    launches_seen: int  # launches that ran (run.json's launch_counts; kept ones where not counted)
-    launches_kept: int  # launches decoded
-    ns_per_launch: float | None  # mean wall time of a kept launch (None: none decoded)
-    est_gpu_ns: float | None  # ns_per_launch x launches_seen
-    share: float | None  # est_gpu_ns / the sum over kernels with an estimate
-    top: bool  # picked for the detailed run
-
-
-class HotRegion(TypedDict):
-    """One region of a picked kernel, from the detailed run."""
-
-    scope: int
-    name: str
-    kind: str | None
-    parent: int | None
-    depth: int  # regions it is nested in (0: outermost)
-    loc: str | None
-    count: int  # instances
-    ns_total: float
-    ns_median: float
-    share_of_kernel: float | None  # ns_total / the kernel region's ns_total
-    lines: dict[str, list[list[int]]]  # file: [first, last] line spans where it is the innermost region
-
-
-class HotKernel(TypedDict):
-    """A picked kernel (and config) opened up: its regions, and what they leave unattributed."""
-
-    kernel: str
-    config: str | None
-    launches: int  # launches kept in the detailed run
-    kernel_ns: float | None  # the kernel region's time (None: no kernel region)
-    regions: list[HotRegion]  # depth first, the longest first among siblings
-    unattributed_ns: float | None  # kernel_ns minus its top-level child regions
-    unattributed_share: float | None
-    source_note: str | None  # why source lines are missing or approximate
-
-
-class AutoReport(TypedDict):
-    format: str  # "proton-inject-auto"
-    version: int
-    first_look: str  # the first look's profile directory
-    detail: str | None  # the detailed run's profile directory (None: it did not run)
-    share_wanted: float  # --auto-share
-    top_max: int  # --auto-top
-    kernels: list[KernelShare]  # the longest first
-    hot: list[HotKernel]
-    exit_code: int  # the program's
-    notes: list[str]
 
 
 def rank_kernels(summary: dict[str, Any], share: float = 0.8, top: int = 3) -> list[KernelShare]:
@@ -211,7 +154,7 @@ def format_auto(doc: AutoReport) -> str:
         title = h["kernel"] + (f" [{h['config']}]" if h["config"] else "")
         out += ["", f"{title}: {_pct(share_of.get(h['kernel']))} of GPU time; its time by region "
                     f"({doc['detail']}, {h['launches']} launch{'es' if h['launches'] != 1 else ''} kept)"]
-        names = ["  " * r["depth"] + r["name"] for r in h["regions"]]
+        names = ["  " * min(r["depth"], 32) + r["name"] for r in h["regions"]]
         width = max(map(len, names), default=6)
         out.append(f"  {'share':>6}  {'median':>9}  {'count':>10}  {'region':<{width}}  lines")
         for r, name in zip(h["regions"], names, strict=True):
@@ -229,3 +172,4 @@ def format_auto(doc: AutoReport) -> str:
         out.append(f"\nnot in the detailed run: {', '.join(missing)} (not launched, or no launch kept)")
     out += [f"note: {n}" for n in doc["notes"]]
     return "\n".join(out)
+

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from proton_inject.analyze import bracket_rate, hot_kernels, launch_origins, source_view
+from proton_inject.analyze import bracket_rate, launch_origins, source_view
 from proton_inject.analyze import html as page
 from proton_inject.analyze.clock_sources import Clock, given_rate
 from proton_inject.analyze.decode import Decoded, decode
@@ -38,7 +38,7 @@ from proton_inject.analyze.summary import LaunchData, Summary, launch_part
 from proton_inject.analyze.text import format_text
 from proton_inject.analyze.uncertainty import add_perturbation
 from proton_inject.errors import UserError
-from proton_inject.formats import calibration, run_index, trace_json
+from proton_inject.formats import auto_report, calibration, run_index, trace_json
 from proton_inject.formats import schema as validate
 from proton_inject.formats.diagnostics import Issue
 from proton_inject.formats.files import check_outputs, output_locks
@@ -74,7 +74,7 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
                 continue
             tr = sorted(q for q in p.iterdir() if q.name.endswith((".json", ".json.gz"))
                         and not _is_run_index(q) and not q.name.endswith(AUTOTUNE_FILE)
-                        and q.name != hot_kernels.AUTO_FILE)
+                        and q.name != auto_report.AUTO_FILE)
             if not tr:
                 runs = sorted(q for q in p.glob("run*.json") if _is_run_index(q))
                 if runs:

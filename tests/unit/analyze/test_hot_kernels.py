@@ -12,6 +12,7 @@ from helpers import DATA
 
 from proton_inject.analyze import hot_kernels as hk
 from proton_inject.analyze.report import run_report
+from proton_inject.formats.auto_report import AUTO_FORMAT, read_auto, write_auto
 from proton_inject.formats.run_index import RUN_FORMAT
 
 # (dataset, raw launch file stem in it, kernel): real launches of three kernels
@@ -116,7 +117,7 @@ def test_a_hot_kernel_split_over_its_regions_and_lines(detail):
 def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
     summary = _first_look(tmp_path, {"matmul_kernel": 1, "layernorm_fwd_kernel": 1000, "add_kernel": 1})
     rows = hk.rank_kernels(summary)
-    doc = hk.AutoReport(format=hk.AUTO_FORMAT, version=1, first_look="OUT/first-look", detail="OUT",
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=1, first_look="OUT/first-look", detail="OUT",
                         share_wanted=0.8, top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
     text = hk.format_auto(doc)
     lines = text.splitlines()
@@ -133,7 +134,7 @@ def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
 
 
 def test_a_first_look_with_nothing_to_rank():
-    doc = hk.AutoReport(format=hk.AUTO_FORMAT, version=1, first_look="OUT/first-look", detail=None,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=1, first_look="OUT/first-look", detail=None,
                         share_wanted=0.8, top_max=3, kernels=[], hot=[], exit_code=0,
                         notes=["no detailed run: no kernel to open up"])
     assert hk.format_auto(doc).splitlines() == [
@@ -147,8 +148,9 @@ def _declared(d: dict, td) -> None:
 
 def test_auto_json_has_the_declared_keys(tmp_path, detail):
     rows = hk.rank_kernels(_first_look(tmp_path, {"matmul_kernel": 5}))
-    doc = hk.AutoReport(format=hk.AUTO_FORMAT, version=1, first_look="a", detail="b", share_wanted=0.8,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=1, first_look="a", detail="b", share_wanted=0.8,
                         top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
+    assert read_auto(write_auto(tmp_path, doc)) == json.loads(json.dumps(doc))  # checked as written
     doc = json.loads(json.dumps(doc))
     _declared(doc, hk.AutoReport)
     for k in doc["kernels"]:
