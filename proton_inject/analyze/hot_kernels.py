@@ -8,16 +8,20 @@ its launches, as the summary computes it) times the launches that ran (run.json'
 kernel region's time (instances summed over the recorded warps, as the report's shares are);
 what the kernel region holds outside its top-level child regions is "unattributed".
 
-OUT/auto.json's keys, writer and reader: ``formats/auto_report.py``.
+OUT/auto.json's keys, writer and reader: ``formats/auto_report.py``; ``report OUT`` prints it
+again (``attach_auto``).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from proton_inject.analyze.source_view import ns_text, region_depth
-from proton_inject.formats.auto_report import AutoReport, HotKernel, HotRegion, KernelShare
+from proton_inject.errors import UserError
+from proton_inject.formats.auto_report import AUTO_FILE, AutoReport, HotKernel, HotRegion, KernelShare, read_auto
 from proton_inject.formats.rules_file import Kind
 
 
@@ -173,3 +177,26 @@ def format_auto(doc: AutoReport) -> str:
     out += [f"note: {n}" for n in doc["notes"]]
     return "\n".join(out)
 
+
+def attach_auto(summary: dict[str, Any], inputs: Sequence[str | os.PathLike]) -> list[str]:
+    """Put the auto.json of the report's input directories (a ``profile --auto`` OUT, or its
+    raw/) in ``summary["auto"]``, read and checked; a warning line for each one not shown:
+    damaged, foreign, or past the first (the report shows one ranking)."""
+    found: list[Path] = []
+    for p in map(Path, inputs):
+        for d in (p, p.parent) if p.name == "raw" else (p,):
+            f = d / AUTO_FILE
+            if p.is_dir() and os.path.lexists(f) and f not in found:
+                found.append(f)
+    warns: list[str] = []
+    shown = None
+    for f in found:
+        if shown is not None:
+            warns.append(f"{f}: not shown: this report shows one `profile --auto` ranking "
+                         f"({shown}'s); report {f.parent} alone for it")
+            continue
+        try:
+            summary["auto"], shown = read_auto(f), f
+        except UserError as e:
+            warns.append(f"{e} (the ranking is left out of this report)")
+    return warns

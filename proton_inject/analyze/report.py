@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from proton_inject.analyze import bracket_rate, launch_origins, source_view
+from proton_inject.analyze import bracket_rate, hot_kernels, launch_origins, source_view
 from proton_inject.analyze import html as page
 from proton_inject.analyze.clock_sources import Clock, given_rate
 from proton_inject.analyze.decode import Decoded, decode
@@ -373,7 +373,7 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
     _add_measured_perturbation(summary, raws)
     if source or html is not None:  # the source view: its own module, over the summary and raws
         source_view.attach(summary, raws, source_root)
-    warn = [w for k in summary["kernels"] for w in k["warnings"]]
+    warn = [w for k in summary["kernels"] for w in k["warnings"]] + hot_kernels.attach_auto(summary, inputs)
     warn += [_big_trace(p, b, n, merge) for p, b, n in got.traced if b > TRACE_WARN_BYTES]
     warn += got.skipped + capped
     got.plots += [_page(html, summary, pictures, from_traces, warn, inputs, source)] if html is not None else []
@@ -384,8 +384,10 @@ def run_report(inputs: Sequence[str | os.PathLike], plot: str | os.PathLike | No
 
 
 def _text(summary: dict[str, Any], verbose: bool, source: bool) -> str:
-    """The report as text: the tables, who launched the kernels, the source view if asked."""
-    text = format_text(summary, verbose)
+    """The report as text: the ranking of ``profile --auto`` where it ran, the tables, who
+    launched the kernels, the source view if asked."""
+    text = hot_kernels.format_auto(summary["auto"]) + "\n\n" if "auto" in summary else ""
+    text += format_text(summary, verbose)
     text += launch_origins.format_launches(summary)
     return text + ("\n\n" + source_view.format_source(summary) if source else "")
 

@@ -10,6 +10,8 @@ them.
 
 from typing import Any, NotRequired, TypedDict
 
+from proton_inject.formats.auto_report import AutoReport
+
 
 class Stats(TypedDict):
     """A distribution over region instances (cycles or ns)."""
@@ -129,3 +131,5 @@ class ReportSummary(TypedDict):
     launched_from: NotRequired[dict[str, dict[str, int]]]
     # per kernel Inductor generated: the model's "lines", FX source "nodes" and "aten" ops
     model_source: NotRequired[dict[str, dict[str, list[str]]]]
+    # the `profile --auto` ranking (OUT/auto.json) of an input directory that holds one
+    auto: NotRequired[AutoReport]
