@@ -5,8 +5,9 @@ It shows the same summary ``report --json`` prints: the kernels by share of thei
 time, each kernel's regions, its source lines (``source_view.py``'s lines and the regions
 covering them) with a heat colour per line and a bar per region beside them, the timeline
 picture of its first launch (``plot.py``) and the notes the text report prints
-(``text.py``). Every number cell carries its value from the summary (``data-v``) and the
-column its key (``data-k``), so a test can hold the page against ``--json``.
+(``text.py``); first, for a ``profile --auto`` directory, its ranking (``hot_kernels.py``).
+Every number cell carries its value from the summary (``data-v``) and the column its key
+(``data-k``), so a test can hold the page against ``--json``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from proton_inject.analyze.decode import Decoded
+from proton_inject.analyze.hot_kernels import format_auto
 from proton_inject.analyze.issues import DecodeWarning
 from proton_inject.analyze.launch_origins import model_text
 from proton_inject.analyze.plot import region_colors, timeline_png
@@ -109,6 +111,9 @@ def render(summary: dict[str, Any], pictures: Sequence[Picture | None], notices:
     if notices:
         body.append("<ul class='notes warn'>" + "".join(f"<li>{escape(w)}</li>" for w in notices)
                     + "</ul>")
+    if "auto" in summary:  # a `profile --auto` directory: its ranking, as the text report prints it
+        body.append("<section id=auto><h2>Where the GPU time went (profile --auto)</h2>"
+                    f"<pre class=auto>{escape(format_auto(summary['auto']))}</pre></section>")
     body.append(_kernel_table(kernels, shares, order))
     for n, i in enumerate(order):
         k = kernels[i]
@@ -326,6 +331,7 @@ td.code{white-space:pre;min-width:40em}.wide{overflow-x:auto}td.ditto{color:#aaa
 td.g{position:relative;padding:0}td.g i{position:absolute;top:0;bottom:0;width:6px}
 table.src tr.hl td.ln{background:#ffd43b;color:#000}
 ul.notes{padding-left:1.2em}ul.notes li{margin:.25em 0}li.warn,.warn li{color:#a61e4d}
+pre.auto{font:12px/1.35 ui-monospace,SFMono-Regular,Menlo,monospace;overflow-x:auto}
 details>summary{cursor:pointer;font-weight:600;margin:.8em 0 .3em}img{max-width:100%;height:auto}
 """
 

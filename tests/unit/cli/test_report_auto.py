@@ -5,11 +5,13 @@ prints."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 
 import pytest
-from helpers import DATA
+from helpers import DATA, browser
 from helpers.cli import invoke
 
 from proton_inject.analyze import hot_kernels as hk
@@ -126,3 +128,22 @@ def test_an_auto_json_that_is_a_directory_is_a_warning_too(profiled, tmp_path):
     res = invoke(["report", out, "-j", "1", "-v"], code=0)
     assert f"{out / 'auto.json'}: is a directory" in res.stderr and res.stdout.startswith("layernorm_fwd_kernel [")
     assert "(the ranking is left out of this report)" in res.stderr
+
+
+def test_the_page_shows_the_ranking_first(profiled, tmp_path):
+    out, doc = profiled
+    page_file = tmp_path / "report.html"
+    invoke(["report", out, "--html", page_file, "-j", "1"], code=0)
+    page = page_file.read_text()
+    section = re.search(r"<section id=auto><h2>[^<]*</h2><pre class=auto>(.*?)</pre></section>", page, re.S)
+    assert section and html.unescape(section.group(1)) == hk.format_auto(doc)
+    assert section.start() < page.index("<table class='sortable kernels'")
+
+
+@browser.requires_chromium
+def test_the_page_with_the_ranking_loads_in_chromium(profiled, tmp_path):
+    page_file = tmp_path / "report.html"
+    invoke(["report", profiled[0], "--html", page_file, "-j", "1"], code=0)
+    got = browser.load(page_file)
+    assert got.console == [], got.console
+    assert 'data-ready="1"' in got.dom and "<section id=\"auto\">" in got.dom, got.stderr[-2000:]
