@@ -233,7 +233,6 @@ def insert(src: str | os.PathLike, out: str | os.PathLike | None, rules: Rules, 
                         None if out is None else os.fspath(out), diff)
 
 
-FIRST_LOOK = "first-look"  # OUT/first-look: the first look's profile directory
 # The first look runs in a child interpreter (-P: no working directory on its path) whose path
 # holds this package's root only while it imports the tool: the program then sees sys.path as
 # `python script.py` sets it.
@@ -296,7 +295,7 @@ def profile_auto(
     _check_auto(argv, share, top)
     keep = KeepPolicy.parse(keep_launches) if isinstance(keep_launches, str) else keep_launches
     out = Path(out)
-    first = out / FIRST_LOOK
+    first = out / auto_report.FIRST_LOOK
     with output_locks(("-o", out), ("--plot", plot)):
         _clear_for_auto(out)
         child = _first_look_argv(first, keep, max_launches, max_pending_mb, keep_tuning,
@@ -358,9 +357,9 @@ def _clear_for_auto(out: Path) -> None:
 
     if out.exists() and not out.is_dir():
         raise UserError(f"-o {out}: exists and is not a directory")
-    if (out / FIRST_LOOK).exists():
-        clear_out_dir(out / FIRST_LOOK)
-    if out.is_dir() and any(p.name not in (FIRST_LOOK, auto_report.AUTO_FILE) and not p.name.startswith(".")
+    if (out / auto_report.FIRST_LOOK).exists():
+        clear_out_dir(out / auto_report.FIRST_LOOK)
+    if out.is_dir() and any(p.name not in (auto_report.FIRST_LOOK, auto_report.AUTO_FILE) and not p.name.startswith(".")
                             for p in out.iterdir()):
         clear_out_dir(out)
     (out / auto_report.AUTO_FILE).unlink(missing_ok=True)

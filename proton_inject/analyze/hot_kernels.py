@@ -21,7 +21,15 @@ from typing import Any
 
 from proton_inject.analyze.source_view import ns_text, region_depth
 from proton_inject.errors import UserError
-from proton_inject.formats.auto_report import AUTO_FILE, AutoReport, HotKernel, HotRegion, KernelShare, read_auto
+from proton_inject.formats.auto_report import (
+    AUTO_FILE,
+    FIRST_LOOK,
+    AutoReport,
+    HotKernel,
+    HotRegion,
+    KernelShare,
+    read_auto,
+)
 from proton_inject.formats.rules_file import Kind
 
 
@@ -200,3 +208,14 @@ def attach_auto(summary: dict[str, Any], inputs: Sequence[str | os.PathLike]) ->
         except UserError as e:
             warns.append(f"{e} (the ranking is left out of this report)")
     return warns
+
+
+def without_detail(out: Path) -> str:
+    """``report``'s error for a ``profile --auto`` OUT that holds no launches: why there is no
+    detailed run (auto.json's notes), and where the first look's launches are."""
+    try:
+        why = "; ".join(n for n in read_auto(out / AUTO_FILE)["notes"] if "detailed run" in n)
+    except UserError as e:
+        why = str(e)
+    return (f"{out}: {why or 'holds no detailed run'}; report {out / FIRST_LOOK} for the first "
+            f"look's launches (the ranking is in {out / AUTO_FILE})")

@@ -20,6 +20,7 @@ from proton_inject.formats.schema import is_int, is_number, read_json, type_name
 AUTO_FORMAT = "proton-inject-auto"
 AUTO_VERSION = 1
 AUTO_FILE = "auto.json"  # OUT/auto.json: an AutoReport
+FIRST_LOOK = "first-look"  # OUT/first-look: the first look's profile directory
 
 
 class KernelShare(TypedDict):

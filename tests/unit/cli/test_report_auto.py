@@ -147,3 +147,15 @@ def test_the_page_with_the_ranking_loads_in_chromium(profiled, tmp_path):
     got = browser.load(page_file)
     assert got.console == [], got.console
     assert 'data-ready="1"' in got.dom and "<section id=\"auto\">" in got.dom, got.stderr[-2000:]
+
+
+def test_without_a_detailed_run_the_error_says_why_and_where_the_first_look_is(profiled, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(profiled[0] / "first-look", out / "first-look")
+    doc = {**profiled[1], "detail": None, "hot": [], "exit_code": 1,
+           "notes": ["no detailed run: the program exited with code 1 in the first look"]}
+    auto_report.write_auto(out, doc)
+    res = invoke(["report", out], code=2)
+    assert (f"{out}: no detailed run: the program exited with code 1 in the first look; report "
+            f"{out / 'first-look'} for the first look's launches") in res.stderr
+    assert "Traceback" not in res.output
