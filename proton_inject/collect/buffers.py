@@ -280,6 +280,8 @@ class LaunchBuffers:
         their records; their clock is then fitted or guessed, and said so."""
         import torch
 
+        for d in range(torch.cuda.device_count()):
+            tool_stream(d)  # (made now: a stream made later might be made during a capture)
         try:
             for d in range(torch.cuda.device_count()):
                 self.brackets[d] = (bracket.compile_for(d),
