@@ -11,9 +11,11 @@ iterations), launched in turn. Each round times, in this order, interleaved:
   default      instrumented, the session's default keep policy
 
 Per case: us per launch (median over rounds, min..max) and the ratio to plain's median, the
-session's start and stop (stop waits for the copies and writes the raw files), and launches
-kept. Collect only: no report is decoded. ``--cprofile DIR`` also writes a cProfile of one
-round of ``kept`` and of ``not kept`` (top 30 functions by own time).
+session's start, its first launches (``FIRST_LAUNCHES``, timed apart: each build's first load,
+the first slab, the first launches' clock brackets; the loop after them is what a long
+program pays), its stop (waits for the copies and writes the raw files), and launches kept.
+Collect only: no report is decoded. ``--cprofile DIR`` also writes a cProfile of one round of
+``kept`` and of ``not kept`` (top 30 functions by own time).
 
     PYTHONPATH=. python benchmarks/launch_cost.py [--launches 20000] [--kept-launches 2000] [--rounds 3]
 """
@@ -74,23 +76,30 @@ CASES = {
 }
 
 
+# Launches of a session timed apart before its loop (three of each kernel: each build's first
+# three kept launches get a clock bracket).
+FIRST_LAUNCHES = 6
+
+
 def timed_case(name: str, x: torch.Tensor, n: int, out: Path, prof: cProfile.Profile | None = None
-               ) -> tuple[float, float, float, int]:
-    """(us per launch, session start s, session stop s, launches kept) of one round of ``name``."""
+               ) -> tuple[float, float, float, int, float]:
+    """(us per launch after the first ones, session start s, session stop s, launches kept,
+    the first launches' ms) of one round of ``name``."""
     kw = CASES[name]
     if kw is None:
-        return launches(x, n), 0.0, 0.0, 0
+        return launches(x, n), 0.0, 0.0, 0, 0.0
     session = Session(out=out, **kw)
     t0 = time.perf_counter()
     session.start()
     t1 = time.perf_counter()
     try:
+        first_ms = launches(x, FIRST_LAUNCHES) * FIRST_LAUNCHES / 1e3
         us = prof.runcall(launches, x, n) if prof is not None else launches(x, n)
     finally:
         t2 = time.perf_counter()
         result = session.stop()
         t3 = time.perf_counter()
-    return us, t1 - t0, t3 - t2, len(result.launches)
+    return us, t1 - t0, t3 - t2, len(result.launches), first_ms
 
 
 def long_run(x: torch.Tensor, n: int, out: Path) -> None:
@@ -101,7 +110,7 @@ def long_run(x: torch.Tensor, n: int, out: Path) -> None:
     torch.cuda.reset_peak_memory_stats()
     dev0 = torch.cuda.max_memory_allocated()
     plain = launches(x, min(n, 20000))
-    us, start, stop, kept = timed_case("default", x, n, out)
+    us, start, stop, kept, _ = timed_case("default", x, n, out)
     disk = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
     dev = (torch.cuda.max_memory_allocated() - dev0) / 2**20
@@ -124,7 +133,7 @@ def main() -> None:
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
     x = torch.zeros(N_FLOATS, device="cuda")
     work = Path(tempfile.mkdtemp(prefix="pi-launch-"))
-    rows: dict[str, list[tuple[float, float, float, int]]] = {k: [] for k in names}
+    rows: dict[str, list[tuple[float, float, float, int, float]]] = {k: [] for k in names}
     for r in range(args.rounds + 1):  # round 0 compiles and warms up
         for name in names:
             n = args.kept_launches if name == "kept" else args.launches
@@ -147,14 +156,14 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, {args.rounds} rounds; launches a round: "
           f"{args.launches} ({args.kept_launches} for 'kept')")
     print(f"{'case':12s} {'us/launch':>9s} {'(min..max)':>16s} {'x plain':>8s} {'start s':>8s} "
-          f"{'stop s':>7s} {'kept':>6s}")
+          f"{'first ms':>8s} {'stop s':>7s} {'kept':>6s}")
     for name, ts in rows.items():
         us = [t[0] for t in ts]
         med = statistics.median(us)
         ratio = f"{med / base:8.3f}" if base else "       -"
         print(f"{name:12s} {med:9.2f} {f'({min(us):.2f}..{max(us):.2f})':>16s} {ratio} "
-              f"{statistics.median(t[1] for t in ts):8.2f} {statistics.median(t[2] for t in ts):7.2f} "
-              f"{statistics.median(t[3] for t in ts):6.0f}")
+              f"{statistics.median(t[1] for t in ts):8.2f} {statistics.median(t[4] for t in ts):8.1f} "
+              f"{statistics.median(t[2] for t in ts):7.2f} {statistics.median(t[3] for t in ts):6.0f}")
 
 
 if __name__ == "__main__":
