@@ -156,9 +156,18 @@ class Slabs:
             from proton_inject.collect.buffers import tool_stream
             from proton_inject.collect.device_ops import zero
 
+            # With a spare: the next slab is needed while this one's copy is still under way,
+            # and an allocation then would cost the program's thread milliseconds (the pool
+            # reuses a slab once its copy is done, so two are enough while launches keep coming).
+            roomy = size == self.slab_bytes and self.pool.held + buf.numel() <= self.pool.limit
+            spare = self.pool.take(size, device)[0] if roomy else None
             zs = tool_stream(device)
-            zero(buf, zs.cuda_stream)
+            for b in (buf, spare):
+                if b is not None:
+                    zero(b, zs.cuda_stream)
             zs.synchronize()
+            if spare is not None:
+                self.pool.give_back(spare)
         return Slab(buf, device)
 
     def _ship(self, slab: Slab) -> None:
