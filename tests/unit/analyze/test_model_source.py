@@ -14,7 +14,7 @@ from helpers.cli import invoke
 from proton_inject.analyze.report import run_report
 from proton_inject.formats.raw import LaunchMeta, read_launch_meta
 
-WRAPPER_SITE = "/tmp/torchinductor_u/dy/cdyh.py:211 (call)"  # Inductor's wrapper calls its kernels
+WRAPPER_SITE = "torchinductor_u/dy/cdyh.py:211 (call)"  # Inductor's wrapper calls its kernels
 SOURCES = [{"lines": ["model.py:6 (forward)"], "nodes": ["y"], "aten": ["aten.mul", "aten._softmax"]},
            {"lines": ["model.py:6 (forward)", "model.py:9 (forward)"], "nodes": ["y", "add"],
             "aten": ["aten._softmax", "aten.add"]}]
