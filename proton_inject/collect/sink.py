@@ -192,7 +192,7 @@ class Sink:
                     autotune: dict[str, Any]) -> None:
         """run.json: the run's launches, what was not kept and why, and what the session knew
         (the tree of ``run``, the keep policy and launch counts, the autotuners' choices)."""
-        from proton_inject.formats.raw import raw_prefix
+        from proton_inject.formats.raw import raw_name
 
         # Always written (report reads it to explain a run that kept nothing).
         index = {
@@ -211,7 +211,7 @@ class Sink:
                     "num_warps": r.num_warps,
                     "config": r.config_name,
                     "tuning": r.tuning,
-                    "raw": f"raw/{raw_prefix(Path(), self.meta.of(r)).name}.bin{'.gz' if self._gz() else ''}",
+                    "raw": f"raw/{raw_name(r.kernel, r.seq, self.rank)}.bin{'.gz' if self._gz() else ''}",
                     "all_zero": r.all_zero,
                     "graph_replay": r.graph_replay,
                 }  # fmt: skip

@@ -207,9 +207,14 @@ def _as_bytes(buffer: Any) -> np.ndarray:
 
 def raw_prefix(out_dir: str | os.PathLike, meta: LaunchMeta) -> Path:
     """Where ``save_raw`` should put a launch inside a ``raw/`` directory."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in meta.kernel)
-    head = "" if meta.rank is None else f"rank{meta.rank}-"
-    return Path(out_dir) / f"{head}{meta.launch:05d}-{safe}"
+    return Path(out_dir) / raw_name(meta.kernel, meta.launch, meta.rank)
+
+
+def raw_name(kernel: str, launch: int, rank: int | None) -> str:
+    """A launch's file name in ``raw/``, without its suffix (``raw_prefix``'s last part)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in kernel)
+    head = "" if rank is None else f"rank{rank}-"
+    return f"{head}{launch:05d}-{safe}"
 
 
 def save_raw(path_prefix: str | os.PathLike, buffer: Any, meta: LaunchMeta,
