@@ -381,10 +381,8 @@ class LaunchBuffers:
         s = self.stream_obj(pending.stream, device)
         # Outside a capture a clock bracket may ride in the buffer's tail (one buffer, one
         # copy); a captured launch has none (a bracket kernel would join the user's graph).
-        bracketed = not capturing and device in self.brackets and self.bracket_due(device, early)
-        ctas = self.brackets[device][1] if bracketed else 0
-        at = -(-size // 128) * 128
-        total = at + clock_bracket.bracket_bytes(ctas) if ctas else size
+        ctas = 0 if capturing else self.bracket_ctas(device, early)
+        at, total = clock_bracket.after_records(size, ctas)
         if capturing:
             # A global-mode capture forbids allocating from other threads: take the graph's pool.
             buf = _device_empty(total, device, inline=mode == "global")
@@ -404,6 +402,11 @@ class LaunchBuffers:
         else:
             self.before_kernel(pending, s.cuda_stream)
         return buf[:size]
+
+    def bracket_ctas(self, device: int, early: bool = False) -> int:
+        """The CTAs of the clock bracket this kept launch gets (``bracket_due``), 0 for none."""
+        entry = self.brackets.get(device)
+        return entry[1] if entry is not None and self.bracket_due(device, early) else 0
 
     def bracket_due(self, device: int, early: bool = False) -> bool:
         """Whether this kept launch gets its own clock bracket: each of the first

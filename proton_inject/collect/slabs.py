@@ -94,11 +94,8 @@ class Slabs:
         CTAs (side 0's rows; side 1's follow them). ``head``: the launch's first ``SlabLaunch``
         fields (seq .. launched_from); ``early``: one of its build's first launches (bracketed).
         Call ``done`` once the launch is enqueued. None once the session has stopped."""
-        at = -(-size // ALIGN) * ALIGN
-        ctas = 0
-        if device in self.buffers.brackets and self.buffers.bracket_due(device, early):
-            ctas = self.buffers.brackets[device][1]
-        total = at + clock_bracket.bracket_bytes(ctas) if ctas else size
+        ctas = self.buffers.bracket_ctas(device, early)
+        at, total = clock_bracket.after_records(size, ctas)
         step = -(-total // ALIGN) * ALIGN
         shipping = None
         try:

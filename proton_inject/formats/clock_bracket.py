@@ -16,6 +16,14 @@ def bracket_bytes(ctas: int) -> int:
     return 2 * ctas * WORDS * 8
 
 
+def after_records(size: int, ctas: int) -> tuple[int, int]:
+    """Where a bracket of ``ctas`` CTAs rides after a launch's ``size`` record bytes (one
+    buffer, one copy): the byte offset of its rows (side 0's, then side 1's) and the bytes of
+    records and bracket together (``size`` when ``ctas`` is 0: no bracket)."""
+    at = -(-size // 128) * 128
+    return at, (at + bracket_bytes(ctas) if ctas else size)
+
+
 def summarize(rows: np.ndarray) -> dict[str, Any] | None:
     """One side's rows ``(ctas, 5)`` int64 -> what the metadata keeps (None: nothing ran).
 

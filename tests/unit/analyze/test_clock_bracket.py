@@ -286,3 +286,11 @@ def test_a_graph_replay_takes_the_rate_the_devices_other_brackets_measured(tmp_p
     assert any("other launch" in i.detail and "1544 MHz" in i.detail for i in second.issues)
     res = run_report([tmp_path / "raw"])
     assert "device-bracket 1,544 MHz on 1 of 2 launches" in res.text, res.text
+
+
+def test_a_bracket_rides_after_the_records_on_a_128_byte_boundary():
+    from proton_inject.formats.clock_bracket import WORDS, after_records
+
+    assert after_records(100, 0) == (128, 100)  # no bracket: the records alone
+    assert after_records(100, 132) == (128, 128 + 2 * 132 * WORDS * 8)
+    assert after_records(256, 1) == (256, 256 + 2 * WORDS * 8)
