@@ -24,20 +24,16 @@ from proton_inject.formats import clock_bracket
 
 
 def _current_device() -> int:
-    global _current_device
     import torch
 
-    _current_device = torch._C._cuda_getDevice  # (this runs on every kept launch: looked up once)
-    return _current_device()
+    return torch._C._cuda_getDevice()
 
 
 def _capturing_here() -> bool:
     """Whether this thread's current stream is capturing a CUDA graph (by any API)."""
-    global _capturing_here
     import torch
 
-    _capturing_here = torch._C._cuda_isCurrentStreamCapturing
-    return _capturing_here()
+    return torch._C._cuda_isCurrentStreamCapturing()
 
 
 class KernelLauncher:
