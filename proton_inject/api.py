@@ -373,8 +373,7 @@ def _first_look_argv(first: Path, keep: KeepPolicy | None, max_launches: int | N
     argv = ["profile", "--kernel-scope", "-o", str(first), "--no-report",
             "--max-pending-mb", repr(float(max_pending_mb))]
     if keep is not None:
-        argv += ["--keep-launches", f"first={keep.first},every={keep.every},"
-                                    f"max={'none' if keep.total is None else keep.total}"]
+        argv += ["--keep-launches", keep.spec()]
     argv += ["--max-launches", str(max_launches)] if max_launches is not None else []
     argv += ["--keep-tuning"] if keep_tuning else []
     argv += ["--autotune-from", os.fspath(autotune_from)] if autotune_from is not None else []

@@ -44,6 +44,10 @@ class KeepPolicy:
             policy = replace(policy, **{"total" if key == "max" else key: value})
         return policy
 
+    def spec(self) -> str:
+        """This policy as ``--keep-launches`` takes it (``parse`` reads it back)."""
+        return f"first={self.first},every={self.every},max={'none' if self.total is None else self.total}"
+
     @classmethod
     def from_options(cls, spec: str | None, sample: int | None) -> KeepPolicy | None:
         """The policy of --keep-launches SPEC and --sample-launches N (None: the default)."""

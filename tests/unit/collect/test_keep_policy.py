@@ -42,6 +42,12 @@ def test_spec_keys_and_bound():
     assert "1 in 100" in KeepPolicy().describe() and KeepPolicy.parse("all").describe() == "every launch"
 
 
+def test_a_policy_written_as_its_spec_reads_back_the_same():
+    for text in ("all", "first=5,every=7,max=none", "first=0,every=0,max=3", ""):
+        p = KeepPolicy.parse(text)
+        assert KeepPolicy.parse(p.spec()) == p
+
+
 def test_replays_of_a_graph_follow_the_policy():
     p = KeepPolicy.parse("first=2,every=50")
     assert [r for r in range(1, 151) if p.keeps_replay(r)] == [1, 2, 50, 100, 150]
