@@ -4,17 +4,15 @@ device and record-changing lowering options.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from proton_inject.errors import UserError
-from proton_inject.formats.files import user_cache_dir, write_atomic
+from proton_inject.formats.files import user_cache_dir, waiting_lock, write_atomic
 from proton_inject.formats.schema import read_json
 
 CACHE_VERSION = 2  # 1: a region around one clock read, no plain reference
@@ -30,13 +28,8 @@ def cache_lock() -> Iterator[None]:
     """Hold the cache's lock (waiting for it): processes meeting a new GPU at once, such as
     the ranks of one job, then calibrate it once, one after the other. OSError if the cache
     directory cannot be made."""
-    d = user_cache_dir(make=True)
-    fd = os.open(d / "record_cost.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # (freed by the kernel if this process dies)
+    with waiting_lock(user_cache_dir(make=True) / "record_cost.lock"):
         yield
-    finally:
-        os.close(fd)
 
 
 def cache_key(device: str, clock_bits: int = 64, buffer_type: str = "shared",

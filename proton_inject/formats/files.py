@@ -350,6 +350,21 @@ def _inside(a: Path, b: Path) -> bool:
 
 
 @contextmanager
+def waiting_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold ``flock``'s lock on the file ``path`` (made 0600 if missing), waiting while another
+    process holds it; a killed holder frees it. Never through a link planted there, never
+    blocking on a FIFO: a lock file that is not a regular file is an OSError."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "a lock file that is not a regular file", str(path))
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
 def output_locks(*outputs: tuple[str, str | os.PathLike | None]) -> Iterator[None]:
     """``output_lock`` on each ``(option, path)`` given a path, at once."""
     with ExitStack() as stack:

@@ -11,7 +11,6 @@ directory is removed, as entries (links are not followed), and the kernels are b
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import stat
@@ -20,7 +19,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from proton_inject.errors import UserError
-from proton_inject.formats.files import private_dir, write_atomic
+from proton_inject.formats.files import private_dir, waiting_lock, write_atomic
 from proton_inject.formats.schema import file_sha256, loads_json, read_text
 
 SEAL = "proton-inject-seal.json"
@@ -33,16 +32,12 @@ def checked(cache: str | os.PathLike) -> Iterator[Path]:
     the module), held against other sessions (a lock beside it) while the block compiles into
     it; sealed anew after."""
     d = Path(cache)
-    lock = os.open(str(d.parent / f".{d.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with waiting_lock(d.parent / f".{d.name}.lock"):
         if not _sealed(d):
             _empty(d)
         private_dir(d)
         yield d
         seal(d)
-    finally:
-        os.close(lock)
 
 
 def _files(d: Path) -> dict[str, str] | None:
