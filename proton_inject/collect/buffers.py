@@ -271,7 +271,9 @@ class LaunchBuffers:
         # Clock-bracket kernel per device and its CTAs (one per SM); why, where there is none.
         self.brackets: dict[int, tuple[Any, int]] = {}
         self.bracket_error: str | None = None
-        self._last_bracket: dict[int, float] = {}  # device -> when its last bracket ran
+        # device -> when a launch not among its build's first is next bracketed (perf_counter s);
+        # slabs read it before asking bracket_ctas, which costs a kept launch a call
+        self.bracket_after: dict[int, float] = {}
         self._streams: dict[tuple[int, int], Any] = {}
 
     def compile_brackets(self) -> None:
@@ -415,7 +417,7 @@ class LaunchBuffers:
         share of a launch-bound program's GPU time; the other launches' clocks come from
         their own timer reads or the device's brackets."""
         now = time.perf_counter()
-        if not early and now - self._last_bracket.get(device, -1e9) < BRACKET_EVERY_S:
+        if not early and now < self.bracket_after.get(device, 0.0):
             return False
-        self._last_bracket[device] = now
+        self.bracket_after[device] = now + BRACKET_EVERY_S
         return True

@@ -26,24 +26,38 @@ def _not_the_program() -> tuple[str, ...]:
     return tuple(sorted(os.path.join(os.path.abspath(p), "") for p in paths if p))
 
 
-def call_site(skip: int = 1) -> str | None:
-    """``file:line (function)`` of the program's frame that led here, None if every frame
-    belongs to a library (a launch from a library's own thread, say)."""
+def program_frame(skip: int = 1) -> tuple[str, int, str] | None:
+    """(file, line, function) of the program's frame that led here, None if every frame
+    belongs to a library (a launch from a library's own thread, say). Kept launches call it
+    and format it later (``site_text``), off the launch path."""
     frame = sys._getframe(skip)
-    ours = _is_library
+    known = _is_library.get
     while frame is not None:
         code = frame.f_code
-        lib = ours.get(code)
-        if lib is None:  # (each code object is looked at once: this runs on every kept launch)
-            name = code.co_filename
-            lib = ours[code] = name.startswith(_not_the_program()) or name.startswith("<")
+        name = code.co_filename
+        lib = known(name)
+        if lib is None:  # (each file is looked at once: this runs on every kept launch)
+            lib = _is_library[name] = name.startswith(_not_the_program()) or name.startswith("<")
         if not lib:
-            return f"{_shown(code.co_filename)}:{frame.f_lineno} ({code.co_name})"
+            return name, frame.f_lineno, code.co_name
         frame = frame.f_back
     return None
 
 
-_is_library: dict = {}  # code object -> whether its file is outside the program
+def site_text(site: tuple[str, int, str] | None) -> str | None:
+    """``file:line (function)``, the file relative to the working directory when inside it."""
+    return None if site is None else f"{_shown(site[0])}:{site[1]} ({site[2]})"
+
+
+def call_site(skip: int = 1) -> str | None:
+    """``site_text`` of the program's frame that led here (``program_frame``)."""
+    return site_text(program_frame(skip + 1))
+
+
+# File name -> whether it is outside the program. Keyed by the name, not the code object: a
+# code object's hash is computed anew from its bytecode and constants each time (0.4 us for
+# Triton's launch function on a 2-core VM); a string keeps its hash.
+_is_library: dict[str, bool] = {}
 
 
 @functools.cache

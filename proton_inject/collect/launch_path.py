@@ -16,24 +16,17 @@ import threading
 from typing import Any
 
 from proton_inject.collect.buffers import BRACKETED_FIRST
-from proton_inject.collect.call_site import call_site
+from proton_inject.collect.call_site import call_site, program_frame
 from proton_inject.collect.device_ops import in_tool_work, tool_work
 from proton_inject.collect.keep_policy import NEVER, KeepPolicy, LaunchCounts
 from proton_inject.collect.launches import _KernelInfo, _Pending, config_of_autotune, config_of_kernel
-from proton_inject.formats import clock_bracket
+from proton_inject.collect.slabs import NOT_TAKEN
 
 
 def _current_device() -> int:
     import torch
 
     return torch._C._cuda_getDevice()
-
-
-def _capturing_here() -> bool:
-    """Whether this thread's current stream is capturing a CUDA graph (by any API)."""
-    import torch
-
-    return torch._C._cuda_isCurrentStreamCapturing()
 
 
 class KernelLauncher:
@@ -43,11 +36,12 @@ class KernelLauncher:
     Triton's launcher would after asking the profile allocator (one Python call less than a
     plain launch of the same build)."""
 
-    __slots__ = ("inner", "info", "counts", "path", "direct", "coop", "pdl", "per_cta", "discard",
+    __slots__ = ("inner", "info", "counts", "path", "device", "direct", "coop", "pdl", "per_cta", "discard",
                  "discard_bytes")
 
-    def __init__(self, inner: Any, info: _KernelInfo, counts: LaunchCounts, path: LaunchPath) -> None:
-        self.inner, self.info, self.counts, self.path = inner, info, counts, path
+    def __init__(self, inner: Any, info: _KernelInfo, counts: LaunchCounts, path: LaunchPath,
+                 device: int) -> None:
+        self.inner, self.info, self.counts, self.path, self.device = inner, info, counts, path, device
         self.per_cta = int(getattr(info.ck.metadata, "num_ctas", 1) or 1) * info.scratch
         # Triton's CUDA launcher with no global scratch: its entry point can take our buffer.
         plain_entry = (type(inner).__name__ == "CudaLauncher" and not getattr(inner, "global_scratch_size", 1)
@@ -98,6 +92,7 @@ class LaunchPath:
         self._lock = threading.Lock()
         self.active = False
         self.capturing = 0  # CUDA-graph captures under way (the launch path then always asks)
+        self._capturing_here: Any = None  # torch's query, bound at install
         self.unhooked: set[str] = set()  # kernels whose builds never went through the hook
 
     def connect(self, buffers: Any, sink: Any, graphs: Any, slabs: Any) -> None:
@@ -125,6 +120,10 @@ class LaunchPath:
             return wrapper
 
         patches.patch(CompiledKernel, "__init__", init)
+        import torch
+
+        # Whether this thread's current stream is capturing a CUDA graph (by any API).
+        self._capturing_here = torch._C._cuda_isCurrentStreamCapturing
         self.active = True
         patches.on_undo(self.uninstall)
 
@@ -158,7 +157,7 @@ class LaunchPath:
         if not info.instrumented or self.autotune.building_plain or ck._run is None:
             return
         counts = LaunchCounts(info.name, self.policy)
-        w = KernelLauncher(ck._run, info, counts, self)
+        w = KernelLauncher(ck._run, info, counts, self, _current_device())  # (loaded on it just now)
         with self._lock:
             if self.policy.total is not None and self.kept >= self.policy.total:
                 counts.next_keep = NEVER
@@ -201,6 +200,8 @@ class LaunchPath:
 
     def launch(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,
                args: tuple) -> Any:
+        """A launch the policy keeps: into a slab (the usual case, ``Slabs.launch``), else a
+        buffer of its own. Every line here is paid by each kept launch of a launch-bound loop."""
         c = w.counts
         c.next_keep = self.policy.next_after(c.seen)
         if not self.active or in_tool_work():
@@ -209,18 +210,33 @@ class LaunchPath:
         if tuning is not None and not self.autotune.keep_tuning:
             self._count_drop("autotune benchmarking")
             return w.inner(gx, gy, gz, stream, function, *args)
-        size = gx * gy * gz * w.per_cta
-        slab = (w.direct is not None and 0 < size <= self.slabs.largest and not self.capturing
-                and getattr(self._tls, "measure", None) is None and not _capturing_here())
-        with self._lock:  # (a launch captured into a CUDA graph: the policy picks its replays)
-            if not self.capturing and self.policy.total is not None and self.kept >= self.policy.total:
+        total = self.policy.total
+        if total is not None and self.kept >= total and not self.capturing:
+            with self._lock:  # (a launch captured into a CUDA graph: the policy picks its replays)
                 self._quota_spent()
                 self._count_drop(self.bound_reason)
-                return w.inner(gx, gy, gz, stream, function, *args)
-            if slab:
-                self.kept += 1
-        if slab:
-            return self._into_slab(w, gx, gy, gz, stream, function, args, tuning, size)
+            return w.inner(gx, gy, gz, stream, function, *args)
+        size = gx * gy * gz * w.per_cta
+        if (w.direct is not None and 0 < size <= self.slabs.largest and not self.capturing
+                and getattr(self._tls, "measure", None) is None and not self._capturing_here()):
+            stream = stream or 0
+            # (unlocked: two threads keeping at once may keep a launch or two past the total)
+            self.kept += 1
+            ret = self.slabs.launch(w, gx, gy, gz, stream, function, args, size, (
+                self.sink.next_seq(), w.info, (gx, gy, gz), stream, w.device, self._config(w.info, tuning),
+                tuning is not None, program_frame(3)))  # (frames 1-2: ours)
+            if ret is not NOT_TAKEN:
+                return ret
+            self.kept -= 1
+            return w.inner(gx, gy, gz, stream, function, *args)
+        return self._own_buffer(w, gx, gy, gz, stream, function, args, tuning, size)
+
+    def _own_buffer(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,
+                    args: tuple, tuning: Any, size: int) -> Any:
+        """A kept launch with a buffer of its own (``LaunchBuffers``): captured into a CUDA graph,
+        timed by --measure-overhead, larger than half a slab, or a launcher without the C entry
+        point."""
+        c = w.counts
         p = _Pending(w.info, (int(gx), int(gy), int(gz)), int(stream or 0),
                      self._config(w.info, tuning), tuning is not None, launched_from=call_site(3))
         try:
@@ -251,34 +267,6 @@ class LaunchPath:
                     self.graphs.captured(p)
                 else:
                     self.sink.keep(p)
-        return ret
-
-    def _into_slab(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,
-                   args: tuple, tuning: Any, size: int) -> Any:
-        """A kept launch records into its device's open slab, given to the launcher's C entry
-        point as an address (``Slabs``): nothing else of ours runs on the launch path."""
-        device = _current_device()
-        try:  # (no tool_work(): taking bytes launches nothing and calls no torch operator)
-            head = (self.sink.next_seq(), w.info, (gx, gy, gz), stream or 0, device,
-                    self._config(w.info, tuning), tuning is not None, call_site(4))  # (frames 1-3: ours)
-            got = self.slabs.take(device, stream or 0, size, head, w.counts.seen <= BRACKETED_FIRST)
-        except Exception as e:  # never fail the program's launch because of us
-            self.buffers.failed(e)
-            got = None
-        if got is None:  # (or the session stopped meanwhile: it runs unprofiled)
-            return w.inner(gx, gy, gz, stream, function, *args)
-        slab, address, bracket = got
-        ok = False
-        try:
-            if bracket is not None:  # (rows, CTAs): side 0's rows, then side 1's
-                self.buffers.launch_bracket(device, bracket[0], stream)
-            ret = w.direct(gx, gy, gz, stream, function, w.coop, w.pdl, None, address, *args)
-            if bracket is not None:
-                self.buffers.launch_bracket(device, bracket[0] + clock_bracket.bracket_bytes(bracket[1]) // 2,
-                                            stream)
-            ok = True
-        finally:
-            self.slabs.done(slab, None if ok else address)
         return ret
 
     def _quota_spent(self) -> None:

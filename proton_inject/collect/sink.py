@@ -11,6 +11,7 @@ from typing import Any
 
 from proton_inject.collect import device_ops
 from proton_inject.collect.buffers import HostRing, _pinned
+from proton_inject.collect.call_site import site_text
 from proton_inject.collect.launch_meta import LaunchMetadata
 from proton_inject.collect.launches import LaunchRecord, _Pending
 from proton_inject.collect.raw_writer import InFlight, RawWriter
@@ -43,7 +44,9 @@ class Sink:
         self.host_ring = HostRing(min(max_pending, 32 << 20), self.writer.wake)
         self._copy_lock = threading.Lock()
         self._copy_streams: dict[int, Any] = {}
-        self._seq = itertools.count()  # kept launches in launch order (LaunchRecord.seq)
+        # The next kept launch's number (LaunchRecord.seq: launch order; a launch that failed
+        # leaves a gap), a C call: every kept launch draws one.
+        self.next_seq = itertools.count().__next__
         self.meta = LaunchMetadata(out, options, hook, max_shared, buffers, note, rank)
 
     def _writer_error(self, text: str) -> None:
@@ -79,10 +82,6 @@ class Sink:
         launched.record(s)
         copy_stream.wait_event(launched)
         self.copy_out(rec, p, copy_stream)  # (outside the lock: it may wait for the writer)
-
-    def next_seq(self) -> int:
-        """The next kept launch's number (launch order; a launch that failed leaves a gap)."""
-        return next(self._seq)
 
     def record(self, p: _Pending, stream: int, device: int, replay: int | None = None) -> LaunchRecord:
         return self._record(self.next_seq(), p.info, p.grid, stream, device, p.config, p.tuning,
@@ -160,7 +159,7 @@ class Sink:
             for e in what.launches:
                 with self._lock:
                     rec = self._record(e.seq, e.info, e.grid, e.stream, e.device, e.config, e.tuning,
-                                       e.launched_from)
+                                       site_text(e.launched_from))
                 rec.bracket_at = e.bracket_at
                 try:  # (one launch that cannot be saved does not lose the rest of its slab)
                     self._save_one(rec, data[e.offset: e.offset + e.nbytes])

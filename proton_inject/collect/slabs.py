@@ -8,6 +8,10 @@ stream, after one event per stream that launched into it, its used bytes are cop
 memory and zeroed, and one event after them hands it to the raw writer; the sink cuts the
 landed bytes into launches when it saves them. A slab goes back to the pool once that event
 has passed.
+
+Launches are enqueued under the slabs' lock, so a slab closed under it has every launch it
+was given enqueued already and can be shipped at once. All of it is Python on the program's
+thread for every kept launch: each call and attribute here costs a launch-bound program.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ import threading
 import time
 from typing import Any, NamedTuple
 
+from proton_inject.collect.buffers import BRACKETED_FIRST
 from proton_inject.formats import clock_bracket
 
 # A slab's bytes, at most a quarter of the pool's (--max-pending-mb).
 SLAB_BYTES = 8 << 20
+NOT_TAKEN = object()  # Slabs.launch's answer when no slab takes a launch
 SHIP_AFTER_S = 0.05  # so that a slow trickle of kept launches still reaches the host
 ALIGN = 128  # each launch's records start on this boundary (Triton asks 128 or less)
 
@@ -34,7 +40,7 @@ class SlabLaunch(NamedTuple):
     device: int
     config: dict[str, Any]
     tuning: bool
-    launched_from: str | None
+    launched_from: tuple[str, int, str] | None  # call_site.program_frame (site_text formats it)
     offset: int  # of its bytes in the slab
     nbytes: int  # records and, after them, its clock bracket's rows
     bracket_at: tuple[int, int] | None  # (byte offset in its bytes, CTAs per side)
@@ -55,8 +61,7 @@ class SlabBatch:
 
 
 class Slab:
-    __slots__ = ("buf", "base", "device", "size", "used", "streams", "launches", "opened", "enqueuing",
-                 "closed")
+    __slots__ = ("buf", "base", "device", "size", "used", "streams", "launches", "opened")
 
     def __init__(self, buf: Any, device: int) -> None:
         self.buf, self.device = buf, device
@@ -66,8 +71,6 @@ class Slab:
         self.streams: set[int] = set()
         self.launches: list[tuple] = []
         self.opened = time.perf_counter()
-        self.enqueuing = 0  # launches given bytes here whose kernels are not enqueued yet
-        self.closed = False  # no more launches: shipped once ``enqueuing`` is back to 0
 
 
 class Slabs:
@@ -84,68 +87,77 @@ class Slabs:
         # nothing from sharing a copy and keeps a buffer of its own (LaunchBuffers).
         self.largest = self.slab_bytes // 2
         self._open: dict[int, Slab] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: Triton's launcher calls the program's launch hooks, and a hook may launch.
+        self._lock = threading.RLock()
+        self._depth = 0  # launches being enqueued under the lock on this thread (a hook's inside one)
         self._stopped = False
 
-    def take(self, device: int, stream: int, size: int, head: tuple, early: bool = False
-             ) -> tuple[Slab, int, tuple[int, int] | None] | None:
-        """Bytes for a kept launch of ``size`` (at most ``largest``) record bytes on ``device``: its
-        slab, their address and, when a clock bracket is due, the address of the bracket's rows and its
-        CTAs (side 0's rows; side 1's follow them). ``head``: the launch's first ``SlabLaunch``
-        fields (seq .. launched_from); ``early``: one of its build's first launches (bracketed).
-        Call ``done`` once the launch is enqueued. None once the session has stopped."""
-        ctas = self.buffers.bracket_ctas(device, early)
-        at, total = clock_bracket.after_records(size, ctas)
+    def launch(self, w: Any, gx: int, gy: int, gz: int, stream: int, function: Any, args: tuple,
+               size: int, head: tuple) -> Any:
+        """Enqueue kept launch ``w`` (a ``KernelLauncher`` with a C entry point) recording its
+        ``size`` record bytes (at most ``largest``) into its device's open slab, with a clock
+        bracket when one is due; Triton's launcher's return value, or ``NOT_TAKEN`` when no slab
+        can take it (the session stopped, a slab could not be made): the caller launches it
+        unprofiled. ``head``: the launch's first ``SlabLaunch`` fields (seq .. launched_from).
+        The program's own launch error is raised, and nothing of that launch is kept."""
+        device = head[4]
+        now = time.perf_counter()
+        early = w.counts.seen <= BRACKETED_FIRST
+        buffers = self.buffers
+        ctas = (buffers.bracket_ctas(device, early)
+                if early or now >= buffers.bracket_after.get(device, 0.0) else 0)
+        at, total = clock_bracket.after_records(size, ctas) if ctas else (size, size)
         step = -(-total // ALIGN) * ALIGN
         shipping = None
         try:
             with self._lock:
-                if self._stopped:
-                    return None
                 slab = self._open.get(device)
-                if slab is not None and (slab.used + step > slab.size
-                                         or time.perf_counter() - slab.opened > SHIP_AFTER_S):
-                    shipping = self._close(slab)
-                    slab = None
-                if slab is None:  # (a slab closed above is shipped even if this one cannot be made)
-                    slab = self._open[device] = self._new(device, max(self.slab_bytes, step))  # (a tiny bound)
-                off = slab.used
+                if self._depth:  # (a hook's launch inside one: unprofiled, the slab stays as it is)
+                    return NOT_TAKEN
+                if slab is None or slab.used + step > slab.size or now - slab.opened > SHIP_AFTER_S:
+                    slab, shipping = self._renew(device, slab, step)
+                    if slab is None:
+                        return NOT_TAKEN
+                address = slab.base + slab.used
                 slab.used += step
                 slab.streams.add(stream)
-                slab.enqueuing += 1
-                slab.launches.append((*head, off, total, (at, ctas) if ctas else None))
+                if ctas and not buffers.launch_bracket(device, address + at, stream):
+                    ctas = 0
+                self._depth += 1
+                try:
+                    ret = w.direct(gx, gy, gz, stream, function, w.coop, w.pdl, None, address, *args)
+                finally:
+                    self._depth -= 1
+                if ctas:
+                    buffers.launch_bracket(device, address + at + clock_bracket.bracket_bytes(ctas) // 2, stream)
+                slab.launches.append((*head, address - slab.base, total, (at, ctas) if ctas else None))
         finally:
             if shipping is not None:
                 self._ship(shipping)
-        return slab, slab.base + off, (slab.base + off + at, ctas) if ctas else None
+        return ret
 
-    def done(self, slab: Slab, failed_at: int | None = None) -> None:
-        """A launch given bytes in ``slab`` is enqueued (``failed_at``: its address, when its
-        launch raised instead: nothing of it is saved)."""
-        with self._lock:
-            if failed_at is not None:
-                slab.launches = [e for e in slab.launches if slab.base + e[-3] != failed_at]
-            slab.enqueuing -= 1
-            ready = slab.closed and slab.enqueuing == 0
-        if ready:
-            self._ship(slab)
+    def _renew(self, device: int, slab: Slab | None, step: int) -> tuple[Slab | None, Slab | None]:
+        """(under the lock) The device's slab for a launch of ``step`` bytes when ``slab`` is
+        absent, full or open too long: (the new one, or None when there is none to be had;
+        ``slab``, closed, to ship)."""
+        if slab is not None:
+            del self._open[device]
+        if self._stopped:
+            return None, slab
+        try:
+            new = self._open[device] = self._new(device, max(self.slab_bytes, step))  # (a tiny bound)
+        except Exception as e:  # never fail the program's launch because of us
+            self.buffers.failed(e)
+            return None, slab
+        return new, slab
 
     def ship_all(self) -> None:
-        """Ship every open slab (the session stops: no launch is kept any more; one still
-        being enqueued ships its slab when it is done)."""
+        """Ship every open slab (the session stops: no launch is kept any more)."""
         with self._lock:
             self._stopped = True
-            ready = [s for s in (self._close(s) for s in list(self._open.values())) if s is not None]
+            ready, self._open = list(self._open.values()), {}
         for slab in ready:
             self._ship(slab)
-
-    def _close(self, slab: Slab) -> Slab | None:
-        """(under the lock) No more launches go to ``slab``; it is returned when it can be
-        shipped now, else the last of its launches to be enqueued ships it."""
-        if self._open.get(slab.device) is slab:
-            del self._open[slab.device]
-        slab.closed = True
-        return slab if slab.enqueuing == 0 else None
 
     def _new(self, device: int, size: int) -> Slab:
         buf, fresh = self.pool.take(size, device)

@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.gpu, requires_gpu]
 
 @triton.jit
 def bump_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    for start in range(0, n, BLOCK):
+    # Each program its own blocks: two programs adding to one element would race (an element
+    # then gains 1 or 2 a launch, as the programs' timing falls, and the counts below mean nothing).
+    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
         offs = start + tl.arange(0, BLOCK)
         tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
 
