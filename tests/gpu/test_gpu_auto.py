@@ -56,9 +56,12 @@ def test_auto_opens_up_the_heavy_kernel_only(tmp_path):
              for f, ss in r["lines"].items() if f.endswith("two_kernels.py") for s in ss]
     assert any(a <= body <= b for a, b in spans), hot["regions"]
     assert "where the GPU time went" in auto.stderr and "heavy_row_sum" in auto.stderr
-    # `report OUT` reads the detailed run as any profile.
+    # `report OUT` reads the detailed run as any profile, after the first look's ranking
+    # (both kernels ranked; only the heavy one has regions).
     rep = run_cli(["report", out], cwd=tmp_path, env=env, code=0, timeout=TIMEOUT_S)
-    assert "heavy_row_sum" in rep.stdout and "light_add" not in rep.stdout
+    ranking, _, detail = rep.stdout.partition("heavy_row_sum [")
+    assert "light_add" in ranking and "* opened up below" in ranking, rep.stdout
+    assert detail and "light_add" not in detail, rep.stdout
 
 
 def test_auto_exits_with_the_programs_code_when_the_first_look_fails(tmp_path):
