@@ -37,11 +37,17 @@ def program_frame(skip: int = 1) -> tuple[str, int, str] | None:
         name = code.co_filename
         lib = known(name)
         if lib is None:  # (each file is looked at once: this runs on every kept launch)
-            lib = _is_library[name] = name.startswith(_not_the_program()) or name.startswith("<")
+            lib = classify(name)
         if not lib:
             return name, frame.f_lineno, code.co_name
         frame = frame.f_back
     return None
+
+
+def classify(name: str) -> bool:
+    """Whether the code of file ``name`` is outside the program (remembered in ``_is_library``)."""
+    lib = _is_library[name] = name.startswith(_not_the_program()) or name.startswith("<")
+    return lib
 
 
 def site_text(site: tuple[str, int, str] | None) -> str | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from proton_inject.collect import fast_launch
 from proton_inject.collect.buffers import BRACKETED_FIRST
 from proton_inject.collect.call_site import call_site, program_frame
 from proton_inject.collect.device_ops import in_tool_work, tool_work
@@ -59,6 +60,11 @@ class KernelLauncher:
                 return self.direct(gx, gy, gz, stream, function, self.coop, self.pdl, None,
                                    self.discard, *args)
             return self.path.not_kept(self, gx, gy, gz, stream, function, args)
+        fast = self.path.fast
+        if fast is not None:  # (the C twin of the usual kept launch: fast_launch.py)
+            ret = fast(self, gx, gy, gz, stream, function, args)
+            if ret is not NOT_TAKEN:
+                return ret
         return self.path.launch(self, gx, gy, gz, stream, function, args)
 
     def __getattr__(self, name: str) -> Any:  # the launcher's own attributes, as before
@@ -93,6 +99,8 @@ class LaunchPath:
         self.active = False
         self.capturing = 0  # CUDA-graph captures under way (the launch path then always asks)
         self._capturing_here: Any = None  # torch's query, bound at install
+        self.fast: Any = None  # the C fast path for kept launches, when on (fast_launch.py)
+        self._configs: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(autotuner config) -> it, as a dict
         self.unhooked: set[str] = set()  # kernels whose builds never went through the hook
 
     def connect(self, buffers: Any, sink: Any, graphs: Any, slabs: Any) -> None:
@@ -124,6 +132,13 @@ class LaunchPath:
 
         # Whether this thread's current stream is capturing a CUDA graph (by any API).
         self._capturing_here = torch._C._cuda_isCurrentStreamCapturing
+        if fast_launch.enabled() and self.slabs is not None:
+            try:
+                self.fast = fast_launch.make(self, self.slabs, self.sink, self.buffers)
+            except Exception as e:  # no C compiler or Python headers: the Python path does it all
+                self.buffers.result.messages.append(
+                    f"note: the C fast path for kept launches could not be built ({str(e)[:200]}); "
+                    "kept launches take the Python path")
         self.active = True
         patches.on_undo(self.uninstall)
 
@@ -144,6 +159,7 @@ class LaunchPath:
         """Every wrapped build launches through its own launcher again (a launcher that a
         library or Inductor took while we were installed passes straight through)."""
         self.active = False
+        self.fast = None  # (it holds this path: the cycle ends here)
         with self._lock:
             for ck, w in self._wrapped:
                 if ck._run is w:
@@ -280,8 +296,12 @@ class LaunchPath:
         at = getattr(self._tls, "autotuner", None)
         if tuning is not None and not isinstance(tuning, str):  # a triton.Config
             return config_of_autotune(tuning)
-        if at is not None and getattr(at, "best_config", None) is not None:
-            return config_of_autotune(at.best_config)
+        best = getattr(at, "best_config", None) if at is not None else None
+        if best is not None:  # (made once per config: a dict of its kwargs costs microseconds)
+            got = self._configs.get(id(best))
+            if got is None or got[0] is not best:
+                got = self._configs[id(best)] = (best, config_of_autotune(best))
+            return got[1]
         if info.config is None:
             info.config = config_of_kernel(info.ck)
         return info.config

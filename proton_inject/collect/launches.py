@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,3 +122,19 @@ class _Pending:
     launched_from: str | None = None  # the program's frame (call_site)
     fresh: bool = True  # the buffer is not zeroed yet (not from the pool)
     nbytes: int = 0  # bytes of the buffer the launch uses (records and bracket)
+
+
+class SessionThreadState(threading.local):
+    """What a session's collaborators share per thread. Every key has a default on the class,
+    so that a thread that never set one reads the default without an AttributeError raised and
+    caught inside getattr (about a microsecond each, and a kept launch reads several)."""
+
+    buffer: Any = None  # the device buffer prepared for the launch under way (LaunchBuffers)
+    pending: Any = None  # that launch's _Pending
+    capture: Any = None  # (graph, capture mode) while a CUDA graph captures on this thread
+    measure: Any = None  # --measure-overhead's timing of the launch under way
+    measure_start: Any = None
+    plain: bool = False  # the program's plain builds are being compiled and launched (Autotuning)
+    tuning: Any = None  # what an autotuner is timing now: a config, or "inductor"
+    autotuner: Any = None  # the Triton autotuner whose run this launch is in
+

@@ -32,7 +32,7 @@ from proton_inject.collect.compiler_patches import Compiler
 from proton_inject.collect.graphs import GraphReplays
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launch_path import LaunchPath
-from proton_inject.collect.launches import RunResult
+from proton_inject.collect.launches import RunResult, SessionThreadState
 from proton_inject.collect.measured_overhead import OverheadMeasurement
 from proton_inject.collect.patches import Patches
 from proton_inject.collect.sink import Sink
@@ -110,7 +110,7 @@ class Session:
         self.hook = CompileHook(source, self.out / "ir")
         self.keep_tuning = keep_tuning
         self.result = RunResult(out=str(self.out))
-        self._tls = threading.local()
+        self._tls = SessionThreadState()
         self._lock = threading.RLock()
         # The launch side: which launches are kept (``keep``: a policy or its --keep-launches
         # text, bounded by --max-launches) and their buffers; the sink (the ring of their

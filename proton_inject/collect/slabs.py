@@ -155,7 +155,8 @@ class Slabs:
         """Ship every open slab (the session stops: no launch is kept any more)."""
         with self._lock:
             self._stopped = True
-            ready, self._open = list(self._open.values()), {}
+            ready = list(self._open.values())
+            self._open.clear()  # (in place: the C fast path holds this dict)
         for slab in ready:
             self._ship(slab)
 

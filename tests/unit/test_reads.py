@@ -30,6 +30,7 @@ OWN_FILES = {
     ("lower/check.py", "_compile"): "the compiler's diagnostics file in our temp dir",
     ("lower/check.py", "_run_worker"): "the worker's diagnostics and log in our temp dir",
     ("ttgir/parser.py", "_get_parser"): "the package's own grammar file",
+    ("collect/fast_launch.py", "_module"): "the package's own C source, compiled once",
 }
 
 

@@ -1,0 +1,337 @@
+// A kept launch's usual case in C: the launch path's checks, the program's frame, the slab's
+// bytes and the launch itself in one call, so that a kept launch costs about what a plain one
+// does. Everything it does not handle (a build's first launches, a clock bracket due, a slab to
+// open or ship, an autotuner, a capture, --measure-overhead, tool work, the total reached) it
+// leaves to the Python launch path by answering NOT_TAKEN before it changes anything; the
+// Python path (collect/launch_path.py and collect/slabs.py) is the reference for each step.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <stddef.h>
+#include <time.h>
+
+#if PY_VERSION_HEX < 0x030D0000
+#define PyObject_GetOptionalAttr _PyObject_LookupAttr
+#endif
+
+#define BRACKETED_FIRST 3  // buffers.BRACKETED_FIRST: those launches take the Python path
+#define ALIGN 128          // slabs.ALIGN
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;  // Fast_call: a call of the object costs no tuple
+  // given at creation (see fast_launch.py)
+  PyObject *path, *slabs, *lock, *open, *tls, *tool_state, *capturing, *next_seq, *bracket_after,
+      *is_library, *classify, *config_of, *not_taken;
+  long long first, every, total, largest;  // the keep policy (total < 0: no bound); Slabs.largest
+  double ship_after;                         // slabs.SHIP_AFTER_S
+  // attribute names, interned once
+  PyObject *s_counts, *s_seen, *s_next_keep, *s_active, *s_capturing, *s_kept, *s_depth,
+      *s_tuning, *s_measure, *s_autotuner, *s_direct, *s_coop, *s_pdl, *s_per_cta, *s_device,
+      *s_info, *s_config, *s_used, *s_size, *s_opened, *s_base, *s_streams, *s_launches,
+      *s_acquire, *s_release, *s__depth;
+} Fast;
+
+static double now_s(void) {  // time.perf_counter's clock on Linux
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// An attribute as a C integer; -1 with an error set when absent or not an int.
+static long long attr_ll(PyObject *o, PyObject *name) {
+  PyObject *v = PyObject_GetAttr(o, name);
+  if (!v) return -1;
+  long long r = PyLong_AsLongLong(v);
+  Py_DECREF(v);
+  return r;
+}
+
+// Whether a thread-local attribute is set to something other than None (absent: not set).
+static int tls_set(PyObject *tls, PyObject *name) {
+  PyObject *v;
+  if (PyObject_GetOptionalAttr(tls, name, &v) < 0) return -1;
+  int set = v != NULL && v != Py_None;
+  Py_XDECREF(v);
+  return set;
+}
+
+// (file, line, function) of the first frame whose file is the program's, or None; a borrowed
+// frame walk from the caller (call_site.program_frame's C twin; files are classified by
+// `classify`, which fills `is_library`).
+static PyObject *program_frame(Fast *f) {
+  PyFrameObject *frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  while (frame) {
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    PyObject *name = code->co_filename;
+    PyObject *lib = PyDict_GetItemWithError(f->is_library, name);  // borrowed
+    if (!lib) {
+      if (PyErr_Occurred()) goto fail_code;
+      PyObject *r = PyObject_CallOneArg(f->classify, name);
+      if (!r) goto fail_code;
+      lib = PyObject_IsTrue(r) ? Py_True : Py_False;
+      Py_DECREF(r);
+    }
+    if (lib == Py_False) {
+      PyObject *site = Py_BuildValue("(OiO)", name, PyFrame_GetLineNumber(frame), code->co_name);
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      return site;
+    }
+    Py_DECREF(code);
+    PyFrameObject *back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+    continue;
+  fail_code:
+    Py_DECREF(code);
+    Py_DECREF(frame);
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
+// fast(w, gx, gy, gz, stream, function, args): Triton's return value, or NOT_TAKEN.
+static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != 7 || kwnames || !PyTuple_Check(argv[6])) {
+    PyErr_SetString(PyExc_TypeError, "fast(w, gx, gy, gz, stream, function, args)");
+    return NULL;
+  }
+  PyObject *w = argv[0], *gx = argv[1], *gy = argv[2], *gz = argv[3], *stream = argv[4],
+           *function = argv[5], *args = argv[6];
+  PyObject *counts = NULL, *direct = NULL, *info = NULL, *config = NULL, *slab = NULL, *site = NULL,
+           *seq = NULL, *ret = NULL, *v = NULL, *err_type, *err_value, *err_tb;
+  int locked = 0;
+
+  // The policy's next keep (KeepPolicy.next_after), as the Python path sets it first.
+  counts = PyObject_GetAttr(w, f->s_counts);
+  if (!counts) goto not_taken;
+  long long seen = attr_ll(counts, f->s_seen);
+  if (seen < 0) goto not_taken;
+  if (seen < f->first) v = PyLong_FromLongLong(seen + 1);
+  else if (f->every <= 0) v = PyFloat_FromDouble(Py_HUGE_VAL);
+  else v = PyLong_FromLongLong((seen / f->every + 1) * f->every);
+  if (!v || PyObject_SetAttr(counts, f->s_next_keep, v) < 0) goto not_taken;
+  Py_CLEAR(v);
+  if (seen <= BRACKETED_FIRST) goto not_taken;  // bracketed: the Python path
+
+  // The launch path's checks, cheapest first.
+  v = PyObject_GetAttr(f->path, f->s_active);
+  if (!v || v != Py_True) goto not_taken;
+  Py_CLEAR(v);
+  long long capturing = attr_ll(f->path, f->s_capturing);
+  if (capturing != 0) goto not_taken;
+  if (f->total >= 0 && attr_ll(f->path, f->s_kept) >= f->total) goto not_taken;
+  if (PyErr_Occurred()) goto not_taken;
+  if (PyObject_GetOptionalAttr(f->tool_state, f->s_depth, &v) < 0) goto not_taken;
+  if (v && PyObject_IsTrue(v)) goto not_taken;
+  Py_CLEAR(v);
+  if (tls_set(f->tls, f->s_tuning) != 0 || tls_set(f->tls, f->s_measure) != 0) goto not_taken;
+  int tuned = tls_set(f->tls, f->s_autotuner);  // launched by an autotuner: its best config
+  if (tuned < 0) goto not_taken;
+  direct = PyObject_GetAttr(w, f->s_direct);
+  if (!direct || direct == Py_None) goto not_taken;
+  long long per_cta = attr_ll(w, f->s_per_cta);
+  long long x = PyLong_AsLongLong(gx), y = PyLong_AsLongLong(gy), z = PyLong_AsLongLong(gz);
+  if (PyErr_Occurred() || x <= 0 || y <= 0 || z <= 0 || per_cta <= 0) goto not_taken;
+  if (x > f->largest || y > f->largest || z > f->largest) goto not_taken;  // (no overflow below)
+  long long size = x * y * z * per_cta;
+  if (size > f->largest) goto not_taken;
+  long long device = attr_ll(w, f->s_device);
+  if (device < 0) goto not_taken;
+  info = PyObject_GetAttr(w, f->s_info);
+  if (!info) goto not_taken;
+  config = tuned ? NULL : PyObject_GetAttr(info, f->s_config);
+  if (!config || config == Py_None) {  // (LaunchPath._config: cached per build and per config)
+    Py_XDECREF(config);
+    config = PyObject_CallFunctionObjArgs(f->config_of, info, Py_None, NULL);
+    if (!config) goto not_taken;
+  }
+  double now = now_s();
+  v = PyLong_FromLongLong(device);
+  if (!v) goto not_taken;
+  PyObject *due = PyDict_GetItemWithError(f->bracket_after, v);  // borrowed
+  Py_CLEAR(v);
+  if (PyErr_Occurred() || !due || now >= PyFloat_AsDouble(due)) goto not_taken;  // a bracket due
+  v = PyObject_CallNoArgs(f->capturing);
+  if (!v || v != Py_False) goto not_taken;
+  Py_CLEAR(v);
+  site = program_frame(f);
+  if (!site) goto not_taken;
+
+  // The slab: under the slabs' lock, as Slabs.launch.
+  v = PyObject_CallMethodNoArgs(f->lock, f->s_acquire);
+  if (!v) goto not_taken;
+  Py_CLEAR(v);
+  locked = 1;
+  long long depth = attr_ll(f->slabs, f->s__depth);
+  if (depth != 0) goto not_taken;  // a hook's launch inside one, or an error
+  v = PyLong_FromLongLong(device);
+  if (!v) goto not_taken;
+  slab = PyDict_GetItemWithError(f->open, v);
+  Py_CLEAR(v);
+  if (!slab) goto not_taken;  // none open: the Python path opens one
+  Py_INCREF(slab);
+  long long used = attr_ll(slab, f->s_used), cap = attr_ll(slab, f->s_size), base = attr_ll(slab, f->s_base);
+  v = PyObject_GetAttr(slab, f->s_opened);
+  double opened = v ? PyFloat_AsDouble(v) : -1.0;
+  Py_CLEAR(v);
+  if (PyErr_Occurred() || used < 0 || cap < 0 || base <= 0) goto not_taken;
+  long long step = (size + ALIGN - 1) / ALIGN * ALIGN;
+  if (used + step > cap || now - opened > f->ship_after) goto not_taken;  // to ship: Python
+  seq = PyObject_CallNoArgs(f->next_seq);
+  if (!seq) goto not_taken;
+  PyObject *s = stream == Py_None ? NULL : stream;
+  PyObject *s0 = s ? (Py_INCREF(s), s) : PyLong_FromLong(0);
+  if (!s0) goto not_taken;
+  v = PyLong_FromLongLong(used + step);
+  int bad = !v || PyObject_SetAttr(slab, f->s_used, v) < 0;
+  Py_CLEAR(v);
+  PyObject *streams = bad ? NULL : PyObject_GetAttr(slab, f->s_streams);
+  bad = bad || !streams || PySet_Add(streams, s0) < 0;
+  Py_XDECREF(streams);
+  long long kept = bad ? -1 : attr_ll(f->path, f->s_kept);
+  v = kept < 0 ? NULL : PyLong_FromLongLong(kept + 1);
+  bad = bad || !v || PyObject_SetAttr(f->path, f->s_kept, v) < 0;
+  Py_CLEAR(v);
+  if (bad) {
+    Py_DECREF(s0);
+    goto not_taken;  // (bytes taken and not used stay zero: harmless)
+  }
+
+  // The launch: Triton's C entry point with the slab's bytes, the depth marked for hooks.
+  PyObject *one = PyLong_FromLong(1), *zero = PyLong_FromLong(0);
+  PyObject *address = PyLong_FromLongLong(base + used);
+  PyObject *coop = PyObject_GetAttr(w, f->s_coop), *pdl = PyObject_GetAttr(w, f->s_pdl);
+  Py_ssize_t nextra = PyTuple_GET_SIZE(args), n = 9 + nextra;
+  PyObject **call = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
+  if (!one || !zero || !address || !coop || !pdl || !call ||
+      PyObject_SetAttr(f->slabs, f->s__depth, one) < 0) {
+    Py_XDECREF(one); Py_XDECREF(zero); Py_XDECREF(address); Py_XDECREF(coop); Py_XDECREF(pdl);
+    PyMem_Free(call);
+    Py_DECREF(s0);
+    goto not_taken;
+  }
+  PyObject *head[9] = {gx, gy, gz, s0, function, coop, pdl, Py_None, address};
+  for (int i = 0; i < 9; i++) call[i] = head[i];
+  for (Py_ssize_t i = 0; i < nextra; i++) call[9 + i] = PyTuple_GET_ITEM(args, i);
+  ret = PyObject_Vectorcall(direct, call, (size_t)n, NULL);
+  PyMem_Free(call);
+  PyErr_Fetch(&err_type, &err_value, &err_tb);  // (the program's error kept across the reset)
+  PyObject_SetAttr(f->slabs, f->s__depth, zero);
+  PyErr_Clear();
+  PyErr_Restore(err_type, err_value, err_tb);
+  Py_DECREF(one); Py_DECREF(zero); Py_DECREF(coop); Py_DECREF(pdl);
+  if (ret) {  // recorded: its entry (SlabLaunch's fields) in the slab
+    PyObject *grid = PyTuple_Pack(3, gx, gy, gz);
+    PyObject *entry = grid ? Py_BuildValue("(OONOLOOOLLO)", seq, info, grid, s0, device, config, Py_False,
+                                           site, used, size, Py_None) : NULL;
+    PyObject *launches = entry ? PyObject_GetAttr(slab, f->s_launches) : NULL;
+    if (!launches || PyList_Append(launches, entry) < 0) PyErr_Clear();  // (lost, never raised)
+    Py_XDECREF(launches);
+    Py_XDECREF(entry);
+  }
+  Py_DECREF(address);
+  Py_DECREF(s0);
+  goto done;
+
+not_taken:
+  PyErr_Clear();
+  Py_XDECREF(v);
+  ret = Py_NewRef(f->not_taken);
+done:
+  if (locked) {  // (an error of the program's own launch is kept across the release)
+    PyErr_Fetch(&err_type, &err_value, &err_tb);
+    PyObject *r = PyObject_CallMethodNoArgs(f->lock, f->s_release);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    PyErr_Restore(err_type, err_value, err_tb);
+  }
+  Py_XDECREF(counts); Py_XDECREF(direct); Py_XDECREF(info); Py_XDECREF(config);
+  Py_XDECREF(slab); Py_XDECREF(site); Py_XDECREF(seq);
+  return ret;
+}
+
+static void Fast_dealloc(Fast *f) {
+  PyObject **refs[] = {&f->path, &f->slabs, &f->lock, &f->open, &f->tls, &f->tool_state, &f->capturing,
+                       &f->next_seq, &f->bracket_after, &f->is_library, &f->classify, &f->config_of,
+                       &f->not_taken,
+                       &f->s_counts, &f->s_seen, &f->s_next_keep, &f->s_active, &f->s_capturing,
+                       &f->s_kept, &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner,
+                       &f->s_direct, &f->s_coop, &f->s_pdl, &f->s_per_cta, &f->s_device, &f->s_info,
+                       &f->s_config, &f->s_used, &f->s_size, &f->s_opened, &f->s_base, &f->s_streams,
+                       &f->s_launches, &f->s_acquire, &f->s_release, &f->s__depth};
+  for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
+  Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+// Fast(path, slabs, lock, open, tls, tool_state, capturing, next_seq, bracket_after, is_library,
+//      classify, config_of, not_taken, first, every, total, largest, ship_after)
+static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+  (void)kw;
+  Fast *f = (Fast *)type->tp_alloc(type, 0);
+  if (!f) return NULL;
+  if (!PyArg_ParseTuple(a, "OOOOOOOOOOOOOLLLLd", &f->path, &f->slabs, &f->lock, &f->open, &f->tls,
+                        &f->tool_state, &f->capturing, &f->next_seq, &f->bracket_after, &f->is_library,
+                        &f->classify, &f->config_of, &f->not_taken, &f->first, &f->every, &f->total,
+                        &f->largest, &f->ship_after)) {
+    f->path = f->slabs = f->lock = f->open = f->tls = f->tool_state = f->capturing = f->next_seq = NULL;
+    f->bracket_after = f->is_library = f->classify = f->config_of = f->not_taken = NULL;
+    Py_DECREF(f);
+    return NULL;
+  }
+  if (!PyDict_Check(f->open) || !PyDict_Check(f->bracket_after) || !PyDict_Check(f->is_library)) {
+    f->path = f->slabs = f->lock = f->open = f->tls = f->tool_state = f->capturing = f->next_seq = NULL;
+    f->bracket_after = f->is_library = f->classify = f->config_of = f->not_taken = NULL;
+    Py_DECREF(f);
+    PyErr_SetString(PyExc_TypeError, "open, bracket_after and is_library must be dicts");
+    return NULL;
+  }
+  PyObject *objs[] = {f->path, f->slabs, f->lock, f->open, f->tls, f->tool_state, f->capturing,
+                      f->next_seq, f->bracket_after, f->is_library, f->classify, f->config_of,
+                      f->not_taken};
+  for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) Py_INCREF(objs[i]);
+#define NAME(field, text) if (!(f->field = PyUnicode_InternFromString(text))) goto fail;
+  NAME(s_counts, "counts") NAME(s_seen, "seen") NAME(s_next_keep, "next_keep") NAME(s_active, "active")
+  NAME(s_capturing, "capturing") NAME(s_kept, "kept") NAME(s_depth, "depth") NAME(s_tuning, "tuning")
+  NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_direct, "direct") NAME(s_coop, "coop")
+  NAME(s_pdl, "pdl") NAME(s_per_cta, "per_cta") NAME(s_device, "device") NAME(s_info, "info")
+  NAME(s_config, "config") NAME(s_used, "used") NAME(s_size, "size") NAME(s_opened, "opened")
+  NAME(s_base, "base") NAME(s_streams, "streams") NAME(s_launches, "launches") NAME(s_acquire, "acquire")
+  NAME(s_release, "release") NAME(s__depth, "_depth")
+#undef NAME
+  f->vectorcall = (vectorcallfunc)Fast_call;
+  return (PyObject *)f;
+fail:
+  Py_DECREF(f);
+  return NULL;
+}
+
+static PyTypeObject FastType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Fast",
+    .tp_basicsize = sizeof(Fast),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = Fast_new,
+    .tp_dealloc = (destructor)Fast_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Fast, vectorcall),
+    .tp_doc = "A session's kept-launch fast path (collect/fast_launch.py).",
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "proton_inject_fast_launch", .m_size = -1};
+
+PyMODINIT_FUNC PyInit_proton_inject_fast_launch(void) {
+  if (PyType_Ready(&FastType) < 0) return NULL;
+  PyObject *m = PyModule_Create(&module);
+  if (!m) return NULL;
+  Py_INCREF(&FastType);
+  if (PyModule_AddObject(m, "Fast", (PyObject *)&FastType) < 0) {
+    Py_DECREF(&FastType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}

@@ -1,0 +1,49 @@
+"""A kept launch's usual case in C (``fast_launch.c``), beside the Python launch path.
+
+Per kept launch the Python path (``LaunchPath.launch``, ``Slabs.launch``, ``program_frame``)
+costs a launch-bound loop about as much again as Triton's own launch: each attribute read and
+call is tens of nanoseconds. The C twin does the same steps for the usual case (no bracket due,
+the open slab has room, no autotuner, capture, --measure-overhead or tool work) and answers
+``NOT_TAKEN`` for everything else, before it changes anything, so the Python path stays the one
+reference. It is compiled once per machine and Python version with Triton's own build helper
+and cache (Triton compiles its launchers the same way, so a C compiler is there).
+
+Not yet the default: ``PROTON_INJECT_FAST_LAUNCH=1`` turns it on until it has been measured and
+tested on a GPU (docs/host-performance.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+from proton_inject.collect import call_site, device_ops
+from proton_inject.collect.slabs import NOT_TAKEN, SHIP_AFTER_S
+
+MODULE = "proton_inject_fast_launch"
+ENV = "PROTON_INJECT_FAST_LAUNCH"
+
+
+@functools.cache
+def _module() -> Any:
+    from triton.runtime.build import compile_module_from_src
+
+    return compile_module_from_src(Path(__file__).with_name("fast_launch.c").read_text(), MODULE)
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "") == "1"
+
+
+def make(path: Any, slabs: Any, sink: Any, buffers: Any) -> Any:
+    """The session's fast path for kept launches, called as ``fast(launcher, gx, gy, gz,
+    stream, function, args)`` (Triton's return value or ``NOT_TAKEN``). Raises when it cannot be
+    built (no C compiler, no Python headers): the caller notes it and keeps the Python path."""
+    policy = path.policy
+    return _module().Fast(
+        path, slabs, slabs._lock, slabs._open, path._tls, device_ops._state, path._capturing_here,
+        sink.next_seq, buffers.bracket_after, call_site._is_library, call_site.classify, path._config, NOT_TAKEN,
+        policy.first, policy.every, -1 if policy.total is None else policy.total, slabs.largest,
+        SHIP_AFTER_S)

@@ -1,0 +1,183 @@
+"""The C fast path for kept launches (collect/fast_launch.c), on the CPU: it is compiled with
+Triton's build helper and driven through a real session's launch path and slabs, a slab over
+host memory and, in place of Triton's C entry point (which needs a GPU), a function that
+records what it is given. tests/gpu/test_gpu_launch_path.py runs it on a GPU.
+
+What is checked: a kept launch gets the same slab bytes and the same entry (but its number)
+from the C path as from the Python path; everything the C path does not handle reaches the
+Python path untouched; the program's own launch error is raised with the slab left usable; a
+launch from inside a launch (a hook's) runs unprofiled; nothing leaks a reference.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from proton_inject.collect import fast_launch
+from proton_inject.collect.keep_policy import LaunchCounts
+from proton_inject.collect.launch_path import KernelLauncher
+from proton_inject.collect.launches import _KernelInfo
+from proton_inject.collect.session import Session
+from proton_inject.collect.slabs import ALIGN, Slab
+from proton_inject.instrument.rules import Rules
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("clang") is None,
+                                reason="no C compiler: the Python path serves every kept launch")
+
+PER_CTA = 1000  # record bytes a CTA: a launch's bytes are not a multiple of ALIGN
+
+
+class Entry:
+    """Stands in for Triton's C entry point: records each call's grid, address and arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.raise_next: Exception | None = None
+        self.inside: object = None  # called from inside a launch, as a launch hook would
+
+    def __call__(self, gx, gy, gz, stream, function, coop, pdl, global_scratch, address, *args):
+        self.calls.append(((gx, gy, gz), stream, function, coop, pdl, global_scratch, address, args))
+        if self.inside is not None:
+            inside, self.inside = self.inside, None
+            inside()
+        if self.raise_next is not None:
+            e, self.raise_next = self.raise_next, None
+            raise e
+        return None
+
+
+class Inner:
+    """The launcher Triton would call for a launch the fast path leaves (not profiled here)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __call__(self, gx, gy, gz, stream, function, *args):
+        self.calls.append(((gx, gy, gz), stream, args))
+
+
+@pytest.fixture
+def setup(tmp_path):
+    session = Session(out=tmp_path / "t", source=Rules(loops="both"), keep="all")
+    path, slabs = session.launch_path, session.slabs
+    path._capturing_here = lambda: False  # (torch's CUDA query; no GPU here)
+    path.active = True
+    slab = Slab(torch.zeros(1 << 20, dtype=torch.uint8), 0)
+    slab.opened += 3600  # (not shipped for its age while the test runs)
+    slabs._open[0] = slab
+    session.buffers.bracket_after[0] = float("inf")  # no clock bracket due
+    build = SimpleNamespace(metadata=SimpleNamespace(num_ctas=1))  # (the launcher reads its CTAs alone)
+    info = _KernelInfo("k", "h", True, PER_CTA, build, config={"BLOCK": 64})
+    w = KernelLauncher(Inner(), info, LaunchCounts("k", path.policy), path, 0)
+    w.direct, w.coop, w.pdl, w.per_cta = Entry(), False, True, PER_CTA
+    w.counts.seen = 10  # past each build's first (bracketed) launches
+    return session, path, slabs, slab, w
+
+
+def _launch_here(w, *args):
+    return w(2, 1, 1, 7, "fn", *args)  # (this line is the program's frame: the call site)
+
+
+def _python_slab_launches(slabs) -> list:
+    """Counts the launches that went through the Python path's Slabs.launch from now on."""
+    seen, python_path = [], slabs.launch
+    slabs.launch = lambda *a: (seen.append(1), python_path(*a))[1]
+    return seen
+
+
+def _launch_twice(setup, fast: bool):
+    session, path, slabs, slab, w = setup
+    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers) if fast else None
+    python = _python_slab_launches(slabs)
+    _launch_here(w, "a", 1)
+    _launch_here(w, "b", 2)
+    del slabs.launch
+    assert len(python) == (0 if fast else 2)
+    return slab, w
+
+
+def test_the_c_path_keeps_a_launch_as_the_python_path_does(setup):
+    session, path, slabs, slab, w = setup
+    slab_c, w_c = _launch_twice(setup, fast=True)
+    got_c = [e[1:] for e in slab_c.launches]
+    calls_c = list(w_c.direct.calls)
+    used_c, kept_c = slab_c.used, path.kept
+    # The same again through the Python path, in a fresh slab.
+    slab.launches.clear()
+    slab.used = 0
+    path.kept = 0
+    w.direct.calls.clear()
+    slab_p, w_p = _launch_twice(setup, fast=False)
+    got_p = [e[1:] for e in slab_p.launches]
+    assert w_c.inner.calls == [] and w_p.inner.calls == []
+    assert got_c == got_p and calls_c == w_p.direct.calls and used_c == slab_p.used and kept_c == path.kept
+    step = -(-2 * PER_CTA // ALIGN) * ALIGN
+    assert [c[6] for c in calls_c] == [slab.base, slab.base + step]
+    assert [c[7] for c in calls_c] == [("a", 1), ("b", 2)] and calls_c[0][3:6] == (False, True, None)
+    info, grid, stream, device, config, tuning, site, offset, nbytes, bracket = got_c[0]
+    assert (info, grid, stream, device, config, tuning) == (w.info, (2, 1, 1), 7, 0, {"BLOCK": 64}, False)
+    assert site[0] == __file__ and site[2] == "_launch_here", site
+    assert (offset, nbytes, bracket) == (0, 2 * PER_CTA, None)
+    assert slab.streams == {7}
+
+
+def test_what_the_c_path_leaves_reaches_the_python_path(setup):
+    session, path, slabs, slab, w = setup
+    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers)
+    w.counts.seen = 0  # a build's first launches: bracketed, by the Python path
+    _launch_here(w)
+    assert len(slab.launches) == 1 and w.direct.calls  # (the Python path kept it, in the slab)
+    w.counts.seen = 10
+    path._tls.tuning = "inductor"  # an autotuner timing: dropped by the Python path
+    try:
+        _launch_here(w)
+    finally:
+        path._tls.tuning = None
+    assert len(w.inner.calls) == 1 and len(slab.launches) == 1
+    slab.used = slab.size - 10  # full: the Python path ships it (no GPU: no new slab, unprofiled)
+    _launch_here(w)
+    assert len(w.inner.calls) == 2 and 0 not in slabs._open
+
+
+def test_the_programs_launch_error_is_raised_and_the_slab_stays_usable(setup):
+    session, path, slabs, slab, w = setup
+    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers)
+    w.direct.raise_next = RuntimeError("an illegal argument")
+    with pytest.raises(RuntimeError, match="illegal argument"):
+        _launch_here(w)
+    assert slab.launches == [] and slabs._depth == 0
+    _launch_here(w)  # (the lock was released)
+    assert len(slab.launches) == 1
+
+
+def test_a_launch_from_inside_a_launch_runs_unprofiled(setup):
+    session, path, slabs, slab, w = setup
+    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers)
+    w.direct.inside = lambda: _launch_here(w, "hook")
+    _launch_here(w, "outer")
+    assert [c[2] for c in w.inner.calls] == [("hook",)]
+    assert len(slab.launches) == 1 and slabs._depth == 0
+
+
+def test_no_reference_is_leaked(setup):
+    session, path, slabs, slab, w = setup
+    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers)
+    config, info = w.info.config, w.info
+    for _ in range(3):
+        _launch_here(w, "warm")
+    slab.launches.clear()
+    w.direct.calls.clear()
+    before = sys.getrefcount(config), sys.getrefcount(info), sys.getrefcount(slab)
+    python = _python_slab_launches(slabs)
+    for _ in range(200):
+        _launch_here(w, "x")
+    assert not python and len(slab.launches) == 200
+    del slabs.launch
+    slab.launches.clear()
+    w.direct.calls.clear()
+    assert (sys.getrefcount(config), sys.getrefcount(info), sys.getrefcount(slab)) == before
