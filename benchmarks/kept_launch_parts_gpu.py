@@ -3,6 +3,7 @@ the launch path replaced, plain launches interleaved in every round.
 
   plain            no session
   kept             every launch kept (--keep-launches all), as a user gets it
+  kept, C path     the same with the C fast path on (PROTON_INJECT_FAST_LAUNCH=1)
   no call site     kept, with who-launched-it (``program_frame``) answering None
   no slab taking   kept, no call site, and every launch into the open slab's first bytes (no
                    lock, no bookkeeping, no shipping; the records overwrite each other)
@@ -20,6 +21,7 @@ the launch (shipping slabs, the writer's landing) timed, per call and per kept l
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -34,7 +36,7 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proton_inject.collect import launch_path  # noqa: E402
+from proton_inject.collect import fast_launch, launch_path  # noqa: E402
 from proton_inject.collect.session import Session  # noqa: E402
 from proton_inject.collect.slabs import Slabs  # noqa: E402
 from proton_inject.instrument.rules import Rules  # noqa: E402
@@ -94,7 +96,8 @@ def round_of(case: str, x: torch.Tensor, n: int, out: Path) -> float:
     if case == "plain":
         return launches(x, n)
     with ExitStack() as stack:
-        if case != "kept":
+        stack.enter_context(mock.patch.dict(os.environ, {fast_launch.ENV: "1" if case == "kept, C path" else "0"}))
+        if not case.startswith("kept"):
             stack.enter_context(mock.patch.object(launch_path, "program_frame", lambda skip=1: None))
         if case == "no slab taking":
             _fixed_bytes(stack)
@@ -151,7 +154,7 @@ def timed_round(x: torch.Tensor, n: int, out: Path) -> None:
         print(f"{k:28s} {len(v):6d} {sum(v) * 1e3:9.2f} {max(v) * 1e3:8.3f} {sum(v) / n * 1e6:9.2f}")
 
 
-CASES = ("plain", "kept", "no call site", "no slab taking", "bare wrapper")
+CASES = ("plain", "kept", "kept, C path", "no call site", "no slab taking", "bare wrapper")
 
 
 def main() -> None:

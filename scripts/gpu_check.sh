@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: the GPU tests and the overhead benchmark, one summary.
-# Usage: scripts/gpu_check.sh [part1|part2|part3|fla | test paths or pytest args; default: tests]
+# Usage: scripts/gpu_check.sh [part1|part2|part3|part4|fla | test paths or pytest args; default: tests]
 #        scripts/gpu_check.sh spread PART[+PART]... : on GPU i the i-th argument's parts, one after
 #        the other ("bench" is benchmarks/launch_cost.py), all GPUs at once; logs $OUT/PART.log
 # The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27, fourth
 # session, whole call with the overhead benchmark and the machine's start): part1 the runtime,
 # profile, AOT, direct-lowering, sampling and overhead tests (403 s), part2 same-program,
 # vs-Proton and accuracy (380 s), part3 the real libraries but fla (FlagGems, Liger, Inductor:
-# 427 s). fla's plain run alone compiles for ~230 s: give it a call of its own
+# 427 s), part4 AOT, first-use calibration and Inductor's model lines (~110 s on an H200,
+# 2026-11-28). fla's plain run alone compiles for ~230 s: give it a call of its own
 # (tests/gpu/test_gpu_libraries.py -k "fla and not flaggems").
 # Logs go to $OUT (or /tmp/gpu_check).
 # Runs from the checkout with PYTHONPATH=. (the project is not pip-installed there); the
@@ -36,6 +37,7 @@ part_args() {  # the pytest arguments of a part, in the array ARGS
     part2) ARGS=($G/test_gpu_same_program.py $G/test_gpu_vs_proton.py $G/test_gpu_accuracy.py
                  $G/test_gpu_auto.py) ;;
     part3) ARGS=($G/test_gpu_libraries.py -k "not fla or flaggems") ;;  # "fla" also matches flaggems
+    part4) ARGS=($G/test_gpu_aot.py $G/test_gpu_auto_calibrate.py $G/test_gpu_inductor_origin.py) ;;
     fla) ARGS=($G/test_gpu_libraries.py -k "fla and not flaggems") ;;
     *) ARGS=($1) ;;
   esac
@@ -64,7 +66,7 @@ if [ "${1:-}" = spread ]; then  # spread A B+C ...: A on GPU 0; B then C on GPU 
   exit 0
 fi
 case "${1:-}" in
-  part1|part2|part3|fla) part_args "$1"; set -- "${ARGS[@]}" ;;
+  part1|part2|part3|part4|fla) part_args "$1"; set -- "${ARGS[@]}" ;;
 esac
 
 echo "== GPU tests (pytest -m gpu) =="

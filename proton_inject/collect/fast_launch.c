@@ -25,6 +25,11 @@ typedef struct {
       *is_library, *classify, *config_of, *not_taken;
   long long first, every, total, largest;  // the keep policy (total < 0: no bound); Slabs.largest
   double ship_after;                         // slabs.SHIP_AFTER_S
+  // The last call site and grid, reused while they repeat (as in a loop): a tuple fewer each
+  // for the garbage collector, whose passes a kept launch's tuples would otherwise bring on.
+  PyObject *last_code, *last_site, *last_grid;
+  int last_line;
+  long long last_x, last_y, last_z;
   // attribute names, interned once
   PyObject *s_counts, *s_seen, *s_next_keep, *s_active, *s_capturing, *s_kept, *s_depth,
       *s_tuning, *s_measure, *s_autotuner, *s_direct, *s_coop, *s_pdl, *s_per_cta, *s_device,
@@ -74,7 +79,15 @@ static PyObject *program_frame(Fast *f) {
       Py_DECREF(r);
     }
     if (lib == Py_False) {
-      PyObject *site = Py_BuildValue("(OiO)", name, PyFrame_GetLineNumber(frame), code->co_name);
+      int line = PyFrame_GetLineNumber(frame);
+      PyObject *site;
+      if ((PyObject *)code == f->last_code && line == f->last_line) {
+        site = Py_NewRef(f->last_site);
+      } else if ((site = Py_BuildValue("(OiO)", name, line, code->co_name))) {
+        Py_XSETREF(f->last_site, Py_NewRef(site));
+        Py_XSETREF(f->last_code, Py_NewRef((PyObject *)code));
+        f->last_line = line;
+      }
       Py_DECREF(code);
       Py_DECREF(frame);
       return site;
@@ -225,7 +238,13 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
   PyErr_Restore(err_type, err_value, err_tb);
   Py_DECREF(one); Py_DECREF(zero); Py_DECREF(coop); Py_DECREF(pdl);
   if (ret) {  // recorded: its entry (SlabLaunch's fields) in the slab
-    PyObject *grid = PyTuple_Pack(3, gx, gy, gz);
+    PyObject *grid;
+    if (f->last_grid && x == f->last_x && y == f->last_y && z == f->last_z) {
+      grid = Py_NewRef(f->last_grid);
+    } else if ((grid = PyTuple_Pack(3, gx, gy, gz))) {
+      Py_XSETREF(f->last_grid, Py_NewRef(grid));
+      f->last_x = x, f->last_y = y, f->last_z = z;
+    }
     PyObject *entry = grid ? Py_BuildValue("(OONOLOOOLLO)", seq, info, grid, s0, device, config, Py_False,
                                            site, used, size, Py_None) : NULL;
     PyObject *launches = entry ? PyObject_GetAttr(slab, f->s_launches) : NULL;
@@ -262,7 +281,8 @@ static void Fast_dealloc(Fast *f) {
                        &f->s_kept, &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner,
                        &f->s_direct, &f->s_coop, &f->s_pdl, &f->s_per_cta, &f->s_device, &f->s_info,
                        &f->s_config, &f->s_used, &f->s_size, &f->s_opened, &f->s_base, &f->s_streams,
-                       &f->s_launches, &f->s_acquire, &f->s_release, &f->s__depth};
+                       &f->s_launches, &f->s_acquire, &f->s_release, &f->s__depth, &f->last_code,
+                       &f->last_site, &f->last_grid};
   for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
   Py_TYPE(f)->tp_free((PyObject *)f);
 }

@@ -177,3 +177,37 @@ def test_each_builds_first_launches_have_a_clock_bracket(tmp_path):
     assert len(res.launches) == 6
     for r in res.launches[:3]:
         assert set(r.clock_bracket) == {"before", "after"} and all(r.clock_bracket.values()), r.clock_bracket
+
+
+def test_kept_launches_through_the_c_fast_path(tmp_path, monkeypatch):
+    """PROTON_INJECT_FAST_LAUNCH=1: past each build's first launches (and the launch that opens a
+    slab) kept launches go through the C path, and they decode as the Python path's do."""
+    from proton_inject.collect import fast_launch, slabs
+
+    python_slab_launches = []
+    python_path = slabs.Slabs.launch
+
+    def counted(self, *args):
+        python_slab_launches.append(1)
+        return python_path(self, *args)
+
+    counts = {}
+    for fast in (False, True):
+        monkeypatch.setenv(fast_launch.ENV, "1" if fast else "0")
+        monkeypatch.setattr(slabs.Slabs, "launch", counted)
+        python_slab_launches.clear()
+        x = torch.zeros(1024, device="cuda")
+        out = tmp_path / f"fast-{fast}"
+        with profile({"loops": "both"}, out=out, quiet=True, keep_launches="all") as res:
+            for _ in range(200):
+                _bump(x)
+        torch.cuda.synchronize()
+        assert float(x.max()) == float(x.min()) == 200.0
+        assert len(res.launches) == 200 and not any(r.all_zero for r in res.launches), res.messages
+        assert not any("fast path" in m for m in res.messages), res.messages
+        counts[fast] = sorted(set(_event_counts(out)))
+        if fast:  # the first three (bracketed), a slab's opening, and brackets due every 10 ms
+            assert len(python_slab_launches) < 40, len(python_slab_launches)
+        else:
+            assert len(python_slab_launches) == 200
+    assert counts[True] == counts[False] and len(counts[True]) == 1, counts
