@@ -407,8 +407,9 @@ class LaunchBuffers:
 
     def bracket_ctas(self, device: int, early: bool = False) -> int:
         """The CTAs of the clock bracket this kept launch gets (``bracket_due``), 0 for none."""
+        due = self.bracket_due(device, early)  # (first: it also schedules the next, kernel or not)
         entry = self.brackets.get(device)
-        return entry[1] if entry is not None and self.bracket_due(device, early) else 0
+        return entry[1] if entry is not None and due else 0
 
     def bracket_due(self, device: int, early: bool = False) -> bool:
         """Whether this kept launch gets its own clock bracket: each of the first

@@ -14,6 +14,28 @@
 #define PyObject_GetOptionalAttr _PyObject_LookupAttr
 #endif
 
+// The exception being raised, held while other calls run (PyErr_Fetch is deprecated from 3.12,
+// and a compiler warning would reach the program's stderr when this file is built).
+#if PY_VERSION_HEX >= 0x030C0000
+typedef PyObject *held_error;
+static held_error hold_error(void) { return PyErr_GetRaisedException(); }
+static void restore_error(held_error e) {
+  PyErr_Clear();
+  PyErr_SetRaisedException(e);
+}
+#else
+typedef struct { PyObject *type, *value, *tb; } held_error;
+static held_error hold_error(void) {
+  held_error e;
+  PyErr_Fetch(&e.type, &e.value, &e.tb);
+  return e;
+}
+static void restore_error(held_error e) {
+  PyErr_Clear();
+  PyErr_Restore(e.type, e.value, e.tb);
+}
+#endif
+
 #define BRACKETED_FIRST 3  // buffers.BRACKETED_FIRST: those launches take the Python path
 #define ALIGN 128          // slabs.ALIGN
 
@@ -115,7 +137,8 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
   PyObject *w = argv[0], *gx = argv[1], *gy = argv[2], *gz = argv[3], *stream = argv[4],
            *function = argv[5], *args = argv[6];
   PyObject *counts = NULL, *direct = NULL, *info = NULL, *config = NULL, *slab = NULL, *site = NULL,
-           *seq = NULL, *ret = NULL, *v = NULL, *err_type, *err_value, *err_tb;
+           *seq = NULL, *ret = NULL, *v = NULL;
+  held_error held;
   int locked = 0;
 
   // The policy's next keep (KeepPolicy.next_after), as the Python path sets it first.
@@ -149,9 +172,10 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
   long long per_cta = attr_ll(w, f->s_per_cta);
   long long x = PyLong_AsLongLong(gx), y = PyLong_AsLongLong(gy), z = PyLong_AsLongLong(gz);
   if (PyErr_Occurred() || x <= 0 || y <= 0 || z <= 0 || per_cta <= 0) goto not_taken;
-  if (x > f->largest || y > f->largest || z > f->largest) goto not_taken;  // (no overflow below)
-  long long size = x * y * z * per_cta;
-  if (size > f->largest) goto not_taken;
+  long long size = x;  // (each product at most largest before the next factor: no overflow)
+  if (size > f->largest || (size *= y) > f->largest || (size *= z) > f->largest ||
+      (size *= per_cta) > f->largest)
+    goto not_taken;
   long long device = attr_ll(w, f->s_device);
   if (device < 0) goto not_taken;
   info = PyObject_GetAttr(w, f->s_info);
@@ -232,10 +256,9 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
   for (Py_ssize_t i = 0; i < nextra; i++) call[9 + i] = PyTuple_GET_ITEM(args, i);
   ret = PyObject_Vectorcall(direct, call, (size_t)n, NULL);
   PyMem_Free(call);
-  PyErr_Fetch(&err_type, &err_value, &err_tb);  // (the program's error kept across the reset)
+  held = hold_error();  // (the program's error, if any, kept across the reset)
   PyObject_SetAttr(f->slabs, f->s__depth, zero);
-  PyErr_Clear();
-  PyErr_Restore(err_type, err_value, err_tb);
+  restore_error(held);
   Py_DECREF(one); Py_DECREF(zero); Py_DECREF(coop); Py_DECREF(pdl);
   if (ret) {  // recorded: its entry (SlabLaunch's fields) in the slab
     PyObject *grid;
@@ -262,11 +285,10 @@ not_taken:
   ret = Py_NewRef(f->not_taken);
 done:
   if (locked) {  // (an error of the program's own launch is kept across the release)
-    PyErr_Fetch(&err_type, &err_value, &err_tb);
+    held = hold_error();
     PyObject *r = PyObject_CallMethodNoArgs(f->lock, f->s_release);
     Py_XDECREF(r);
-    PyErr_Clear();
-    PyErr_Restore(err_type, err_value, err_tb);
+    restore_error(held);
   }
   Py_XDECREF(counts); Py_XDECREF(direct); Py_XDECREF(info); Py_XDECREF(config);
   Py_XDECREF(slab); Py_XDECREF(site); Py_XDECREF(seq);
