@@ -8,6 +8,7 @@ iterations), launched in turn. Each round times, in this order, interleaved:
   not matched  a session whose rules leave both kernels out (their plain builds run)
   not kept     instrumented, none kept (max_launches=0)
   kept         instrumented, every launch kept (--keep-launches all)
+  kept, C      the same through the C fast path (PROTON_INJECT_FAST_LAUNCH=1, collect/fast_launch.c)
   default      instrumented, the session's default keep policy
 
 Per case: us per launch (median over rounds, min..max) and the ratio to plain's median, the
@@ -24,12 +25,14 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 import triton
@@ -37,6 +40,7 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from proton_inject.collect import fast_launch  # noqa: E402
 from proton_inject.collect.session import Session  # noqa: E402
 from proton_inject.instrument.rules import Rules  # noqa: E402
 
@@ -72,6 +76,7 @@ CASES = {
     "not matched": dict(source=Rules(kernel="^no_such_kernel$")),
     "not kept": dict(source=Rules(loops="both"), max_launches=0),
     "kept": dict(source=Rules(loops="both"), keep="all"),
+    "kept, C": dict(source=Rules(loops="both"), keep="all"),
     "default": dict(source=Rules(loops="both")),
 }
 
@@ -90,7 +95,8 @@ def timed_case(name: str, x: torch.Tensor, n: int, out: Path, prof: cProfile.Pro
         return launches(x, n), 0.0, 0.0, 0, 0.0
     session = Session(out=out, **kw)
     t0 = time.perf_counter()
-    session.start()
+    with mock.patch.dict(os.environ, {fast_launch.ENV: "1" if name == "kept, C" else "0"}):
+        session.start()  # (the C path is built, or not, as the session starts)
     t1 = time.perf_counter()
     try:
         first_ms = launches(x, FIRST_LAUNCHES) * FIRST_LAUNCHES / 1e3
@@ -136,7 +142,7 @@ def main() -> None:
     rows: dict[str, list[tuple[float, float, float, int, float]]] = {k: [] for k in names}
     for r in range(args.rounds + 1):  # round 0 compiles and warms up
         for name in names:
-            n = args.kept_launches if name == "kept" else args.launches
+            n = args.kept_launches if name.startswith("kept") else args.launches
             row = timed_case(name, x, n if r else 200, work / f"{name}-{r}".replace(" ", "_"))
             if r:
                 rows[name].append(row)
@@ -146,7 +152,7 @@ def main() -> None:
         d.mkdir(parents=True, exist_ok=True)
         for name in ("kept", "not kept"):
             prof = cProfile.Profile()
-            n = args.kept_launches if name == "kept" else args.launches
+            n = args.kept_launches if name.startswith("kept") else args.launches
             timed_case(name, x, n, work / f"cprofile-{name}".replace(" ", "_"), prof)
             with open(d / f"cprofile-{name.replace(' ', '_')}.txt", "w") as f:
                 pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(30)
