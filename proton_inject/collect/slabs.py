@@ -121,15 +121,16 @@ class Slabs:
                 address = slab.base + slab.used
                 slab.used += step
                 slab.streams.add(stream)
-                if ctas and not buffers.launch_bracket(device, address + at, stream):
-                    ctas = 0
-                self._depth += 1
+                self._depth += 1  # (the bracket kernel's launches call the program's hooks too)
                 try:
+                    if ctas and not buffers.launch_bracket(device, address + at, stream):
+                        ctas = 0
                     ret = w.direct(gx, gy, gz, stream, function, w.coop, w.pdl, None, address, *args)
+                    if ctas:
+                        buffers.launch_bracket(device, address + at + clock_bracket.bracket_bytes(ctas) // 2,
+                                               stream)
                 finally:
                     self._depth -= 1
-                if ctas:
-                    buffers.launch_bracket(device, address + at + clock_bracket.bracket_bytes(ctas) // 2, stream)
                 slab.launches.append((*head, address - slab.base, total, (at, ctas) if ctas else None))
         finally:
             if shipping is not None:
