@@ -31,8 +31,6 @@ from pathlib import Path
 from unittest import mock
 
 import torch
-import triton
-import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -41,14 +39,8 @@ from proton_inject.collect.session import Session  # noqa: E402
 from proton_inject.collect.slabs import Slabs  # noqa: E402
 from proton_inject.instrument.rules import Rules  # noqa: E402
 
-N_FLOATS = 4096
-
-
-@triton.jit
-def loop_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    for start in range(0, n, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 0.5, mask=offs < n)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launch_cost import N_FLOATS, loop_kernel  # noqa: E402  (the same kernel as launch_cost's)
 
 
 def launches(x: torch.Tensor, n: int) -> float:
