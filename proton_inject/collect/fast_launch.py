@@ -6,7 +6,11 @@ call is tens of nanoseconds. The C twin does the same steps for the usual case (
 the open slab has room, no autotuner, capture, --measure-overhead or tool work) and answers
 ``NOT_TAKEN`` for everything else, before it changes anything, so the Python path stays the one
 reference. It is compiled once per machine and Python version with Triton's own build helper
-and cache (Triton compiles its launchers the same way, so a C compiler is there).
+and cache (Triton compiles its launchers the same way, so a C compiler is there). It shares the
+Python path's state by reference, not a copy: the slabs' lock and open slabs, the session's
+thread-local state, the tool-work depth and the call-site cache; a change to how the Python
+path keeps any of them is a change to ``fast_launch.c`` too (tests/unit/collect/
+test_fast_launch.py compares the two paths).
 
 Not yet the default: ``PROTON_INJECT_FAST_LAUNCH=1`` turns it on until it has been measured and
 tested on a GPU (docs/host-performance.md).
