@@ -181,3 +181,11 @@ def test_no_reference_is_leaked(setup):
     slab.launches.clear()
     w.direct.calls.clear()
     assert (sys.getrefcount(config), sys.getrefcount(info), sys.getrefcount(slab)) == before
+
+
+def test_the_python_path_also_runs_a_launch_from_inside_a_launch_unprofiled(setup):
+    session, path, slabs, slab, w = setup  # (no C path: the reference behaves the same)
+    w.direct.inside = lambda: _launch_here(w, "hook")
+    _launch_here(w, "outer")
+    assert [c[2] for c in w.inner.calls] == [("hook",)]
+    assert len(slab.launches) == 1 and slabs._depth == 0
