@@ -8,6 +8,14 @@ and the program's own stdout (for the library programs in tests/gpu/programs: a 
 op). Prints, per function and key, the configs each side chose and whether the two sides
 agree, and whether the program's output lines differ.
 
+A tuner whose plain runs do not agree among themselves (near-tied configs) cannot be held to
+"the same choice as plain"; for those the question is whether the tool shifts the odds. Each
+such tuner gets a permutation test: the distance between the two sides' distributions of
+choices (half the sum of the differences of their shares) against the same distance with the
+runs' sides shuffled (10,000 shuffles, fixed seed); p is the share of shuffles at least as far
+apart. With many tuners some small p are expected by chance (about 1 in 20 below 0.05); a
+tuner the tool shifts shows small p run after run. Take --runs 10 or more for it to mean much.
+
     PYTHONPATH=. python benchmarks/tuning_choices.py --runs 3 -- tests/gpu/programs/flaggems_ops.py --quick
 """
 
@@ -16,6 +24,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import random
 import re
 import subprocess
 import sys
@@ -43,6 +52,21 @@ def one_run(argv: list[str], profiled: bool, work: Path, profile_args: list[str]
     return choices, lines, p.returncode
 
 
+def shift_p(plain: list[str], profiled: list[str], shuffles: int = 10_000, seed: int = 0) -> float:
+    """The permutation test's p for "the two sides' choices come from one distribution"."""
+    def distance(a: list[str], b: list[str]) -> float:
+        ca, cb = collections.Counter(a), collections.Counter(b)
+        return sum(abs(ca[k] / len(a) - cb[k] / len(b)) for k in set(ca) | set(cb)) / 2
+
+    seen = distance(plain, profiled)
+    runs, rng, n = plain + profiled, random.Random(seed), len(plain)
+    far = 0
+    for _ in range(shuffles):
+        rng.shuffle(runs)
+        far += distance(runs[:n], runs[n:]) >= seen - 1e-12
+    return far / shuffles
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -52,6 +76,7 @@ def main() -> None:
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
     root = Path(tempfile.mkdtemp(prefix="pi-tuning-"))
     seen: dict[str, dict[tuple[str, str], collections.Counter]] = {"plain": {}, "profile": {}}
+    by_run: dict[str, list[dict[tuple[str, str], str]]] = {"plain": [], "profile": []}
     outputs: dict[str, list[list[str]]] = {"plain": [], "profile": []}
     for r in range(args.runs):
         for side in ("plain", "profile"):
@@ -63,6 +88,7 @@ def main() -> None:
             for key, cfg in choices.items():
                 seen[side].setdefault(key, collections.Counter())[cfg] += 1
             outputs[side].append(lines)
+            by_run[side].append(choices)
     keys = sorted(set(seen["plain"]) | set(seen["profile"]))
     differ = 0
     for key in keys:
@@ -70,7 +96,11 @@ def main() -> None:
         same = set(plain) == set(prof) and len(plain) == 1
         differ += not same
         if not same:
-            print(f"DIFFER {key[0]} [{key[1][:60]}]: plain {dict(plain)} | profile {dict(prof)}")
+            # (a run that did not tune this key counts as its own choice, "-")
+            sides = [[run.get(key, "-") for run in by_run[side]] for side in ("plain", "profile")]
+            print(f"DIFFER {key[0]} [{key[1][:60]}]: plain {dict(plain)} | profile {dict(prof)}; "
+                  f"plain runs agree: {'yes' if len(set(sides[0])) == 1 else 'no'}; "
+                  f"shift p = {shift_p(*sides):.3f}")
     ref = outputs["plain"][0]
     out_diff = [(side, i) for side in outputs for i, lines in enumerate(outputs[side]) if lines != ref]
     for side, i in out_diff:
