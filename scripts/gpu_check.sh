@@ -2,7 +2,9 @@
 # On a machine with an NVIDIA GPU: the GPU tests and the overhead benchmark, one summary.
 # Usage: scripts/gpu_check.sh [part1|part2|part3|part4|fla | test paths or pytest args; default: tests]
 #        scripts/gpu_check.sh spread PART[+PART]... : on GPU i the i-th argument's parts, one after
-#        the other ("bench" is benchmarks/launch_cost.py), all GPUs at once; logs $OUT/PART.log
+#        the other, all GPUs at once; logs $OUT/PART.log. Besides the test parts: "bench"
+#        (benchmarks/launch_cost.py), "parts" (kept_launch_parts_gpu.py --timers), "tuning"
+#        (tuning_choices.py, FlagGems' layer_norm, 8 runs a side)
 # The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27, fourth
 # session, whole call with the overhead benchmark and the machine's start): part1 the runtime,
 # profile, AOT, direct-lowering, sampling and overhead tests (403 s), part2 same-program,
@@ -42,10 +44,14 @@ part_args() {  # the pytest arguments of a part, in the array ARGS
     *) ARGS=($1) ;;
   esac
 }
-run_part() {  # one part (bench: the launch-cost benchmark), its log in $LOG/PART.log
+run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its log in $LOG/PART.log
   if [ "$1" = bench ]; then
     "$PY" benchmarks/launch_cost.py --launches 20000 --kept-launches 4000 --rounds 3 --long 1000000 \
       --cprofile "$LOG/cprofile"
+  elif [ "$1" = parts ]; then
+    "$PY" benchmarks/kept_launch_parts_gpu.py --launches 4000 --rounds 5 --timers
+  elif [ "$1" = tuning ]; then
+    "$PY" benchmarks/tuning_choices.py --runs 8 -- tests/gpu/programs/flaggems_ops.py --ops layer_norm
   else
     part_args "$1"
     "$PY" -m pytest -m gpu -q -p no:cacheprovider --durations=8 "${ARGS[@]}"
