@@ -137,7 +137,7 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
   PyObject *w = argv[0], *gx = argv[1], *gy = argv[2], *gz = argv[3], *stream = argv[4],
            *function = argv[5], *args = argv[6];
   PyObject *counts = NULL, *direct = NULL, *info = NULL, *config = NULL, *slab = NULL, *site = NULL,
-           *seq = NULL, *ret = NULL, *v = NULL;
+           *seq = NULL, *ret = NULL, *v = NULL, *dev = NULL;
   held_error held;
   int locked = 0;
 
@@ -176,8 +176,8 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
   if (size > f->largest || (size *= y) > f->largest || (size *= z) > f->largest ||
       (size *= per_cta) > f->largest)
     goto not_taken;
-  long long device = attr_ll(w, f->s_device);
-  if (device < 0) goto not_taken;
+  dev = PyObject_GetAttr(w, f->s_device);  // (an int: the key of its slab and its bracket time)
+  if (!dev || !PyLong_Check(dev)) goto not_taken;
   info = PyObject_GetAttr(w, f->s_info);
   if (!info) goto not_taken;
   config = tuned ? NULL : PyObject_GetAttr(info, f->s_config);
@@ -187,10 +187,7 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
     if (!config) goto not_taken;
   }
   double now = now_s();
-  v = PyLong_FromLongLong(device);
-  if (!v) goto not_taken;
-  PyObject *due = PyDict_GetItemWithError(f->bracket_after, v);  // borrowed
-  Py_CLEAR(v);
+  PyObject *due = PyDict_GetItemWithError(f->bracket_after, dev);  // borrowed
   if (PyErr_Occurred() || !due || now >= PyFloat_AsDouble(due)) goto not_taken;  // a bracket due
   v = PyObject_CallNoArgs(f->capturing);
   if (!v || v != Py_False) goto not_taken;
@@ -205,10 +202,7 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
   locked = 1;
   long long depth = attr_ll(f->slabs, f->s__depth);
   if (depth != 0) goto not_taken;  // a hook's launch inside one, or an error
-  v = PyLong_FromLongLong(device);
-  if (!v) goto not_taken;
-  slab = PyDict_GetItemWithError(f->open, v);
-  Py_CLEAR(v);
+  slab = PyDict_GetItemWithError(f->open, dev);
   if (!slab) goto not_taken;  // none open: the Python path opens one
   Py_INCREF(slab);
   long long used = attr_ll(slab, f->s_used), cap = attr_ll(slab, f->s_size), base = attr_ll(slab, f->s_base);
@@ -268,7 +262,7 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
       Py_XSETREF(f->last_grid, Py_NewRef(grid));
       f->last_x = x, f->last_y = y, f->last_z = z;
     }
-    PyObject *entry = grid ? Py_BuildValue("(OONOLOOOLLO)", seq, info, grid, s0, device, config, Py_False,
+    PyObject *entry = grid ? Py_BuildValue("(OONOOOOOLLO)", seq, info, grid, s0, dev, config, Py_False,
                                            site, used, size, Py_None) : NULL;
     PyObject *launches = entry ? PyObject_GetAttr(slab, f->s_launches) : NULL;
     if (!launches || PyList_Append(launches, entry) < 0) PyErr_Clear();  // (lost, never raised)
@@ -291,7 +285,7 @@ done:
     restore_error(held);
   }
   Py_XDECREF(counts); Py_XDECREF(direct); Py_XDECREF(info); Py_XDECREF(config);
-  Py_XDECREF(slab); Py_XDECREF(site); Py_XDECREF(seq);
+  Py_XDECREF(slab); Py_XDECREF(site); Py_XDECREF(seq); Py_XDECREF(dev);
   return ret;
 }
 

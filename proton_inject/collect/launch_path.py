@@ -207,10 +207,8 @@ class LaunchPath:
         launcher, through the profile allocator; then the buffer it got serves the next."""
         ret = w.inner(gx, gy, gz, stream, function, *args)
         if w.direct is not None:
-            import torch
-
             need = gx * gy * gz * w.per_cta
-            w.discard = self.buffers.discard.find(need, torch._C._cuda_getDevice())
+            w.discard = self.buffers.discard.find(need, w.device)
             w.discard_bytes = -1 if w.discard is None else w.discard.numel()
         return ret
 
