@@ -59,6 +59,7 @@ class LaunchMetadata:
             rec.scope_names, rec.scope_parents = self._scopes(rec)
 
         name = rec.config_name = rec.config_name or config_name(rec.config)
+        sampled_warps, sample_ctas = self._sampling(rec)
         return LaunchMeta(
             kernel=rec.kernel,
             grid=rec.grid,
@@ -71,8 +72,8 @@ class LaunchMetadata:
             hash=rec.hash,
             clock_bits=self.options.clock,
             granularity=self.options.granularity,
-            sampled_warps=self._sampling(rec)[0],
-            sample_ctas=self._sampling(rec)[1],
+            sampled_warps=sampled_warps,
+            sample_ctas=sample_ctas,
             buffer_type=self._kernel_options(rec).buffer_type,
             config=f"[tuning] {name}" if rec.tuning else name,
             launch=rec.seq,
