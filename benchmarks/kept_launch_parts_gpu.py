@@ -2,9 +2,10 @@
 the launch path replaced, plain launches interleaved in every round.
 
   plain            no session
-  kept             every launch kept (--keep-launches all), as a user gets it
-  kept, C path     the same with the C fast path on (PROTON_INJECT_FAST_LAUNCH=1)
-  no call site     kept, with who-launched-it (``program_frame``) answering None
+  kept             every launch kept (--keep-launches all), as a user gets it (the C fast path)
+  kept (Python)    the same with the C fast path off (PROTON_INJECT_FAST_LAUNCH=0); the rows
+                   below take this Python path apart
+  no call site     kept (Python), with who-launched-it (``program_frame``) answering None
   no slab taking   kept, no call site, and every launch into the open slab's first bytes (no
                    lock, no bookkeeping, no shipping; the records overwrite each other)
   bare wrapper     only our wrapper: the launcher's C entry point with those bytes, straight
@@ -88,7 +89,7 @@ def round_of(case: str, x: torch.Tensor, n: int, out: Path) -> float:
     if case == "plain":
         return launches(x, n)
     with ExitStack() as stack:
-        stack.enter_context(mock.patch.dict(os.environ, {fast_launch.ENV: "1" if case == "kept, C path" else "0"}))
+        stack.enter_context(mock.patch.dict(os.environ, {fast_launch.ENV: "1" if case == "kept" else "0"}))
         if not case.startswith("kept"):
             stack.enter_context(mock.patch.object(launch_path, "program_frame", lambda skip=1: None))
         if case == "no slab taking":
@@ -146,7 +147,7 @@ def timed_round(x: torch.Tensor, n: int, out: Path) -> None:
         print(f"{k:28s} {len(v):6d} {sum(v) * 1e3:9.2f} {max(v) * 1e3:8.3f} {sum(v) / n * 1e6:9.2f}")
 
 
-CASES = ("plain", "kept", "kept, C path", "no call site", "no slab taking", "bare wrapper")
+CASES = ("plain", "kept", "kept (Python)", "no call site", "no slab taking", "bare wrapper")
 
 
 def main() -> None:

@@ -12,8 +12,8 @@ thread-local state, the tool-work depth and the call-site cache; a change to how
 path keeps any of them is a change to ``fast_launch.c`` too (tests/unit/collect/
 test_fast_launch.py compares the two paths).
 
-Not yet the default: ``PROTON_INJECT_FAST_LAUNCH=1`` turns it on until it has been measured and
-tested on a GPU (docs/host-performance.md).
+On by default (measured on an H200: docs/host-performance.md); ``PROTON_INJECT_FAST_LAUNCH=0``
+turns it off, leaving every kept launch to the Python path.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _module() -> Any:
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "") == "1"
+    return os.environ.get(ENV, "1") != "0"
 
 
 def make(path: Any, slabs: Any, sink: Any, buffers: Any) -> Any:
