@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#include <structmember.h>
 #include <stddef.h>
 #include <time.h>
 
@@ -41,7 +42,6 @@ static void restore_error(held_error e) {
 
 typedef struct {
   PyObject_HEAD
-  vectorcallfunc vectorcall;  // Fast_call: a call of the object costs no tuple
   // given at creation (see fast_launch.py)
   PyObject *path, *slabs, *lock, *open, *tls, *tool_state, *capturing, *next_seq, *bracket_after,
       *is_library, *classify, *config_of, *not_taken;
@@ -53,9 +53,8 @@ typedef struct {
   int last_line;
   long long last_x, last_y, last_z;
   // attribute names, interned once
-  PyObject *s_counts, *s_seen, *s_next_keep, *s_active, *s_capturing, *s_kept, *s_depth,
-      *s_tuning, *s_measure, *s_autotuner, *s_direct, *s_coop, *s_pdl, *s_per_cta, *s_device,
-      *s_info, *s_config, *s_used, *s_size, *s_opened, *s_base, *s_streams, *s_launches,
+  PyObject *s_seen, *s_next_keep, *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
+      *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s_used, *s_size, *s_opened, *s_base, *s_streams, *s_launches,
       *s_acquire, *s_release, *s__depth;
 } Fast;
 
@@ -127,23 +126,39 @@ static PyObject *program_frame(Fast *f) {
   Py_RETURN_NONE;
 }
 
-// fast(w, gx, gy, gz, stream, function, args): Triton's return value, or NOT_TAKEN.
-static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs != 7 || kwnames || !PyTuple_Check(argv[6])) {
-    PyErr_SetString(PyExc_TypeError, "fast(w, gx, gy, gz, stream, function, args)");
-    return NULL;
-  }
-  PyObject *w = argv[0], *gx = argv[1], *gy = argv[2], *gz = argv[3], *stream = argv[4],
-           *function = argv[5], *args = argv[6];
-  PyObject *counts = NULL, *direct = NULL, *info = NULL, *config = NULL, *slab = NULL, *site = NULL,
-           *seq = NULL, *ret = NULL, *v = NULL, *dev = NULL;
+// An instrumented build's launcher in C (launch_path.KernelLauncher's twin): Triton calls it as
+// the build's `run`; its fields are the Python launcher's attributes.
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;  // Launcher_call: Triton's call of it builds no tuple
+  PyObject *inner, *info, *counts, *path, *device, *direct, *coop, *pdl, *discard, *fast;
+  long long per_cta, discard_bytes;
+} Launcher;
+
+// Triton's C entry point of `w` with profile scratch `scratch` (argv as Triton calls `run`:
+// gx, gy, gz, stream, function, then the launcher's own arguments).
+static PyObject *call_entry(Launcher *w, PyObject *const *argv, Py_ssize_t nargs, PyObject *stream,
+                            PyObject *scratch) {
+  PyObject *small[64], **call = small;
+  Py_ssize_t n = 4 + nargs;  // (9 fixed, then argv[5:])
+  if (n > 64 && !(call = PyMem_Malloc(sizeof(PyObject *) * (size_t)n))) return PyErr_NoMemory();
+  PyObject *head[9] = {argv[0], argv[1], argv[2], stream, argv[4], w->coop ? w->coop : Py_False,
+                       w->pdl ? w->pdl : Py_False, Py_None, scratch};
+  for (int i = 0; i < 9; i++) call[i] = head[i];
+  for (Py_ssize_t i = 5; i < nargs; i++) call[4 + i] = argv[i];
+  PyObject *ret = PyObject_Vectorcall(w->direct, call, (size_t)n, NULL);
+  if (call != small) PyMem_Free(call);
+  return ret;
+}
+
+static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize_t nargs) {
+  PyObject *gx = argv[0], *gy = argv[1], *gz = argv[2], *stream = argv[3];
+  PyObject *counts = w->counts, *direct = w->direct, *info = w->info, *dev = w->device;
+  PyObject *config = NULL, *slab = NULL, *site = NULL, *seq = NULL, *ret = NULL, *v = NULL;
   held_error held;
   int locked = 0;
 
   // The policy's next keep (KeepPolicy.next_after), as the Python path sets it first.
-  counts = PyObject_GetAttr(w, f->s_counts);
-  if (!counts) goto not_taken;
   long long seen = attr_ll(counts, f->s_seen);
   if (seen < 0) goto not_taken;
   if (seen < f->first) v = PyLong_FromLongLong(seen + 1);
@@ -167,19 +182,15 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
   if (tls_set(f->tls, f->s_tuning) != 0 || tls_set(f->tls, f->s_measure) != 0) goto not_taken;
   int tuned = tls_set(f->tls, f->s_autotuner);  // launched by an autotuner: its best config
   if (tuned < 0) goto not_taken;
-  direct = PyObject_GetAttr(w, f->s_direct);
   if (!direct || direct == Py_None) goto not_taken;
-  long long per_cta = attr_ll(w, f->s_per_cta);
+  long long per_cta = w->per_cta;
   long long x = PyLong_AsLongLong(gx), y = PyLong_AsLongLong(gy), z = PyLong_AsLongLong(gz);
   if (PyErr_Occurred() || x <= 0 || y <= 0 || z <= 0 || per_cta <= 0) goto not_taken;
   long long size = x;  // (each product at most largest before the next factor: no overflow)
   if (size > f->largest || (size *= y) > f->largest || (size *= z) > f->largest ||
       (size *= per_cta) > f->largest)
     goto not_taken;
-  dev = PyObject_GetAttr(w, f->s_device);  // (an int: the key of its slab and its bracket time)
-  if (!dev || !PyLong_Check(dev)) goto not_taken;
-  info = PyObject_GetAttr(w, f->s_info);
-  if (!info) goto not_taken;
+  if (!dev || !PyLong_Check(dev) || !info) goto not_taken;  // (device: the key of its slab and bracket time)
   config = tuned ? NULL : PyObject_GetAttr(info, f->s_config);
   if (!config || config == Py_None) {  // (LaunchPath._config: cached per build and per config)
     Py_XDECREF(config);
@@ -235,25 +246,16 @@ static PyObject *Fast_call(Fast *f, PyObject *const *argv, size_t nargsf, PyObje
   // The launch: Triton's C entry point with the slab's bytes, the depth marked for hooks.
   PyObject *one = PyLong_FromLong(1), *zero = PyLong_FromLong(0);
   PyObject *address = PyLong_FromLongLong(base + used);
-  PyObject *coop = PyObject_GetAttr(w, f->s_coop), *pdl = PyObject_GetAttr(w, f->s_pdl);
-  Py_ssize_t nextra = PyTuple_GET_SIZE(args), n = 9 + nextra;
-  PyObject **call = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
-  if (!one || !zero || !address || !coop || !pdl || !call ||
-      PyObject_SetAttr(f->slabs, f->s__depth, one) < 0) {
-    Py_XDECREF(one); Py_XDECREF(zero); Py_XDECREF(address); Py_XDECREF(coop); Py_XDECREF(pdl);
-    PyMem_Free(call);
+  if (!one || !zero || !address || PyObject_SetAttr(f->slabs, f->s__depth, one) < 0) {
+    Py_XDECREF(one); Py_XDECREF(zero); Py_XDECREF(address);
     Py_DECREF(s0);
     goto not_taken;
   }
-  PyObject *head[9] = {gx, gy, gz, s0, function, coop, pdl, Py_None, address};
-  for (int i = 0; i < 9; i++) call[i] = head[i];
-  for (Py_ssize_t i = 0; i < nextra; i++) call[9 + i] = PyTuple_GET_ITEM(args, i);
-  ret = PyObject_Vectorcall(direct, call, (size_t)n, NULL);
-  PyMem_Free(call);
+  ret = call_entry(w, argv, nargs, s0, address);
   held = hold_error();  // (the program's error, if any, kept across the reset)
   PyObject_SetAttr(f->slabs, f->s__depth, zero);
   restore_error(held);
-  Py_DECREF(one); Py_DECREF(zero); Py_DECREF(coop); Py_DECREF(pdl);
+  Py_DECREF(one); Py_DECREF(zero);
   if (ret) {  // recorded: its entry (SlabLaunch's fields) in the slab
     PyObject *grid;
     if (f->last_grid && x == f->last_x && y == f->last_y && z == f->last_z) {
@@ -284,8 +286,7 @@ done:
     Py_XDECREF(r);
     restore_error(held);
   }
-  Py_XDECREF(counts); Py_XDECREF(direct); Py_XDECREF(info); Py_XDECREF(config);
-  Py_XDECREF(slab); Py_XDECREF(site); Py_XDECREF(seq); Py_XDECREF(dev);
+  Py_XDECREF(config); Py_XDECREF(slab); Py_XDECREF(site); Py_XDECREF(seq);
   return ret;
 }
 
@@ -293,9 +294,9 @@ static void Fast_dealloc(Fast *f) {
   PyObject **refs[] = {&f->path, &f->slabs, &f->lock, &f->open, &f->tls, &f->tool_state, &f->capturing,
                        &f->next_seq, &f->bracket_after, &f->is_library, &f->classify, &f->config_of,
                        &f->not_taken,
-                       &f->s_counts, &f->s_seen, &f->s_next_keep, &f->s_active, &f->s_capturing,
+                       &f->s_seen, &f->s_next_keep, &f->s_active, &f->s_capturing,
                        &f->s_kept, &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner,
-                       &f->s_direct, &f->s_coop, &f->s_pdl, &f->s_per_cta, &f->s_device, &f->s_info,
+                       &f->s_not_kept, &f->s_launch,
                        &f->s_config, &f->s_used, &f->s_size, &f->s_opened, &f->s_base, &f->s_streams,
                        &f->s_launches, &f->s_acquire, &f->s_release, &f->s__depth, &f->last_code,
                        &f->last_site, &f->last_grid};
@@ -330,15 +331,14 @@ static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
                       f->not_taken};
   for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) Py_INCREF(objs[i]);
 #define NAME(field, text) if (!(f->field = PyUnicode_InternFromString(text))) goto fail;
-  NAME(s_counts, "counts") NAME(s_seen, "seen") NAME(s_next_keep, "next_keep") NAME(s_active, "active")
+  NAME(s_seen, "seen") NAME(s_next_keep, "next_keep") NAME(s_active, "active")
   NAME(s_capturing, "capturing") NAME(s_kept, "kept") NAME(s_depth, "depth") NAME(s_tuning, "tuning")
-  NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_direct, "direct") NAME(s_coop, "coop")
-  NAME(s_pdl, "pdl") NAME(s_per_cta, "per_cta") NAME(s_device, "device") NAME(s_info, "info")
+  NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_not_kept, "not_kept")
+  NAME(s_launch, "launch")
   NAME(s_config, "config") NAME(s_used, "used") NAME(s_size, "size") NAME(s_opened, "opened")
   NAME(s_base, "base") NAME(s_streams, "streams") NAME(s_launches, "launches") NAME(s_acquire, "acquire")
   NAME(s_release, "release") NAME(s__depth, "_depth")
 #undef NAME
-  f->vectorcall = (vectorcallfunc)Fast_call;
   return (PyObject *)f;
 fail:
   Py_DECREF(f);
@@ -348,24 +348,152 @@ fail:
 static PyTypeObject FastType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Fast",
     .tp_basicsize = sizeof(Fast),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = Fast_new,
     .tp_dealloc = (destructor)Fast_dealloc,
+    .tp_doc = "A session's state for its C launchers' kept launches (collect/fast_launch.py).",
+};
+
+// path.<method>(w, gx, gy, gz, stream, function, args): the Python launch path for the launches
+// the C one leaves (LaunchPath.not_kept, LaunchPath.launch).
+static PyObject *python_path(Launcher *w, PyObject *method, PyObject *const *argv, Py_ssize_t nargs) {
+  PyObject *args = PyTuple_New(nargs - 5);
+  if (!args) return NULL;
+  for (Py_ssize_t i = 5; i < nargs; i++) PyTuple_SET_ITEM(args, i - 5, Py_NewRef(argv[i]));
+  PyObject *call[8] = {w->path, (PyObject *)w, argv[0], argv[1], argv[2], argv[3], argv[4], args};
+  PyObject *ret = PyObject_VectorcallMethod(method, call, 8, NULL);
+  Py_DECREF(args);
+  return ret;
+}
+
+// KernelLauncher.__call__'s twin: count the launch; a launch not kept straight to Triton's entry
+// point with the throw-away buffer (or LaunchPath.not_kept); a kept one through fast_keep, else
+// LaunchPath.launch. Anything unexpected of ours: Triton's own launcher, unprofiled.
+static PyObject *Launcher_call(Launcher *w, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  Fast *f = (Fast *)w->fast;
+  if (kwnames || nargs < 5 || !f || !w->counts || !w->path)
+    return PyObject_Vectorcall(w->inner, argv, nargsf, kwnames);
+  long long seen = attr_ll(w->counts, f->s_seen);
+  PyObject *v = seen < 0 ? NULL : PyLong_FromLongLong(++seen);
+  int bad = !v || PyObject_SetAttr(w->counts, f->s_seen, v) < 0;
+  Py_XDECREF(v);
+  PyObject *next = bad ? NULL : PyObject_GetAttr(w->counts, f->s_next_keep);
+  if (!next) goto plain;
+  int keep = PyLong_CheckExact(next) ? seen >= PyLong_AsLongLong(next) : (double)seen >= PyFloat_AsDouble(next);
+  Py_DECREF(next);
+  if (PyErr_Occurred()) goto plain;
+  if (!keep) {
+    long long capturing = attr_ll(w->path, f->s_capturing);
+    if (PyErr_Occurred()) goto plain;
+    if (!capturing) {
+      long long x = PyLong_AsLongLong(argv[0]), y = PyLong_AsLongLong(argv[1]), z = PyLong_AsLongLong(argv[2]);
+      if (PyErr_Occurred()) goto plain;
+      long long need = x * y * z * w->per_cta;
+      if (w->direct && w->direct != Py_None && w->discard && w->discard != Py_None && need <= w->discard_bytes)
+        return call_entry(w, argv, nargs, argv[3], w->discard);
+      return python_path(w, f->s_not_kept, argv, nargs);
+    }
+  }
+  PyObject *ret = fast_keep(f, w, argv, nargs);
+  if (ret != f->not_taken) return ret;
+  Py_DECREF(ret);
+  return python_path(w, f->s_launch, argv, nargs);
+plain:
+  PyErr_Clear();
+  return PyObject_Vectorcall(w->inner, argv, nargsf, NULL);
+}
+
+// Attributes not its own are the wrapped launcher's, as KernelLauncher.__getattr__.
+static PyObject *Launcher_getattro(Launcher *w, PyObject *name) {
+  PyObject *v = PyObject_GenericGetAttr((PyObject *)w, name);
+  if (v || !w->inner || !PyErr_ExceptionMatches(PyExc_AttributeError)) return v;
+  PyErr_Clear();
+  return PyObject_GetAttr(w->inner, name);
+}
+
+static int Launcher_traverse(Launcher *w, visitproc visit, void *arg) {
+  Py_VISIT(w->inner); Py_VISIT(w->info); Py_VISIT(w->counts); Py_VISIT(w->path); Py_VISIT(w->device);
+  Py_VISIT(w->direct); Py_VISIT(w->coop); Py_VISIT(w->pdl); Py_VISIT(w->discard); Py_VISIT(w->fast);
+  return 0;
+}
+
+static int Launcher_clear(Launcher *w) {
+  Py_CLEAR(w->inner); Py_CLEAR(w->info); Py_CLEAR(w->counts); Py_CLEAR(w->path); Py_CLEAR(w->device);
+  Py_CLEAR(w->direct); Py_CLEAR(w->coop); Py_CLEAR(w->pdl); Py_CLEAR(w->discard); Py_CLEAR(w->fast);
+  return 0;
+}
+
+static void Launcher_dealloc(Launcher *w) {
+  PyObject_GC_UnTrack(w);
+  Launcher_clear(w);
+  Py_TYPE(w)->tp_free((PyObject *)w);
+}
+
+// Launcher(fast, inner, info, counts, path, device, direct, coop, pdl, per_cta)
+static PyObject *Launcher_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+  (void)kw;
+  PyObject *fast, *inner, *info, *counts, *path, *device, *direct, *coop, *pdl;
+  long long per_cta;
+  if (!PyArg_ParseTuple(a, "O!OOOOOOOOL", &FastType, &fast, &inner, &info, &counts, &path, &device, &direct,
+                        &coop, &pdl, &per_cta))
+    return NULL;
+  Launcher *w = (Launcher *)type->tp_alloc(type, 0);
+  if (!w) return NULL;
+  w->fast = Py_NewRef(fast), w->inner = Py_NewRef(inner), w->info = Py_NewRef(info);
+  w->counts = Py_NewRef(counts), w->path = Py_NewRef(path), w->device = Py_NewRef(device);
+  w->direct = Py_NewRef(direct), w->coop = Py_NewRef(coop), w->pdl = Py_NewRef(pdl);
+  w->discard = Py_NewRef(Py_None);
+  w->per_cta = per_cta, w->discard_bytes = -1;
+  w->vectorcall = (vectorcallfunc)Launcher_call;
+  return (PyObject *)w;
+}
+
+static PyObject *Launcher_self(PyObject *w, PyObject *unused) {  // a copy is the launcher itself
+  (void)unused;
+  return Py_NewRef(w);
+}
+
+static PyMethodDef Launcher_methods[] = {
+    {"__copy__", Launcher_self, METH_NOARGS, NULL},
+    {"__deepcopy__", Launcher_self, METH_O, NULL},
+    {NULL, NULL, 0, NULL}};
+
+#define FIELD(name, kind) {#name, kind, offsetof(Launcher, name), 0, NULL},
+static PyMemberDef Launcher_members[] = {
+    FIELD(inner, T_OBJECT_EX) FIELD(info, T_OBJECT_EX) FIELD(counts, T_OBJECT_EX) FIELD(path, T_OBJECT_EX)
+    FIELD(device, T_OBJECT_EX) FIELD(direct, T_OBJECT) FIELD(coop, T_OBJECT) FIELD(pdl, T_OBJECT)
+    FIELD(discard, T_OBJECT) FIELD(fast, T_OBJECT) FIELD(per_cta, T_LONGLONG) FIELD(discard_bytes, T_LONGLONG)
+    {NULL, 0, 0, 0, NULL}};
+#undef FIELD
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Launcher",
+    .tp_basicsize = sizeof(Launcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_new = Launcher_new,
+    .tp_dealloc = (destructor)Launcher_dealloc,
+    .tp_traverse = (traverseproc)Launcher_traverse,
+    .tp_clear = (inquiry)Launcher_clear,
     .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Fast, vectorcall),
-    .tp_doc = "A session's kept-launch fast path (collect/fast_launch.py).",
+    .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
+    .tp_getattro = (getattrofunc)Launcher_getattro,
+    .tp_members = Launcher_members,
+    .tp_methods = Launcher_methods,
+    .tp_doc = "An instrumented build's launcher in C (collect/fast_launch.py).",
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, .m_name = "proton_inject_fast_launch", .m_size = -1};
 
 PyMODINIT_FUNC PyInit_proton_inject_fast_launch(void) {
-  if (PyType_Ready(&FastType) < 0) return NULL;
+  if (PyType_Ready(&FastType) < 0 || PyType_Ready(&LauncherType) < 0) return NULL;
   PyObject *m = PyModule_Create(&module);
   if (!m) return NULL;
   Py_INCREF(&FastType);
-  if (PyModule_AddObject(m, "Fast", (PyObject *)&FastType) < 0) {
-    Py_DECREF(&FastType);
+  Py_INCREF(&LauncherType);
+  if (PyModule_AddObject(m, "Fast", (PyObject *)&FastType) < 0 ||
+      PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
     Py_DECREF(m);
     return NULL;
   }

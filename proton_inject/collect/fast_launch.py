@@ -1,12 +1,14 @@
-"""A kept launch's usual case in C (``fast_launch.c``), beside the Python launch path.
+"""Instrumented builds' launchers in C (``fast_launch.c``), beside the Python launch path.
 
-Per kept launch the Python path (``LaunchPath.launch``, ``Slabs.launch``, ``program_frame``)
-costs a launch-bound loop about as much again as Triton's own launch: each attribute read and
-call is tens of nanoseconds. The C twin does the same steps for the usual case (no bracket due,
-the open slab has room, no autotuner, capture, --measure-overhead or tool work) and answers
-``NOT_TAKEN`` for everything else, before it changes anything, so the Python path stays the one
-reference. It is compiled once per machine and Python version with Triton's own build helper
-and cache (Triton compiles its launchers the same way, so a C compiler is there). It shares the
+Per kept launch the Python path (``KernelLauncher``, ``LaunchPath.launch``, ``Slabs.launch``,
+``program_frame``) costs a launch-bound loop about as much again as Triton's own launch: each
+attribute read and call is tens of nanoseconds. The C launcher counts each launch, sends a
+launch not kept straight to Triton's entry point, and keeps the usual kept launch itself (no
+bracket due, the open slab has room, no autotuner, capture, --measure-overhead or tool work);
+everything else it hands to the Python path's ``LaunchPath.not_kept`` and ``launch`` before it
+changes anything, so the Python path stays the one reference. It is compiled once per machine
+and Python version with Triton's own build helper and cache (Triton compiles its launchers the
+same way, so a C compiler is there). It shares the
 Python path's state by reference, not a copy: the slabs' lock and open slabs, the session's
 thread-local state, the tool-work depth and the call-site cache; a change to how the Python
 path keeps any of them is a change to ``fast_launch.c`` too (tests/unit/collect/
@@ -42,12 +44,19 @@ def enabled() -> bool:
 
 
 def make(path: Any, slabs: Any, sink: Any, buffers: Any) -> Any:
-    """The session's fast path for kept launches, called as ``fast(launcher, gx, gy, gz,
-    stream, function, args)`` (Triton's return value or ``NOT_TAKEN``). Raises when it cannot be
-    built (no C compiler, no Python headers): the caller notes it and keeps the Python path."""
+    """The state a session's C launchers share (the Python path's, by reference). Raises when it
+    cannot be built (no C compiler, no Python headers): the caller notes it and keeps the Python
+    path."""
     policy = path.policy
     return _module().Fast(
         path, slabs, slabs._lock, slabs._open, path._tls, device_ops._state, path._capturing_here,
         sink.next_seq, buffers.bracket_after, call_site._is_library, call_site.classify, path._config, NOT_TAKEN,
         policy.first, policy.every, -1 if policy.total is None else policy.total, slabs.largest,
         SHIP_AFTER_S)
+
+
+def launcher(fast: Any, inner: Any, info: Any, counts: Any, path: Any, device: int, direct: Any, coop: Any,
+             pdl: Any, per_cta: int) -> Any:
+    """An instrumented build's launcher in C (``launch_path.KernelLauncher``'s twin, with the
+    same attributes), for the session whose shared state ``make`` gave."""
+    return _module().Launcher(fast, inner, info, counts, path, device, direct, coop, pdl, per_cta)

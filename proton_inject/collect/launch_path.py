@@ -30,12 +30,24 @@ def _current_device() -> int:
     return torch._C._cuda_getDevice()
 
 
+def entry_point(inner: Any, info: _KernelInfo) -> tuple[Any, Any, Any, int]:
+    """(Triton's C entry point or None, its cooperative and PDL flags, record bytes a CTA) of
+    the launcher ``inner`` of an instrumented build."""
+    per_cta = int(getattr(info.ck.metadata, "num_ctas", 1) or 1) * info.scratch
+    # Triton's CUDA launcher with no global scratch: its entry point can take our buffer.
+    plain_entry = (type(inner).__name__ == "CudaLauncher" and not getattr(inner, "global_scratch_size", 1)
+                   and all(hasattr(inner, a) for a in ("launch", "launch_cooperative_grid", "launch_pdl")))
+    return (inner.launch if plain_entry else None, getattr(inner, "launch_cooperative_grid", False),
+            getattr(inner, "launch_pdl", False), per_cta)
+
+
 class KernelLauncher:
     """An instrumented build's launcher as Triton calls it (``CompiledKernel.run``): counts
     the launch and, when the policy keeps it, hands it to the session's ``LaunchPath``. A
     launch not kept goes to the launcher's own C entry point with a throw-away buffer, as
     Triton's launcher would after asking the profile allocator (one Python call less than a
-    plain launch of the same build)."""
+    plain launch of the same build). Its C twin (``fast_launch.Launcher``, the usual one) does
+    the same and keeps the usual kept launch itself; this one serves where C cannot be built."""
 
     __slots__ = ("inner", "info", "counts", "path", "device", "direct", "coop", "pdl", "per_cta", "discard",
                  "discard_bytes")
@@ -43,13 +55,7 @@ class KernelLauncher:
     def __init__(self, inner: Any, info: _KernelInfo, counts: LaunchCounts, path: LaunchPath,
                  device: int) -> None:
         self.inner, self.info, self.counts, self.path, self.device = inner, info, counts, path, device
-        self.per_cta = int(getattr(info.ck.metadata, "num_ctas", 1) or 1) * info.scratch
-        # Triton's CUDA launcher with no global scratch: its entry point can take our buffer.
-        plain_entry = (type(inner).__name__ == "CudaLauncher" and not getattr(inner, "global_scratch_size", 1)
-                       and all(hasattr(inner, a) for a in ("launch", "launch_cooperative_grid", "launch_pdl")))
-        self.direct = inner.launch if plain_entry else None
-        self.coop = getattr(inner, "launch_cooperative_grid", False)
-        self.pdl = getattr(inner, "launch_pdl", False)
+        self.direct, self.coop, self.pdl, self.per_cta = entry_point(inner, info)
         self.discard, self.discard_bytes = None, -1
 
     def __call__(self, gx: int, gy: int, gz: int, stream: int, function: Any, *args: Any) -> Any:
@@ -60,11 +66,6 @@ class KernelLauncher:
                 return self.direct(gx, gy, gz, stream, function, self.coop, self.pdl, None,
                                    self.discard, *args)
             return self.path.not_kept(self, gx, gy, gz, stream, function, args)
-        fast = self.path.fast
-        if fast is not None:  # (the C twin of the usual kept launch: fast_launch.py)
-            ret = fast(self, gx, gy, gz, stream, function, args)
-            if ret is not NOT_TAKEN:
-                return ret
         return self.path.launch(self, gx, gy, gz, stream, function, args)
 
     def __getattr__(self, name: str) -> Any:  # the launcher's own attributes, as before
@@ -99,7 +100,7 @@ class LaunchPath:
         self.active = False
         self.capturing = 0  # CUDA-graph captures under way (the launch path then always asks)
         self._capturing_here: Any = None  # torch's query, bound at install
-        self.fast: Any = None  # the C fast path for kept launches, when on (fast_launch.py)
+        self.fast: Any = None  # the C launchers' shared state, when they are on (fast_launch.py)
         self._configs: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(autotuner config) -> it, as a dict
         self.unhooked: set[str] = set()  # kernels whose builds never went through the hook
 
@@ -173,7 +174,11 @@ class LaunchPath:
         if not info.instrumented or self.autotune.building_plain or ck._run is None:
             return
         counts = LaunchCounts(info.name, self.policy)
-        w = KernelLauncher(ck._run, info, counts, self, _current_device())  # (loaded on it just now)
+        device = _current_device()  # (loaded on it just now)
+        if self.fast is not None:
+            w = fast_launch.launcher(self.fast, ck._run, info, counts, self, device, *entry_point(ck._run, info))
+        else:
+            w = KernelLauncher(ck._run, info, counts, self, device)
         with self._lock:
             if self.policy.total is not None and self.kept >= self.policy.total:
                 counts.next_keep = NEVER

@@ -18,10 +18,13 @@ from helpers import requires_gpu
 
 from proton_inject.analyze.decode import decode
 from proton_inject.api import profile
+from proton_inject.collect import fast_launch
 from proton_inject.collect.launch_path import KernelLauncher
 from proton_inject.formats.raw import find_raw, load_raw
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
+
+WRAPPED = (KernelLauncher, fast_launch._module().Launcher)  # our launchers: Python's, C's
 
 
 @triton.jit
@@ -77,8 +80,8 @@ def test_launchers_restored_after_the_session(tmp_path):
     with profile({"loops": "both"}, out=tmp_path / "t", quiet=True):
         _bump(x)
         cks = bump_kernel.device_caches[torch.cuda.current_device()][0].values()
-        ck = next(k for k in cks if isinstance(k._run, KernelLauncher))  # (others: earlier sessions')
-    assert not isinstance(ck._run, KernelLauncher)
+        ck = next(k for k in cks if isinstance(k._run, WRAPPED))  # (others: earlier sessions')
+    assert not isinstance(ck._run, WRAPPED)
     _bump(x)  # the instrumented build still launches (throw-away scratch), outside any session
     torch.cuda.synchronize()
 
@@ -180,7 +183,7 @@ def test_each_builds_first_launches_have_a_clock_bracket(tmp_path):
 
 
 def test_kept_launches_through_the_c_fast_path(tmp_path, monkeypatch):
-    """PROTON_INJECT_FAST_LAUNCH=1: past each build's first launches (and the launch that opens a
+    """The C launcher (on unless PROTON_INJECT_FAST_LAUNCH=0): past each build's first launches (the launch that opens a
     slab) kept launches go through the C path, and they decode as the Python path's do."""
     from proton_inject.collect import fast_launch, slabs
 

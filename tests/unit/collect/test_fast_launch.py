@@ -1,10 +1,11 @@
-"""The C fast path for kept launches (collect/fast_launch.c), on the CPU: it is compiled with
-Triton's build helper and driven through a real session's launch path and slabs, a slab over
-host memory and, in place of Triton's C entry point (which needs a GPU), a function that
-records what it is given. tests/gpu/test_gpu_launch_path.py runs it on a GPU.
+"""The C launcher (collect/fast_launch.c), on the CPU: it is compiled with Triton's build helper
+and driven through a real session's launch path and slabs, a slab over host memory and, in
+place of Triton's C entry point (which needs a GPU), a function that records what it is given.
+tests/gpu/test_gpu_launch_path.py runs it on a GPU.
 
 What is checked: a kept launch gets the same slab bytes and the same entry (but its number)
-from the C path as from the Python path; everything the C path does not handle reaches the
+from the C launcher as from the Python one; a launch not kept goes to the entry point with the
+throw-away buffer as the Python one sends it; everything the C path does not handle reaches the
 Python path untouched; the program's own launch error is raised with the slab left usable; a
 launch from inside a launch (a hook's) runs unprofiled; nothing leaks a reference.
 """
@@ -90,9 +91,18 @@ def _python_slab_launches(slabs) -> list:
     return seen
 
 
+def _c_twin(setup):
+    """The C launcher of the Python one the set-up made (the same build, counts and entry)."""
+    session, path, slabs, slab, w = setup
+    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers)
+    return fast_launch.launcher(path.fast, w.inner, w.info, w.counts, path, 0, w.direct, w.coop, w.pdl,
+                                w.per_cta)
+
+
 def _launch_twice(setup, fast: bool):
     session, path, slabs, slab, w = setup
-    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers) if fast else None
+    if fast:
+        w = _c_twin(setup)
     python = _python_slab_launches(slabs)
     _launch_here(w, "a", 1)
     _launch_here(w, "b", 2)
@@ -128,7 +138,7 @@ def test_the_c_path_keeps_a_launch_as_the_python_path_does(setup):
 
 def test_what_the_c_path_leaves_reaches_the_python_path(setup):
     session, path, slabs, slab, w = setup
-    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers)
+    w = _c_twin(setup)
     w.counts.seen = 0  # a build's first launches: bracketed, by the Python path
     _launch_here(w)
     assert len(slab.launches) == 1 and w.direct.calls  # (the Python path kept it, in the slab)
@@ -146,7 +156,7 @@ def test_what_the_c_path_leaves_reaches_the_python_path(setup):
 
 def test_the_programs_launch_error_is_raised_and_the_slab_stays_usable(setup):
     session, path, slabs, slab, w = setup
-    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers)
+    w = _c_twin(setup)
     w.direct.raise_next = RuntimeError("an illegal argument")
     with pytest.raises(RuntimeError, match="illegal argument"):
         _launch_here(w)
@@ -157,7 +167,7 @@ def test_the_programs_launch_error_is_raised_and_the_slab_stays_usable(setup):
 
 def test_a_launch_from_inside_a_launch_runs_unprofiled(setup):
     session, path, slabs, slab, w = setup
-    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers)
+    w = _c_twin(setup)
     w.direct.inside = lambda: _launch_here(w, "hook")
     _launch_here(w, "outer")
     assert [c[2] for c in w.inner.calls] == [("hook",)]
@@ -166,7 +176,7 @@ def test_a_launch_from_inside_a_launch_runs_unprofiled(setup):
 
 def test_no_reference_is_leaked(setup):
     session, path, slabs, slab, w = setup
-    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers)
+    w = _c_twin(setup)
     config, info = w.info.config, w.info
     for _ in range(3):
         _launch_here(w, "warm")
@@ -189,3 +199,32 @@ def test_the_python_path_also_runs_a_launch_from_inside_a_launch_unprofiled(setu
     _launch_here(w, "outer")
     assert [c[2] for c in w.inner.calls] == [("hook",)]
     assert len(slab.launches) == 1 and slabs._depth == 0
+
+
+def test_a_launch_not_kept_goes_to_the_entry_point_as_from_the_python_launcher(setup):
+    session, path, slabs, slab, w = setup
+    discard = torch.zeros(8)  # (stands in for the throw-away device buffer)
+    w.counts.next_keep = float("inf")
+    w.discard, w.discard_bytes = discard, 2 * PER_CTA
+    c = _c_twin(setup)
+    c.discard, c.discard_bytes = discard, 2 * PER_CTA
+    for launcher in (w, c):
+        _launch_here(launcher, "n", 3)
+    assert w.direct.calls[0] == w.direct.calls[1] == ((2, 1, 1), 7, "fn", False, True, None, discard, ("n", 3))
+    assert w.counts.seen == 12 and slab.launches == [] and not w.inner.calls
+    c.discard_bytes = PER_CTA  # too small for 2 CTAs: LaunchPath.not_kept, Triton's own launcher
+    c.direct = None  # (so that not_kept looks for no new throw-away buffer: there is no GPU)
+    _launch_here(c, "m")
+    assert [x[2] for x in w.inner.calls] == [("m",)] and len(w.direct.calls) == 2
+
+
+def test_the_c_launcher_stands_in_for_triton_s_launcher(setup):
+    import copy
+
+    session, path, slabs, slab, w = setup
+    w.inner.global_scratch_size = 0
+    c = _c_twin(setup)
+    assert c.global_scratch_size == 0 and c.inner is w.inner and c.per_cta == PER_CTA
+    assert copy.copy(c) is c and copy.deepcopy(c) is c
+    with pytest.raises(AttributeError):
+        c.no_such_attribute  # noqa: B018
