@@ -183,8 +183,9 @@ def test_each_builds_first_launches_have_a_clock_bracket(tmp_path):
 
 
 def test_kept_launches_through_the_c_fast_path(tmp_path, monkeypatch):
-    """The C launcher (on unless PROTON_INJECT_FAST_LAUNCH=0): past each build's first launches (the launch that opens a
-    slab) kept launches go through the C path, and they decode as the Python path's do."""
+    """The C launcher (on unless PROTON_INJECT_FAST_LAUNCH=0): past each build's first launches
+    (and the launch that opens a slab) kept launches go through the C path, and they decode as
+    the Python path's do."""
     from proton_inject.collect import fast_launch, slabs
 
     python_slab_launches = []
