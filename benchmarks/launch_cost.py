@@ -7,6 +7,7 @@ iterations), launched in turn. Each round times, in this order, interleaved:
   plain        no session
   not matched  a session whose rules leave both kernels out (their plain builds run)
   not kept     instrumented, none kept (max_launches=0)
+  not kept (Python) the same with the C launcher off (PROTON_INJECT_FAST_LAUNCH=0)
   kept         instrumented, every launch kept (--keep-launches all), as a user gets it (the C fast
                path, collect/fast_launch.c)
   kept (Python) the same with the C fast path off (PROTON_INJECT_FAST_LAUNCH=0)
@@ -76,6 +77,7 @@ CASES = {
     "plain": None,
     "not matched": dict(source=Rules(kernel="^no_such_kernel$")),
     "not kept": dict(source=Rules(loops="both"), max_launches=0),
+    "not kept (Python)": dict(source=Rules(loops="both"), max_launches=0),
     "kept": dict(source=Rules(loops="both"), keep="all"),
     "kept (Python)": dict(source=Rules(loops="both"), keep="all"),
     "default": dict(source=Rules(loops="both")),
@@ -96,7 +98,7 @@ def timed_case(name: str, x: torch.Tensor, n: int, out: Path, prof: cProfile.Pro
         return launches(x, n), 0.0, 0.0, 0, 0.0
     session = Session(out=out, **kw)
     t0 = time.perf_counter()
-    with mock.patch.dict(os.environ, {fast_launch.ENV: "0" if name == "kept (Python)" else "1"}):
+    with mock.patch.dict(os.environ, {fast_launch.ENV: "0" if name.endswith("(Python)") else "1"}):
         session.start()  # (the C path is built, or not, as the session starts)
     t1 = time.perf_counter()
     try:
