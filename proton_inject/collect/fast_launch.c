@@ -50,12 +50,13 @@ typedef struct {
   // The last call site and grid, reused while they repeat (as in a loop): a tuple fewer each
   // for the garbage collector, whose passes a kept launch's tuples would otherwise bring on.
   PyObject *last_code, *last_site, *last_grid;
-  int last_line;
+  int last_lasti;  // the last site's instruction: the same one needs no line lookup
   long long last_x, last_y, last_z;
   // attribute names, interned once
   PyObject *s_seen, *s_next_keep, *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
       *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s_used, *s_size, *s_opened, *s_base, *s_streams, *s_launches,
-      *s_acquire, *s_release, *s__depth;
+      *s__depth;
+  PyObject *acquire, *release;  // the slabs' lock's methods, bound once
 } Fast;
 
 static double now_s(void) {  // time.perf_counter's clock on Linux
@@ -100,14 +101,14 @@ static PyObject *program_frame(Fast *f) {
       Py_DECREF(r);
     }
     if (lib == Py_False) {
-      int line = PyFrame_GetLineNumber(frame);
+      int lasti = PyFrame_GetLasti(frame);
       PyObject *site;
-      if ((PyObject *)code == f->last_code && line == f->last_line) {
+      if ((PyObject *)code == f->last_code && lasti == f->last_lasti) {
         site = Py_NewRef(f->last_site);
-      } else if ((site = Py_BuildValue("(OiO)", name, line, code->co_name))) {
+      } else if ((site = Py_BuildValue("(OiO)", name, PyFrame_GetLineNumber(frame), code->co_name))) {
         Py_XSETREF(f->last_site, Py_NewRef(site));
         Py_XSETREF(f->last_code, Py_NewRef((PyObject *)code));
-        f->last_line = line;
+        f->last_lasti = lasti;
       }
       Py_DECREF(code);
       Py_DECREF(frame);
@@ -151,7 +152,8 @@ static PyObject *call_entry(Launcher *w, PyObject *const *argv, Py_ssize_t nargs
   return ret;
 }
 
-static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize_t nargs) {
+// (`seen`: the launch's count, this launch included)
+static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize_t nargs, long long seen) {
   PyObject *gx = argv[0], *gy = argv[1], *gz = argv[2], *stream = argv[3];
   PyObject *counts = w->counts, *direct = w->direct, *info = w->info, *dev = w->device;
   PyObject *config = NULL, *slab = NULL, *site = NULL, *seq = NULL, *ret = NULL, *v = NULL;
@@ -159,8 +161,6 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   int locked = 0;
 
   // The policy's next keep (KeepPolicy.next_after), as the Python path sets it first.
-  long long seen = attr_ll(counts, f->s_seen);
-  if (seen < 0) goto not_taken;
   if (seen < f->first) v = PyLong_FromLongLong(seen + 1);
   else if (f->every <= 0) v = PyFloat_FromDouble(Py_HUGE_VAL);
   else v = PyLong_FromLongLong((seen / f->every + 1) * f->every);
@@ -207,7 +207,7 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   if (!site) goto not_taken;
 
   // The slab: under the slabs' lock, as Slabs.launch.
-  v = PyObject_CallMethodNoArgs(f->lock, f->s_acquire);
+  v = PyObject_CallNoArgs(f->acquire);
   if (!v) goto not_taken;
   Py_CLEAR(v);
   locked = 1;
@@ -264,8 +264,19 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
       Py_XSETREF(f->last_grid, Py_NewRef(grid));
       f->last_x = x, f->last_y = y, f->last_z = z;
     }
-    PyObject *entry = grid ? Py_BuildValue("(OONOOOOOLLO)", seq, info, grid, s0, dev, config, Py_False,
-                                           site, used, size, Py_None) : NULL;
+    PyObject *entry = grid ? PyTuple_New(11) : NULL;
+    if (entry) {
+      PyObject *items[11] = {seq, info, grid, s0, dev, config, Py_False, site, NULL, NULL, Py_None};
+      for (int i = 0; i < 11; i++)
+        if (items[i]) PyTuple_SET_ITEM(entry, i, Py_NewRef(items[i]));
+      PyTuple_SET_ITEM(entry, 8, PyLong_FromLongLong(used));
+      PyTuple_SET_ITEM(entry, 9, PyLong_FromLongLong(size));
+      if (!PyTuple_GET_ITEM(entry, 8) || !PyTuple_GET_ITEM(entry, 9)) Py_CLEAR(entry);
+      // Out of the garbage collector's sight: it holds no cycle, and thousands of kept launches'
+      // entries, alive until the slab is saved, would otherwise bring on its passes.
+      else PyObject_GC_UnTrack(entry);
+    }
+    Py_XDECREF(grid);
     PyObject *launches = entry ? PyObject_GetAttr(slab, f->s_launches) : NULL;
     if (!launches || PyList_Append(launches, entry) < 0) PyErr_Clear();  // (lost, never raised)
     Py_XDECREF(launches);
@@ -282,7 +293,7 @@ not_taken:
 done:
   if (locked) {  // (an error of the program's own launch is kept across the release)
     held = hold_error();
-    PyObject *r = PyObject_CallMethodNoArgs(f->lock, f->s_release);
+    PyObject *r = PyObject_CallNoArgs(f->release);
     Py_XDECREF(r);
     restore_error(held);
   }
@@ -298,7 +309,7 @@ static void Fast_dealloc(Fast *f) {
                        &f->s_kept, &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner,
                        &f->s_not_kept, &f->s_launch,
                        &f->s_config, &f->s_used, &f->s_size, &f->s_opened, &f->s_base, &f->s_streams,
-                       &f->s_launches, &f->s_acquire, &f->s_release, &f->s__depth, &f->last_code,
+                       &f->s_launches, &f->acquire, &f->release, &f->s__depth, &f->last_code,
                        &f->last_site, &f->last_grid};
   for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
   Py_TYPE(f)->tp_free((PyObject *)f);
@@ -336,9 +347,11 @@ static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_not_kept, "not_kept")
   NAME(s_launch, "launch")
   NAME(s_config, "config") NAME(s_used, "used") NAME(s_size, "size") NAME(s_opened, "opened")
-  NAME(s_base, "base") NAME(s_streams, "streams") NAME(s_launches, "launches") NAME(s_acquire, "acquire")
-  NAME(s_release, "release") NAME(s__depth, "_depth")
+  NAME(s_base, "base") NAME(s_streams, "streams") NAME(s_launches, "launches") NAME(s__depth, "_depth")
 #undef NAME
+  if (!(f->acquire = PyObject_GetAttrString(f->lock, "acquire")) ||
+      !(f->release = PyObject_GetAttrString(f->lock, "release")))
+    goto fail;
   return (PyObject *)f;
 fail:
   Py_DECREF(f);
@@ -395,7 +408,7 @@ static PyObject *Launcher_call(Launcher *w, PyObject *const *argv, size_t nargsf
       return python_path(w, f->s_not_kept, argv, nargs);
     }
   }
-  PyObject *ret = fast_keep(f, w, argv, nargs);
+  PyObject *ret = fast_keep(f, w, argv, nargs, seen);
   if (ret != f->not_taken) return ret;
   Py_DECREF(ret);
   return python_path(w, f->s_launch, argv, nargs);
