@@ -1,6 +1,6 @@
 """On a GPU: our direct lowering (``--buffer-type direct``) against Proton's global buffer on the
 layer norm example: the same outputs, every region once in every CTA, nested in its kernel
-region, the direct records lengthening the kernel region less; and records inside loops."""
+region (each lowering's kernel length printed); and records inside loops."""
 
 from __future__ import annotations
 
@@ -66,9 +66,10 @@ def test_direct_and_protons_global_lowering_agree_on_the_gpu(tmp_path):
         assert loops <= medians[(btype, "kernel")], medians
         # records sit inside their CTA's timer reads
         assert (ev.start_ns >= d.ctas.init_ns.min()).all()
+    # Printed, not asserted: which lowering adds less to the kernel is a measurement of one
+    # launch each (docs/host-performance.md, 2026-11-28 fourth session: on H200s the direct one
+    # was 2-12% slower in 4 of 5 runs, faster in 1), not something a test can hold.
     print("\nregion medians (cycles):", medians)
-    # the direct records add less to the kernel than Proton's global-buffer lowering
-    assert medians[("direct", "kernel")] <= 1.02 * medians[("global", "kernel")], medians
 
 
 def test_records_inside_loops_lowered_directly_on_the_gpu(tmp_path):
