@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # (run from a checkout: the package need not be installed)
 PROGRAMS = {
     "inductor": [REPO / "tests" / "gpu" / "programs" / "inductor_prog.py", "--mode", "default", "--iters", "20"],
     "liger": [REPO / "benchmarks" / "programs" / "liger_step.py", "--steps", "20"],
