@@ -54,9 +54,11 @@ typedef struct {
   long long last_x, last_y, last_z;
   // attribute names, interned once
   PyObject *s_seen, *s_next_keep, *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
-      *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s_used, *s_size, *s_opened, *s_base, *s_streams, *s_launches,
-      *s__depth;
+      *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth;
   PyObject *acquire, *release;  // the slabs' lock's methods, bound once
+  // The path's and the slabs' instance dicts: their flags and counts read and written there
+  // directly (what their attribute access does, without the look through their classes).
+  PyObject *path_dict, *slabs_dict;
 } Fast;
 
 static double now_s(void) {  // time.perf_counter's clock on Linux
@@ -71,6 +73,24 @@ static long long attr_ll(PyObject *o, PyObject *name) {
   if (!v) return -1;
   long long r = PyLong_AsLongLong(v);
   Py_DECREF(v);
+  return r;
+}
+
+// An instance attribute held in dict `d`, as a C integer; -1 with an error set when absent.
+static long long dict_ll(PyObject *d, PyObject *name) {
+  PyObject *v = PyDict_GetItemWithError(d, name);  // borrowed
+  if (!v) {
+    if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, name);
+    return -1;
+  }
+  return PyLong_AsLongLong(v);
+}
+
+// Sets instance attribute `name` (held in dict `d`) to integer `value`; -1 on error.
+static int dict_set_ll(PyObject *d, PyObject *name, long long value) {
+  PyObject *v = PyLong_FromLongLong(value);
+  int r = v ? PyDict_SetItem(d, name, v) : -1;
+  Py_XDECREF(v);
   return r;
 }
 
@@ -127,6 +147,60 @@ static PyObject *program_frame(Fast *f) {
   Py_RETURN_NONE;
 }
 
+// A slab open for kept launches (slabs.Slab's twin, the one sessions use when this module is
+// built): the same attributes, which the C path reads and writes as fields.
+typedef struct {
+  PyObject_HEAD
+  PyObject *buf, *streams, *launches;
+  long long base, device, size, used;
+  double opened;
+} Slab;
+
+static void Slab_dealloc(Slab *s) {
+  Py_CLEAR(s->buf); Py_CLEAR(s->streams); Py_CLEAR(s->launches);
+  Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+// Slab(buf, device): buf a device (or, in tests, host) tensor of bytes.
+static PyObject *Slab_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+  (void)kw;
+  PyObject *buf;
+  long long device;
+  if (!PyArg_ParseTuple(a, "OL", &buf, &device)) return NULL;
+  long long base = -1, size = -1;
+  PyObject *v = PyObject_CallMethod(buf, "data_ptr", NULL);
+  if (v) base = PyLong_AsLongLong(v), Py_DECREF(v);
+  v = PyErr_Occurred() ? NULL : PyObject_CallMethod(buf, "numel", NULL);
+  if (v) size = PyLong_AsLongLong(v), Py_DECREF(v);
+  if (PyErr_Occurred()) return NULL;
+  Slab *s = (Slab *)type->tp_alloc(type, 0);
+  if (!s) return NULL;
+  s->buf = Py_NewRef(buf), s->streams = PySet_New(NULL), s->launches = PyList_New(0);
+  s->base = base, s->device = device, s->size = size, s->used = 0, s->opened = now_s();
+  if (!s->streams || !s->launches) {
+    Py_DECREF(s);
+    return NULL;
+  }
+  return (PyObject *)s;
+}
+
+#define FIELD(name, kind) {#name, kind, offsetof(Slab, name), 0, NULL},
+static PyMemberDef Slab_members[] = {
+    FIELD(buf, T_OBJECT_EX) FIELD(streams, T_OBJECT_EX) FIELD(launches, T_OBJECT_EX) FIELD(base, T_LONGLONG)
+    FIELD(device, T_LONGLONG) FIELD(size, T_LONGLONG) FIELD(used, T_LONGLONG) FIELD(opened, T_DOUBLE)
+    {NULL, 0, 0, 0, NULL}};
+#undef FIELD
+
+static PyTypeObject SlabType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Slab",
+    .tp_basicsize = sizeof(Slab),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Slab_new,
+    .tp_dealloc = (destructor)Slab_dealloc,
+    .tp_members = Slab_members,
+    .tp_doc = "A slab open for kept launches (collect/slabs.py's Slab, as C fields).",
+};
+
 // An instrumented build's launcher in C (launch_path.KernelLauncher's twin): Triton calls it as
 // the build's `run`; its fields are the Python launcher's attributes.
 typedef struct {
@@ -169,12 +243,9 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   if (seen <= BRACKETED_FIRST) goto not_taken;  // bracketed: the Python path
 
   // The launch path's checks, cheapest first.
-  v = PyObject_GetAttr(f->path, f->s_active);
-  if (!v || v != Py_True) goto not_taken;
-  Py_CLEAR(v);
-  long long capturing = attr_ll(f->path, f->s_capturing);
-  if (capturing != 0) goto not_taken;
-  if (f->total >= 0 && attr_ll(f->path, f->s_kept) >= f->total) goto not_taken;
+  if (PyDict_GetItemWithError(f->path_dict, f->s_active) != Py_True) goto not_taken;
+  if (dict_ll(f->path_dict, f->s_capturing) != 0) goto not_taken;
+  if (f->total >= 0 && dict_ll(f->path_dict, f->s_kept) >= f->total) goto not_taken;
   if (PyErr_Occurred()) goto not_taken;
   if (PyObject_GetOptionalAttr(f->tool_state, f->s_depth, &v) < 0) goto not_taken;
   if (v && PyObject_IsTrue(v)) goto not_taken;
@@ -211,51 +282,38 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   if (!v) goto not_taken;
   Py_CLEAR(v);
   locked = 1;
-  long long depth = attr_ll(f->slabs, f->s__depth);
+  long long depth = dict_ll(f->slabs_dict, f->s__depth);
   if (depth != 0) goto not_taken;  // a hook's launch inside one, or an error
-  slab = PyDict_GetItemWithError(f->open, dev);
-  if (!slab) goto not_taken;  // none open: the Python path opens one
-  Py_INCREF(slab);
-  long long used = attr_ll(slab, f->s_used), cap = attr_ll(slab, f->s_size), base = attr_ll(slab, f->s_base);
-  v = PyObject_GetAttr(slab, f->s_opened);
-  double opened = v ? PyFloat_AsDouble(v) : -1.0;
-  Py_CLEAR(v);
-  if (PyErr_Occurred() || used < 0 || cap < 0 || base <= 0) goto not_taken;
-  long long step = (size + ALIGN - 1) / ALIGN * ALIGN;
-  if (used + step > cap || now - opened > f->ship_after) goto not_taken;  // to ship: Python
+  Slab *sl = (Slab *)PyDict_GetItemWithError(f->open, dev);  // borrowed
+  if (!sl || !Py_IS_TYPE(sl, &SlabType)) goto not_taken;  // none open (or Python's): the Python path
+  slab = Py_NewRef((PyObject *)sl);
+  long long used = sl->used, step = (size + ALIGN - 1) / ALIGN * ALIGN, base = sl->base;
+  if (base <= 0 || used + step > sl->size || now - sl->opened > f->ship_after) goto not_taken;  // to ship
   seq = PyObject_CallNoArgs(f->next_seq);
   if (!seq) goto not_taken;
   PyObject *s = stream == Py_None ? NULL : stream;
   PyObject *s0 = s ? (Py_INCREF(s), s) : PyLong_FromLong(0);
   if (!s0) goto not_taken;
-  v = PyLong_FromLongLong(used + step);
-  int bad = !v || PyObject_SetAttr(slab, f->s_used, v) < 0;
-  Py_CLEAR(v);
-  PyObject *streams = bad ? NULL : PyObject_GetAttr(slab, f->s_streams);
-  bad = bad || !streams || PySet_Add(streams, s0) < 0;
-  Py_XDECREF(streams);
-  long long kept = bad ? -1 : attr_ll(f->path, f->s_kept);
-  v = kept < 0 ? NULL : PyLong_FromLongLong(kept + 1);
-  bad = bad || !v || PyObject_SetAttr(f->path, f->s_kept, v) < 0;
-  Py_CLEAR(v);
+  int bad = PySet_Add(sl->streams, s0) < 0;
+  if (!bad) sl->used = used + step;
+  long long kept = bad ? -1 : dict_ll(f->path_dict, f->s_kept);
+  bad = bad || kept < 0 || dict_set_ll(f->path_dict, f->s_kept, kept + 1) < 0;
   if (bad) {
     Py_DECREF(s0);
     goto not_taken;  // (bytes taken and not used stay zero: harmless)
   }
 
   // The launch: Triton's C entry point with the slab's bytes, the depth marked for hooks.
-  PyObject *one = PyLong_FromLong(1), *zero = PyLong_FromLong(0);
   PyObject *address = PyLong_FromLongLong(base + used);
-  if (!one || !zero || !address || PyObject_SetAttr(f->slabs, f->s__depth, one) < 0) {
-    Py_XDECREF(one); Py_XDECREF(zero); Py_XDECREF(address);
+  if (!address || dict_set_ll(f->slabs_dict, f->s__depth, 1) < 0) {
+    Py_XDECREF(address);
     Py_DECREF(s0);
     goto not_taken;
   }
   ret = call_entry(w, argv, nargs, s0, address);
   held = hold_error();  // (the program's error, if any, kept across the reset)
-  PyObject_SetAttr(f->slabs, f->s__depth, zero);
+  dict_set_ll(f->slabs_dict, f->s__depth, 0);
   restore_error(held);
-  Py_DECREF(one); Py_DECREF(zero);
   if (ret) {  // recorded: its entry (SlabLaunch's fields) in the slab
     PyObject *grid;
     if (f->last_grid && x == f->last_x && y == f->last_y && z == f->last_z) {
@@ -277,9 +335,7 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
       else PyObject_GC_UnTrack(entry);
     }
     Py_XDECREF(grid);
-    PyObject *launches = entry ? PyObject_GetAttr(slab, f->s_launches) : NULL;
-    if (!launches || PyList_Append(launches, entry) < 0) PyErr_Clear();  // (lost, never raised)
-    Py_XDECREF(launches);
+    if (!entry || PyList_Append(sl->launches, entry) < 0) PyErr_Clear();  // (lost, never raised)
     Py_XDECREF(entry);
   }
   Py_DECREF(address);
@@ -305,12 +361,10 @@ static void Fast_dealloc(Fast *f) {
   PyObject **refs[] = {&f->path, &f->slabs, &f->lock, &f->open, &f->tls, &f->tool_state, &f->capturing,
                        &f->next_seq, &f->bracket_after, &f->is_library, &f->classify, &f->config_of,
                        &f->not_taken,
-                       &f->s_seen, &f->s_next_keep, &f->s_active, &f->s_capturing,
-                       &f->s_kept, &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner,
-                       &f->s_not_kept, &f->s_launch,
-                       &f->s_config, &f->s_used, &f->s_size, &f->s_opened, &f->s_base, &f->s_streams,
-                       &f->s_launches, &f->acquire, &f->release, &f->s__depth, &f->last_code,
-                       &f->last_site, &f->last_grid};
+                       &f->s_seen, &f->s_next_keep, &f->s_active, &f->s_capturing, &f->s_kept,
+                       &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner, &f->s_not_kept,
+                       &f->s_launch, &f->s_config, &f->s__depth, &f->acquire, &f->release,
+                       &f->path_dict, &f->slabs_dict, &f->last_code, &f->last_site, &f->last_grid};
   for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
   Py_TYPE(f)->tp_free((PyObject *)f);
 }
@@ -346,12 +400,17 @@ static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   NAME(s_capturing, "capturing") NAME(s_kept, "kept") NAME(s_depth, "depth") NAME(s_tuning, "tuning")
   NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_not_kept, "not_kept")
   NAME(s_launch, "launch")
-  NAME(s_config, "config") NAME(s_used, "used") NAME(s_size, "size") NAME(s_opened, "opened")
-  NAME(s_base, "base") NAME(s_streams, "streams") NAME(s_launches, "launches") NAME(s__depth, "_depth")
+  NAME(s_config, "config") NAME(s__depth, "_depth")
 #undef NAME
   if (!(f->acquire = PyObject_GetAttrString(f->lock, "acquire")) ||
-      !(f->release = PyObject_GetAttrString(f->lock, "release")))
+      !(f->release = PyObject_GetAttrString(f->lock, "release")) ||
+      !(f->path_dict = PyObject_GetAttrString(f->path, "__dict__")) ||
+      !(f->slabs_dict = PyObject_GetAttrString(f->slabs, "__dict__")))
     goto fail;
+  if (!PyDict_Check(f->path_dict) || !PyDict_Check(f->slabs_dict)) {
+    PyErr_SetString(PyExc_TypeError, "the path and the slabs must keep their attributes in a dict");
+    goto fail;
+  }
   return (PyObject *)f;
 fail:
   Py_DECREF(f);
@@ -397,7 +456,7 @@ static PyObject *Launcher_call(Launcher *w, PyObject *const *argv, size_t nargsf
   Py_DECREF(next);
   if (PyErr_Occurred()) goto plain;
   if (!keep) {
-    long long capturing = attr_ll(w->path, f->s_capturing);
+    long long capturing = dict_ll(f->path_dict, f->s_capturing);
     if (PyErr_Occurred()) goto plain;
     if (!capturing) {
       long long x = PyLong_AsLongLong(argv[0]), y = PyLong_AsLongLong(argv[1]), z = PyLong_AsLongLong(argv[2]);
@@ -451,6 +510,10 @@ static PyObject *Launcher_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   if (!PyArg_ParseTuple(a, "O!OOOOOOOOL", &FastType, &fast, &inner, &info, &counts, &path, &device, &direct,
                         &coop, &pdl, &per_cta))
     return NULL;
+  if (((Fast *)fast)->path != path) {  // (its flags are read through the Fast's dict of the path)
+    PyErr_SetString(PyExc_ValueError, "a launcher's path must be its Fast's");
+    return NULL;
+  }
   Launcher *w = (Launcher *)type->tp_alloc(type, 0);
   if (!w) return NULL;
   w->fast = Py_NewRef(fast), w->inner = Py_NewRef(inner), w->info = Py_NewRef(info);
@@ -500,13 +563,16 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, .m_name = "proton_inject_fast_launch", .m_size = -1};
 
 PyMODINIT_FUNC PyInit_proton_inject_fast_launch(void) {
-  if (PyType_Ready(&FastType) < 0 || PyType_Ready(&LauncherType) < 0) return NULL;
+  if (PyType_Ready(&FastType) < 0 || PyType_Ready(&LauncherType) < 0 || PyType_Ready(&SlabType) < 0)
+    return NULL;
   PyObject *m = PyModule_Create(&module);
   if (!m) return NULL;
   Py_INCREF(&FastType);
   Py_INCREF(&LauncherType);
+  Py_INCREF(&SlabType);
   if (PyModule_AddObject(m, "Fast", (PyObject *)&FastType) < 0 ||
-      PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
+      PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
+      PyModule_AddObject(m, "Slab", (PyObject *)&SlabType) < 0) {
     Py_DECREF(m);
     return NULL;
   }

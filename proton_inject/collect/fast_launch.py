@@ -60,3 +60,8 @@ def launcher(fast: Any, inner: Any, info: Any, counts: Any, path: Any, device: i
     """An instrumented build's launcher in C (``launch_path.KernelLauncher``'s twin, with the
     same attributes), for the session whose shared state ``make`` gave."""
     return _module().Launcher(fast, inner, info, counts, path, device, direct, coop, pdl, per_cta)
+
+
+def slab_type() -> Any:
+    """``slabs.Slab``'s C twin: the slabs a session with C launchers opens."""
+    return _module().Slab

@@ -136,6 +136,7 @@ class LaunchPath:
         if fast_launch.enabled() and self.slabs is not None:
             try:
                 self.fast = fast_launch.make(self, self.slabs, self.sink, self.buffers)
+                self.slabs.slab_type = fast_launch.slab_type()
             except Exception as e:  # no C compiler or Python headers: the Python path does it all
                 self.buffers.result.messages.append(
                     f"note: the C fast path for kept launches could not be built ({str(e)[:200]}); "

@@ -91,6 +91,9 @@ class Slabs:
         self._lock = threading.RLock()
         self._depth = 0  # launches being enqueued under the lock on this thread (a hook's inside one)
         self._stopped = False
+        # What a new slab is made as: ``Slab``, or its C twin when the C launchers are on (they
+        # read its fields directly; LaunchPath.install sets it before any slab opens).
+        self.slab_type: Any = Slab
 
     def launch(self, w: Any, gx: int, gy: int, gz: int, stream: int, function: Any, args: tuple,
                size: int, head: tuple) -> Any:
@@ -179,7 +182,7 @@ class Slabs:
             zs.synchronize()
             if spare is not None:
                 self.pool.give_back(spare)
-        return Slab(buf, device)
+        return self.slab_type(buf, device)
 
     def _ship(self, slab: Slab) -> None:
         """Enqueue ``slab``'s copy to the host after every stream's launches into it. Never

@@ -68,7 +68,7 @@ def setup(tmp_path):
     path, slabs = session.launch_path, session.slabs
     path._capturing_here = lambda: False  # (torch's CUDA query; no GPU here)
     path.active = True
-    slab = Slab(torch.zeros(1 << 20, dtype=torch.uint8), 0)
+    slab = fast_launch.slab_type()(torch.zeros(1 << 20, dtype=torch.uint8), 0)  # (as the C launchers open)
     slab.opened += 3600  # (not shipped for its age while the test runs)
     slabs._open[0] = slab
     session.buffers.bracket_after[0] = float("inf")  # no clock bracket due
@@ -228,3 +228,17 @@ def test_the_c_launcher_stands_in_for_triton_s_launcher(setup):
     assert copy.copy(c) is c and copy.deepcopy(c) is c
     with pytest.raises(AttributeError):
         c.no_such_attribute  # noqa: B018
+
+
+def test_a_slab_of_the_python_class_is_left_to_the_python_path(setup):
+    session, path, slabs, slab, w = setup
+    c = _c_twin(setup)
+    py_slab = Slab(torch.zeros(1 << 16, dtype=torch.uint8), 0)  # (a session without C launchers opens these)
+    py_slab.opened += 3600
+    slabs._open[0] = py_slab
+    python = _python_slab_launches(slabs)
+    refs = sys.getrefcount(py_slab)
+    _launch_here(c, "p")
+    del slabs.launch
+    assert len(python) == 1 and len(py_slab.launches) == 1 and c.direct.calls[-1][6] == py_slab.base
+    assert sys.getrefcount(py_slab) == refs  # (the C path looked at it and let it be)
