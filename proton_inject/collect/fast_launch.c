@@ -147,6 +147,82 @@ static PyObject *program_frame(Fast *f) {
   Py_RETURN_NONE;
 }
 
+// One build's launch counts (keep_policy.LaunchCounts's twin, the one sessions with C launchers
+// make): seen and next_keep as C fields.
+typedef struct {
+  PyObject_HEAD
+  PyObject *name;
+  long long seen;
+  double next_keep;  // (the policy's NEVER is infinity)
+} Counts;
+
+static void Counts_dealloc(Counts *c) {
+  Py_CLEAR(c->name);
+  Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+// Counts(name, policy): none seen; the next kept is the policy's first.
+static PyObject *Counts_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+  (void)kw;
+  PyObject *name, *policy;
+  if (!PyArg_ParseTuple(a, "OO", &name, &policy)) return NULL;
+  PyObject *first = PyObject_CallMethod(policy, "next_after", "i", 0);
+  double next = first ? PyFloat_AsDouble(first) : -1.0;
+  Py_XDECREF(first);
+  if (PyErr_Occurred()) return NULL;
+  Counts *c = (Counts *)type->tp_alloc(type, 0);
+  if (!c) return NULL;
+  c->name = Py_NewRef(name), c->seen = 0, c->next_keep = next;
+  return (PyObject *)c;
+}
+
+#define FIELD(name, kind) {#name, kind, offsetof(Counts, name), 0, NULL},
+static PyMemberDef Counts_members[] = {
+    FIELD(name, T_OBJECT_EX) FIELD(seen, T_LONGLONG) FIELD(next_keep, T_DOUBLE) {NULL, 0, 0, 0, NULL}};
+#undef FIELD
+
+static PyTypeObject CountsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Counts",
+    .tp_basicsize = sizeof(Counts),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Counts_new,
+    .tp_dealloc = (destructor)Counts_dealloc,
+    .tp_members = Counts_members,
+    .tp_doc = "One build's launch counts (keep_policy.LaunchCounts, as C fields).",
+};
+
+// Counts one more launch of `counts` (C's or Python's): its count, or -1 with an error set;
+// `keep`: whether the policy keeps it.
+static long long count_launch(Fast *f, PyObject *counts, int *keep) {
+  if (Py_IS_TYPE(counts, &CountsType)) {
+    Counts *c = (Counts *)counts;
+    *keep = (double)++c->seen >= c->next_keep;
+    return c->seen;
+  }
+  long long seen = attr_ll(counts, f->s_seen);
+  PyObject *v = seen < 0 ? NULL : PyLong_FromLongLong(++seen);
+  int bad = !v || PyObject_SetAttr(counts, f->s_seen, v) < 0;
+  Py_XDECREF(v);
+  PyObject *next = bad ? NULL : PyObject_GetAttr(counts, f->s_next_keep);
+  if (!next) return -1;
+  *keep = PyLong_CheckExact(next) ? seen >= PyLong_AsLongLong(next) : (double)seen >= PyFloat_AsDouble(next);
+  Py_DECREF(next);
+  return PyErr_Occurred() ? -1 : seen;
+}
+
+// The policy's next keep after `seen` launches (KeepPolicy.next_after) into `counts`; -1 on error.
+static int set_next_keep(Fast *f, PyObject *counts, long long seen) {
+  long long next = seen < f->first ? seen + 1 : f->every <= 0 ? -1 : (seen / f->every + 1) * f->every;
+  if (Py_IS_TYPE(counts, &CountsType)) {
+    ((Counts *)counts)->next_keep = next < 0 ? Py_HUGE_VAL : (double)next;
+    return 0;
+  }
+  PyObject *v = next < 0 ? PyFloat_FromDouble(Py_HUGE_VAL) : PyLong_FromLongLong(next);
+  int r = v ? PyObject_SetAttr(counts, f->s_next_keep, v) : -1;
+  Py_XDECREF(v);
+  return r;
+}
+
 // A slab open for kept launches (slabs.Slab's twin, the one sessions use when this module is
 // built): the same attributes, which the C path reads and writes as fields.
 typedef struct {
@@ -234,12 +310,8 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   held_error held;
   int locked = 0;
 
-  // The policy's next keep (KeepPolicy.next_after), as the Python path sets it first.
-  if (seen < f->first) v = PyLong_FromLongLong(seen + 1);
-  else if (f->every <= 0) v = PyFloat_FromDouble(Py_HUGE_VAL);
-  else v = PyLong_FromLongLong((seen / f->every + 1) * f->every);
-  if (!v || PyObject_SetAttr(counts, f->s_next_keep, v) < 0) goto not_taken;
-  Py_CLEAR(v);
+  // The policy's next keep, as the Python path sets it first.
+  if (set_next_keep(f, counts, seen) < 0) goto not_taken;
   if (seen <= BRACKETED_FIRST) goto not_taken;  // bracketed: the Python path
 
   // The launch path's checks, cheapest first.
@@ -446,15 +518,9 @@ static PyObject *Launcher_call(Launcher *w, PyObject *const *argv, size_t nargsf
   Fast *f = (Fast *)w->fast;
   if (kwnames || nargs < 5 || !f || !w->counts || !w->path)
     return PyObject_Vectorcall(w->inner, argv, nargsf, kwnames);
-  long long seen = attr_ll(w->counts, f->s_seen);
-  PyObject *v = seen < 0 ? NULL : PyLong_FromLongLong(++seen);
-  int bad = !v || PyObject_SetAttr(w->counts, f->s_seen, v) < 0;
-  Py_XDECREF(v);
-  PyObject *next = bad ? NULL : PyObject_GetAttr(w->counts, f->s_next_keep);
-  if (!next) goto plain;
-  int keep = PyLong_CheckExact(next) ? seen >= PyLong_AsLongLong(next) : (double)seen >= PyFloat_AsDouble(next);
-  Py_DECREF(next);
-  if (PyErr_Occurred()) goto plain;
+  int keep;
+  long long seen = count_launch(f, w->counts, &keep);
+  if (seen < 0) goto plain;
   if (!keep) {
     long long capturing = dict_ll(f->path_dict, f->s_capturing);
     if (PyErr_Occurred()) goto plain;
@@ -563,16 +629,19 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, .m_name = "proton_inject_fast_launch", .m_size = -1};
 
 PyMODINIT_FUNC PyInit_proton_inject_fast_launch(void) {
-  if (PyType_Ready(&FastType) < 0 || PyType_Ready(&LauncherType) < 0 || PyType_Ready(&SlabType) < 0)
+  if (PyType_Ready(&FastType) < 0 || PyType_Ready(&LauncherType) < 0 || PyType_Ready(&SlabType) < 0 ||
+      PyType_Ready(&CountsType) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&module);
   if (!m) return NULL;
   Py_INCREF(&FastType);
   Py_INCREF(&LauncherType);
   Py_INCREF(&SlabType);
+  Py_INCREF(&CountsType);
   if (PyModule_AddObject(m, "Fast", (PyObject *)&FastType) < 0 ||
       PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
-      PyModule_AddObject(m, "Slab", (PyObject *)&SlabType) < 0) {
+      PyModule_AddObject(m, "Slab", (PyObject *)&SlabType) < 0 ||
+      PyModule_AddObject(m, "Counts", (PyObject *)&CountsType) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -65,3 +65,8 @@ def launcher(fast: Any, inner: Any, info: Any, counts: Any, path: Any, device: i
 def slab_type() -> Any:
     """``slabs.Slab``'s C twin: the slabs a session with C launchers opens."""
     return _module().Slab
+
+
+def counts_type() -> Any:
+    """``keep_policy.LaunchCounts``' C twin: the counts a session with C launchers keeps."""
+    return _module().Counts

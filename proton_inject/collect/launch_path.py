@@ -101,6 +101,7 @@ class LaunchPath:
         self.capturing = 0  # CUDA-graph captures under way (the launch path then always asks)
         self._capturing_here: Any = None  # torch's query, bound at install
         self.fast: Any = None  # the C launchers' shared state, when they are on (fast_launch.py)
+        self.counts_type: Any = LaunchCounts  # (or its C twin, with the C launchers)
         self._configs: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(autotuner config) -> it, as a dict
         self.unhooked: set[str] = set()  # kernels whose builds never went through the hook
 
@@ -137,6 +138,7 @@ class LaunchPath:
             try:
                 self.fast = fast_launch.make(self, self.slabs, self.sink, self.buffers)
                 self.slabs.slab_type = fast_launch.slab_type()
+                self.counts_type = fast_launch.counts_type()
             except Exception as e:  # no C compiler or Python headers: the Python path does it all
                 self.buffers.result.messages.append(
                     f"note: the C fast path for kept launches could not be built ({str(e)[:200]}); "
@@ -174,7 +176,7 @@ class LaunchPath:
         info = self.kernel_info(ck)
         if not info.instrumented or self.autotune.building_plain or ck._run is None:
             return
-        counts = LaunchCounts(info.name, self.policy)
+        counts = self.counts_type(info.name, self.policy)
         device = _current_device()  # (loaded on it just now)
         if self.fast is not None:
             w = fast_launch.launcher(self.fast, ck._run, info, counts, self, device, *entry_point(ck._run, info))

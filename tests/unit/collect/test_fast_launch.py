@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from proton_inject.collect import fast_launch
-from proton_inject.collect.keep_policy import LaunchCounts
+from proton_inject.collect.keep_policy import KeepPolicy, LaunchCounts
 from proton_inject.collect.launch_path import KernelLauncher
 from proton_inject.collect.launches import _KernelInfo
 from proton_inject.collect.session import Session
@@ -74,7 +74,7 @@ def setup(tmp_path):
     session.buffers.bracket_after[0] = float("inf")  # no clock bracket due
     build = SimpleNamespace(metadata=SimpleNamespace(num_ctas=1))  # (the launcher reads its CTAs alone)
     info = _KernelInfo("k", "h", True, PER_CTA, build, config={"BLOCK": 64})
-    w = KernelLauncher(Inner(), info, LaunchCounts("k", path.policy), path, 0)
+    w = KernelLauncher(Inner(), info, fast_launch.counts_type()("k", path.policy), path, 0)  # (the C twin)
     w.direct, w.coop, w.pdl, w.per_cta = Entry(), False, True, PER_CTA
     w.counts.seen = 10  # past each build's first (bracketed) launches
     return session, path, slabs, slab, w
@@ -242,3 +242,20 @@ def test_a_slab_of_the_python_class_is_left_to_the_python_path(setup):
     del slabs.launch
     assert len(python) == 1 and len(py_slab.launches) == 1 and c.direct.calls[-1][6] == py_slab.base
     assert sys.getrefcount(py_slab) == refs  # (the C path looked at it and let it be)
+
+
+@pytest.mark.parametrize("every", [1, 0])
+def test_counts_of_either_class_count_and_keep_alike(setup, every):
+    session, path, slabs, slab, w = setup
+    path.policy = KeepPolicy(first=0, every=every, total=None)
+    c = _c_twin(setup)  # (its policy: the path's as the twin is made)
+    got = []
+    for kind in (LaunchCounts, fast_launch.counts_type()):
+        c.counts = kind("k", path.policy)
+        c.counts.seen, c.counts.next_keep = 10, 11  # the next launch is kept
+        kept, plain = len(c.direct.calls), len(c.inner.calls)
+        _launch_here(c, "x")
+        _launch_here(c, "y")  # kept again with every=1; with every=0, never again
+        got.append((c.counts.seen, float(c.counts.next_keep), len(c.direct.calls) - kept,
+                    len(c.inner.calls) - plain))
+    assert got[0] == got[1] == [(12, 13.0, 2, 0), (12, float("inf"), 1, 1)][every == 0]
