@@ -1,4 +1,5 @@
-"""Instrumented builds' launchers in C (``fast_launch.c``), beside the Python launch path.
+"""Instrumented builds' launchers in C (``fast_launch.c``, its state ``fast_launch_state.c``),
+beside the Python launch path.
 
 Per kept launch the Python path (``KernelLauncher``, ``LaunchPath.launch``, ``Slabs.launch``,
 ``program_frame``) costs a launch-bound loop about as much again as Triton's own launch: each
@@ -6,16 +7,19 @@ attribute read and call is tens of nanoseconds. The C launcher counts each launc
 launch not kept straight to Triton's entry point, and keeps the usual kept launch itself (no
 bracket due, the open slab has room, no autotuner, capture, --measure-overhead or tool work);
 everything else it hands to the Python path's ``LaunchPath.not_kept`` and ``launch`` before it
-changes anything, so the Python path stays the one reference. It is compiled once per machine
-and Python version with Triton's own build helper and cache (Triton compiles its launchers the
-same way, so a C compiler is there). It shares the
-Python path's state by reference, not a copy: the slabs' lock and open slabs, the session's
-thread-local state, the tool-work depth and the call-site cache; a change to how the Python
-path keeps any of them is a change to ``fast_launch.c`` too (tests/unit/collect/
-test_fast_launch.py compares the two paths).
+changes anything, so the Python path stays the one reference.
+
+It shares the Python path's state by reference, not a copy: the slabs' lock and open slabs, the
+path's and the slabs' flags, the session's thread-local state, the tool-work depth and the
+call-site cache; a session with C launchers also makes its per-build counts and open slabs as
+C twins of ``LaunchCounts`` and ``Slab`` (the same attributes, read by C as fields). A change to
+how the Python path keeps any of them is a change to the C files too (tests/unit/collect/
+test_fast_launch.py compares the two paths). The module is compiled once per machine and Python
+version with Triton's own build helper and cache (Triton compiles its launchers the same way, so
+a C compiler is there).
 
 On by default (measured on an H200: docs/host-performance.md); ``PROTON_INJECT_FAST_LAUNCH=0``
-turns it off, leaving every kept launch to the Python path.
+turns it off, leaving every launch to the Python path.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from proton_inject.collect import call_site, device_ops
 from proton_inject.collect.slabs import NOT_TAKEN, SHIP_AFTER_S
 
 MODULE = "proton_inject_fast_launch"
+SOURCES = ("fast_launch_state.c", "fast_launch.c")  # one module: the state's types, then the launchers
 ENV = "PROTON_INJECT_FAST_LAUNCH"
 
 
@@ -36,7 +41,9 @@ ENV = "PROTON_INJECT_FAST_LAUNCH"
 def _module() -> Any:
     from triton.runtime.build import compile_module_from_src
 
-    return compile_module_from_src(Path(__file__).with_name("fast_launch.c").read_text(), MODULE)
+    here = Path(__file__).parent
+    src = "\n".join((here / name).read_text() for name in SOURCES)
+    return compile_module_from_src(src, MODULE)
 
 
 def enabled() -> bool:

@@ -1,0 +1,302 @@
+// The state a session's C launchers share with the Python launch path (fast_launch.py compiles
+// this file and then fast_launch.c as one module): `Fast`, the session's objects and flags they
+// read, and the C twins of the Python path's per-build counts (keep_policy.LaunchCounts) and open
+// slab (slabs.Slab), whose fields both paths read and write.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <structmember.h>
+#include <stddef.h>
+#include <time.h>
+
+#if PY_VERSION_HEX < 0x030D0000
+#define PyObject_GetOptionalAttr _PyObject_LookupAttr
+#endif
+
+// The exception being raised, held while other calls run (PyErr_Fetch is deprecated from 3.12,
+// and a compiler warning would reach the program's stderr when this file is built).
+#if PY_VERSION_HEX >= 0x030C0000
+typedef PyObject *held_error;
+static held_error hold_error(void) { return PyErr_GetRaisedException(); }
+static void restore_error(held_error e) {
+  PyErr_Clear();
+  PyErr_SetRaisedException(e);
+}
+#else
+typedef struct { PyObject *type, *value, *tb; } held_error;
+static held_error hold_error(void) {
+  held_error e;
+  PyErr_Fetch(&e.type, &e.value, &e.tb);
+  return e;
+}
+static void restore_error(held_error e) {
+  PyErr_Clear();
+  PyErr_Restore(e.type, e.value, e.tb);
+}
+#endif
+
+#define BRACKETED_FIRST 3  // buffers.BRACKETED_FIRST: those launches take the Python path
+#define ALIGN 128          // slabs.ALIGN
+
+typedef struct {
+  PyObject_HEAD
+  // given at creation (see fast_launch.py)
+  PyObject *path, *slabs, *lock, *open, *tls, *tool_state, *capturing, *next_seq, *bracket_after,
+      *is_library, *classify, *config_of, *not_taken;
+  long long first, every, total, largest;  // the keep policy (total < 0: no bound); Slabs.largest
+  double ship_after;                         // slabs.SHIP_AFTER_S
+  // The last call site and grid, reused while they repeat (as in a loop): a tuple fewer each
+  // for the garbage collector, whose passes a kept launch's tuples would otherwise bring on.
+  PyObject *last_code, *last_site, *last_grid;
+  int last_lasti;  // the last site's instruction: the same one needs no line lookup
+  long long last_x, last_y, last_z;
+  // attribute names, interned once
+  PyObject *s_seen, *s_next_keep, *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
+      *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth;
+  PyObject *acquire, *release;  // the slabs' lock's methods, bound once
+  // The path's and the slabs' instance dicts: their flags and counts read and written there
+  // directly (what their attribute access does, without the look through their classes).
+  PyObject *path_dict, *slabs_dict;
+} Fast;
+
+static double now_s(void) {  // time.perf_counter's clock on Linux
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// An attribute as a C integer; -1 with an error set when absent or not an int.
+static long long attr_ll(PyObject *o, PyObject *name) {
+  PyObject *v = PyObject_GetAttr(o, name);
+  if (!v) return -1;
+  long long r = PyLong_AsLongLong(v);
+  Py_DECREF(v);
+  return r;
+}
+
+// An instance attribute held in dict `d`, as a C integer; -1 with an error set when absent.
+static long long dict_ll(PyObject *d, PyObject *name) {
+  PyObject *v = PyDict_GetItemWithError(d, name);  // borrowed
+  if (!v) {
+    if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, name);
+    return -1;
+  }
+  return PyLong_AsLongLong(v);
+}
+
+// Sets instance attribute `name` (held in dict `d`) to integer `value`; -1 on error.
+static int dict_set_ll(PyObject *d, PyObject *name, long long value) {
+  PyObject *v = PyLong_FromLongLong(value);
+  int r = v ? PyDict_SetItem(d, name, v) : -1;
+  Py_XDECREF(v);
+  return r;
+}
+
+// Whether a thread-local attribute is set to something other than None (absent: not set).
+static int tls_set(PyObject *tls, PyObject *name) {
+  PyObject *v;
+  if (PyObject_GetOptionalAttr(tls, name, &v) < 0) return -1;
+  int set = v != NULL && v != Py_None;
+  Py_XDECREF(v);
+  return set;
+}
+
+// One build's launch counts (keep_policy.LaunchCounts's twin, the one sessions with C launchers
+// make): seen and next_keep as C fields.
+typedef struct {
+  PyObject_HEAD
+  PyObject *name;
+  long long seen;
+  double next_keep;  // (the policy's NEVER is infinity)
+} Counts;
+
+static void Counts_dealloc(Counts *c) {
+  Py_CLEAR(c->name);
+  Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+// Counts(name, policy): none seen; the next kept is the policy's first.
+static PyObject *Counts_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+  (void)kw;
+  PyObject *name, *policy;
+  if (!PyArg_ParseTuple(a, "OO", &name, &policy)) return NULL;
+  PyObject *first = PyObject_CallMethod(policy, "next_after", "i", 0);
+  double next = first ? PyFloat_AsDouble(first) : -1.0;
+  Py_XDECREF(first);
+  if (PyErr_Occurred()) return NULL;
+  Counts *c = (Counts *)type->tp_alloc(type, 0);
+  if (!c) return NULL;
+  c->name = Py_NewRef(name), c->seen = 0, c->next_keep = next;
+  return (PyObject *)c;
+}
+
+#define FIELD(name, kind) {#name, kind, offsetof(Counts, name), 0, NULL},
+static PyMemberDef Counts_members[] = {
+    FIELD(name, T_OBJECT_EX) FIELD(seen, T_LONGLONG) FIELD(next_keep, T_DOUBLE) {NULL, 0, 0, 0, NULL}};
+#undef FIELD
+
+static PyTypeObject CountsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Counts",
+    .tp_basicsize = sizeof(Counts),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Counts_new,
+    .tp_dealloc = (destructor)Counts_dealloc,
+    .tp_members = Counts_members,
+    .tp_doc = "One build's launch counts (keep_policy.LaunchCounts, as C fields).",
+};
+
+// Counts one more launch of `counts` (C's or Python's): its count, or -1 with an error set;
+// `keep`: whether the policy keeps it.
+static long long count_launch(Fast *f, PyObject *counts, int *keep) {
+  if (Py_IS_TYPE(counts, &CountsType)) {
+    Counts *c = (Counts *)counts;
+    *keep = (double)++c->seen >= c->next_keep;
+    return c->seen;
+  }
+  long long seen = attr_ll(counts, f->s_seen);
+  PyObject *v = seen < 0 ? NULL : PyLong_FromLongLong(++seen);
+  int bad = !v || PyObject_SetAttr(counts, f->s_seen, v) < 0;
+  Py_XDECREF(v);
+  PyObject *next = bad ? NULL : PyObject_GetAttr(counts, f->s_next_keep);
+  if (!next) return -1;
+  *keep = PyLong_CheckExact(next) ? seen >= PyLong_AsLongLong(next) : (double)seen >= PyFloat_AsDouble(next);
+  Py_DECREF(next);
+  return PyErr_Occurred() ? -1 : seen;
+}
+
+// The policy's next keep after `seen` launches (KeepPolicy.next_after) into `counts`; -1 on error.
+static int set_next_keep(Fast *f, PyObject *counts, long long seen) {
+  long long next = seen < f->first ? seen + 1 : f->every <= 0 ? -1 : (seen / f->every + 1) * f->every;
+  if (Py_IS_TYPE(counts, &CountsType)) {
+    ((Counts *)counts)->next_keep = next < 0 ? Py_HUGE_VAL : (double)next;
+    return 0;
+  }
+  PyObject *v = next < 0 ? PyFloat_FromDouble(Py_HUGE_VAL) : PyLong_FromLongLong(next);
+  int r = v ? PyObject_SetAttr(counts, f->s_next_keep, v) : -1;
+  Py_XDECREF(v);
+  return r;
+}
+
+// A slab open for kept launches (slabs.Slab's twin, the one sessions use when this module is
+// built): the same attributes, which the C path reads and writes as fields.
+typedef struct {
+  PyObject_HEAD
+  PyObject *buf, *streams, *launches;
+  long long base, device, size, used;
+  double opened;
+} Slab;
+
+static void Slab_dealloc(Slab *s) {
+  Py_CLEAR(s->buf); Py_CLEAR(s->streams); Py_CLEAR(s->launches);
+  Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+// Slab(buf, device): buf a device (or, in tests, host) tensor of bytes.
+static PyObject *Slab_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+  (void)kw;
+  PyObject *buf;
+  long long device;
+  if (!PyArg_ParseTuple(a, "OL", &buf, &device)) return NULL;
+  long long base = -1, size = -1;
+  PyObject *v = PyObject_CallMethod(buf, "data_ptr", NULL);
+  if (v) base = PyLong_AsLongLong(v), Py_DECREF(v);
+  v = PyErr_Occurred() ? NULL : PyObject_CallMethod(buf, "numel", NULL);
+  if (v) size = PyLong_AsLongLong(v), Py_DECREF(v);
+  if (PyErr_Occurred()) return NULL;
+  Slab *s = (Slab *)type->tp_alloc(type, 0);
+  if (!s) return NULL;
+  s->buf = Py_NewRef(buf), s->streams = PySet_New(NULL), s->launches = PyList_New(0);
+  s->base = base, s->device = device, s->size = size, s->used = 0, s->opened = now_s();
+  if (!s->streams || !s->launches) {
+    Py_DECREF(s);
+    return NULL;
+  }
+  return (PyObject *)s;
+}
+
+#define FIELD(name, kind) {#name, kind, offsetof(Slab, name), 0, NULL},
+static PyMemberDef Slab_members[] = {
+    FIELD(buf, T_OBJECT_EX) FIELD(streams, T_OBJECT_EX) FIELD(launches, T_OBJECT_EX) FIELD(base, T_LONGLONG)
+    FIELD(device, T_LONGLONG) FIELD(size, T_LONGLONG) FIELD(used, T_LONGLONG) FIELD(opened, T_DOUBLE)
+    {NULL, 0, 0, 0, NULL}};
+#undef FIELD
+
+static PyTypeObject SlabType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Slab",
+    .tp_basicsize = sizeof(Slab),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Slab_new,
+    .tp_dealloc = (destructor)Slab_dealloc,
+    .tp_members = Slab_members,
+    .tp_doc = "A slab open for kept launches (collect/slabs.py's Slab, as C fields).",
+};
+
+static void Fast_dealloc(Fast *f) {
+  PyObject **refs[] = {&f->path, &f->slabs, &f->lock, &f->open, &f->tls, &f->tool_state, &f->capturing,
+                       &f->next_seq, &f->bracket_after, &f->is_library, &f->classify, &f->config_of,
+                       &f->not_taken,
+                       &f->s_seen, &f->s_next_keep, &f->s_active, &f->s_capturing, &f->s_kept,
+                       &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner, &f->s_not_kept,
+                       &f->s_launch, &f->s_config, &f->s__depth, &f->acquire, &f->release,
+                       &f->path_dict, &f->slabs_dict, &f->last_code, &f->last_site, &f->last_grid};
+  for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
+  Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+// Fast(path, slabs, lock, open, tls, tool_state, capturing, next_seq, bracket_after, is_library,
+//      classify, config_of, not_taken, first, every, total, largest, ship_after)
+static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+  (void)kw;
+  Fast *f = (Fast *)type->tp_alloc(type, 0);
+  if (!f) return NULL;
+  if (!PyArg_ParseTuple(a, "OOOOOOOOOOOOOLLLLd", &f->path, &f->slabs, &f->lock, &f->open, &f->tls,
+                        &f->tool_state, &f->capturing, &f->next_seq, &f->bracket_after, &f->is_library,
+                        &f->classify, &f->config_of, &f->not_taken, &f->first, &f->every, &f->total,
+                        &f->largest, &f->ship_after)) {
+    f->path = f->slabs = f->lock = f->open = f->tls = f->tool_state = f->capturing = f->next_seq = NULL;
+    f->bracket_after = f->is_library = f->classify = f->config_of = f->not_taken = NULL;
+    Py_DECREF(f);
+    return NULL;
+  }
+  if (!PyDict_Check(f->open) || !PyDict_Check(f->bracket_after) || !PyDict_Check(f->is_library)) {
+    f->path = f->slabs = f->lock = f->open = f->tls = f->tool_state = f->capturing = f->next_seq = NULL;
+    f->bracket_after = f->is_library = f->classify = f->config_of = f->not_taken = NULL;
+    Py_DECREF(f);
+    PyErr_SetString(PyExc_TypeError, "open, bracket_after and is_library must be dicts");
+    return NULL;
+  }
+  PyObject *objs[] = {f->path, f->slabs, f->lock, f->open, f->tls, f->tool_state, f->capturing,
+                      f->next_seq, f->bracket_after, f->is_library, f->classify, f->config_of,
+                      f->not_taken};
+  for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) Py_INCREF(objs[i]);
+#define NAME(field, text) if (!(f->field = PyUnicode_InternFromString(text))) goto fail;
+  NAME(s_seen, "seen") NAME(s_next_keep, "next_keep") NAME(s_active, "active")
+  NAME(s_capturing, "capturing") NAME(s_kept, "kept") NAME(s_depth, "depth") NAME(s_tuning, "tuning")
+  NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_not_kept, "not_kept")
+  NAME(s_launch, "launch")
+  NAME(s_config, "config") NAME(s__depth, "_depth")
+#undef NAME
+  if (!(f->acquire = PyObject_GetAttrString(f->lock, "acquire")) ||
+      !(f->release = PyObject_GetAttrString(f->lock, "release")) ||
+      !(f->path_dict = PyObject_GetAttrString(f->path, "__dict__")) ||
+      !(f->slabs_dict = PyObject_GetAttrString(f->slabs, "__dict__")))
+    goto fail;
+  if (!PyDict_Check(f->path_dict) || !PyDict_Check(f->slabs_dict)) {
+    PyErr_SetString(PyExc_TypeError, "the path and the slabs must keep their attributes in a dict");
+    goto fail;
+  }
+  return (PyObject *)f;
+fail:
+  Py_DECREF(f);
+  return NULL;
+}
+
+static PyTypeObject FastType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Fast",
+    .tp_basicsize = sizeof(Fast),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Fast_new,
+    .tp_dealloc = (destructor)Fast_dealloc,
+    .tp_doc = "A session's state for its C launchers' kept launches (collect/fast_launch.py).",
+};
+
