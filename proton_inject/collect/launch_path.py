@@ -292,11 +292,11 @@ class LaunchPath:
         return ret
 
     def _quota_spent(self) -> None:
-        """The total is reached: no build is kept again; their own launchers come back."""
-        for ck, w in self._wrapped:
+        """The total is reached: no build is kept again. Each keeps its wrapper, whose launch not
+        kept goes to Triton's entry point with a throw-away buffer: the build's own launcher
+        would ask the profile allocator, a Python call, on every launch from here on."""
+        for _, w in self._wrapped:
             w.counts.next_keep = NEVER
-            if ck._run is w:
-                ck._run = w.inner
 
     def _config(self, info: _KernelInfo, tuning: Any) -> dict[str, Any]:
         at = getattr(self._tls, "autotuner", None)

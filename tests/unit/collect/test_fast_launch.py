@@ -259,3 +259,17 @@ def test_counts_of_either_class_count_and_keep_alike(setup, every):
         got.append((c.counts.seen, float(c.counts.next_keep), len(c.direct.calls) - kept,
                     len(c.inner.calls) - plain))
     assert got[0] == got[1] == [(12, 13.0, 2, 0), (12, float("inf"), 1, 1)][every == 0]
+
+
+def test_past_the_total_a_build_keeps_its_cheap_launcher(setup):
+    session, path, slabs, slab, w = setup
+    path.policy = KeepPolicy(first=0, every=1, total=5)
+    c = _c_twin(setup)
+    build = SimpleNamespace(_run=c)
+    path._wrapped.append((build, c))
+    path.kept = 5  # the total reached: the C path leaves it, the Python path counts it dropped
+    _launch_here(c, "over")
+    assert build._run is c and c.counts.next_keep == float("inf") and len(c.inner.calls) == 1
+    c.discard, c.discard_bytes = torch.zeros(8), 1 << 20  # (as LaunchPath.not_kept leaves them on a GPU)
+    _launch_here(c, "after")  # straight to Triton's entry point with the throw-away buffer
+    assert len(c.inner.calls) == 1 and c.direct.calls[-1][6] is c.discard and slab.launches == []
