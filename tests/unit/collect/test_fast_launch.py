@@ -273,3 +273,82 @@ def test_past_the_total_a_build_keeps_its_cheap_launcher(setup):
     c.discard, c.discard_bytes = torch.zeros(8), 1 << 20  # (as LaunchPath.not_kept leaves them on a GPU)
     _launch_here(c, "after")  # straight to Triton's entry point with the throw-away buffer
     assert len(c.inner.calls) == 1 and c.direct.calls[-1][6] is c.discard and slab.launches == []
+
+
+def _first_launches(s):
+    pass  # (a build's first launches, bracketed: its count is set to 1 below)
+
+
+def _tuning(s):
+    s[1]._tls.tuning = "a tuner"
+
+
+def _measured(s):
+    s[1]._tls.measure = object()
+
+
+def _tool_work(s):
+    from proton_inject.collect import device_ops
+
+    device_ops._state.depth = 1
+
+
+def _total_reached(s):
+    s[1].policy = KeepPolicy(first=0, every=1, total=3)
+    s[1].kept = 3
+
+
+def _bracket_due(s):
+    s[0].buffers.bracket_after[0] = 0.0
+
+
+def _capture_under_way(s):
+    s[1]._capturing_here = lambda: True  # (a capture by an API we do not follow)
+
+
+def _graph_capture(s):
+    s[1].capturing = 1
+
+
+def _slab_too_old(s):
+    s[3].opened -= 7200
+
+
+def _no_slab_open(s):
+    s[2]._open.clear()
+
+
+def _inside_a_launch(s):
+    s[2]._depth = 1
+
+
+LEFT_CASES = [_first_launches, _tuning, _measured, _tool_work, _total_reached, _bracket_due, _capture_under_way,
+              _graph_capture, _slab_too_old, _no_slab_open, _inside_a_launch]
+
+
+@pytest.mark.parametrize("case", LEFT_CASES, ids=lambda f: f.__name__.strip("_"))
+def test_every_case_the_c_path_does_not_handle_goes_to_the_python_path_untouched(setup, case):
+    """Each case set up, the same launch through the Python launcher and then the C one (made
+    after the case: it reads the policy then), the Python path's slab launch answering
+    NOT_TAKEN so that both end in Triton's own launcher: the C one must not have called the
+    entry point, taken slab bytes, counted a kept launch or drawn a launch number of its own."""
+    session, path, slabs, slab, w = setup
+    from proton_inject.collect import device_ops
+    from proton_inject.collect.slabs import NOT_TAKEN
+
+    got = []
+    for make in (lambda: w, lambda: _c_twin(setup)):
+        case(setup)
+        launcher = make()
+        w.counts.seen, w.counts.next_keep = (1 if case is _first_launches else 10), 0  # (kept by the policy)
+        slabs.launch = lambda *a: NOT_TAKEN
+        seq, kept, used = session.sink.next_seq(), path.kept, slab.used
+        try:
+            _launch_here(launcher, "left")
+        finally:
+            del slabs.launch
+            path._tls.tuning = path._tls.measure = None
+            device_ops._state.depth = 0
+        got.append((len(launcher.direct.calls), launcher.inner.calls[-1][2], path.kept - kept, slab.used - used,
+                    len(slab.launches), session.sink.next_seq() - seq))
+    assert got[0] == got[1] and got[0][:5] == (0, ("left",), 0, 0, 0), got
