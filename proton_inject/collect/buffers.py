@@ -178,9 +178,7 @@ class HostRing:
         if n > self.size:
             return None
         with self._cond:
-            if self._mem is None:
-                self._mem = _pinned(self.size)
-                self.array = self._mem.numpy()
+            self._allocate()
             while True:
                 start = self._fit(n)
                 if start is not None:
@@ -189,6 +187,16 @@ class HostRing:
                     return start
                 self._wake()
                 self._cond.wait(0.1)
+
+    def prepare(self) -> None:
+        """The block allocated now, ahead of the first copy."""
+        with self._cond:
+            self._allocate()
+
+    def _allocate(self) -> None:
+        if self._mem is None:
+            self._mem = _pinned(self.size)
+            self.array = self._mem.numpy()
 
     def _fit(self, n: int) -> int | None:
         if not self._spans:

@@ -61,15 +61,24 @@ class RawWriter:
     def put(self, item: InFlight) -> None:
         """Queue ``item``; wait while more than ``max_pending`` bytes are in flight."""
         with self._cond:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="proton-inject-writer", daemon=True)
-                self._thread.start()
+            self._start()
             while self._pending and self._pending + item.nbytes > self.max_pending and self._thread.is_alive():
                 self._cond.wait(0.1)
             self._pending += item.nbytes
             self._queue.append(item)
             if self._pending > self.max_pending // 2:  # else it wakes on its own (WAKE_S)
                 self._cond.notify_all()
+
+    def start(self) -> None:
+        """The thread started now, ahead of the first ``put``."""
+        with self._cond:
+            if not self._closing:
+                self._start()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="proton-inject-writer", daemon=True)
+            self._thread.start()
 
     def wake(self) -> None:
         """Land what is queued now (pinned memory ran short)."""

@@ -66,6 +66,14 @@ class Sink:
                     s = self._copy_streams[device] = torch.cuda.Stream(device=device)
         return s
 
+    def prepare(self, device: int) -> None:
+        """What copying kept launches out of ``device`` needs, made ahead: its copy stream, the
+        pinned ring and the writer's thread (made at a slab's first copy, they cost that launch
+        milliseconds in the middle of the program's loop)."""
+        self.copy_stream(device)
+        self.host_ring.prepare()
+        self.writer.start()
+
     def keep(self, p: _Pending) -> None:
         """After a kept launch with a buffer of its own (not a captured one): its bracket's
         second half, its record, the copy to the host."""

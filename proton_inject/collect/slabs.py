@@ -182,6 +182,7 @@ class Slabs:
             zs.synchronize()
             if spare is not None:
                 self.pool.give_back(spare)
+            self.sink.prepare(device)  # (this launch is already slow: the next ones stay quick)
         return self.slab_type(buf, device)
 
     def _ship(self, slab: Slab) -> None:

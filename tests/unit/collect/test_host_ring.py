@@ -42,3 +42,22 @@ def test_a_full_ring_waits_for_the_writer():
     ring.release(0)
     t.join(5)
     assert got == [0]
+
+
+def test_prepared_ahead_the_ring_keeps_its_block_and_the_writer_its_thread():
+    from proton_inject.collect.raw_writer import RawWriter
+
+    ring = _ring(64)
+    block = ring._mem
+    ring.prepare()  # (already there: not made again)
+    assert ring._mem is block and ring.take(16) == 0
+    writer = RawWriter(lambda item: b"", lambda rec, data: None, 1 << 20, print)
+    writer.start()
+    thread = writer._thread
+    assert thread is not None and thread.is_alive()
+    writer.start()
+    assert writer._thread is thread  # one thread, started once
+    writer.close()
+    assert not thread.is_alive()
+    writer.start()  # closed: no thread again
+    assert writer._thread is None
