@@ -24,7 +24,10 @@ from proton_inject.formats.raw import find_raw, load_raw
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 
-WRAPPED = (KernelLauncher, fast_launch._module().Launcher)  # our launchers: Python's, C's
+
+def _ours(launcher) -> bool:
+    """Whether a build's launcher is one of ours (the Python one or the C one)."""
+    return isinstance(launcher, (KernelLauncher, fast_launch._module().Launcher))
 
 
 @triton.jit
@@ -80,8 +83,8 @@ def test_launchers_restored_after_the_session(tmp_path):
     with profile({"loops": "both"}, out=tmp_path / "t", quiet=True):
         _bump(x)
         cks = bump_kernel.device_caches[torch.cuda.current_device()][0].values()
-        ck = next(k for k in cks if isinstance(k._run, WRAPPED))  # (others: earlier sessions')
-    assert not isinstance(ck._run, WRAPPED)
+        ck = next(k for k in cks if _ours(k._run))  # (others: earlier sessions')
+    assert not _ours(ck._run)
     _bump(x)  # the instrumented build still launches (throw-away scratch), outside any session
     torch.cuda.synchronize()
 
