@@ -118,12 +118,15 @@ def long_run(x: torch.Tensor, n: int, out: Path) -> None:
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     torch.cuda.reset_peak_memory_stats()
     dev0 = torch.cuda.max_memory_allocated()
-    plain = launches(x, min(n, 20000))
+    before = launches(x, min(n, 20000))
     us, start, stop, kept, _ = timed_case("default", x, n, out)
+    after = launches(x, min(n, 20000))  # (plain on both sides: the host drifts over a long run)
+    plain = (before + after) / 2
     disk = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
     dev = (torch.cuda.max_memory_allocated() - dev0) / 2**20
-    print(f"long run: {n} launches, default policy: {us:.2f} us/launch (plain {plain:.2f}, "
+    print(f"long run: {n} launches, default policy: {us:.2f} us/launch (plain {before:.2f} before, "
+          f"{after:.2f} after, "
           f"x{us / plain:.3f}), {kept} kept, stop {stop:.2f} s, {disk / 2**20:.1f} MiB on disk, "
           f"peak RSS +{rss:.0f} MiB, device peak +{dev:.1f} MiB")
 
