@@ -88,8 +88,12 @@ static int usual_case(Fast *f, Launcher *w, PyObject *const *argv, double now, l
   if (PyErr_Occurred() || PyObject_GetOptionalAttr(f->tool_state, f->s_depth, &v) < 0) return 0;
   int busy = v && PyObject_IsTrue(v);  // the tool's own device work
   Py_XDECREF(v);
-  if (busy || tls_set(f->tls, f->s_tuning) != 0 || tls_set(f->tls, f->s_measure) != 0) return 0;
-  int tuned = tls_set(f->tls, f->s_autotuner);  // launched by an autotuner: its best config
+  if (busy) return 0;
+  PyObject *here = PyObject_GetAttr(f->tls, f->s_dict);  // this thread's values (the class: defaults)
+  int tuned = !here || !PyDict_Check(here) || set_in(here, f->s_tuning) != 0 || set_in(here, f->s_measure) != 0
+                  ? -1
+                  : set_in(here, f->s_autotuner);  // launched by an autotuner: its best config
+  Py_XDECREF(here);
   if (tuned < 0 || !w->direct || w->direct == Py_None || !w->info || !w->device || !PyLong_Check(w->device))
     return 0;
   long long x = PyLong_AsLongLong(argv[0]), y = PyLong_AsLongLong(argv[1]), z = PyLong_AsLongLong(argv[2]);

@@ -52,7 +52,7 @@ typedef struct {
   long long last_x, last_y, last_z;
   // attribute names, interned once
   PyObject *s_seen, *s_next_keep, *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
-      *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth;
+      *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth, *s_dict;
   PyObject *acquire, *release;  // the slabs' lock's methods, bound once
   // The path's and the slabs' instance dicts: their flags and counts read and written there
   // directly (what their attribute access does, without the look through their classes).
@@ -92,13 +92,11 @@ static int dict_set_ll(PyObject *d, PyObject *name, long long value) {
   return r;
 }
 
-// Whether a thread-local attribute is set to something other than None (absent: not set).
-static int tls_set(PyObject *tls, PyObject *name) {
-  PyObject *v;
-  if (PyObject_GetOptionalAttr(tls, name, &v) < 0) return -1;
-  int set = v != NULL && v != Py_None;
-  Py_XDECREF(v);
-  return set;
+// Whether key `name` of dict `d` (this thread's dict of a threading.local, whose class holds
+// None defaults) is set to something other than None; -1 with an error set.
+static int set_in(PyObject *d, PyObject *name) {
+  PyObject *v = PyDict_GetItemWithError(d, name);  // borrowed
+  return v ? v != Py_None : (PyErr_Occurred() ? -1 : 0);
 }
 
 // One build's launch counts (keep_policy.LaunchCounts's twin, the one sessions with C launchers
@@ -237,7 +235,7 @@ static void Fast_dealloc(Fast *f) {
                        &f->not_taken,
                        &f->s_seen, &f->s_next_keep, &f->s_active, &f->s_capturing, &f->s_kept,
                        &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner, &f->s_not_kept,
-                       &f->s_launch, &f->s_config, &f->s__depth, &f->acquire, &f->release,
+                       &f->s_launch, &f->s_config, &f->s__depth, &f->s_dict, &f->acquire, &f->release,
                        &f->path_dict, &f->slabs_dict, &f->last_code, &f->last_site, &f->last_grid};
   for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
   Py_TYPE(f)->tp_free((PyObject *)f);
@@ -274,7 +272,7 @@ static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   NAME(s_capturing, "capturing") NAME(s_kept, "kept") NAME(s_depth, "depth") NAME(s_tuning, "tuning")
   NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_not_kept, "not_kept")
   NAME(s_launch, "launch")
-  NAME(s_config, "config") NAME(s__depth, "_depth")
+  NAME(s_config, "config") NAME(s__depth, "_depth") NAME(s_dict, "__dict__")
 #undef NAME
   if (!(f->acquire = PyObject_GetAttrString(f->lock, "acquire")) ||
       !(f->release = PyObject_GetAttrString(f->lock, "release")) ||

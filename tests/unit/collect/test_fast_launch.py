@@ -352,3 +352,21 @@ def test_every_case_the_c_path_does_not_handle_goes_to_the_python_path_untouched
         got.append((len(launcher.direct.calls), launcher.inner.calls[-1][2], path.kept - kept, slab.used - used,
                     len(slab.launches), session.sink.next_seq() - seq))
     assert got[0] == got[1] and got[0][:5] == (0, ("left",), 0, 0, 0), got
+
+
+def test_a_launch_by_an_autotuner_is_kept_with_its_best_config_as_by_the_python_path(setup):
+    import triton
+
+    session, path, slabs, slab, w = setup
+    path._tls.autotuner = SimpleNamespace(best_config=triton.Config({"BLOCK": 128}, num_warps=8))
+    try:
+        configs = []
+        for launcher in (w, _c_twin(setup)):
+            python = _python_slab_launches(slabs)
+            _launch_here(launcher, "tuned")
+            del slabs.launch
+            configs.append((slab.launches[-1][5], len(python)))
+    finally:
+        path._tls.autotuner = None
+    assert configs[0][0] == configs[1][0] and configs[0][0]["BLOCK"] == 128, configs
+    assert (configs[0][1], configs[1][1]) == (1, 0)  # the Python path, then the C path, kept it
