@@ -75,6 +75,15 @@ def tuning_key(at: Any, args: tuple, kwargs: dict) -> tuple:
     return tuple(key)
 
 
+def _size(cache: Any) -> int | None:
+    """How many choices an autotuner's cache holds, or None when it cannot say (a library's own
+    cache object)."""
+    try:
+        return len(cache)
+    except TypeError:
+        return None
+
+
 def _key_json(key: tuple) -> str | None:
     """The key as the file holds it, or None when a part is not a plain scalar."""
     if not all(isinstance(k, _SCALARS) for k in key):
@@ -126,6 +135,7 @@ class Tuner:
         self._lock = threading.Lock()
         self._tls = threading.local()  # per thread: its autotuner runs, whether each read from disk
         self._warned: set[str] = set()
+        self._pinned_kernels: set[tuple[str, str]] | None = None  # (module, qualname) in pins.triton
 
     def _warn(self, text: str) -> None:
         with self._lock:
@@ -157,15 +167,20 @@ class Tuner:
         tuner = self
 
         def run(at: Any, *args: Any, **kwargs: Any) -> Any:
-            key, fresh, pinned = None, False, False
-            if len(at.configs) > 1:
+            # The key is made only where it is needed (Triton makes it again: microseconds on
+            # every launch of an autotuned kernel): before the run where a choice of this kernel
+            # is pinned (or its cache has no size to compare), else after it, where the run added
+            # a choice to the autotuner's cache.
+            key, fresh, pinned, tuned = None, False, False, len(at.configs) > 1
+            held = _size(at.cache) if tuned else None
+            if tuned and (held is None or tuner._may_pin(at)):
                 try:
                     key = tuning_key(at, args, kwargs)
                     fresh = key not in at.cache
                     pinned = fresh and tuner._pin_triton(at, key, args, kwargs)
                 except Exception as e:  # the autotuner then does what it does without us
                     tuner._warn(f"autotune pinning skipped for {getattr(at.base_fn, '__name__', '?')}: {e!r}")
-                    fresh = False
+                    tuned = False
             # One cell per run on this thread's stack: an autotuned kernel may launch another
             # (in its benchmark or its launch), whose run must not answer for this one.
             runs = tuner._tls.__dict__.setdefault("runs", [])
@@ -174,6 +189,11 @@ class Tuner:
                 ret = orig(at, *args, **kwargs)
             finally:
                 runs.pop()
+            if tuned and key is None and (_size(at.cache) or 0) > held:  # (this run made a choice)
+                try:
+                    key, fresh = tuning_key(at, args, kwargs), True
+                except Exception:
+                    pass
             if fresh and key in at.cache:
                 if not pinned:
                     with tuner._lock:
@@ -199,6 +219,16 @@ class Tuner:
             return found
 
         return check_disk_cache
+
+    def _may_pin(self, at: Any) -> bool:
+        """Whether the pins hold any choice of ``at``'s kernel (they are read once, before any
+        run; the set of kernels they name is made on the first look)."""
+        if self.pins is None or not self.pins.triton:
+            return False
+        if self._pinned_kernels is None:
+            self._pinned_kernels = {ident[:2] for ident in self.pins.triton}
+        fn = at.base_fn
+        return (getattr(fn, "__module__", "") or "", fn.__qualname__) in self._pinned_kernels
 
     def _pin_triton(self, at: Any, key: tuple, args: tuple, kwargs: dict) -> bool:
         """Put the recorded choice for ``key`` where Triton's run looks first; whether it did."""

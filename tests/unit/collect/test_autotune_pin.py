@@ -315,3 +315,28 @@ def test_saved_choices_are_read_in_the_programs_cache_and_configs_build_where_th
         assert triton.knobs.cache.dir == str(tmp_path / "tool")
     assert seen == {"lookup": str(tmp_path / "program"), "bench": str(tmp_path / "tool"),
                     "put": str(tmp_path / "program")}
+
+
+def test_the_key_is_made_only_for_a_run_that_chooses(tmp_path, restore_autotuner, monkeypatch):
+    """With no choice of the kernel pinned, a launch whose key is cached makes no key of ours
+    (Triton makes it again); the launch that tunes a new key is recorded as before, also when
+    the autotuner's cache cannot say its size (a library's own cache object)."""
+    made = []
+    real = autotune.tuning_key
+    monkeypatch.setattr(autotune, "tuning_key", lambda *a: made.append(1) or real(*a))
+    triton_run = Autotuner.__dict__["run"]
+    for sized in (True, False):
+        made.clear()
+        recorded = []
+        tuner = autotune.Tuner(None, record=recorded.append)
+        at, timed = _tuned({32: 2.0, 64: 1.0})
+        if not sized:
+            at.cache = type("OwnCache", (), {"__init__": lambda s: setattr(s, "d", {}),
+                                             "__contains__": lambda s, k: k in s.d,
+                                             "__getitem__": lambda s, k: s.d[k],
+                                             "__setitem__": lambda s, k, v: s.d.__setitem__(k, v)})()
+        Autotuner.run = tuner.triton_run(triton_run)
+        for n in (100, 100, 100, 300, 300):
+            _launch(at, n)
+        assert [e["config"]["kwargs"]["BLOCK"] for e in recorded] == [64, 64] and tuner.timed == 2
+        assert len(made) == (2 if sized else 5), made  # (without a size: before every run, as before)
