@@ -151,7 +151,7 @@ class Autotuning:
 
         # While the autotuner runs, the launch path can ask it which config won.
         self.patches.patch(Autotuner, "_bench", bench)
-        self.patches.patch(Autotuner, "run", _setting(self._tls, "autotuner", lambda at, kw: at))
+        self.patches.patch(Autotuner, "run", _running(self._tls))
         tuner = self.tuner or tuning.Tuner()
         self.patches.patch(Autotuner, "run", tuner.triton_run)  # recorded choices first, no timing
         # Choices saved by cache_results / TRITON_CACHE_AUTOTUNING live in the program's cache:
@@ -275,19 +275,20 @@ class Autotuning:
         self.result.files.append(str(path))
 
 
-def _setting(tls: threading.local, attr: str, value_of: Any) -> Any:
-    """A method wrapper factory: while the method runs, ``tls.<attr>`` is
-    ``value_of(self, kwargs)``; the previous value comes back afterwards."""
+def _running(tls: Any) -> Any:
+    """An ``Autotuner.run`` wrapper factory: while the run lasts, ``tls.autotuner`` is the
+    autotuner (the launch path asks it which config won); the previous one comes back after.
+    (Every launch of an autotuned kernel passes here: no more than that.)"""
 
     def make(orig: Any) -> Any:
-        def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
-            prev = getattr(tls, attr, None)
-            setattr(tls, attr, value_of(obj, kwargs))
+        def run(at: Any, *args: Any, **kwargs: Any) -> Any:
+            prev = tls.autotuner
+            tls.autotuner = at
             try:
-                return orig(obj, *args, **kwargs)
+                return orig(at, *args, **kwargs)
             finally:
-                setattr(tls, attr, prev)
+                tls.autotuner = prev
 
-        return wrapper
+        return run
 
     return make
