@@ -158,7 +158,8 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   int locked = 0;
   // The policy's next keep, as the Python path sets it first; a build's first launches are
   // bracketed (the Python path).
-  if (set_next_keep(f, w->counts, seen) < 0 || seen <= BRACKETED_FIRST) goto not_taken;
+  set_next_keep(f, (Counts *)w->counts, seen);
+  if (seen <= BRACKETED_FIRST) goto not_taken;
   double now = now_s();
   if (!usual_case(f, w, argv, now, &size, &config) || !(site = program_frame(f))) goto not_taken;
 
@@ -224,10 +225,8 @@ static PyObject *Launcher_call(Launcher *w, PyObject *const *argv, size_t nargsf
   Fast *f = (Fast *)w->fast;
   if (kwnames || nargs < 5 || !f || !w->counts || !w->path)
     return PyObject_Vectorcall(w->inner, argv, nargsf, kwnames);
-  int keep;
-  long long seen = count_launch(f, w->counts, &keep);
-  if (seen < 0) goto plain;
-  if (!keep) {
+  Counts *counts = (Counts *)w->counts;  // (always the C counts: Launcher() takes no other)
+  if (!count_launch(counts)) {
     long long capturing = dict_ll(f->path_dict, f->s_capturing);
     if (PyErr_Occurred()) goto plain;
     if (!capturing) {
@@ -239,7 +238,7 @@ static PyObject *Launcher_call(Launcher *w, PyObject *const *argv, size_t nargsf
       return python_path(w, f->s_not_kept, argv, nargs);
     }
   }
-  PyObject *ret = fast_keep(f, w, argv, nargs, seen);
+  PyObject *ret = fast_keep(f, w, argv, nargs, counts->seen);
   if (ret != f->not_taken) return ret;
   Py_DECREF(ret);
   return python_path(w, f->s_launch, argv, nargs);
@@ -279,8 +278,8 @@ static PyObject *Launcher_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   (void)kw;
   PyObject *fast, *inner, *info, *counts, *path, *device, *direct, *coop, *pdl;
   long long per_cta;
-  if (!PyArg_ParseTuple(a, "O!OOOOOOOOL", &FastType, &fast, &inner, &info, &counts, &path, &device, &direct,
-                        &coop, &pdl, &per_cta))
+  if (!PyArg_ParseTuple(a, "O!OOO!OOOOOL", &FastType, &fast, &inner, &info, &CountsType, &counts, &path,
+                        &device, &direct, &coop, &pdl, &per_cta))
     return NULL;
   if (((Fast *)fast)->path != path) {  // (its flags are read through the Fast's dict of the path)
     PyErr_SetString(PyExc_ValueError, "a launcher's path must be its Fast's");
@@ -307,9 +306,9 @@ static PyMethodDef Launcher_methods[] = {
     {"__deepcopy__", Launcher_self, METH_O, NULL},
     {NULL, NULL, 0, NULL}};
 
-#define FIELD(name, kind) {#name, kind, offsetof(Launcher, name), 0, NULL},
+#define FIELD(name, kind) MEMBER(Launcher, name, kind, 0)
 static PyMemberDef Launcher_members[] = {
-    FIELD(inner, T_OBJECT_EX) FIELD(info, T_OBJECT_EX) FIELD(counts, T_OBJECT_EX) FIELD(path, T_OBJECT_EX)
+    FIELD(inner, T_OBJECT_EX) FIELD(info, T_OBJECT_EX) MEMBER(Launcher, counts, T_OBJECT_EX, READONLY) FIELD(path, T_OBJECT_EX)
     FIELD(device, T_OBJECT_EX) FIELD(direct, T_OBJECT) FIELD(coop, T_OBJECT) FIELD(pdl, T_OBJECT)
     FIELD(discard, T_OBJECT) FIELD(fast, T_OBJECT) FIELD(per_cta, T_LONGLONG) FIELD(discard_bytes, T_LONGLONG)
     {NULL, 0, 0, 0, NULL}};

@@ -35,6 +35,9 @@ static void restore_error(held_error e) {
 }
 #endif
 
+// A field of C struct `type` as the Python attribute of the same name (flags: READONLY or 0).
+#define MEMBER(type, name, kind, flags) {#name, kind, offsetof(type, name), flags, NULL},
+
 #define BRACKETED_FIRST 3  // buffers.BRACKETED_FIRST: those launches take the Python path
 #define ALIGN 128          // slabs.ALIGN
 
@@ -51,7 +54,7 @@ typedef struct {
   int last_lasti;  // the last site's instruction: the same one needs no line lookup
   long long last_x, last_y, last_z;
   // attribute names, interned once
-  PyObject *s_seen, *s_next_keep, *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
+  PyObject *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
       *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth, *s_dict;
   PyObject *acquire, *release;  // the slabs' lock's methods, bound once
   // The path's and the slabs' instance dicts: their flags and counts read and written there
@@ -63,15 +66,6 @@ static double now_s(void) {  // time.perf_counter's clock on Linux
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-// An attribute as a C integer; -1 with an error set when absent or not an int.
-static long long attr_ll(PyObject *o, PyObject *name) {
-  PyObject *v = PyObject_GetAttr(o, name);
-  if (!v) return -1;
-  long long r = PyLong_AsLongLong(v);
-  Py_DECREF(v);
-  return r;
 }
 
 // An instance attribute held in dict `d`, as a C integer; -1 with an error set when absent.
@@ -128,7 +122,7 @@ static PyObject *Counts_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   return (PyObject *)c;
 }
 
-#define FIELD(name, kind) {#name, kind, offsetof(Counts, name), 0, NULL},
+#define FIELD(name, kind) MEMBER(Counts, name, kind, 0)
 static PyMemberDef Counts_members[] = {
     FIELD(name, T_OBJECT_EX) FIELD(seen, T_LONGLONG) FIELD(next_keep, T_DOUBLE) {NULL, 0, 0, 0, NULL}};
 #undef FIELD
@@ -143,36 +137,13 @@ static PyTypeObject CountsType = {
     .tp_doc = "One build's launch counts (keep_policy.LaunchCounts, as C fields).",
 };
 
-// Counts one more launch of `counts` (C's or Python's): its count, or -1 with an error set;
-// `keep`: whether the policy keeps it.
-static long long count_launch(Fast *f, PyObject *counts, int *keep) {
-  if (Py_IS_TYPE(counts, &CountsType)) {
-    Counts *c = (Counts *)counts;
-    *keep = (double)++c->seen >= c->next_keep;
-    return c->seen;
-  }
-  long long seen = attr_ll(counts, f->s_seen);
-  PyObject *v = seen < 0 ? NULL : PyLong_FromLongLong(++seen);
-  int bad = !v || PyObject_SetAttr(counts, f->s_seen, v) < 0;
-  Py_XDECREF(v);
-  PyObject *next = bad ? NULL : PyObject_GetAttr(counts, f->s_next_keep);
-  if (!next) return -1;
-  *keep = PyLong_CheckExact(next) ? seen >= PyLong_AsLongLong(next) : (double)seen >= PyFloat_AsDouble(next);
-  Py_DECREF(next);
-  return PyErr_Occurred() ? -1 : seen;
-}
+// Counts one more launch: whether the policy keeps it.
+static int count_launch(Counts *c) { return (double)++c->seen >= c->next_keep; }
 
-// The policy's next keep after `seen` launches (KeepPolicy.next_after) into `counts`; -1 on error.
-static int set_next_keep(Fast *f, PyObject *counts, long long seen) {
+// The policy's next keep after `seen` launches (KeepPolicy.next_after) into `c`.
+static void set_next_keep(Fast *f, Counts *c, long long seen) {
   long long next = seen < f->first ? seen + 1 : f->every <= 0 ? -1 : (seen / f->every + 1) * f->every;
-  if (Py_IS_TYPE(counts, &CountsType)) {
-    ((Counts *)counts)->next_keep = next < 0 ? Py_HUGE_VAL : (double)next;
-    return 0;
-  }
-  PyObject *v = next < 0 ? PyFloat_FromDouble(Py_HUGE_VAL) : PyLong_FromLongLong(next);
-  int r = v ? PyObject_SetAttr(counts, f->s_next_keep, v) : -1;
-  Py_XDECREF(v);
-  return r;
+  c->next_keep = next < 0 ? Py_HUGE_VAL : (double)next;
 }
 
 // A slab open for kept launches (slabs.Slab's twin, the one sessions use when this module is
@@ -212,7 +183,7 @@ static PyObject *Slab_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   return (PyObject *)s;
 }
 
-#define FIELD(name, kind) {#name, kind, offsetof(Slab, name), 0, NULL},
+#define FIELD(name, kind) MEMBER(Slab, name, kind, 0)
 static PyMemberDef Slab_members[] = {
     FIELD(buf, T_OBJECT_EX) FIELD(streams, T_OBJECT_EX) FIELD(launches, T_OBJECT_EX) FIELD(base, T_LONGLONG)
     FIELD(device, T_LONGLONG) FIELD(size, T_LONGLONG) FIELD(used, T_LONGLONG) FIELD(opened, T_DOUBLE)
@@ -233,7 +204,7 @@ static void Fast_dealloc(Fast *f) {
   PyObject **refs[] = {&f->path, &f->slabs, &f->lock, &f->open, &f->tls, &f->tool_state, &f->capturing,
                        &f->next_seq, &f->bracket_after, &f->is_library, &f->classify, &f->config_of,
                        &f->not_taken,
-                       &f->s_seen, &f->s_next_keep, &f->s_active, &f->s_capturing, &f->s_kept,
+                       &f->s_active, &f->s_capturing, &f->s_kept,
                        &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner, &f->s_not_kept,
                        &f->s_launch, &f->s_config, &f->s__depth, &f->s_dict, &f->acquire, &f->release,
                        &f->path_dict, &f->slabs_dict, &f->last_code, &f->last_site, &f->last_grid};
@@ -268,7 +239,7 @@ static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
                       f->not_taken};
   for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) Py_INCREF(objs[i]);
 #define NAME(field, text) if (!(f->field = PyUnicode_InternFromString(text))) goto fail;
-  NAME(s_seen, "seen") NAME(s_next_keep, "next_keep") NAME(s_active, "active")
+  NAME(s_active, "active")
   NAME(s_capturing, "capturing") NAME(s_kept, "kept") NAME(s_depth, "depth") NAME(s_tuning, "tuning")
   NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_not_kept, "not_kept")
   NAME(s_launch, "launch")

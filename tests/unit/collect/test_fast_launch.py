@@ -165,9 +165,10 @@ def test_the_programs_launch_error_is_raised_and_the_slab_stays_usable(setup):
     assert len(slab.launches) == 1
 
 
-def test_a_launch_from_inside_a_launch_runs_unprofiled(setup):
-    session, path, slabs, slab, w = setup
-    w = _c_twin(setup)
+@pytest.mark.parametrize("fast", [True, False], ids=["C", "Python"])
+def test_a_launch_from_inside_a_launch_runs_unprofiled(setup, fast):
+    session, path, slabs, slab, w = setup  # (the Python launcher: the reference behaves the same)
+    w = _c_twin(setup) if fast else w
     w.direct.inside = lambda: _launch_here(w, "hook")
     _launch_here(w, "outer")
     assert [c[2] for c in w.inner.calls] == [("hook",)]
@@ -191,14 +192,6 @@ def test_no_reference_is_leaked(setup):
     slab.launches.clear()
     w.direct.calls.clear()
     assert (sys.getrefcount(config), sys.getrefcount(info), sys.getrefcount(slab)) == before
-
-
-def test_the_python_path_also_runs_a_launch_from_inside_a_launch_unprofiled(setup):
-    session, path, slabs, slab, w = setup  # (no C path: the reference behaves the same)
-    w.direct.inside = lambda: _launch_here(w, "hook")
-    _launch_here(w, "outer")
-    assert [c[2] for c in w.inner.calls] == [("hook",)]
-    assert len(slab.launches) == 1 and slabs._depth == 0
 
 
 def test_a_launch_not_kept_goes_to_the_entry_point_as_from_the_python_launcher(setup):
@@ -246,33 +239,23 @@ def test_a_slab_of_the_python_class_is_left_to_the_python_path(setup):
 
 @pytest.mark.parametrize("every", [1, 0])
 def test_counts_of_either_class_count_and_keep_alike(setup, every):
+    """The Python launcher with the Python counts, the C one with the C counts (it takes no
+    other): the same counts, next keeps and launches kept."""
     session, path, slabs, slab, w = setup
     path.policy = KeepPolicy(first=0, every=every, total=None)
-    c = _c_twin(setup)  # (its policy: the path's as the twin is made)
+    c = _c_twin(setup)  # (its policy: the path's as it is made)
+    w.counts = LaunchCounts("k", path.policy)
     got = []
-    for kind in (LaunchCounts, fast_launch.counts_type()):
-        c.counts = kind("k", path.policy)
-        c.counts.seen, c.counts.next_keep = 10, 11  # the next launch is kept
-        kept, plain = len(c.direct.calls), len(c.inner.calls)
-        _launch_here(c, "x")
-        _launch_here(c, "y")  # kept again with every=1; with every=0, never again
-        got.append((c.counts.seen, float(c.counts.next_keep), len(c.direct.calls) - kept,
-                    len(c.inner.calls) - plain))
+    for launcher in (w, c):
+        launcher.counts.seen, launcher.counts.next_keep = 10, 11  # the next launch is kept
+        kept, plain = len(w.direct.calls), len(w.inner.calls)
+        _launch_here(launcher, "x")
+        _launch_here(launcher, "y")  # kept again with every=1; with every=0, never again
+        got.append((launcher.counts.seen, float(launcher.counts.next_keep), len(w.direct.calls) - kept,
+                    len(w.inner.calls) - plain))
     assert got[0] == got[1] == [(12, 13.0, 2, 0), (12, float("inf"), 1, 1)][every == 0]
-
-
-def test_past_the_total_a_build_keeps_its_cheap_launcher(setup):
-    session, path, slabs, slab, w = setup
-    path.policy = KeepPolicy(first=0, every=1, total=5)
-    c = _c_twin(setup)
-    build = SimpleNamespace(_run=c)
-    path._wrapped.append((build, c))
-    path.kept = 5  # the total reached: the C path leaves it, the Python path counts it dropped
-    _launch_here(c, "over")
-    assert build._run is c and c.counts.next_keep == float("inf") and len(c.inner.calls) == 1
-    c.discard, c.discard_bytes = torch.zeros(8), 1 << 20  # (as LaunchPath.not_kept leaves them on a GPU)
-    _launch_here(c, "after")  # straight to Triton's entry point with the throw-away buffer
-    assert len(c.inner.calls) == 1 and c.direct.calls[-1][6] is c.discard and slab.launches == []
+    with pytest.raises(TypeError):  # (the C launcher reads its counts as C fields)
+        fast_launch.launcher(path.fast, w.inner, w.info, w.counts, path, 0, w.direct, w.coop, w.pdl, w.per_cta)
 
 
 def _first_launches(s):
