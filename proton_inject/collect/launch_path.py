@@ -141,8 +141,8 @@ class LaunchPath:
                 self.counts_type = fast_launch.counts_type()
             except Exception as e:  # no C compiler or Python headers: the Python path does it all
                 self.buffers.result.messages.append(
-                    f"note: the C fast path for kept launches could not be built ({str(e)[:200]}); "
-                    "kept launches take the Python path")
+                    f"note: the C launchers could not be built ({str(e)[:200]}); launches take the "
+                    "Python path (slower on the host)")
         self.active = True
         patches.on_undo(self.uninstall)
 
