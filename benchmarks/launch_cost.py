@@ -13,11 +13,13 @@ iterations), launched in turn. Each round times, in this order, interleaved:
   kept (Python) the same with the C fast path off (PROTON_INJECT_FAST_LAUNCH=0)
   default      instrumented, the session's default keep policy
 
-Per case: us per launch (median over rounds, min..max) and the ratio to plain's median, the
-session's start, its first launches (``FIRST_LAUNCHES``, timed apart: each build's first load,
-the first slab, the first launches' clock brackets; the loop after them is what a long
-program pays), its stop (waits for the copies and writes the raw files), and launches kept.
-Collect only: no report is decoded. ``--cprofile DIR`` also writes a cProfile of one round of
+Per case: wall us per launch (median over rounds, min..max) and the ratio to plain's median;
+then host and GPU time per launch, each alone (``host_and_gpu``: 2,000 launches in chunks launched
+while the GPU sleeps): where wall exceeds host, the GPU is the bottleneck (instrumented kernels
+slower than their launches); the session's start, its first launches (``FIRST_LAUNCHES``,
+timed apart: each build's first load, the first slab, the first launches' clock brackets; the
+loop after them is what a long program pays), its stop (waits for the copies and writes the raw
+files), and launches kept. Collect only: no report is decoded. ``--cprofile DIR`` also writes a cProfile of one round of
 ``kept`` and of ``not kept`` (top 30 functions by own time).
 
     PYTHONPATH=. python benchmarks/launch_cost.py [--launches 20000] [--kept-launches 2000] [--rounds 3]
@@ -63,7 +65,7 @@ def loop_kernel(x_ptr, n, BLOCK: tl.constexpr):
 
 
 def launches(x: torch.Tensor, n: int) -> float:
-    """``n`` launches (half of each kernel); host us per launch, the GPU drained at the end."""
+    """``n`` launches (half of each kernel); wall us per launch, the GPU drained at the end."""
     torch.cuda.synchronize()
     t = time.perf_counter()
     for _ in range(n // 2):
@@ -71,6 +73,32 @@ def launches(x: torch.Tensor, n: int) -> float:
         loop_kernel[(1,)](x, N_FLOATS, BLOCK=256)
     torch.cuda.synchronize()
     return (time.perf_counter() - t) / n * 1e6
+
+
+HOST_CHUNK = 200  # launches timed without waiting, fewer than the launch queue holds
+SLEEP_CYCLES = 20_000_000  # ~10 ms of GPU: longer than the host takes to launch a chunk
+
+
+def host_and_gpu(x: torch.Tensor, n: int) -> tuple[float, float]:
+    """(host us, GPU us) per launch, each alone: ``n`` launches in chunks, each chunk launched
+    while the GPU sleeps, so neither waits for the other; the GPU time is between two events
+    around the chunk (the kernels back to back), the host time the launch calls'."""
+    host = gpu = 0.0
+    chunks = max(1, n // HOST_CHUNK)
+    for _ in range(chunks):
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(SLEEP_CYCLES)
+        a.record()
+        t = time.perf_counter()
+        for _ in range(HOST_CHUNK // 2):
+            add_kernel[(N_FLOATS // 1024,)](x, N_FLOATS, BLOCK=1024)
+            loop_kernel[(1,)](x, N_FLOATS, BLOCK=256)
+        host += time.perf_counter() - t
+        b.record()
+        b.synchronize()
+        gpu += a.elapsed_time(b) / 1e3
+    return host / (chunks * HOST_CHUNK) * 1e6, gpu / (chunks * HOST_CHUNK) * 1e6
 
 
 CASES = {
@@ -87,15 +115,16 @@ CASES = {
 # Launches of a session timed apart before its loop (three of each kernel: each build's first
 # three kept launches get a clock bracket).
 FIRST_LAUNCHES = 6
+HOST_LAUNCHES = 2000  # launches a round timed for host and GPU time apart
 
 
 def timed_case(name: str, x: torch.Tensor, n: int, out: Path, prof: cProfile.Profile | None = None
-               ) -> tuple[float, float, float, int, float]:
+               ) -> tuple[float, float, float, int, float, float, float]:
     """(us per launch after the first ones, session start s, session stop s, launches kept,
-    the first launches' ms) of one round of ``name``."""
+    the first launches' ms, host and GPU us per launch) of one round of ``name``."""
     kw = CASES[name]
     if kw is None:
-        return launches(x, n), 0.0, 0.0, 0, 0.0
+        return launches(x, n), 0.0, 0.0, 0, 0.0, *host_and_gpu(x, HOST_LAUNCHES)
     session = Session(out=out, **kw)
     t0 = time.perf_counter()
     with mock.patch.dict(os.environ, {fast_launch.ENV: "0" if name.endswith("(Python)") else "1"}):
@@ -104,11 +133,12 @@ def timed_case(name: str, x: torch.Tensor, n: int, out: Path, prof: cProfile.Pro
     try:
         first_ms = launches(x, FIRST_LAUNCHES) * FIRST_LAUNCHES / 1e3
         us = prof.runcall(launches, x, n) if prof is not None else launches(x, n)
+        host, gpu = host_and_gpu(x, HOST_LAUNCHES)
     finally:
         t2 = time.perf_counter()
         result = session.stop()
         t3 = time.perf_counter()
-    return us, t1 - t0, t3 - t2, len(result.launches), first_ms
+    return us, t1 - t0, t3 - t2, len(result.launches), first_ms, host, gpu
 
 
 def long_run(x: torch.Tensor, n: int, out: Path) -> None:
@@ -119,7 +149,7 @@ def long_run(x: torch.Tensor, n: int, out: Path) -> None:
     torch.cuda.reset_peak_memory_stats()
     dev0 = torch.cuda.max_memory_allocated()
     before = launches(x, min(n, 20000))
-    us, start, stop, kept, _ = timed_case("default", x, n, out)
+    us, start, stop, kept, *_ = timed_case("default", x, n, out)
     after = launches(x, min(n, 20000))  # (plain on both sides: the host drifts over a long run)
     plain = (before + after) / 2
     disk = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
@@ -145,14 +175,15 @@ def main() -> None:
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
     x = torch.zeros(N_FLOATS, device="cuda")
     work = Path(tempfile.mkdtemp(prefix="pi-launch-"))
-    rows: dict[str, list[tuple[float, float, float, int, float]]] = {k: [] for k in names}
+    rows: dict[str, list[tuple[float, float, float, int, float, float, float]]] = {k: [] for k in names}
     for r in range(args.rounds + 1):  # round 0 compiles and warms up
         for name in names:
             n = args.kept_launches if name.startswith("kept") else args.launches
             row = timed_case(name, x, n if r else 200, work / f"{name}-{r}".replace(" ", "_"))
             if r:
                 rows[name].append(row)
-            print(f"round {r} {name}: {row[0]:.2f} us/launch", file=sys.stderr, flush=True)
+            print(f"round {r} {name}: {row[0]:.2f} us/launch, host {row[5]:.2f}, GPU {row[6]:.2f}",
+                  file=sys.stderr, flush=True)
     if args.cprofile:
         d = Path(args.cprofile)
         d.mkdir(parents=True, exist_ok=True)
@@ -165,17 +196,26 @@ def main() -> None:
     if args.long:
         long_run(x, args.long, work / "long")
     base = statistics.median(t[0] for t in rows["plain"]) if "plain" in rows else None
+    host_base = statistics.median(t[5] for t in rows["plain"]) if "plain" in rows else None
+    gpu_base = statistics.median(t[6] for t in rows["plain"]) if "plain" in rows else None
     print(f"{torch.cuda.get_device_name()}, {args.rounds} rounds; launches a round: "
           f"{args.launches} ({args.kept_launches} for 'kept')")
     print(f"{'case':12s} {'us/launch':>9s} {'(min..max)':>16s} {'x plain':>8s} {'start s':>8s} "
-          f"{'first ms':>8s} {'stop s':>7s} {'kept':>6s}")
+          f"{'first ms':>8s} {'stop s':>7s} {'kept':>6s} {'host us':>8s} {'(min..max)':>16s} {'x plain':>8s} "
+          f"{'GPU us':>7s} {'x plain':>8s}")
     for name, ts in rows.items():
         us = [t[0] for t in ts]
         med = statistics.median(us)
         ratio = f"{med / base:8.3f}" if base else "       -"
+        host = [t[5] for t in ts]
+        host_med = statistics.median(host)
+        host_ratio = f"{host_med / host_base:8.3f}" if host_base else "       -"
+        gpu_med = statistics.median(t[6] for t in ts)
+        gpu_ratio = f"{gpu_med / gpu_base:8.3f}" if gpu_base else "       -"
         print(f"{name:12s} {med:9.2f} {f'({min(us):.2f}..{max(us):.2f})':>16s} {ratio} "
               f"{statistics.median(t[1] for t in ts):8.2f} {statistics.median(t[4] for t in ts):8.1f} "
-              f"{statistics.median(t[2] for t in ts):7.2f} {statistics.median(t[3] for t in ts):6.0f}")
+              f"{statistics.median(t[2] for t in ts):7.2f} {statistics.median(t[3] for t in ts):6.0f} "
+              f"{host_med:8.2f} {f'({min(host):.2f}..{max(host):.2f})':>16s} {host_ratio} {gpu_med:7.2f} {gpu_ratio}")
 
 
 if __name__ == "__main__":
