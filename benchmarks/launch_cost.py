@@ -13,10 +13,12 @@ iterations), launched in turn. Each round times, in this order, interleaved:
   kept (Python) the same with the C fast path off (PROTON_INJECT_FAST_LAUNCH=0)
   default      instrumented, the session's default keep policy
 
-Per case: wall us per launch (median over rounds, min..max) and the ratio to plain's median;
-then host and GPU time per launch, each alone (``host_and_gpu``: 2,000 launches in chunks launched
-while the GPU sleeps): where wall exceeds host, the GPU is the bottleneck (instrumented kernels
-slower than their launches); the session's start, its first launches (``FIRST_LAUNCHES``,
+Per case: wall us per launch (median over rounds, min..max) and its ratio to plain, twice: the
+median of each round's ratio to that round's plain (the host drifts between rounds), and the
+ratio of the two sides' minima (each side's quietest round); then the same for host time per
+launch alone, and the GPU time per launch (``host_and_gpu``: 2,000 launches in chunks launched
+while the GPU sleeps, neither waiting for the other: where wall exceeds host, the GPU is the
+bottleneck); the session's start, its first launches (``FIRST_LAUNCHES``,
 timed apart: each build's first load, the first slab, the first launches' clock brackets; the
 loop after them is what a long program pays), its stop (waits for the copies and writes the raw
 files), and launches kept. Collect only: no report is decoded. ``--cprofile DIR`` also writes a cProfile of one round of
@@ -195,28 +197,34 @@ def main() -> None:
                 pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(30)
     if args.long:
         long_run(x, args.long, work / "long")
-    base = statistics.median(t[0] for t in rows["plain"]) if "plain" in rows else None
-    host_base = statistics.median(t[5] for t in rows["plain"]) if "plain" in rows else None
-    gpu_base = statistics.median(t[6] for t in rows["plain"]) if "plain" in rows else None
     print(f"{torch.cuda.get_device_name()}, {args.rounds} rounds; launches a round: "
           f"{args.launches} ({args.kept_launches} for 'kept')")
-    print(f"{'case':12s} {'us/launch':>9s} {'(min..max)':>16s} {'x plain':>8s} {'start s':>8s} "
-          f"{'first ms':>8s} {'stop s':>7s} {'kept':>6s} {'host us':>8s} {'(min..max)':>16s} {'x plain':>8s} "
-          f"{'GPU us':>7s} {'x plain':>8s}")
-    for name, ts in rows.items():
-        us = [t[0] for t in ts]
-        med = statistics.median(us)
-        ratio = f"{med / base:8.3f}" if base else "       -"
-        host = [t[5] for t in ts]
-        host_med = statistics.median(host)
-        host_ratio = f"{host_med / host_base:8.3f}" if host_base else "       -"
-        gpu_med = statistics.median(t[6] for t in ts)
-        gpu_ratio = f"{gpu_med / gpu_base:8.3f}" if gpu_base else "       -"
-        print(f"{name:12s} {med:9.2f} {f'({min(us):.2f}..{max(us):.2f})':>16s} {ratio} "
-              f"{statistics.median(t[1] for t in ts):8.2f} {statistics.median(t[4] for t in ts):8.1f} "
-              f"{statistics.median(t[2] for t in ts):7.2f} {statistics.median(t[3] for t in ts):6.0f} "
-              f"{host_med:8.2f} {f'({min(host):.2f}..{max(host):.2f})':>16s} {host_ratio} {gpu_med:7.2f} {gpu_ratio}")
+    print_table(rows)
 
+
+def ratio_cells(ts: list[float], plain: list[float] | None) -> str:
+    """Against plain: the median of each round's ratio to that round's plain (the host drifts
+    between rounds, less within one), then the ratio of the two minima (each side's quietest)."""
+    if not plain:
+        return f"{'-':>7s} {'-':>7s}"
+    paired = statistics.median(t / p for t, p in zip(ts, plain, strict=True))
+    return f"{paired:7.3f} {min(ts) / min(plain):7.3f}"
+
+
+def print_table(rows: dict[str, list[tuple[float, float, float, int, float, float, float]]]) -> None:
+    plain = rows.get("plain")
+    col = {i: [t[i] for t in plain] if plain else None for i in (0, 5, 6)}
+    print(f"{'case':18s} {'wall us':>7s} {'(min..max)':>15s} {'x paired':>8s} {'x min':>7s} {'host us':>7s} "
+          f"{'x paired':>8s} {'x min':>7s} {'GPU us':>6s} {'x':>6s} {'start s':>7s} {'first ms':>8s} "
+          f"{'stop s':>6s} {'kept':>5s}")
+    for name, ts in rows.items():
+        wall, host, gpu = ([t[i] for t in ts] for i in (0, 5, 6))
+        gpu_x = statistics.median(gpu) / statistics.median(col[6]) if plain else float("nan")
+        print(f"{name:18s} {statistics.median(wall):7.2f} {f'({min(wall):.2f}..{max(wall):.2f})':>15s} "
+              f"{ratio_cells(wall, col[0])} {statistics.median(host):7.2f} {ratio_cells(host, col[5])} "
+              f"{statistics.median(gpu):6.2f} {gpu_x:6.3f} {statistics.median(t[1] for t in ts):7.2f} "
+              f"{statistics.median(t[4] for t in ts):8.1f} {statistics.median(t[2] for t in ts):6.2f} "
+              f"{statistics.median(t[3] for t in ts):5.0f}")
 
 if __name__ == "__main__":
     main()
