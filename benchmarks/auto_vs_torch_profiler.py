@@ -316,6 +316,9 @@ class Runner:
         self.log.write(f"$ {' '.join(cmd)}\n  {dt:.1f} s, exit {p.returncode}\n"
                        + "".join(f"  | {ln}\n" for ln in p.stderr.splitlines()[-30:]))
         self.log.flush()
+        # (as it goes: a run cut off at a time limit still shows where its time went)
+        what = " ".join(Path(c).name if "/" in c else c for c in cmd[1:6])
+        print(f"  {dt:6.1f} s, exit {p.returncode}: {what}", file=sys.stderr, flush=True)
         return dt, p.stdout, p.returncode
 
     def auto(self, out: Path, prog: list[str], share: float, top: int, *extra: str) -> tuple[float, str, int]:
