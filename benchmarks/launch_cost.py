@@ -8,10 +8,13 @@ iterations), launched in turn. Each round times, in this order, interleaved:
   not matched  a session whose rules leave both kernels out (their plain builds run)
   not kept     instrumented, none kept (max_launches=0)
   not kept (Python) the same with the C launcher off (PROTON_INJECT_FAST_LAUNCH=0)
+  not kept (twin) the same with plain twins (PROTON_INJECT_PLAIN_TWINS=1): a launch not kept runs
+               the program's own build (its GPU time should read plain's)
   kept         instrumented, every launch kept (--keep-launches all), as a user gets it (the C fast
                path, collect/fast_launch.c)
   kept (Python) the same with the C fast path off (PROTON_INJECT_FAST_LAUNCH=0)
   default      instrumented, the session's default keep policy
+  default (twin) the same with plain twins
 
 Per case: wall us per launch (median over rounds, min..max) and its ratio to plain, twice: the
 median of each round's ratio to that round's plain (the host drifts between rounds), and the
@@ -46,7 +49,7 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proton_inject.collect import fast_launch  # noqa: E402
+from proton_inject.collect import fast_launch, plain_twins  # noqa: E402
 from proton_inject.collect.session import Session  # noqa: E402
 from proton_inject.instrument.rules import Rules  # noqa: E402
 
@@ -108,9 +111,11 @@ CASES = {
     "not matched": dict(source=Rules(kernel="^no_such_kernel$")),
     "not kept": dict(source=Rules(loops="both"), max_launches=0),
     "not kept (Python)": dict(source=Rules(loops="both"), max_launches=0),
+    "not kept (twin)": dict(source=Rules(loops="both"), max_launches=0),
     "kept": dict(source=Rules(loops="both"), keep="all"),
     "kept (Python)": dict(source=Rules(loops="both"), keep="all"),
     "default": dict(source=Rules(loops="both")),
+    "default (twin)": dict(source=Rules(loops="both")),
 }
 
 
@@ -128,18 +133,20 @@ def timed_case(name: str, x: torch.Tensor, n: int, out: Path, prof: cProfile.Pro
     if kw is None:
         return launches(x, n), 0.0, 0.0, 0, 0.0, *host_and_gpu(x, HOST_LAUNCHES)
     session = Session(out=out, **kw)
-    t0 = time.perf_counter()
-    with mock.patch.dict(os.environ, {fast_launch.ENV: "0" if name.endswith("(Python)") else "1"}):
-        session.start()  # (the C path is built, or not, as the session starts)
-    t1 = time.perf_counter()
-    try:
-        first_ms = launches(x, FIRST_LAUNCHES) * FIRST_LAUNCHES / 1e3
-        us = prof.runcall(launches, x, n) if prof is not None else launches(x, n)
-        host, gpu = host_and_gpu(x, HOST_LAUNCHES)
-    finally:
-        t2 = time.perf_counter()
-        result = session.stop()
-        t3 = time.perf_counter()
+    env = {fast_launch.ENV: "0" if name.endswith("(Python)") else "1",  # (read as the session starts)
+           plain_twins.ENV: "1" if name.endswith("(twin)") else "0"}  # (read as each build loads)
+    with mock.patch.dict(os.environ, env):
+        t0 = time.perf_counter()
+        session.start()
+        t1 = time.perf_counter()
+        try:
+            first_ms = launches(x, FIRST_LAUNCHES) * FIRST_LAUNCHES / 1e3
+            us = prof.runcall(launches, x, n) if prof is not None else launches(x, n)
+            host, gpu = host_and_gpu(x, HOST_LAUNCHES)
+        finally:
+            t2 = time.perf_counter()
+            result = session.stop()
+            t3 = time.perf_counter()
     return us, t1 - t0, t3 - t2, len(result.launches), first_ms, host, gpu
 
 

@@ -57,20 +57,23 @@ typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;  // Launcher_call: Triton's call of it builds no tuple
   PyObject *inner, *info, *counts, *path, *device, *direct, *coop, *pdl, *discard, *fast;
+  PyObject *plain_fn, *plain_meta;  // the plain twin's function and packed metadata, or NULL/None
   long long per_cta, discard_bytes;
 } Launcher;
 
 // Triton's C entry point of `w` with profile scratch `scratch` (argv as Triton calls `run`:
-// gx, gy, gz, stream, function, then the launcher's own arguments).
+// gx, gy, gz, stream, function, packed metadata, then the rest); `fn` and `meta`, where not
+// NULL, stand for argv's function and packed metadata (the plain twin's).
 static PyObject *call_entry(Launcher *w, PyObject *const *argv, Py_ssize_t nargs, PyObject *stream,
-                            PyObject *scratch) {
+                            PyObject *scratch, PyObject *fn, PyObject *meta) {
   PyObject *small[64], **call = small;
   Py_ssize_t n = 4 + nargs;  // (9 fixed, then argv[5:])
   if (n > 64 && !(call = PyMem_Malloc(sizeof(PyObject *) * (size_t)n))) return PyErr_NoMemory();
-  PyObject *head[9] = {argv[0], argv[1], argv[2], stream, argv[4], w->coop ? w->coop : Py_False,
+  PyObject *head[9] = {argv[0], argv[1], argv[2], stream, fn ? fn : argv[4], w->coop ? w->coop : Py_False,
                        w->pdl ? w->pdl : Py_False, Py_None, scratch};
   for (int i = 0; i < 9; i++) call[i] = head[i];
   for (Py_ssize_t i = 5; i < nargs; i++) call[4 + i] = argv[i];
+  if (meta) call[9] = meta;  // (argv[5])
   PyObject *ret = PyObject_Vectorcall(w->direct, call, (size_t)n, NULL);
   if (call != small) PyMem_Free(call);
   return ret;
@@ -184,7 +187,7 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
     goto not_taken;
   sl->used = used + step;
 
-  ret = call_entry(w, argv, nargs, s0, address);
+  ret = call_entry(w, argv, nargs, s0, address, NULL, NULL);
   held_error held = hold_error();  // (the program's error, if any, kept across the reset)
   dict_set_ll(f->slabs_dict, f->s__depth, 0);
   restore_error(held);
@@ -230,11 +233,13 @@ static PyObject *Launcher_call(Launcher *w, PyObject *const *argv, size_t nargsf
     long long capturing = dict_ll(f->path_dict, f->s_capturing);
     if (PyErr_Occurred()) goto plain;
     if (!capturing) {
+      if (w->plain_fn && w->plain_fn != Py_None && w->plain_meta && w->direct && w->direct != Py_None && nargs > 5)
+        return call_entry(w, argv, nargs, argv[3], Py_None, w->plain_fn, w->plain_meta);  // the plain twin
       long long x = PyLong_AsLongLong(argv[0]), y = PyLong_AsLongLong(argv[1]), z = PyLong_AsLongLong(argv[2]);
       if (PyErr_Occurred()) goto plain;
       long long need = x * y * z * w->per_cta;
       if (w->direct && w->direct != Py_None && w->discard && w->discard != Py_None && need <= w->discard_bytes)
-        return call_entry(w, argv, nargs, argv[3], w->discard);
+        return call_entry(w, argv, nargs, argv[3], w->discard, NULL, NULL);
       return python_path(w, f->s_not_kept, argv, nargs);
     }
   }
@@ -258,12 +263,14 @@ static PyObject *Launcher_getattro(Launcher *w, PyObject *name) {
 static int Launcher_traverse(Launcher *w, visitproc visit, void *arg) {
   Py_VISIT(w->inner); Py_VISIT(w->info); Py_VISIT(w->counts); Py_VISIT(w->path); Py_VISIT(w->device);
   Py_VISIT(w->direct); Py_VISIT(w->coop); Py_VISIT(w->pdl); Py_VISIT(w->discard); Py_VISIT(w->fast);
+  Py_VISIT(w->plain_fn); Py_VISIT(w->plain_meta);
   return 0;
 }
 
 static int Launcher_clear(Launcher *w) {
   Py_CLEAR(w->inner); Py_CLEAR(w->info); Py_CLEAR(w->counts); Py_CLEAR(w->path); Py_CLEAR(w->device);
   Py_CLEAR(w->direct); Py_CLEAR(w->coop); Py_CLEAR(w->pdl); Py_CLEAR(w->discard); Py_CLEAR(w->fast);
+  Py_CLEAR(w->plain_fn); Py_CLEAR(w->plain_meta);
   return 0;
 }
 
@@ -311,6 +318,7 @@ static PyMemberDef Launcher_members[] = {
     FIELD(inner, T_OBJECT_EX) FIELD(info, T_OBJECT_EX) MEMBER(Launcher, counts, T_OBJECT_EX, READONLY) FIELD(path, T_OBJECT_EX)
     FIELD(device, T_OBJECT_EX) FIELD(direct, T_OBJECT) FIELD(coop, T_OBJECT) FIELD(pdl, T_OBJECT)
     FIELD(discard, T_OBJECT) FIELD(fast, T_OBJECT) FIELD(per_cta, T_LONGLONG) FIELD(discard_bytes, T_LONGLONG)
+    FIELD(plain_fn, T_OBJECT) FIELD(plain_meta, T_OBJECT)
     {NULL, 0, 0, 0, NULL}};
 #undef FIELD
 

@@ -5,7 +5,8 @@ every kernel, and Inductor bakes that into the launchers it generates). Instead,
 this session loads (``CompiledKernel._init_handles``), an instrumented one gets its launcher
 wrapped in a ``KernelLauncher``: one counter compare a launch decides by the ``KeepPolicy``
 whether the launch is kept. A launch not kept goes straight to Triton's launcher (its records
-go to a throw-away buffer); a kept one gets a pooled, already zeroed buffer, and its copy to the
+go to a throw-away buffer), or with plain twins on, to the program's own build of the kernel
+(plain_twins.py); a kept one gets a pooled, already zeroed buffer, and its copy to the
 host is queued for the raw writer. Plain builds (the program's own, the ones autotuners time)
 are never wrapped. When the session stops, every wrapped build gets its own launcher back.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from proton_inject.collect import fast_launch
+from proton_inject.collect import fast_launch, plain_twins
 from proton_inject.collect.buffers import BRACKETED_FIRST
 from proton_inject.collect.call_site import call_site, program_frame
 from proton_inject.collect.device_ops import in_tool_work, tool_work
@@ -50,18 +51,22 @@ class KernelLauncher:
     the same and keeps the usual kept launch itself; this one serves where C cannot be built."""
 
     __slots__ = ("inner", "info", "counts", "path", "device", "direct", "coop", "pdl", "per_cta", "discard",
-                 "discard_bytes")
+                 "discard_bytes", "plain_fn", "plain_meta")
 
     def __init__(self, inner: Any, info: _KernelInfo, counts: LaunchCounts, path: LaunchPath,
                  device: int) -> None:
         self.inner, self.info, self.counts, self.path, self.device = inner, info, counts, path, device
         self.direct, self.coop, self.pdl, self.per_cta = entry_point(inner, info)
         self.discard, self.discard_bytes = None, -1
+        self.plain_fn = self.plain_meta = None  # the plain twin's function and packed metadata
 
     def __call__(self, gx: int, gy: int, gz: int, stream: int, function: Any, *args: Any) -> Any:
         c = self.counts
         c.seen += 1
         if c.seen < c.next_keep and not self.path.capturing:
+            if self.plain_fn is not None and args:  # (args[0]: the packed metadata)
+                return self.direct(gx, gy, gz, stream, self.plain_fn, self.coop, self.pdl, None, None,
+                                   self.plain_meta, *args[1:])
             if self.direct is not None and gx * gy * gz * self.per_cta <= self.discard_bytes:
                 return self.direct(gx, gy, gz, stream, function, self.coop, self.pdl, None,
                                    self.discard, *args)
@@ -104,6 +109,9 @@ class LaunchPath:
         self.counts_type: Any = LaunchCounts  # (or its C twin, with the C launchers)
         self._configs: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(autotuner config) -> it, as a dict
         self.unhooked: set[str] = set()  # kernels whose builds never went through the hook
+        self.twins = False  # launches not kept run plain twins (plain_twins.py)
+        self._twins: list[Any] = []  # the twins in use
+        self._no_twin: set[str] = set()  # kernels whose twin failed (noted once)
 
     def connect(self, buffers: Any, sink: Any, graphs: Any, slabs: Any) -> None:
         """The kept side: a kept launch's bytes in a slab (``Slabs``, the usual case) or a
@@ -113,10 +121,11 @@ class LaunchPath:
 
     # -- install / uninstall --
 
-    def install(self, patches: Any) -> None:
+    def install(self, patches: Any, twins: bool = False) -> None:
         """Each build created while the session runs (but the plain ones autotuners time) is
         looked at once, when it loads: ``_init_handles`` overridden on the instance, for its
-        first call only (Triton calls it on every launch; the class's stays untouched)."""
+        first call only (Triton calls it on every launch; the class's stays untouched).
+        ``twins``: launches not kept run plain twins (plain_twins.py)."""
         from triton.compiler.compiler import CompiledKernel
 
         path = self
@@ -143,6 +152,7 @@ class LaunchPath:
                 self.buffers.result.messages.append(
                     f"note: the C launchers could not be built ({str(e)[:200]}); launches take the "
                     "Python path (slower on the host)")
+        self.twins = twins
         self.active = True
         patches.on_undo(self.uninstall)
 
@@ -187,7 +197,26 @@ class LaunchPath:
                 counts.next_keep = NEVER
             self.counts.append(counts)
             self._wrapped.append((ck, w))
+        if self.twins and w.direct is not None:
+            self._twin(ck, w, info.name)
         ck._run = w
+
+    def _twin(self, ck: Any, w: Any, name: str) -> None:
+        """Launches not kept of ``w`` run the plain twin of its build, where one loads."""
+        if self.capturing or self._capturing_here():  # (loading a module could break a capture)
+            return
+        try:
+            with tool_work():
+                twin = plain_twins.plain_twin(ck, self.autotune)
+        except Exception as e:  # its launches not kept run the instrumented build, as before
+            if name not in self._no_twin:
+                self._no_twin.add(name)
+                self.buffers.result.messages.append(
+                    f"note: kernel {name}: no plain twin ({str(e)[:200]}); its launches not kept run the "
+                    "instrumented build (their kernel time includes the records)")
+            return
+        self._twins.append(twin)  # (its module stays loaded while w may launch it)
+        w.plain_fn, w.plain_meta = twin.function, twin.packed_metadata
 
     def kernel_info(self, ck: Any) -> _KernelInfo:
         """What a launch needs of a build (its name, override hash, profile scratch); a build

@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from proton_inject.collect import plain_twins
 from proton_inject.collect.autotuning import Autotuning
 from proton_inject.collect.buffers import BufferPool, LaunchBuffers, after_session
 from proton_inject.collect.cached_builds import CachedBuilds
@@ -251,7 +252,8 @@ class Session:
             prev_alloc = _allocation._profile_allocator.get()
             _allocation.set_profile_allocator(self.buffers.allocate)
             self.patches.on_undo(lambda: _allocation.set_profile_allocator(after_session(prev_alloc)))
-            self.launch_path.install(self.patches)
+            # (no twins where launches are timed: an instrumented one must run instrumented)
+            self.launch_path.install(self.patches, twins=plain_twins.enabled() and not self.measure_overhead)
             self.graphs.install()
             if self.measure_overhead:
                 self.overhead.install()

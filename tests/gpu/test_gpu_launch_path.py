@@ -218,3 +218,28 @@ def test_kept_launches_through_the_c_fast_path(tmp_path, monkeypatch):
         else:
             assert len(python_slab_launches) == 200
     assert counts[True] == counts[False] and len(counts[True]) == 1, counts
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["C launcher", "Python launcher"])
+def test_launches_not_kept_run_the_plain_twin(tmp_path, monkeypatch, fast):
+    """PROTON_INJECT_PLAIN_TWINS=1: a build's launches not kept run the program's own build of
+    it (collect/plain_twins.py); the kept ones still record, and every launch runs once."""
+    from proton_inject.collect import plain_twins
+
+    monkeypatch.setenv(fast_launch.ENV, "1" if fast else "0")
+    monkeypatch.setenv(plain_twins.ENV, "1")
+    x = torch.zeros(1024, device="cuda")
+    with profile({"loops": "both", "kernel": "bump_kernel"}, out=tmp_path / "t", quiet=True) as res:
+        for _ in range(450):
+            _bump(x)
+        cks = bump_kernel.device_caches[torch.cuda.current_device()][0].values()
+        w = next(k._run for k in cks if _ours(k._run))
+        assert w.plain_fn is not None and w.plain_meta is not None, res.messages
+        assert w.plain_fn != next(k for k in cks if k._run is w).function  # another build's
+    torch.cuda.synchronize()
+    assert float(x.min()) == float(x.max()) == 450.0
+    assert len(res.launches) == 24 and not any(r.all_zero for r in res.launches), res.messages
+    assert not any("plain twin" in m for m in res.messages), res.messages
+    for path in find_raw(tmp_path / "t" / "raw")[::7]:
+        d = decode(*load_raw(path))
+        assert len(d.events) and not d.drops.dropped

@@ -211,6 +211,29 @@ def test_a_launch_not_kept_goes_to_the_entry_point_as_from_the_python_launcher(s
     assert [x[2] for x in w.inner.calls] == [("m",)] and len(w.direct.calls) == 2
 
 
+def test_a_launch_not_kept_runs_the_plain_twin_from_either_launcher(setup):
+    session, path, slabs, slab, w = setup
+    w.counts.next_keep = float("inf")
+    w.discard, w.discard_bytes = torch.zeros(8), 2 * PER_CTA  # (unused with a twin)
+    c = _c_twin(setup)
+    c.discard, c.discard_bytes = w.discard, w.discard_bytes
+    assert c.plain_fn is None and c.plain_meta is None  # no twin until one loads
+    for launcher in (w, c):
+        launcher.plain_fn, launcher.plain_meta = "plain fn", "plain meta"
+        _launch_here(launcher, "packed", "launch meta", 3)
+    # the twin's function and packed metadata, no profile scratch, the rest as Triton gave it
+    want = ((2, 1, 1), 7, "plain fn", False, True, None, None, ("plain meta", "launch meta", 3))
+    assert w.direct.calls == [want, want]
+    assert w.counts.seen == 12 and slab.launches == [] and not w.inner.calls
+    w.counts.next_keep = 0  # a launch kept runs the instrumented build, into the slab
+    _launch_here(c, "packed", "launch meta", 3)
+    assert w.direct.calls[2][2] == "fn" and w.direct.calls[2][7][0] == "packed" and len(slab.launches) == 1
+    c.plain_fn = None  # (a twin that failed: the throw-away buffer, as before)
+    c.counts.next_keep = float("inf")
+    _launch_here(c, "packed")
+    assert w.direct.calls[3][2] == "fn" and w.direct.calls[3][6] is w.discard
+
+
 def test_the_c_launcher_stands_in_for_triton_s_launcher(setup):
     import copy
 
