@@ -4,7 +4,9 @@
 #        scripts/gpu_check.sh spread PART[+PART]... : on GPU i the i-th argument's parts, one after
 #        the other, all GPUs at once; logs $OUT/PART.log. Besides the test parts: "bench"
 #        (benchmarks/launch_cost.py), "parts" (kept_launch_parts_gpu.py --timers), "tuning"
-#        (tuning_choices.py, FlagGems' layer_norm, 8 runs a side)
+#        (tuning_choices.py, FlagGems' layer_norm, 8 runs a side), "twins" (plain twins: their GPU
+#        tests and launch_cost's twin cases), "auto-liger" and "auto-inductor"
+#        (auto_vs_torch_profiler.py, one round; its log.txt as $OUT/avt-NAME.txt)
 # The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27, fourth
 # session, whole call with the overhead benchmark and the machine's start): part1 the runtime,
 # profile, AOT, direct-lowering, sampling and overhead tests (403 s), part2 same-program,
@@ -52,6 +54,13 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
     "$PY" benchmarks/kept_launch_parts_gpu.py --launches 4000 --rounds 5 --timers
   elif [ "$1" = tuning ]; then
     "$PY" benchmarks/tuning_choices.py --runs 8 -- tests/gpu/programs/flaggems_ops.py --ops layer_norm
+  elif [ "$1" = twins ]; then
+    "$PY" -m pytest -m gpu -q -p no:cacheprovider $G/test_gpu_launch_path.py -k "twin or not_kept or default"
+    "$PY" benchmarks/launch_cost.py --launches 10000 --rounds 9 \
+      --cases "plain,not kept,not kept (twin),default,default (twin)"
+  elif [ "${1#auto-}" != "$1" ]; then  # auto-liger, auto-inductor: --auto against torch.profiler
+    "$PY" benchmarks/auto_vs_torch_profiler.py --rounds 1 --programs "${1#auto-}" --work "/tmp/avt-${1#auto-}"
+    cp "/tmp/avt-${1#auto-}/log.txt" "$LOG/avt-${1#auto-}.txt"  # (the runs and caches stay: thousands of files)
   else
     part_args "$1"
     "$PY" -m pytest -m gpu -q -p no:cacheprovider --durations=8 "${ARGS[@]}"
