@@ -376,3 +376,17 @@ def test_a_launch_by_an_autotuner_is_kept_with_its_best_config_as_by_the_python_
         path._tls.autotuner = None
     assert configs[0][0] == configs[1][0] and configs[0][0]["BLOCK"] == 128, configs
     assert (configs[0][1], configs[1][1]) == (1, 0)  # the Python path, then the C path, kept it
+
+
+def test_a_shipped_slab_s_entries_are_read_as_slab_launches_only_when_saved():
+    """The ship (on the program's thread) hands the slab's entries over as they are; the save
+    (the writer's) reads them as SlabLaunch, in launch order."""
+    from proton_inject.collect.slabs import SlabBatch, SlabLaunch
+
+    info = SimpleNamespace(name="k")
+    entries = [(s, info, (1, 1, 1), 7, 0, {}, False, None, s * ALIGN, 100, None) for s in range(3)]
+    batch = SlabBatch(entries)
+    assert batch._launches is None and batch._entries is entries  # nothing made yet
+    got = batch.launches
+    assert all(isinstance(e, SlabLaunch) for e in got) and [e.seq for e in got] == [0, 1, 2]
+    assert got[2].offset == 2 * ALIGN and batch.launches is got and batch.label == "3 launches of k"
