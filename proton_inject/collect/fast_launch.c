@@ -119,37 +119,26 @@ static int usual_case(Fast *f, Launcher *w, PyObject *const *argv, double now, l
   return 1;
 }
 
-// The grid as a tuple: the last one again while it repeats (as in a loop).
-static PyObject *grid_tuple(Fast *f, PyObject *const *argv) {
-  long long x = PyLong_AsLongLong(argv[0]), y = PyLong_AsLongLong(argv[1]), z = PyLong_AsLongLong(argv[2]);
-  if (f->last_grid && x == f->last_x && y == f->last_y && z == f->last_z) return Py_NewRef(f->last_grid);
-  PyObject *grid = PyTuple_Pack(3, argv[0], argv[1], argv[2]);
-  if (grid) {
-    Py_XSETREF(f->last_grid, Py_NewRef(grid));
-    f->last_x = x, f->last_y = y, f->last_z = z;
-  }
-  return grid;
-}
-
-// A kept launch's entry in its slab (SlabLaunch's fields) appended to `sl`; never raises.
-static void add_entry(Fast *f, Launcher *w, Slab *sl, PyObject *const *argv, PyObject *seq, PyObject *stream,
+// A kept launch's entry in its slab (SlabLaunch's fields), pending until read; never raises
+// (an entry that cannot be held is lost).
+static void add_entry(Launcher *w, Slab *sl, PyObject *const *argv, PyObject *seq, PyObject *stream,
                       PyObject *config, PyObject *site, long long offset, long long size) {
-  PyObject *grid = grid_tuple(f, argv);
-  PyObject *entry = grid ? PyTuple_New(11) : NULL;
-  if (entry) {
-    PyObject *items[11] = {seq, w->info, grid, stream, w->device, config, Py_False, site, NULL, NULL, Py_None};
-    for (int i = 0; i < 11; i++)
-      if (items[i]) PyTuple_SET_ITEM(entry, i, Py_NewRef(items[i]));
-    PyTuple_SET_ITEM(entry, 8, PyLong_FromLongLong(offset));
-    PyTuple_SET_ITEM(entry, 9, PyLong_FromLongLong(size));
-    if (!PyTuple_GET_ITEM(entry, 8) || !PyTuple_GET_ITEM(entry, 9)) Py_CLEAR(entry);
-    // Out of the garbage collector's sight: it holds no cycle, and thousands of kept launches'
-    // entries, alive until the slab is saved, would otherwise bring on its passes.
-    else PyObject_GC_UnTrack(entry);
+  if (sl->n_pending == sl->cap_pending) {
+    Py_ssize_t cap = sl->cap_pending ? 2 * sl->cap_pending : 256;
+    SlabEntry *more = PyMem_Realloc(sl->pending, sizeof(SlabEntry) * (size_t)cap);
+    if (!more) return;
+    sl->pending = more, sl->cap_pending = cap;
   }
-  Py_XDECREF(grid);
-  if (!entry || PyList_Append(sl->launches, entry) < 0) PyErr_Clear();  // (lost, never raised)
-  Py_XDECREF(entry);
+  long long n = PyLong_AsLongLong(seq), x = PyLong_AsLongLong(argv[0]), y = PyLong_AsLongLong(argv[1]),
+            z = PyLong_AsLongLong(argv[2]);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return;
+  }
+  SlabEntry *e = &sl->pending[sl->n_pending++];
+  e->seq = n, e->gx = x, e->gy = y, e->gz = z, e->offset = offset, e->size = size;
+  e->info = Py_NewRef(w->info), e->stream = Py_NewRef(stream), e->device = Py_NewRef(w->device);
+  e->config = Py_NewRef(config), e->site = Py_NewRef(site);
 }
 
 // The usual kept launch (`seen`: its count, itself included): its bytes in the open slab, under
@@ -191,7 +180,7 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   held_error held = hold_error();  // (the program's error, if any, kept across the reset)
   dict_set_ll(f->slabs_dict, f->s__depth, 0);
   restore_error(held);
-  if (ret) add_entry(f, w, sl, argv, seq, s0, config, site, used, size);
+  if (ret) add_entry(w, sl, argv, seq, s0, config, site, used, size);
   goto done;
 
 not_taken:

@@ -48,11 +48,10 @@ typedef struct {
       *is_library, *classify, *config_of, *not_taken;
   long long first, every, total, largest;  // the keep policy (total < 0: no bound); Slabs.largest
   double ship_after;                         // slabs.SHIP_AFTER_S
-  // The last call site and grid, reused while they repeat (as in a loop): a tuple fewer each
-  // for the garbage collector, whose passes a kept launch's tuples would otherwise bring on.
-  PyObject *last_code, *last_site, *last_grid;
+  // The last call site, reused while it repeats (as in a loop): a tuple fewer for the garbage
+  // collector, whose passes a kept launch's tuples would otherwise bring on.
+  PyObject *last_code, *last_site;
   int last_lasti;  // the last site's instruction: the same one needs no line lookup
-  long long last_x, last_y, last_z;
   // attribute names, interned once
   PyObject *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
       *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth, *s_dict;
@@ -146,19 +145,97 @@ static void set_next_keep(Fast *f, Counts *c, long long seen) {
   c->next_keep = next < 0 ? Py_HUGE_VAL : (double)next;
 }
 
+// A kept launch of the C path, not yet a Python tuple (slabs.SlabLaunch's fields; `tuning`
+// False, no bracket): made into one when the slab's `launches` is read (by the ship's save, on
+// the writer's thread), not on the launch path.
+typedef struct {
+  long long seq, gx, gy, gz, offset, size;
+  PyObject *info, *stream, *device, *config, *site;  // strong references
+} SlabEntry;
+
 // A slab open for kept launches (slabs.Slab's twin, the one sessions use when this module is
-// built): the same attributes, which the C path reads and writes as fields.
+// built): the same attributes, which the C path reads and writes as fields, but `launches`:
+// reading it first appends the C path's pending entries (in launch order: the Python path
+// appends through it).
 typedef struct {
   PyObject_HEAD
   PyObject *buf, *streams, *launches;
   long long base, device, size, used;
   double opened;
+  SlabEntry *pending;
+  Py_ssize_t n_pending, cap_pending;
 } Slab;
 
+static void drop_entries(SlabEntry *p, Py_ssize_t from, Py_ssize_t n) {
+  for (Py_ssize_t i = from; i < n; i++) {
+    Py_DECREF(p[i].info); Py_DECREF(p[i].stream); Py_DECREF(p[i].device); Py_DECREF(p[i].config);
+    Py_DECREF(p[i].site);
+  }
+}
+
+// The pending entries appended to `launches` as tuples; -1 with an error set (those not made
+// are lost). The array is taken off the slab first: an allocation here may run a collection,
+// and a finalizer another thread, which may read `launches` too.
+static int flush_pending(Slab *s) {
+  SlabEntry *p = s->pending;
+  Py_ssize_t n = s->n_pending, i = 0;
+  s->pending = NULL, s->n_pending = s->cap_pending = 0;
+  int rc = 0;
+  PyObject *grid = NULL;  // the last one again while it repeats (as in a loop)
+  for (; i < n && rc == 0; i++) {
+    SlabEntry *e = &p[i];
+    if (!grid || p[i - 1].gx != e->gx || p[i - 1].gy != e->gy || p[i - 1].gz != e->gz)
+      Py_XSETREF(grid, Py_BuildValue("(LLL)", e->gx, e->gy, e->gz));
+    PyObject *t = PyTuple_New(11);
+    PyObject *made[4] = {PyLong_FromLongLong(e->seq), Py_XNewRef(grid), PyLong_FromLongLong(e->offset),
+                         PyLong_FromLongLong(e->size)};
+    if (!t || !made[0] || !made[1] || !made[2] || !made[3]) {
+      Py_XDECREF(t);
+      for (int j = 0; j < 4; j++) Py_XDECREF(made[j]);
+      rc = -1;
+      break;
+    }
+    // (the entry's references move into the tuple)
+    PyObject *items[11] = {made[0], e->info, made[1], e->stream, e->device, e->config, Py_NewRef(Py_False),
+                           e->site, made[2], made[3], Py_NewRef(Py_None)};
+    for (int j = 0; j < 11; j++) PyTuple_SET_ITEM(t, j, items[j]);
+    PyObject_GC_UnTrack(t);  // (no cycle; thousands of them until saved)
+    rc = PyList_Append(s->launches, t);
+    Py_DECREF(t);
+  }
+  Py_XDECREF(grid);
+  drop_entries(p, i, n);  // (those not moved into a tuple: from the one that failed on)
+  PyMem_Free(p);
+  return rc;
+}
+
 static void Slab_dealloc(Slab *s) {
+  drop_entries(s->pending, 0, s->n_pending);
+  PyMem_Free(s->pending);
   Py_CLEAR(s->buf); Py_CLEAR(s->streams); Py_CLEAR(s->launches);
   Py_TYPE(s)->tp_free((PyObject *)s);
 }
+
+static PyObject *Slab_get_launches(Slab *s, void *closure) {
+  (void)closure;
+  if (flush_pending(s) < 0) return NULL;
+  return Py_NewRef(s->launches);
+}
+
+static int Slab_set_launches(Slab *s, PyObject *v, void *closure) {
+  (void)closure;
+  if (!v || !PyList_Check(v)) {
+    PyErr_SetString(PyExc_TypeError, "a slab's launches are a list");
+    return -1;
+  }
+  drop_entries(s->pending, 0, s->n_pending);
+  s->n_pending = 0;
+  Py_SETREF(s->launches, Py_NewRef(v));
+  return 0;
+}
+
+static PyGetSetDef Slab_getset[] = {{"launches", (getter)Slab_get_launches, (setter)Slab_set_launches, NULL, NULL},
+                                    {NULL, NULL, NULL, NULL, NULL}};
 
 // Slab(buf, device): buf a device (or, in tests, host) tensor of bytes.
 static PyObject *Slab_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
@@ -185,7 +262,7 @@ static PyObject *Slab_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
 
 #define FIELD(name, kind) MEMBER(Slab, name, kind, 0)
 static PyMemberDef Slab_members[] = {
-    FIELD(buf, T_OBJECT_EX) FIELD(streams, T_OBJECT_EX) FIELD(launches, T_OBJECT_EX) FIELD(base, T_LONGLONG)
+    FIELD(buf, T_OBJECT_EX) FIELD(streams, T_OBJECT_EX) FIELD(base, T_LONGLONG)
     FIELD(device, T_LONGLONG) FIELD(size, T_LONGLONG) FIELD(used, T_LONGLONG) FIELD(opened, T_DOUBLE)
     {NULL, 0, 0, 0, NULL}};
 #undef FIELD
@@ -197,6 +274,7 @@ static PyTypeObject SlabType = {
     .tp_new = Slab_new,
     .tp_dealloc = (destructor)Slab_dealloc,
     .tp_members = Slab_members,
+    .tp_getset = Slab_getset,
     .tp_doc = "A slab open for kept launches (collect/slabs.py's Slab, as C fields).",
 };
 
@@ -207,7 +285,7 @@ static void Fast_dealloc(Fast *f) {
                        &f->s_active, &f->s_capturing, &f->s_kept,
                        &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner, &f->s_not_kept,
                        &f->s_launch, &f->s_config, &f->s__depth, &f->s_dict, &f->acquire, &f->release,
-                       &f->path_dict, &f->slabs_dict, &f->last_code, &f->last_site, &f->last_grid};
+                       &f->path_dict, &f->slabs_dict, &f->last_code, &f->last_site};
   for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
   Py_TYPE(f)->tp_free((PyObject *)f);
 }

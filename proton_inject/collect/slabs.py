@@ -47,19 +47,20 @@ class SlabLaunch(NamedTuple):
 
 
 class SlabBatch:
-    """The launches of one shipped slab, as the raw writer carries them. Read as ``SlabLaunch``
-    only when saved: made at the ship, on the program's thread, that cost ~0.3 us a kept launch
-    (on the CPU VM) in a launch-bound loop."""
+    """The launches of one shipped slab, as the raw writer carries them. Read only when saved:
+    at the ship, on the program's thread, making them cost ~0.5 us a kept launch on the CPU VM
+    (the C path's entries as tuples, then each as a ``SlabLaunch``)."""
 
-    __slots__ = ("_entries", "_launches")
+    __slots__ = ("_slab", "_launches")
 
-    def __init__(self, launches: list[tuple]) -> None:
-        self._entries, self._launches = launches, None
+    def __init__(self, slab: Any) -> None:
+        self._slab, self._launches = slab, None  # (a closed slab: nothing is added to it)
 
     @property
     def launches(self) -> list[SlabLaunch]:
         if self._launches is None:
-            self._launches, self._entries = [SlabLaunch._make(e) for e in self._entries], []
+            self._launches = [SlabLaunch._make(e) for e in self._slab.launches]
+            self._slab = None
         return self._launches
 
     @property
@@ -211,6 +212,6 @@ class Slabs:
                     launched.record(self.buffers.stream_obj(s, slab.device))
                     copy_stream.wait_event(launched)
                 # (a slab whose launches all failed is zeroed all the same: a bracket may have run)
-                self.sink.ship(SlabBatch(slab.launches), slab.buf, slab.used, copy_stream)
+                self.sink.ship(SlabBatch(slab), slab.buf, slab.used, copy_stream)
         except Exception as e:  # a GPU in an error state, a stream the program destroyed
             self.buffers.failed(e, what="some kept launches could not be copied out")

@@ -194,6 +194,32 @@ def test_no_reference_is_leaked(setup):
     assert (sys.getrefcount(config), sys.getrefcount(info), sys.getrefcount(slab)) == before
 
 
+def test_the_c_path_s_entries_wait_in_the_slab_and_are_read_in_launch_order(setup):
+    """A kept launch of the C path leaves its entry in the slab as C fields; reading
+    ``launches`` makes them tuples, before a Python-path launch appends its own."""
+    session, path, slabs, slab, w = setup
+    c = _c_twin(setup)
+    config = w.info.config
+    refs = sys.getrefcount(config)
+    for launcher in (c, c, c, w, c, c):  # (w: the Python launcher, through Slabs.launch)
+        _launch_here(launcher, "x")
+    got = slab.launches
+    assert [e[8] for e in got] == sorted(e[8] for e in got) and len(got) == 6
+    assert [e[0] for e in got] == sorted(e[0] for e in got)  # seq in launch order
+    assert got[0][1:8] == got[3][1:8] and got[0][2] is got[1][2]  # one grid tuple while it repeats
+    got.clear()
+    assert sys.getrefcount(config) == refs
+    other = fast_launch.slab_type()(torch.zeros(1 << 16, dtype=torch.uint8), 0)
+    other.opened += 3600
+    slabs._open[0] = other
+    for _ in range(4):
+        _launch_here(c, "y")  # pending in `other`, never read
+    assert sys.getrefcount(config) > refs
+    slabs._open[0] = slab
+    del other
+    assert sys.getrefcount(config) == refs  # released with the slab
+
+
 def test_a_launch_not_kept_goes_to_the_entry_point_as_from_the_python_launcher(setup):
     session, path, slabs, slab, w = setup
     discard = torch.zeros(8)  # (stands in for the throw-away device buffer)
@@ -385,8 +411,8 @@ def test_a_shipped_slab_s_entries_are_read_as_slab_launches_only_when_saved():
 
     info = SimpleNamespace(name="k")
     entries = [(s, info, (1, 1, 1), 7, 0, {}, False, None, s * ALIGN, 100, None) for s in range(3)]
-    batch = SlabBatch(entries)
-    assert batch._launches is None and batch._entries is entries  # nothing made yet
+    batch = SlabBatch(SimpleNamespace(launches=entries))
+    assert batch._launches is None  # nothing made yet
     got = batch.launches
     assert all(isinstance(e, SlabLaunch) for e in got) and [e.seq for e in got] == [0, 1, 2]
     assert got[2].offset == 2 * ALIGN and batch.launches is got and batch.label == "3 launches of k"
