@@ -56,6 +56,8 @@ def make(tmp: Path, kept: bool):
     path, slabs = session.launch_path, session.slabs
     path._capturing_here = lambda: False  # (torch's CUDA query; no GPU here)
     path.active = True
+    if hasattr(fast_launch, "lock_type"):  # (as LaunchPath.install makes it; builds before had none)
+        slabs._lock = fast_launch.lock_type()()
     slab = fast_launch.slab_type()(torch.zeros(64 << 20, dtype=torch.uint8), 0)
     slab.opened += 3600  # (never shipped for its age)
     slabs._open[0] = slab

@@ -155,9 +155,13 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   double now = now_s();
   if (!usual_case(f, w, argv, now, &size, &config) || !(site = program_frame(f))) goto not_taken;
 
-  PyObject *v = PyObject_CallNoArgs(f->acquire);
-  if (!v) goto not_taken;
-  Py_DECREF(v);
+  if (f->c_lock) {
+    rlock_take(f->c_lock);
+  } else {
+    PyObject *v = PyObject_CallNoArgs(f->acquire);
+    if (!v) goto not_taken;
+    Py_DECREF(v);
+  }
   locked = 1;
   if (dict_ll(f->slabs_dict, f->s__depth) != 0) goto not_taken;  // a hook's launch inside one, or an error
   Slab *sl = (Slab *)PyDict_GetItemWithError(f->open, w->device);  // borrowed
@@ -166,10 +170,14 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   long long used = sl->used, step = (size + ALIGN - 1) / ALIGN * ALIGN;
   if (sl->base <= 0 || used + step > sl->size || now - sl->opened > f->ship_after) goto not_taken;  // to ship
   PyObject *stream = argv[3];
-  if (!(seq = PyObject_CallNoArgs(f->next_seq)) ||
+  if (!(seq = f->seq_iter ? PyIter_Next(f->seq_iter) : PyObject_CallNoArgs(f->next_seq)) ||
       !(s0 = stream == Py_None ? PyLong_FromLong(0) : Py_NewRef(stream)) ||
-      !(address = PyLong_FromLongLong(sl->base + used)) || PySet_Add(sl->streams, s0) < 0)
+      !(address = PyLong_FromLongLong(sl->base + used)))
     goto not_taken;
+  long long sv = PyLong_AsLongLong(s0);  // (the same stream as the last kept launch's: in the set)
+  if ((sv == -1 && PyErr_Occurred()) || ((sv != sl->last_stream || sv < 0) && PySet_Add(sl->streams, s0) < 0))
+    goto not_taken;
+  sl->last_stream = sv;
   long long kept = dict_ll(f->path_dict, f->s_kept);
   if (kept < 0 || dict_set_ll(f->path_dict, f->s_kept, kept + 1) < 0 ||
       dict_set_ll(f->slabs_dict, f->s__depth, 1) < 0)  // (marked for the program's launch hooks)
@@ -189,8 +197,12 @@ not_taken:
 done:
   if (locked) {  // (an error of the program's own launch is kept across the release)
     held_error held = hold_error();
-    PyObject *r = PyObject_CallNoArgs(f->release);
-    Py_XDECREF(r);
+    if (f->c_lock) {
+      rlock_give(f->c_lock);
+    } else {
+      PyObject *r = PyObject_CallNoArgs(f->release);
+      Py_XDECREF(r);
+    }
     restore_error(held);
   }
   Py_XDECREF(config); Py_XDECREF(slab); Py_XDECREF(site); Py_XDECREF(seq); Py_XDECREF(s0); Py_XDECREF(address);
@@ -332,7 +344,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit_proton_inject_fast_launch(void) {
   if (PyType_Ready(&FastType) < 0 || PyType_Ready(&LauncherType) < 0 || PyType_Ready(&SlabType) < 0 ||
-      PyType_Ready(&CountsType) < 0)
+      PyType_Ready(&CountsType) < 0 || PyType_Ready(&RLockType) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&module);
   if (!m) return NULL;
@@ -340,7 +352,9 @@ PyMODINIT_FUNC PyInit_proton_inject_fast_launch(void) {
   Py_INCREF(&LauncherType);
   Py_INCREF(&SlabType);
   Py_INCREF(&CountsType);
-  if (PyModule_AddObject(m, "Fast", (PyObject *)&FastType) < 0 ||
+  Py_INCREF(&RLockType);
+  if (PyModule_AddObject(m, "Lock", (PyObject *)&RLockType) < 0 ||
+      PyModule_AddObject(m, "Fast", (PyObject *)&FastType) < 0 ||
       PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
       PyModule_AddObject(m, "Slab", (PyObject *)&SlabType) < 0 ||
       PyModule_AddObject(m, "Counts", (PyObject *)&CountsType) < 0) {

@@ -74,6 +74,12 @@ def slab_type() -> Any:
     return _module().Slab
 
 
+def lock_type() -> Any:
+    """The slabs' re-entrant lock in C (``threading.RLock``'s twin), which the C path takes
+    without a Python call."""
+    return _module().Lock
+
+
 def counts_type() -> Any:
     """``keep_policy.LaunchCounts``' C twin: the counts a session with C launchers keeps."""
     return _module().Counts

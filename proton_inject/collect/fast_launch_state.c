@@ -41,6 +41,93 @@ static void restore_error(held_error e) {
 #define BRACKETED_FIRST 3  // buffers.BRACKETED_FIRST: those launches take the Python path
 #define ALIGN 128          // slabs.ALIGN
 
+// The slabs' lock (threading.RLock's twin for a session with C launchers): re-entrant, since
+// Triton's launcher calls the program's launch hooks, and a hook may launch. The C path takes it
+// with two C calls where RLock's acquire, a Python call that parses its arguments, cost ~0.1 us.
+typedef struct {
+  PyObject_HEAD
+  PyThread_type_lock lock;
+  unsigned long owner;
+  long long count;
+} RLock;
+
+static void rlock_take(RLock *l) {
+  unsigned long me = PyThread_get_thread_ident();
+  if (l->count > 0 && l->owner == me) {
+    l->count++;
+    return;
+  }
+  if (!PyThread_acquire_lock(l->lock, NOWAIT_LOCK)) {  // (held by another thread: wait without the GIL)
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(l->lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+  }
+  l->owner = me, l->count = 1;
+}
+
+static int rlock_give(RLock *l) {
+  if (l->count <= 0 || l->owner != PyThread_get_thread_ident()) {
+    PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+    return -1;
+  }
+  if (--l->count == 0) {
+    l->owner = 0;
+    PyThread_release_lock(l->lock);
+  }
+  return 0;
+}
+
+static PyObject *RLock_acquire(RLock *l, PyObject *unused) {
+  (void)unused;
+  rlock_take(l);
+  Py_RETURN_TRUE;
+}
+
+static PyObject *RLock_release(RLock *l, PyObject *unused) {
+  (void)unused;
+  if (rlock_give(l) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *RLock_exit(RLock *l, PyObject *args) {
+  (void)args;
+  if (rlock_give(l) < 0) return NULL;
+  Py_RETURN_FALSE;
+}
+
+static PyObject *RLock_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+  (void)a, (void)kw;
+  RLock *l = (RLock *)type->tp_alloc(type, 0);
+  if (!l) return NULL;
+  if (!(l->lock = PyThread_allocate_lock())) {
+    Py_DECREF(l);
+    return PyErr_NoMemory();
+  }
+  return (PyObject *)l;
+}
+
+static void RLock_dealloc(RLock *l) {
+  if (l->lock) PyThread_free_lock(l->lock);
+  Py_TYPE(l)->tp_free((PyObject *)l);
+}
+
+static PyMethodDef RLock_methods[] = {
+    {"acquire", (PyCFunction)RLock_acquire, METH_NOARGS, NULL},
+    {"release", (PyCFunction)RLock_release, METH_NOARGS, NULL},
+    {"__enter__", (PyCFunction)RLock_acquire, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)RLock_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject RLockType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Lock",
+    .tp_basicsize = sizeof(RLock),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = RLock_new,
+    .tp_dealloc = (destructor)RLock_dealloc,
+    .tp_methods = RLock_methods,
+    .tp_doc = "The slabs' re-entrant lock, taken by the C path without a Python call.",
+};
+
 typedef struct {
   PyObject_HEAD
   // given at creation (see fast_launch.py)
@@ -54,8 +141,10 @@ typedef struct {
   int last_lasti;  // the last site's instruction: the same one needs no line lookup
   // attribute names, interned once
   PyObject *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
-      *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth, *s_dict;
+      *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth, *s_dict, *s_self;
   PyObject *acquire, *release;  // the slabs' lock's methods, bound once
+  RLock *c_lock;                // the lock itself where it is the C one (borrowed from `lock`)
+  PyObject *seq_iter;           // the sink's launch numbers as an iterator, where next_seq is one's __next__
   // The path's and the slabs' instance dicts: their flags and counts read and written there
   // directly (what their attribute access does, without the look through their classes).
   PyObject *path_dict, *slabs_dict;
@@ -164,6 +253,7 @@ typedef struct {
   double opened;
   SlabEntry *pending;
   Py_ssize_t n_pending, cap_pending;
+  long long last_stream;  // the stream the C path last added to `streams` (-1: none yet)
 } Slab;
 
 static void drop_entries(SlabEntry *p, Py_ssize_t from, Py_ssize_t n) {
@@ -252,7 +342,7 @@ static PyObject *Slab_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   Slab *s = (Slab *)type->tp_alloc(type, 0);
   if (!s) return NULL;
   s->buf = Py_NewRef(buf), s->streams = PySet_New(NULL), s->launches = PyList_New(0);
-  s->base = base, s->device = device, s->size = size, s->used = 0, s->opened = now_s();
+  s->base = base, s->device = device, s->size = size, s->used = 0, s->opened = now_s(), s->last_stream = -1;
   if (!s->streams || !s->launches) {
     Py_DECREF(s);
     return NULL;
@@ -284,7 +374,7 @@ static void Fast_dealloc(Fast *f) {
                        &f->not_taken,
                        &f->s_active, &f->s_capturing, &f->s_kept,
                        &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner, &f->s_not_kept,
-                       &f->s_launch, &f->s_config, &f->s__depth, &f->s_dict, &f->acquire, &f->release,
+                       &f->s_launch, &f->s_config, &f->s__depth, &f->s_dict, &f->s_self, &f->acquire, &f->release, &f->seq_iter,
                        &f->path_dict, &f->slabs_dict, &f->last_code, &f->last_site};
   for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) Py_CLEAR(*refs[i]);
   Py_TYPE(f)->tp_free((PyObject *)f);
@@ -321,8 +411,13 @@ static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   NAME(s_capturing, "capturing") NAME(s_kept, "kept") NAME(s_depth, "depth") NAME(s_tuning, "tuning")
   NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_not_kept, "not_kept")
   NAME(s_launch, "launch")
-  NAME(s_config, "config") NAME(s__depth, "_depth") NAME(s_dict, "__dict__")
+  NAME(s_config, "config") NAME(s__depth, "_depth") NAME(s_dict, "__dict__") NAME(s_self, "__self__")
 #undef NAME
+  f->c_lock = Py_IS_TYPE(f->lock, &RLockType) ? (RLock *)f->lock : NULL;
+  PyObject *it = NULL;
+  if (PyObject_GetOptionalAttr(f->next_seq, f->s_self, &it) < 0) goto fail;
+  if (it && PyIter_Check(it)) f->seq_iter = it;  // (itertools.count().__next__: its count)
+  else Py_XDECREF(it);
   if (!(f->acquire = PyObject_GetAttrString(f->lock, "acquire")) ||
       !(f->release = PyObject_GetAttrString(f->lock, "release")) ||
       !(f->path_dict = PyObject_GetAttrString(f->path, "__dict__")) ||

@@ -145,6 +145,7 @@ class LaunchPath:
         self._capturing_here = torch._C._cuda_isCurrentStreamCapturing
         if fast_launch.enabled() and self.slabs is not None:
             try:
+                self.slabs._lock = fast_launch.lock_type()()  # (before any launch takes it)
                 self.fast = fast_launch.make(self, self.slabs, self.sink, self.buffers)
                 self.slabs.slab_type = fast_launch.slab_type()
                 self.counts_type = fast_launch.counts_type()

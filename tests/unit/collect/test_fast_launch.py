@@ -68,6 +68,7 @@ def setup(tmp_path):
     path, slabs = session.launch_path, session.slabs
     path._capturing_here = lambda: False  # (torch's CUDA query; no GPU here)
     path.active = True
+    slabs._lock = fast_launch.lock_type()()  # (as LaunchPath.install makes it)
     slab = fast_launch.slab_type()(torch.zeros(1 << 20, dtype=torch.uint8), 0)  # (as the C launchers open)
     slab.opened += 3600  # (not shipped for its age while the test runs)
     slabs._open[0] = slab
@@ -218,6 +219,45 @@ def test_the_c_path_s_entries_wait_in_the_slab_and_are_read_in_launch_order(setu
     slabs._open[0] = slab
     del other
     assert sys.getrefcount(config) == refs  # released with the slab
+
+
+def test_the_slabs_lock_in_c_is_re_entrant_and_owned_by_one_thread():
+    import threading
+
+    lock = fast_launch.lock_type()()
+    with lock, lock:  # (a launch hook's launch inside a launch)
+        got = []
+        t = threading.Thread(target=lambda: (lock.acquire(), got.append(1), lock.release()))
+        t.start()
+        t.join(0.2)
+        assert t.is_alive() and not got  # another thread waits, without the GIL
+        errors = []
+
+        def release_elsewhere():
+            try:
+                lock.release()
+            except RuntimeError as e:
+                errors.append(e)
+
+        other = threading.Thread(target=release_elsewhere)
+        other.start()
+        other.join(5)
+        assert len(errors) == 1  # only its owner releases it
+    t.join(5)
+    assert got == [1]
+    with pytest.raises(RuntimeError, match="un-acquired"):
+        lock.release()
+
+
+def test_a_python_rlock_as_the_slabs_lock_still_serves_the_c_path(setup):
+    import threading
+
+    session, path, slabs, slab, w = setup
+    slabs._lock = threading.RLock()  # (the Python path's own, where a test or a caller gives one)
+    c = _c_twin(setup)
+    python = _python_slab_launches(slabs)
+    _launch_here(c, "x")
+    assert not python and len(slab.launches) == 1 and not slabs._lock._is_owned()
 
 
 def test_a_launch_not_kept_goes_to_the_entry_point_as_from_the_python_launcher(setup):
