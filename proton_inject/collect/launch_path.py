@@ -242,12 +242,13 @@ class LaunchPath:
     def not_kept(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,
                  args: tuple) -> Any:
         """A launch not kept whose throw-away buffer is too small (or absent): Triton's own
-        launcher, through the profile allocator; then the buffer it got serves the next."""
+        launcher, through the profile allocator; then the buffer it got serves the next, by its
+        address (Triton's entry point takes an int as it is, where a tensor costs it a Python
+        call and a driver query a launch; throw-away buffers are never freed)."""
         ret = w.inner(gx, gy, gz, stream, function, *args)
         if w.direct is not None:
-            need = gx * gy * gz * w.per_cta
-            w.discard = self.buffers.discard.find(need, w.device)
-            w.discard_bytes = -1 if w.discard is None else w.discard.numel()
+            buf = self.buffers.discard.find(gx * gy * gz * w.per_cta, w.device)
+            w.discard, w.discard_bytes = (None, -1) if buf is None else (buf.data_ptr(), buf.numel())
         return ret
 
     def launch(self, w: KernelLauncher, gx: int, gy: int, gz: int, stream: int, function: Any,

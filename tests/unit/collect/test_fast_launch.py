@@ -272,9 +272,16 @@ def test_a_launch_not_kept_goes_to_the_entry_point_as_from_the_python_launcher(s
     assert w.direct.calls[0] == w.direct.calls[1] == ((2, 1, 1), 7, "fn", False, True, None, discard, ("n", 3))
     assert w.counts.seen == 12 and slab.launches == [] and not w.inner.calls
     c.discard_bytes = PER_CTA  # too small for 2 CTAs: LaunchPath.not_kept, Triton's own launcher
-    c.direct = None  # (so that not_kept looks for no new throw-away buffer: there is no GPU)
+    # (which asks the profile allocator for a throw-away buffer; here one of host memory)
+    host = torch.zeros(4 * PER_CTA, dtype=torch.uint8)
+    session.buffers.discard._bufs.append(SimpleNamespace(
+        numel=host.numel, data_ptr=host.data_ptr, device=SimpleNamespace(index=0)))
     _launch_here(c, "m")
     assert [x[2] for x in w.inner.calls] == [("m",)] and len(w.direct.calls) == 2
+    # the next ones get it by its address: Triton's entry point takes an int without a call
+    assert (c.discard, c.discard_bytes) == (host.data_ptr(), 4 * PER_CTA)
+    _launch_here(c, "k")
+    assert w.direct.calls[2][6] == host.data_ptr() and len(w.inner.calls) == 1
 
 
 def test_a_launch_not_kept_runs_the_plain_twin_from_either_launcher(setup):
