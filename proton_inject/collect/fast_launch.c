@@ -106,10 +106,16 @@ static int usual_case(Fast *f, Launcher *w, PyObject *const *argv, double now, l
     return 0;  // a large launch: a buffer of its own
   PyObject *due = PyDict_GetItemWithError(f->bracket_after, w->device);  // borrowed
   if (!due || now >= PyFloat_AsDouble(due) || PyErr_Occurred()) return 0;  // a clock bracket due
-  v = PyObject_CallNoArgs(f->capturing);  // (torch's: this thread's stream capturing a graph)
-  int capturing = v != Py_False;
-  Py_XDECREF(v);
-  if (capturing) return 0;
+  if (f->stream_capturing) {  // the launch's stream capturing a graph (by any API), or unknown
+    unsigned long long s = argv[3] == Py_None ? 0 : PyLong_AsUnsignedLongLong(argv[3]);
+    int status = 0;
+    if (PyErr_Occurred() || f->stream_capturing((void *)(uintptr_t)s, &status) != 0 || status != 0) return 0;
+  } else {  // (torch's: this thread's current stream)
+    v = PyObject_CallNoArgs(f->capturing);
+    int capturing = v != Py_False;
+    Py_XDECREF(v);
+    if (capturing) return 0;
+  }
   PyObject *c = tuned ? NULL : PyObject_GetAttr(w->info, f->s_config);
   if (!c || c == Py_None) {  // (LaunchPath._config: cached per build and per config)
     Py_XDECREF(c);

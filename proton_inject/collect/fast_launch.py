@@ -50,16 +50,29 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1") != "0"
 
 
-def make(path: Any, slabs: Any, sink: Any, buffers: Any) -> Any:
+def make(path: Any, slabs: Any, sink: Any, buffers: Any, stream_query: int | None = None) -> Any:
     """The state a session's C launchers share (the Python path's, by reference). Raises when it
     cannot be built (no C compiler, no Python headers): the caller notes it and keeps the Python
-    path."""
+    path. ``stream_query``: the address of a function as the driver's ``cuStreamIsCapturing``
+    (default: the driver's, where it is loaded; 0: torch's query instead)."""
     policy = path.policy
     return _module().Fast(
         path, slabs, slabs._lock, slabs._open, path._tls, device_ops._state, path._capturing_here,
         sink.next_seq, buffers.bracket_after, call_site._is_library, call_site.classify, path._config, NOT_TAKEN,
         policy.first, policy.every, -1 if policy.total is None else policy.total, slabs.largest,
-        SHIP_AFTER_S)
+        SHIP_AFTER_S, driver_stream_query() if stream_query is None else stream_query)
+
+
+def driver_stream_query() -> int:
+    """The address of the CUDA driver's ``cuStreamIsCapturing`` where the driver is loaded in
+    this process already (torch and Triton load it), else 0."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        return ctypes.cast(lib.cuStreamIsCapturing, ctypes.c_void_p).value or 0
+    except (OSError, AttributeError):
+        return 0
 
 
 def launcher(fast: Any, inner: Any, info: Any, counts: Any, path: Any, device: int, direct: Any, coop: Any,

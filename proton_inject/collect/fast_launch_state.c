@@ -7,6 +7,7 @@
 #include <frameobject.h>
 #include <structmember.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #if PY_VERSION_HEX < 0x030D0000
@@ -144,6 +145,10 @@ typedef struct {
       *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth, *s_dict, *s_self;
   PyObject *acquire, *release;  // the slabs' lock's methods, bound once
   RLock *c_lock;                // the lock itself where it is the C one (borrowed from `lock`)
+  // The CUDA driver's cuStreamIsCapturing (CUresult (CUstream, CUstreamCaptureStatus *)), where
+  // it is loaded: one driver call on the launch's own stream, in place of torch's query of the
+  // current stream (`capturing`: a Python call and three CUDA calls).
+  int (*stream_capturing)(void *, int *);
   PyObject *seq_iter;           // the sink's launch numbers as an iterator, where next_seq is one's __next__
   // The path's and the slabs' instance dicts: their flags and counts read and written there
   // directly (what their attribute access does, without the look through their classes).
@@ -381,15 +386,17 @@ static void Fast_dealloc(Fast *f) {
 }
 
 // Fast(path, slabs, lock, open, tls, tool_state, capturing, next_seq, bracket_after, is_library,
-//      classify, config_of, not_taken, first, every, total, largest, ship_after)
+//      classify, config_of, not_taken, first, every, total, largest, ship_after, stream_capturing)
+// (stream_capturing: the driver function's address, or 0)
 static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   (void)kw;
   Fast *f = (Fast *)type->tp_alloc(type, 0);
   if (!f) return NULL;
-  if (!PyArg_ParseTuple(a, "OOOOOOOOOOOOOLLLLd", &f->path, &f->slabs, &f->lock, &f->open, &f->tls,
+  unsigned long long query = 0;
+  if (!PyArg_ParseTuple(a, "OOOOOOOOOOOOOLLLLdK", &f->path, &f->slabs, &f->lock, &f->open, &f->tls,
                         &f->tool_state, &f->capturing, &f->next_seq, &f->bracket_after, &f->is_library,
                         &f->classify, &f->config_of, &f->not_taken, &f->first, &f->every, &f->total,
-                        &f->largest, &f->ship_after)) {
+                        &f->largest, &f->ship_after, &query)) {
     f->path = f->slabs = f->lock = f->open = f->tls = f->tool_state = f->capturing = f->next_seq = NULL;
     f->bracket_after = f->is_library = f->classify = f->config_of = f->not_taken = NULL;
     Py_DECREF(f);
@@ -414,6 +421,7 @@ static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   NAME(s_config, "config") NAME(s__depth, "_depth") NAME(s_dict, "__dict__") NAME(s_self, "__self__")
 #undef NAME
   f->c_lock = Py_IS_TYPE(f->lock, &RLockType) ? (RLock *)f->lock : NULL;
+  f->stream_capturing = (int (*)(void *, int *))(uintptr_t)query;
   PyObject *it = NULL;
   if (PyObject_GetOptionalAttr(f->next_seq, f->s_self, &it) < 0) goto fail;
   if (it && PyIter_Check(it)) f->seq_iter = it;  // (itertools.count().__next__: its count)

@@ -433,6 +433,37 @@ def test_every_case_the_c_path_does_not_handle_goes_to_the_python_path_untouched
     assert got[0] == got[1] and got[0][:5] == (0, ("left",), 0, 0, 0), got
 
 
+def test_the_driver_s_capture_query_is_asked_of_the_launch_s_stream(setup):
+    """Where the CUDA driver is loaded, the C path asks its cuStreamIsCapturing about the
+    launch's own stream instead of torch's query: a function of the same C type stands in."""
+    import ctypes
+
+    from proton_inject.collect.slabs import NOT_TAKEN
+
+    session, path, slabs, slab, w = setup
+    asked, answer = [], {"rc": 0, "status": 0}
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
+    def query(stream, status):
+        asked.append(stream or 0)
+        status[0] = answer["status"]
+        return answer["rc"]
+
+    path._capturing_here = lambda: True  # torch's query: not asked where the driver's is
+    path.fast = fast_launch.make(path, slabs, session.sink, session.buffers,
+                                 stream_query=ctypes.cast(query, ctypes.c_void_p).value)
+    c = fast_launch.launcher(path.fast, w.inner, w.info, w.counts, path, 0, w.direct, w.coop, w.pdl, w.per_cta)
+    _launch_here(c, "kept")
+    assert asked == [7] and len(slab.launches) == 1 and len(w.direct.calls) == 1
+    slabs.launch = lambda *a: NOT_TAKEN  # (the Python path: its own buffer would need a GPU)
+    for rc, status in ((0, 1), (0, 2), (999, 0)):  # capturing, capture invalidated, an error
+        answer.update(rc=rc, status=status)
+        _launch_here(c, "left")
+    del slabs.launch
+    assert asked == [7] * 4 and len(slab.launches) == 1 and len(w.direct.calls) == 1
+    assert [x[2] for x in w.inner.calls] == [("left",)] * 3
+
+
 def test_a_launch_by_an_autotuner_is_kept_with_its_best_config_as_by_the_python_path(setup):
     import triton
 
