@@ -12,7 +12,10 @@ changes anything, so the Python path stays the one reference.
 It shares the Python path's state by reference, not a copy: the slabs' lock and open slabs, the
 path's and the slabs' flags, the session's thread-local state, the tool-work depth and the
 call-site cache; a session with C launchers also makes its per-build counts and open slabs as
-C twins of ``LaunchCounts`` and ``Slab`` (the same attributes, read by C as fields). A change to
+C twins of ``LaunchCounts`` and ``Slab`` (the same attributes, read by C as fields; a slab holds
+the C path's entries as C fields until its ``launches`` is read) and its slabs' lock as a C
+twin of ``threading.RLock``. Where the CUDA driver is loaded, the C path asks it whether the
+launch's stream is capturing a graph (``cuStreamIsCapturing``) rather than torch. A change to
 how the Python path keeps any of them is a change to the C files too (tests/unit/collect/
 test_fast_launch.py compares the two paths). The module is compiled once per machine and Python
 version with Triton's own build helper and cache (Triton compiles its launchers the same way, so
