@@ -48,7 +48,7 @@ part_args() {  # the pytest arguments of a part, in the array ARGS
 }
 run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its log in $LOG/PART.log
   if [ "$1" = bench ]; then
-    "$PY" benchmarks/launch_cost.py --launches 20000 --kept-launches 4000 --rounds 3 --long 1000000 \
+    "$PY" benchmarks/launch_cost.py --launches 10000 --kept-launches 4000 --rounds 9 --long 1000000 \
       --cprofile "$LOG/cprofile"
   elif [ "$1" = parts ]; then
     "$PY" benchmarks/kept_launch_parts_gpu.py --launches 4000 --rounds 5 --timers
