@@ -55,7 +55,7 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
   elif [ "$1" = tuning ]; then
     "$PY" benchmarks/tuning_choices.py --runs 8 -- tests/gpu/programs/flaggems_ops.py --ops layer_norm
   elif [ "$1" = twins ]; then
-    "$PY" -m pytest -m gpu -q -p no:cacheprovider $G/test_gpu_launch_path.py -k "twin or not_kept or default"
+    "$PY" -m pytest -m gpu -q -p no:cacheprovider $G/test_gpu_launch_path.py  # (all: captures too)
     "$PY" benchmarks/launch_cost.py --launches 10000 --rounds 9 \
       --cases "plain,not kept,not kept (twin),default,default (twin)"
   elif [ "${1#auto-}" != "$1" ]; then  # auto-liger, auto-inductor: --auto against torch.profiler
