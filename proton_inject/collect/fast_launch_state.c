@@ -147,7 +147,7 @@ typedef struct {
   RLock *c_lock;                // the lock itself where it is the C one (borrowed from `lock`)
   // The CUDA driver's cuStreamIsCapturing (CUresult (CUstream, CUstreamCaptureStatus *)), where
   // it is loaded: one driver call on the launch's own stream, in place of torch's query of the
-  // current stream (`capturing`: a Python call and three CUDA calls).
+  // current stream (`capturing`: a call into torch, which asks the CUDA runtime).
   int (*stream_capturing)(void *, int *);
   PyObject *seq_iter;           // the sink's launch numbers as an iterator, where next_seq is one's __next__
   // The path's and the slabs' instance dicts: their flags and counts read and written there
