@@ -243,3 +243,34 @@ def test_launches_not_kept_run_the_plain_twin(tmp_path, monkeypatch, fast):
     for path in find_raw(tmp_path / "t" / "raw")[::7]:
         d = decode(*load_raw(path))
         assert len(d.events) and not d.drops.dropped
+
+
+def test_a_capture_by_an_api_we_do_not_follow_is_left_unprofiled(tmp_path):
+    """A CUDA graph captured through the driver itself (no torch.cuda.graph for the session to
+    see): the launch the policy would keep, the 100th, is captured; the C path's capture query
+    (the driver's, on the launch's stream) must leave it to the Python path, which runs it
+    unprofiled, so no slab gets bytes a replay would write again."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    x = torch.zeros(1024, device="cuda")
+    s = torch.cuda.Stream()
+    graph, exe = ctypes.c_void_p(), ctypes.c_void_p()
+    with profile({"loops": "both", "kernel": "bump_kernel"}, out=tmp_path / "t", quiet=True) as res:
+        for _ in range(99):  # the first 20 kept, then none until the 100th
+            _bump(x)
+        torch.cuda.synchronize()
+        with torch.cuda.stream(s):
+            handle = ctypes.c_void_p(s.cuda_stream)
+            assert cuda.cuStreamBeginCapture_v2(handle, 2) == 0  # (relaxed: the tool's calls may run)
+            _bump(x)
+            assert cuda.cuStreamEndCapture(handle, ctypes.byref(graph)) == 0
+        assert cuda.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, ctypes.c_ulonglong(0)) == 0
+        for _ in range(3):
+            assert cuda.cuGraphLaunch(exe, handle) == 0
+        s.synchronize()
+    cuda.cuGraphExecDestroy(exe)
+    cuda.cuGraphDestroy(graph)
+    assert float(x.min()) == float(x.max()) == 99.0 + 3.0
+    assert len(res.launches) == 20 and not any(r.all_zero for r in res.launches), res.messages
+    assert any("does not follow ran unprofiled: bump_kernel x1" in m for m in res.messages), res.messages
