@@ -87,7 +87,7 @@ static int usual_case(Fast *f, Launcher *w, PyObject *const *argv, double now, l
   PyObject *v = NULL;
   if (PyDict_GetItemWithError(f->path_dict, f->s_active) != Py_True) return 0;
   if (dict_ll(f->path_dict, f->s_capturing) != 0) return 0;
-  if (f->total >= 0 && dict_ll(f->path_dict, f->s_kept) >= f->total) return 0;
+  if (f->total >= 0 && f->kept >= f->total) return 0;
   if (PyErr_Occurred() || PyObject_GetOptionalAttr(f->tool_state, f->s_depth, &v) < 0) return 0;
   int busy = v && PyObject_IsTrue(v);  // the tool's own device work
   Py_XDECREF(v);
@@ -184,10 +184,8 @@ static PyObject *fast_keep(Fast *f, Launcher *w, PyObject *const *argv, Py_ssize
   if ((sv == -1 && PyErr_Occurred()) || ((sv != sl->last_stream || sv < 0) && PySet_Add(sl->streams, s0) < 0))
     goto not_taken;
   sl->last_stream = sv;
-  long long kept = dict_ll(f->path_dict, f->s_kept);
-  if (kept < 0 || dict_set_ll(f->path_dict, f->s_kept, kept + 1) < 0 ||
-      dict_set_ll(f->slabs_dict, f->s__depth, 1) < 0)  // (marked for the program's launch hooks)
-    goto not_taken;
+  if (dict_set_ll(f->slabs_dict, f->s__depth, 1) < 0) goto not_taken;  // (marked for the program's launch hooks)
+  f->kept++;
   sl->used = used + step;
 
   ret = call_entry(w, argv, nargs, s0, address, NULL, NULL);

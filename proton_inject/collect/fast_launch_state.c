@@ -135,13 +135,14 @@ typedef struct {
   PyObject *path, *slabs, *lock, *open, *tls, *tool_state, *capturing, *next_seq, *bracket_after,
       *is_library, *classify, *config_of, *not_taken;
   long long first, every, total, largest;  // the keep policy (total < 0: no bound); Slabs.largest
+  long long kept;  // LaunchPath.kept while the C launchers are on (it reads and writes it here)
   double ship_after;                         // slabs.SHIP_AFTER_S
   // The last call site, reused while it repeats (as in a loop): a tuple fewer for the garbage
   // collector, whose passes a kept launch's tuples would otherwise bring on.
   PyObject *last_code, *last_site;
   int last_lasti;  // the last site's instruction: the same one needs no line lookup
   // attribute names, interned once
-  PyObject *s_active, *s_capturing, *s_kept, *s_depth, *s_tuning,
+  PyObject *s_active, *s_capturing, *s_depth, *s_tuning,
       *s_measure, *s_autotuner, *s_not_kept, *s_launch, *s_config, *s__depth, *s_dict, *s_self;
   PyObject *acquire, *release;  // the slabs' lock's methods, bound once
   RLock *c_lock;                // the lock itself where it is the C one (borrowed from `lock`)
@@ -377,7 +378,7 @@ static void Fast_dealloc(Fast *f) {
   PyObject **refs[] = {&f->path, &f->slabs, &f->lock, &f->open, &f->tls, &f->tool_state, &f->capturing,
                        &f->next_seq, &f->bracket_after, &f->is_library, &f->classify, &f->config_of,
                        &f->not_taken,
-                       &f->s_active, &f->s_capturing, &f->s_kept,
+                       &f->s_active, &f->s_capturing,
                        &f->s_depth, &f->s_tuning, &f->s_measure, &f->s_autotuner, &f->s_not_kept,
                        &f->s_launch, &f->s_config, &f->s__depth, &f->s_dict, &f->s_self, &f->acquire, &f->release, &f->seq_iter,
                        &f->path_dict, &f->slabs_dict, &f->last_code, &f->last_site};
@@ -415,7 +416,7 @@ static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) Py_INCREF(objs[i]);
 #define NAME(field, text) if (!(f->field = PyUnicode_InternFromString(text))) goto fail;
   NAME(s_active, "active")
-  NAME(s_capturing, "capturing") NAME(s_kept, "kept") NAME(s_depth, "depth") NAME(s_tuning, "tuning")
+  NAME(s_capturing, "capturing") NAME(s_depth, "depth") NAME(s_tuning, "tuning")
   NAME(s_measure, "measure") NAME(s_autotuner, "autotuner") NAME(s_not_kept, "not_kept")
   NAME(s_launch, "launch")
   NAME(s_config, "config") NAME(s__depth, "_depth") NAME(s_dict, "__dict__") NAME(s_self, "__self__")
@@ -441,12 +442,15 @@ fail:
   return NULL;
 }
 
+static PyMemberDef Fast_members[] = {MEMBER(Fast, kept, T_LONGLONG, 0) {NULL, 0, 0, 0, NULL}};
+
 static PyTypeObject FastType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Fast",
     .tp_basicsize = sizeof(Fast),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = Fast_new,
     .tp_dealloc = (destructor)Fast_dealloc,
+    .tp_members = Fast_members,
     .tp_doc = "A session's state for its C launchers' kept launches (collect/fast_launch.py).",
 };
 

@@ -98,7 +98,7 @@ class LaunchPath:
         self.slabs: Any = None
         self.policy = policy
         self.bound_reason = bound_reason  # what a launch past the total is counted under
-        self.kept = 0  # launches kept in all (the policy's total bounds it)
+        self._kept = 0  # launches kept in all, while the C launchers are off (``kept``)
         self.counts: list[LaunchCounts] = []
         self._wrapped: list[tuple[Any, KernelLauncher]] = []
         self._lock = threading.Lock()
@@ -112,6 +112,19 @@ class LaunchPath:
         self.twins = False  # launches not kept run plain twins (plain_twins.py)
         self._twins: list[Any] = []  # the twins in use
         self._no_twin: set[str] = set()  # kernels whose twin failed (noted once)
+
+    @property
+    def kept(self) -> int:
+        """Launches kept in all (the policy's total bounds it): counted in the C launchers'
+        state while they are on (they count without a Python attribute write)."""
+        return self._kept if self.fast is None else self.fast.kept
+
+    @kept.setter
+    def kept(self, n: int) -> None:
+        if self.fast is None:
+            self._kept = n
+        else:
+            self.fast.kept = n
 
     def connect(self, buffers: Any, sink: Any, graphs: Any, slabs: Any) -> None:
         """The kept side: a kept launch's bytes in a slab (``Slabs``, the usual case) or a
@@ -174,7 +187,7 @@ class LaunchPath:
         """Every wrapped build launches through its own launcher again (a launcher that a
         library or Inductor took while we were installed passes straight through)."""
         self.active = False
-        self.fast = None  # (it holds this path: the cycle ends here)
+        self._kept, self.fast = self.kept, None  # (the count back here; the C state held this path: no cycle)
         with self._lock:
             for ck, w in self._wrapped:
                 if ck._run is w:

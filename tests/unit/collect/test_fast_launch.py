@@ -221,6 +221,18 @@ def test_the_c_path_s_entries_wait_in_the_slab_and_are_read_in_launch_order(setu
     assert sys.getrefcount(config) == refs  # released with the slab
 
 
+def test_the_kept_count_is_held_by_the_c_state_while_it_is_on(setup):
+    session, path, slabs, slab, w = setup
+    path.kept = 5  # (kept before the C launchers were made)
+    c = _c_twin(setup)
+    assert path.fast.kept == 5
+    _launch_here(c, "x")  # the C path counts it
+    _launch_here(w, "y")  # the Python path too, through the same count
+    assert path.kept == 7 and path.fast.kept == 7
+    path.uninstall()  # the count back in the path
+    assert path.fast is None and path.kept == 7
+
+
 def test_the_slabs_lock_in_c_is_re_entrant_and_owned_by_one_thread():
     import threading
 
