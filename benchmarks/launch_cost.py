@@ -21,11 +21,11 @@ median of each round's ratio to that round's plain (the host drifts between roun
 ratio of the two sides' minima (each side's quietest round); then the same for host time per
 launch alone, and the GPU time per launch (``host_and_gpu``: 2,000 launches in chunks launched
 while the GPU sleeps, neither waiting for the other: where wall exceeds host, the GPU is the
-bottleneck); the session's start, its first launches (``FIRST_LAUNCHES``,
-timed apart: each build's first load, the first slab, the first launches' clock brackets; the
-loop after them is what a long program pays), its stop (waits for the copies and writes the raw
-files), and launches kept. Collect only: no report is decoded. ``--cprofile DIR`` also writes a cProfile of one round of
-``kept`` and of ``not kept`` (top 30 functions by own time).
+bottleneck); the session's start, its first launches (``FIRST_LAUNCHES``, timed apart: each
+build's first load, the first slab, the first launches' clock brackets; the loop after them is
+what a long program pays), its stop (waits for the copies and writes the raw files), and
+launches kept. Collect only: no report is decoded. ``--cprofile DIR`` also writes a cProfile of
+one round of ``kept`` and of ``not kept`` (top 30 functions by own time).
 
     PYTHONPATH=. python benchmarks/launch_cost.py [--launches 20000] [--kept-launches 2000] [--rounds 3]
 """
