@@ -247,19 +247,25 @@ def test_launches_not_kept_run_the_plain_twin(tmp_path, monkeypatch, fast):
 
 def test_a_capture_by_an_api_we_do_not_follow_is_left_unprofiled(tmp_path):
     """A CUDA graph captured through the driver itself (no torch.cuda.graph for the session to
-    see): the launch the policy would keep, the 100th, is captured; the C path's capture query
-    (the driver's, on the launch's stream) must leave it to the Python path, which runs it
-    unprofiled, so no slab gets bytes a replay would write again."""
+    see): the launch the policy would keep, the 100th, is captured, with no clock bracket due,
+    so that the C path gets as far as its capture query (the driver's, on the launch's stream).
+    It must leave the launch to the Python path, which runs it unprofiled: no slab gets bytes
+    that a replay would write again."""
     import ctypes
+
+    from proton_inject.collect.session import Session
+    from proton_inject.instrument.rules import Rules
 
     cuda = ctypes.CDLL("libcuda.so.1")
     x = torch.zeros(1024, device="cuda")
     s = torch.cuda.Stream()
     graph, exe = ctypes.c_void_p(), ctypes.c_void_p()
-    with profile({"loops": "both", "kernel": "bump_kernel"}, out=tmp_path / "t", quiet=True) as res:
+    session = Session(out=tmp_path / "t", source=Rules(loops="both", kernel="^bump_kernel$")).start()
+    try:
         for _ in range(99):  # the first 20 kept, then none until the 100th
             _bump(x)
         torch.cuda.synchronize()
+        session.buffers.bracket_after[torch.cuda.current_device()] = float("inf")
         with torch.cuda.stream(s):
             handle = ctypes.c_void_p(s.cuda_stream)
             assert cuda.cuStreamBeginCapture_v2(handle, 2) == 0  # (relaxed: the tool's calls may run)
@@ -269,6 +275,8 @@ def test_a_capture_by_an_api_we_do_not_follow_is_left_unprofiled(tmp_path):
         for _ in range(3):
             assert cuda.cuGraphLaunch(exe, handle) == 0
         s.synchronize()
+    finally:
+        res = session.stop()
     cuda.cuGraphExecDestroy(exe)
     cuda.cuGraphDestroy(graph)
     assert float(x.min()) == float(x.max()) == 99.0 + 3.0
