@@ -236,6 +236,7 @@ def test_launches_not_kept_run_the_plain_twin(tmp_path, monkeypatch, fast):
         w = next(k._run for k in cks if _ours(k._run))
         assert w.plain_fn is not None and w.plain_meta is not None, res.messages
         assert w.plain_fn != next(k for k in cks if k._run is w).function  # another build's
+        assert w.discard is None  # no launch not kept went the throw-away buffer's way
     torch.cuda.synchronize()
     assert float(x.min()) == float(x.max()) == 450.0
     assert len(res.launches) == 24 and not any(r.all_zero for r in res.launches), res.messages
