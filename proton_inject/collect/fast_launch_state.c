@@ -423,9 +423,13 @@ static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
 #undef NAME
   f->c_lock = Py_IS_TYPE(f->lock, &RLockType) ? (RLock *)f->lock : NULL;
   f->stream_capturing = (int (*)(void *, int *))(uintptr_t)query;
-  PyObject *it = NULL;
+  PyObject *it = NULL, *next = NULL;
   if (PyObject_GetOptionalAttr(f->next_seq, f->s_self, &it) < 0) goto fail;
-  if (it && PyIter_Check(it)) f->seq_iter = it;  // (itertools.count().__next__: its count)
+  int same = it && PyIter_Check(it) && (next = PyObject_GetAttrString(it, "__next__")) &&
+             PyObject_RichCompareBool(next, f->next_seq, Py_EQ) == 1;  // (itertools.count().__next__: its count)
+  Py_XDECREF(next);
+  PyErr_Clear();
+  if (same) f->seq_iter = it;
   else Py_XDECREF(it);
   if (!(f->acquire = PyObject_GetAttrString(f->lock, "acquire")) ||
       !(f->release = PyObject_GetAttrString(f->lock, "release")) ||
