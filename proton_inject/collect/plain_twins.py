@@ -65,8 +65,8 @@ def compile_twin(ck: Any, autotune: Any) -> Any:
 
 
 def plain_twin(ck: Any, autotune: Any) -> PlainTwin:
-    """``ck``'s plain twin, compiled and loaded on the current device."""
+    """``ck``'s plain twin, compiled and loaded on the current device (made as a plain build,
+    the twin's load is Triton's own: the launch path wraps no plain build)."""
     twin = compile_twin(ck, autotune)
-    with autotune.plain_builds():
-        twin._init_handles()
+    twin._init_handles()
     return PlainTwin(twin, twin.function, twin.packed_metadata)

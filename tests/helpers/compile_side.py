@@ -43,6 +43,13 @@ def jit_compile():
     return triton.compile(tuned_source(), target=H100, options={"instrumentation_mode": mode})
 
 
+def plain_reference(tmp_path: Path):
+    """``tuned_kernel`` compiled as a plain run compiles it, in a cache of its own."""
+    with triton.knobs.cache.scope():
+        triton.knobs.cache.dir = str(tmp_path / "ref-cache")
+        return triton.compile(tuned_source(), target=H100, options={"instrumentation_mode": ""})
+
+
 def instrumented(ck) -> bool:
     return "proton.record" in ck.asm["ttgir"] and bool(ck.metadata.profile_scratch_size)
 

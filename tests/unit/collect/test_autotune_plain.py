@@ -12,29 +12,22 @@ from __future__ import annotations
 import pytest
 import triton
 from helpers.compile_side import (
-    H100,
     caching_autotuner,
     compile_side,
     instrumented,
     jit_compile,
+    plain_reference,
     session_of,
     tuned_kernel,
-    tuned_source,
 )
 
 from proton_inject.lower.options import LoweringOptions
 from proton_inject.lower.proton import skipping
 
 
-def _plain_reference(tmp_path):
-    with triton.knobs.cache.scope():
-        triton.knobs.cache.dir = str(tmp_path / "ref-cache")
-        return triton.compile(tuned_source(), target=H100, options={"instrumentation_mode": ""})
-
-
 @pytest.mark.parametrize("kind", ["profile", "run"])
 def test_autotuner_benchmarks_the_plain_build_and_restores_after_a_failure(kind, tmp_path):
-    ref = _plain_reference(tmp_path)
+    ref = plain_reference(tmp_path)
     session = session_of(kind, tmp_path, options=LoweringOptions(buffer_type="shared"))
     built, seen = [], []
 
@@ -118,7 +111,7 @@ def test_instrumented_build_over_the_shared_memory_limit_runs_plain(kind, tmp_pa
     """An autotuner that timed plain builds may choose a config whose instrumented build needs
     more shared memory than the GPU has: that kernel runs its plain build, with a warning,
     instead of failing the program's launch."""
-    ref = _plain_reference(tmp_path)
+    ref = plain_reference(tmp_path)
     session = session_of(kind, tmp_path, options=LoweringOptions(buffer_type="shared"))
     with compile_side(session):
         inst = jit_compile()

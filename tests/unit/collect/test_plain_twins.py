@@ -8,22 +8,15 @@ records what it was given. The GPU test (test_gpu_launch_path.py) launches twins
 from __future__ import annotations
 
 import pytest
-import triton
-from helpers.compile_side import H100, compile_side, instrumented, jit_compile, session_of, tuned_source
+from helpers.compile_side import compile_side, instrumented, jit_compile, plain_reference, session_of
 
 from proton_inject.collect import plain_twins
 from proton_inject.collect.plain_twins import compile_twin, twin_options
 
 
-def _plain_reference(tmp_path):
-    with triton.knobs.cache.scope():
-        triton.knobs.cache.dir = str(tmp_path / "ref-cache")
-        return triton.compile(tuned_source(), target=H100, options={"instrumentation_mode": ""})
-
-
 @pytest.mark.parametrize("kind", ["profile", "run"])
 def test_the_twin_is_the_programs_own_build_from_its_cache(kind, tmp_path):
-    ref = _plain_reference(tmp_path)
+    ref = plain_reference(tmp_path)
     session = session_of(kind, tmp_path)
     with compile_side(session):
         inst = jit_compile()
@@ -41,7 +34,7 @@ def test_the_twin_is_the_programs_own_build_from_its_cache(kind, tmp_path):
 
 
 def test_twin_options_take_the_programs_mode_and_tuples(tmp_path):
-    ck = _plain_reference(tmp_path)
+    ck = plain_reference(tmp_path)
     opts = twin_options(ck.metadata, "")
     assert opts["instrumentation_mode"] == "" and opts["num_warps"] == ck.metadata.num_warps
     assert all(not isinstance(v, list) for v in opts.values())
@@ -71,7 +64,7 @@ def test_a_kernel_without_a_twin_keeps_its_launches_and_is_noted_once(tmp_path):
     session = Session(out=tmp_path / "t", source=Rules(loops="both"))
     path = session.launch_path
     path.capturing, path._capturing_here = 0, lambda: False  # (torch's CUDA query; no GPU here)
-    inst = _plain_reference(tmp_path)
+    inst = plain_reference(tmp_path)
     broken = SimpleNamespace(src=None, metadata=inst.metadata)  # its source cannot compile
     w = SimpleNamespace(plain_fn=None, plain_meta=None)
     for _ in range(2):
