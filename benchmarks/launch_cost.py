@@ -8,8 +8,9 @@ iterations), launched in turn. Each round times, in this order, interleaved:
   not matched  a session whose rules leave both kernels out (their plain builds run)
   not kept     instrumented, none kept (max_launches=0)
   not kept (Python) the same with the C launcher off (PROTON_INJECT_FAST_LAUNCH=0)
-  not kept (twin) the same with plain twins (PROTON_INJECT_PLAIN_TWINS=1): a launch not kept runs
-               the program's own build (its GPU time should read plain's)
+  not kept (twin) the same with plain twins, the default: a launch not kept runs the program's
+               own build (its GPU time should read plain's); the cases without "(twin)" run
+               with PROTON_INJECT_PLAIN_TWINS=0
   kept         instrumented, every launch kept (--keep-launches all), as a user gets it (the C fast
                path, collect/fast_launch.c)
   kept (Python) the same with the C fast path off (PROTON_INJECT_FAST_LAUNCH=0)

@@ -9,8 +9,9 @@ hit). Triton's CUDA entry point takes the function and the packed metadata (warp
 memory) on every call, and every Triton 3.6 kernel takes a profile scratch pointer, used or
 not, so the instrumented build's entry point launches the twin as it is.
 
-Off unless ``PROTON_INJECT_PLAIN_TWINS=1``: not yet measured on a GPU (a twin is a compile at
-the build's first load, and the launch path's C and Python launchers use it).
+On unless ``PROTON_INJECT_PLAIN_TWINS=0``. A twin is built at its build's first load: a cache
+hit where the program ran plain before (or tuned it), else one plain compile more per
+instrumented build in the profile's first run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ SAME = ("num_warps", "num_ctas", "launch_cooperative_grid", "launch_pdl", "globa
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "0") == "1"
+    return os.environ.get(ENV, "1") != "0"
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,7 @@ def test_kept_launches_through_the_c_fast_path(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("fast", [True, False], ids=["C launcher", "Python launcher"])
 def test_launches_not_kept_run_the_plain_twin(tmp_path, monkeypatch, fast):
-    """PROTON_INJECT_PLAIN_TWINS=1: a build's launches not kept run the program's own build of
+    """Plain twins (on by default): a build's launches not kept run the program's own build of
     it (collect/plain_twins.py); the kept ones still record, and every launch runs once."""
     from proton_inject.collect import plain_twins
 
