@@ -23,9 +23,10 @@ run a fresh process sharing one Triton and Inductor cache, in this order:
 Names are matched exactly (a Triton kernel's name is its cubin's entry, which CUPTI reports
 as is); a torch.profiler name that does not match is tried bare (no ``void``, namespace,
 template, parameter list or older Triton's specialization suffix such as ``_0d1d2de``).
-Shares are compared over the kernels both sides saw: torch.profiler also sees cuBLAS and
-torch's own kernels, which --auto does not; their part of all kernel time is printed, and
-the kernels --auto opened up are also set against all of it (the 80% goal). --auto's share
+Shares are compared over the kernels both sides saw (since 2026-11-29 --auto's first look
+times every kernel with torch.profiler too, so nearly all; before, only Triton's): the rest's
+part of all kernel time is printed, and the kernels --auto opened up are also set against all
+of it. --auto's share
 is the median over the rounds, its diff's spread the rounds' min..max; torch.profiler's side
 is one run. --auto-share 1.0 --auto-top 3 by default (the goals' top 3 opened up).
 

@@ -61,7 +61,8 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
              options: LoweringOptions | None, kernel: str | None, max_launches: int | None,
              max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
              gz: bool, cache: bool = True, measure_overhead: bool = False,
-             keep_launches: KeepPolicy | str | None = None, clear_out: bool = True) -> Session:
+             keep_launches: KeepPolicy | str | None = None, clear_out: bool = True,
+             time_all_kernels: bool = False) -> Session:
     if instrumented is None:
         if kernel is not None:
             raise UserError("kernel= selects kernels of an instrumented tree; with compile-time "
@@ -78,6 +79,7 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
     session.builds.enabled = cache
     session.measure_overhead = measure_overhead
     session.clear_out = clear_out
+    session.time_all_kernels = time_all_kernels
     return session
 
 
@@ -162,6 +164,7 @@ def profile_program(
     keep_launches: KeepPolicy | str | None = None,
     calibrate: bool = True,
     clear_out: bool = True,
+    time_all_kernels: bool = False,
 ) -> tuple[RunResult, ReportResult | None]:
     """Run ``python script.py ARGS`` (or ``-m module``) in this interpreter, profiled as
     ``profile`` does, then analyze what it kept (``report=False``: raw files and run.json only).
@@ -170,12 +173,14 @@ def profile_program(
     is written and analyzed even when it raises or calls ``sys.exit``. ``jobs`` decoding
     processes (None: one per core); ``progress``: a bar on a terminal's stderr. ``calibrate``:
     as ``profile``'s, before the program starts (its note on stderr). ``clear_out=False``:
-    what ``out`` holds is left there (the caller cleared it).
+    what ``out`` holds is left there (the caller cleared it). ``time_all_kernels``: every
+    kernel's GPU time too, Triton's or not, in OUT/device-kernels.json (``profile --auto``'s
+    first look; collect/device_kernels.py).
     """
     with output_locks(("-o", out), ("--plot", plot)):  # another process writing there: refused
         session = _session(rules, out, instrumented, options, kernel, max_launches,
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
-                           measure_overhead, keep_launches, clear_out)
+                           measure_overhead, keep_launches, clear_out, time_all_kernels)
         if calibrate:  # in a child, before the program: its process stays as without the tool
             calibrate_missing(session.options)
         result = run_in_session(session, argv, "profile" if instrumented is None else "run")
@@ -279,8 +284,9 @@ def profile_auto(
     """Where the program's GPU time goes, with no rule chosen: run it twice.
 
     First look: the program in a fresh interpreter with each kernel's body alone instrumented
-    (OUT/first-look, a whole profile; its stdout is held back); its kernels are ranked by
-    estimated GPU time (``analyze/hot_kernels.py``) and the fewest holding ``share`` of it, at
+    and every kernel timed by torch.profiler (OUT/first-look, a whole profile, and its
+    device-kernels.json; its stdout is held back); its kernels are ranked by GPU time
+    (``analyze/hot_kernels.py``) and the fewest instrumented ones holding ``share`` of it, at
     most ``top``, are picked. Detail: the program again, in this process, with only those
     kernels instrumented, their bodies, loops and iterations (OUT, a profile as
     ``profile_program`` writes it, with ``options`` and the other arguments). The picked
@@ -370,7 +376,7 @@ def _first_look_argv(first: Path, keep: KeepPolicy | None, max_launches: int | N
                      gz: bool, cache: bool, jobs: int | None, calibrate: bool = True) -> list[str]:
     """``profile``'s options for the first look: the kernel body alone, the caller's launches
     kept, builds, autotuning, calibration and decoding; no report printed (ours comes after)."""
-    argv = ["profile", "--kernel-scope", "-o", str(first), "--no-report",
+    argv = ["profile", "--kernel-scope", "--time-all-kernels", "-o", str(first), "--no-report",
             "--max-pending-mb", repr(float(max_pending_mb))]
     if keep is not None:
         argv += ["--keep-launches", keep.spec()]
@@ -418,8 +424,19 @@ def _write_held(held: IO[bytes]) -> None:
 def _ranked(first: Path, share: float, top: int, jobs: int | None) -> tuple[list, list[str]]:
     """The first look's kernels ranked (``hot_kernels.rank_kernels``), and a note when it has
     none to rank."""
+    device, notes = None, []
+    if os.path.lexists(first / auto_report.DEVICE_FILE):
+        try:
+            device = auto_report.read_device_kernels(first / auto_report.DEVICE_FILE)
+            notes += device["notes"]
+        except UserError as e:
+            notes.append(f"{e} (shares are of the Triton kernels' time alone)")
     try:
         rep = run_report([first], jobs=jobs)
     except UserError as e:
-        return [], [f"first look: nothing to rank ({e})"]
-    return hot_kernels.rank_kernels(rep.summary, share, top), []
+        if not (device and device["kernels"]):
+            return [], [*notes, f"first look: nothing to rank ({e})"]
+        rep = None  # (no Triton launch kept: the other kernels are still ranked)
+        notes.append(f"first look: no Triton kernel launch to rank ({e})")
+    summary = rep.summary if rep is not None else {"kernels": [], "launch_counts": {}}
+    return hot_kernels.rank_kernels(summary, share, top, device), notes

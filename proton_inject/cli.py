@@ -364,7 +364,8 @@ def _echo_messages(result, verbose: bool) -> None:
 @jobs_option
 @click.option("--auto", is_flag=True,
               help="No rules: run PROGRAM twice (wall time about 2x), first with each kernel's "
-                   "body alone to rank kernels by GPU time (OUT/first-look), then with only the "
+                   "body alone and every kernel (cuBLAS too) timed by torch.profiler to rank "
+                   "kernels by GPU time (OUT/first-look), then with only the "
                    "top ones instrumented, loops and iterations too (OUT); print the ranking and "
                    "where the top kernels' time goes (also OUT/auto.json).")
 @click.option("--auto-share", type=float, default=None, metavar="SHARE",
@@ -372,10 +373,12 @@ def _echo_messages(result, verbose: bool) -> None:
                    "[default: 0.8].")
 @click.option("--auto-top", type=int, default=None, metavar="N",
               help="With --auto: open up at most N kernels [default: 3].")
+@click.option("--time-all-kernels", is_flag=True, hidden=True,  # (--auto's first look)
+              help="Also time every kernel, Triton's or not, with torch.profiler (OUT/device-kernels.json).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, gz, verbose,
             raw, autotune_from, no_cache, measure_overhead, no_calibrate, jobs, auto, auto_share, auto_top,
-            **kw):
+            time_all_kernels, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -402,6 +405,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
         gz=gz is not False, plot=plot, raw=raw, progress=True, cache=not no_cache, verbose=verbose,
         measure_overhead=measure_overhead, jobs=jobs, calibrate=not no_calibrate,
+        time_all_kernels=time_all_kernels,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if rep is not None:

@@ -25,6 +25,7 @@ from proton_inject.formats.auto_report import (
     AUTO_FILE,
     FIRST_LOOK,
     AutoReport,
+    DeviceKernels,
     HotKernel,
     HotRegion,
     KernelShare,
@@ -33,33 +34,49 @@ from proton_inject.formats.auto_report import (
 from proton_inject.formats.rules_file import Kind
 
 
-def rank_kernels(summary: dict[str, Any], share: float = 0.8, top: int = 3) -> list[KernelShare]:
-    """The first look's kernels by estimated GPU time, longest first; ``top`` set on the fewest
-    (at most ``top``) that together hold at least ``share`` of it."""
+def rank_kernels(summary: dict[str, Any], share: float = 0.8, top: int = 3,
+                 device: DeviceKernels | None = None) -> list[KernelShare]:
+    """The first look's kernels by GPU time, longest first; ``top`` set on the fewest
+    instrumented ones (at most ``top``) that together hold at least ``share`` of it.
+
+    ``device``: every kernel's GPU time as the first look's torch.profiler saw it (Triton's
+    and the rest: cuBLAS, torch's own); a kernel's time and share are then measured, over all
+    of them. Without it (or for a kernel it lacks) a Triton kernel's time is estimated from
+    its kept launches."""
     wall: dict[str, float] = {}
     kept: dict[str, int] = {}
     for k in summary["kernels"]:  # (a kernel's configs together)
         wall[k["kernel"]] = wall.get(k["kernel"], 0.0) + k["kernel_wall_ns"]
         kept[k["kernel"]] = kept.get(k["kernel"], 0) + len(k["launches"])
     counts = summary.get("launch_counts") or {}
+    timed = {d["kernel"]: d for d in (device or {}).get("kernels", [])}
     rows: list[KernelShare] = []
-    for name in sorted(set(wall) | set(counts)):
+    for name in sorted(set(wall) | set(counts) | set(timed)):
         n_kept = kept.get(name, 0)
         seen = max(counts.get(name, {}).get("ran", 0), n_kept)
-        per = wall[name] / n_kept if n_kept else None
+        d = timed.get(name)
+        if d is not None and d["launches"] > 0:
+            seen, est = d["launches"], d["ns"]
+            per: float | None = est / seen
+        else:
+            per = wall[name] / n_kept if n_kept else None
+            est = None if per is None else per * seen
         rows.append(KernelShare(kernel=name, launches_seen=seen, launches_kept=n_kept, ns_per_launch=per,
-                                est_gpu_ns=None if per is None else per * seen, share=None, top=False))
+                                est_gpu_ns=est, share=None, top=False,
+                                instrumented=name in wall or name in counts, measured=d is not None))
     total = sum(r["est_gpu_ns"] or 0.0 for r in rows)
     for r in rows:
         if r["est_gpu_ns"] is not None and total > 0:
             r["share"] = r["est_gpu_ns"] / total
     rows.sort(key=lambda r: (-(r["est_gpu_ns"] if r["est_gpu_ns"] is not None else -1.0), r["kernel"]))
-    held = 0.0
+    held, picked = 0.0, 0
     for r in rows:
-        if held >= share or sum(x["top"] for x in rows) >= top or not r["est_gpu_ns"]:
+        if held >= share or picked >= top or not r["est_gpu_ns"]:
             break
-        r["top"] = True
-        held += r["share"] or 0.0
+        if r["instrumented"]:  # (the others cannot be opened up: the next one is looked at)
+            r["top"] = True
+            held += r["share"] or 0.0
+            picked += 1
     return rows
 
 
@@ -134,6 +151,9 @@ def hot_kernels(summary: dict[str, Any], names: list[str]) -> list[HotKernel]:
     return [open_up(k) for k in sorted(picked, key=lambda k: order[k["kernel"]])]
 
 
+SHOWN = 20  # kernels printed in the ranking (auto.json holds all)
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
@@ -150,17 +170,31 @@ def format_auto(doc: AutoReport) -> str:
         return "\n".join([f"where the GPU time went: the first look ({doc['first_look']}) holds no kernel "
                           "launch to rank"] + [f"note: {n}" for n in doc["notes"]])
     total = sum(k["est_gpu_ns"] or 0.0 for k in ks)
+    measured = any(k.get("measured") for k in ks)
     out = [f"where the GPU time went (first look, {doc['first_look']}: {len(ks)} kernel(s), "
-           f"est. {total / 1e6:,.3f} ms of kernel time):",
-           f"  {'share':>6}  {'est. ms':>10}  {'launches':>10}  kernel"]
-    for k in ks:
+           f"{'' if measured else 'est. '}{total / 1e6:,.3f} ms of kernel time):",
+           f"  {'share':>6}  {'ms' if measured else 'est. ms':>10}  {'launches':>10}  kernel"]
+    shown = ks[:SHOWN] if len(ks) > SHOWN + 1 else ks
+    for k in shown:
         est = "-" if k["est_gpu_ns"] is None else f"{k['est_gpu_ns'] / 1e6:,.3f}"
         out.append(f"  {_pct(k['share']):>6}  {est:>10}  {k['launches_seen']:>10,}  {k['kernel']}"
-                   + ("  *" if k["top"] else "") + ("  (no launch decoded)" if k["ns_per_launch"] is None else ""))
+                   + ("  *" if k["top"] else "")
+                   + ("  (not instrumented)" if not k.get("instrumented", True) else "")
+                   + ("  (no launch decoded)" if k["ns_per_launch"] is None else ""))
+    if len(shown) < len(ks):
+        rest = ks[len(shown):]
+        out.append(f"  {_pct(sum(k['share'] or 0.0 for k in rest)):>6}  {'':>10}  "
+                   f"{sum(k['launches_seen'] for k in rest):>10,}  ({len(rest)} more kernels: auto.json lists all)")
     if any(k["top"] for k in ks):
-        out.append(f"  * opened up below: the fewest kernels holding >= {100 * doc['share_wanted']:g}% "
-                   f"of the time, at most {doc['top_max']} (--auto-share, --auto-top)")
-    out.append("  est. ms = mean wall time of the kept launches x launches seen")
+        out.append(f"  * opened up below: the fewest instrumented kernels holding >= "
+                   f"{100 * doc['share_wanted']:g}% of the time, at most {doc['top_max']} (--auto-share, --auto-top)")
+    if measured:
+        inst = sum(k["share"] or 0.0 for k in ks if k.get("instrumented", True))
+        out.append(f"  ms = every launch's GPU time (torch.profiler, in the first look); the instrumented "
+                   f"(Triton) kernels hold {_pct(inst)} of it; the rest (cuBLAS, torch's own, ...) is "
+                   "timed, never opened up")
+    else:
+        out.append("  est. ms = mean wall time of the kept launches x launches seen")
     share_of = {k["kernel"]: k["share"] for k in ks}
     for h in doc["hot"]:
         title = h["kernel"] + (f" [{h['config']}]" if h["config"] else "")

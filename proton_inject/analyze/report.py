@@ -74,7 +74,7 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
                 continue
             tr = sorted(q for q in p.iterdir() if q.name.endswith((".json", ".json.gz"))
                         and not _is_run_index(q) and not q.name.endswith(AUTOTUNE_FILE)
-                        and q.name != auto_report.AUTO_FILE)
+                        and q.name not in (auto_report.AUTO_FILE, auto_report.DEVICE_FILE))
             if not tr:
                 runs = sorted(q for q in p.glob("run*.json") if _is_run_index(q))
                 if runs:

@@ -30,6 +30,7 @@ from proton_inject.collect.buffers import BufferPool, LaunchBuffers, after_sessi
 from proton_inject.collect.cached_builds import CachedBuilds
 from proton_inject.collect.compile_hook import CompileHook, RulesSource, TreeSource, as_rules
 from proton_inject.collect.compiler_patches import Compiler
+from proton_inject.collect.device_kernels import DeviceKernelTimes
 from proton_inject.collect.graphs import GraphReplays
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launch_path import LaunchPath
@@ -42,6 +43,7 @@ from proton_inject.dump import tuning
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
 from proton_inject.formats import build_cache
+from proton_inject.formats.auto_report import write_device_kernels
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions
 
@@ -127,6 +129,8 @@ class Session:
         self._started = False
         self._stopped = False
         self.measure_overhead = False  # alternate plain and instrumented launches, time both
+        self.time_all_kernels = False  # every kernel's GPU time too (--auto's first look)
+        self.device_kernels: DeviceKernelTimes | None = None
         self.rank = _rank()
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
         self.sink = Sink(self.out, self.options, self.hook, lambda: self.compiler.max_shared, self.buffers,
@@ -257,6 +261,9 @@ class Session:
             self.graphs.install()
             if self.measure_overhead:
                 self.overhead.install()
+            if self.time_all_kernels:  # (last: the program's kernels alone are timed)
+                self.device_kernels = DeviceKernelTimes()
+                self.device_kernels.start(self.patches)
         except BaseException:
             self.uninstall()
             raise
@@ -293,6 +300,10 @@ class Session:
             return self.result
         self._stopped = True
         try:
+            if self.device_kernels is not None:
+                self.device_kernels.stop()
+                write_device_kernels(self.out, list(self.device_kernels.kernels.values()),
+                                     self.device_kernels.notes)
             self.launch_path.uninstall()  # no launch is kept past this point
             try:
                 self.slabs.ship_all()

@@ -1,4 +1,5 @@
-"""OUT/auto.json (``profile --auto``): its keys, writer, reader and checks.
+"""OUT/auto.json (``profile --auto``) and its first look's device-kernels.json: their keys,
+writers, readers and checks.
 
 ``analyze/hot_kernels.py`` fills it (the ranking of a first look's kernels and the top ones
 split over regions and lines) and prints it; ``report OUT`` reads it back. The types below name
@@ -18,9 +19,12 @@ from proton_inject.formats.files import write_atomic
 from proton_inject.formats.schema import is_int, is_number, read_json, type_name
 
 AUTO_FORMAT = "proton-inject-auto"
-AUTO_VERSION = 1
+AUTO_VERSION = 2  # 2: a kernel's share is of every kernel's GPU time where the first look had it
 AUTO_FILE = "auto.json"  # OUT/auto.json: an AutoReport
 FIRST_LOOK = "first-look"  # OUT/first-look: the first look's profile directory
+DEVICE_FORMAT = "proton-inject-device-kernels"
+DEVICE_VERSION = 1
+DEVICE_FILE = "device-kernels.json"  # OUT/first-look/device-kernels.json: a DeviceKernels
 
 
 class KernelShare(TypedDict):
@@ -29,10 +33,31 @@ class KernelShare(TypedDict):
     kernel: str
     launches_seen: int  # launches that ran (run.json's launch_counts; kept ones where not counted)
     launches_kept: int  # launches decoded
-    ns_per_launch: float | None  # mean wall time of a kept launch (None: none decoded)
-    est_gpu_ns: float | None  # ns_per_launch x launches_seen
-    share: float | None  # est_gpu_ns / the sum over kernels with an estimate
+    ns_per_launch: float | None  # mean GPU time of a launch (None: none decoded or timed)
+    est_gpu_ns: float | None  # the device's kernel time where timed (measured), else
+    # ns_per_launch x launches_seen from the kept launches
+    share: float | None  # est_gpu_ns / the sum over every kernel with a time
     top: bool  # picked for the detailed run
+    instrumented: bool  # the first look instrumented it (others, cuBLAS say, are timed, never opened up)
+    measured: bool  # est_gpu_ns is the device's (torch.profiler's) time of every launch
+
+
+class DeviceKernel(TypedDict):
+    """One kernel name's GPU time over the first look, every launch, whoever launched it."""
+
+    kernel: str
+    ns: float  # summed kernel durations
+    launches: int
+
+
+class DeviceKernels(TypedDict):
+    """OUT/first-look/device-kernels.json: every kernel's GPU time, as torch.profiler's CUDA
+    activity (CUPTI) saw it, the tool's own kernels, copies and memsets left out."""
+
+    format: str  # "proton-inject-device-kernels"
+    version: int
+    kernels: list[DeviceKernel]  # the longest first
+    notes: list[str]  # what the times leave out (a profiler of the program's own took over, ...)
 
 
 class HotRegion(TypedDict):
@@ -80,6 +105,26 @@ class AutoReport(TypedDict):
 def write_auto(out: str | os.PathLike, doc: AutoReport) -> Path:
     """Write ``doc`` as OUT/auto.json (atomically)."""
     return write_atomic(Path(out) / AUTO_FILE, json.dumps(doc, indent=1) + "\n")
+
+
+def write_device_kernels(first_look: str | os.PathLike, kernels: list[DeviceKernel], notes: list[str]) -> Path:
+    """Write the first look's device kernel times (atomically)."""
+    doc = DeviceKernels(format=DEVICE_FORMAT, version=DEVICE_VERSION,
+                        kernels=sorted(kernels, key=lambda k: (-k["ns"], k["kernel"])), notes=notes)
+    return write_atomic(Path(first_look) / DEVICE_FILE, json.dumps(doc, indent=1) + "\n")
+
+
+def read_device_kernels(path: str | os.PathLike) -> DeviceKernels:
+    """A device-kernels.json read back and checked; a damaged or foreign file is a UserError."""
+    fix = "run `proton-inject profile --auto` again"
+    doc = read_json(path, "first look's device kernel times", fix)
+    if not isinstance(doc, dict) or doc.get("format") != DEVICE_FORMAT or doc.get("version") != DEVICE_VERSION:
+        raise UserError(f"{path}: not a first look's device kernel times (format {DEVICE_FORMAT!r}, "
+                        f"version {DEVICE_VERSION}); {fix}")
+    wrong = _wrong(doc, DeviceKernels, "")
+    if wrong:
+        raise UserError(f"{path}: {wrong}; {fix}")
+    return doc  # type: ignore[return-value]
 
 
 def read_auto(path: str | os.PathLike) -> AutoReport:

@@ -1,5 +1,6 @@
 """GPU: ``profile --auto`` on a program of two kernels of very different cost (a looping row sum
-and a small add): the heavy one ranks first and is the only one the detailed run instruments,
+and a small add), and torch's own (torch.rand): every kernel is timed in the first look, the
+heavy Triton one ranks first and is the only one the detailed run instruments,
 the program's stdout is a plain run's, and the command exits with the program's code, also
 when the program fails in the first look (then there is no detailed run)."""
 
@@ -30,11 +31,21 @@ def test_auto_opens_up_the_heavy_kernel_only(tmp_path):
                    code=0, timeout=TIMEOUT_S)
     assert auto.stdout == plain.stdout, auto.stderr
     doc = json.loads((out / "auto.json").read_text())
-    ranked = [k["kernel"] for k in doc["kernels"]]
-    assert ranked == ["heavy_row_sum", "light_add"], doc["kernels"]
-    heavy, light = doc["kernels"]
+    ours = [k for k in doc["kernels"] if k["instrumented"]]
+    assert [k["kernel"] for k in ours] == ["heavy_row_sum", "light_add"], doc["kernels"]
+    heavy, light = ours
     assert heavy["share"] > 0.8 and heavy["top"] and not light["top"], doc["kernels"]
     assert heavy["launches_seen"] == light["launches_seen"] == 20
+    # Every kernel timed on the device (torch.profiler in the first look): torch.rand's kernel
+    # too, never picked; the shares are of all of them; the tool's own kernels are not listed.
+    assert all(k["measured"] for k in doc["kernels"]), doc["kernels"]
+    others = [k for k in doc["kernels"] if not k["instrumented"]]
+    assert others and not any(k["top"] for k in others), doc["kernels"]
+    assert sum(k["share"] for k in doc["kernels"]) == pytest.approx(1.0)
+    device = json.loads((out / "first-look" / "device-kernels.json").read_text())
+    timed = {k["kernel"]: k for k in device["kernels"]}
+    assert timed["heavy_row_sum"]["launches"] == 20 and "clock_bracket" not in timed, timed
+    assert heavy["ns_per_launch"] == pytest.approx(timed["heavy_row_sum"]["ns"] / 20)
     # The first look instrumented both kernels' bodies; the detailed run the heavy one alone.
     first = json.loads((out / "first-look" / "run.json").read_text())
     assert {x["kernel"] for x in first["launches"]} == {"heavy_row_sum", "light_add"}
@@ -74,6 +85,6 @@ def test_auto_exits_with_the_programs_code_when_the_first_look_fails(tmp_path):
     assert auto.stdout == plain.stdout, auto.stderr
     doc = json.loads((out / "auto.json").read_text())
     assert doc["exit_code"] == 3 and doc["detail"] is None and doc["hot"] == []
-    assert [k["kernel"] for k in doc["kernels"]][0] == "heavy_row_sum"
+    assert [k["kernel"] for k in doc["kernels"] if k["instrumented"]][0] == "heavy_row_sum"
     assert not (out / "run.json").exists() and (out / "first-look" / "run.json").is_file()
     assert "no detailed run: the program exited with code 3" in auto.stderr

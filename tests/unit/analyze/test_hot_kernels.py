@@ -12,7 +12,16 @@ from helpers import DATA
 
 from proton_inject.analyze import hot_kernels as hk
 from proton_inject.analyze.report import run_report
-from proton_inject.formats.auto_report import AUTO_FORMAT, read_auto, write_auto
+from proton_inject.errors import UserError
+from proton_inject.formats.auto_report import (
+    AUTO_FORMAT,
+    AUTO_VERSION,
+    DEVICE_FORMAT,
+    read_auto,
+    read_device_kernels,
+    write_auto,
+    write_device_kernels,
+)
 from proton_inject.formats.run_index import RUN_FORMAT
 
 # (dataset, raw launch file stem in it, kernel): real launches of three kernels
@@ -85,6 +94,72 @@ def test_a_counted_kernel_with_no_launch_decoded_is_listed_unranked(tmp_path):
     assert last["est_gpu_ns"] is None and last["share"] is None and not last["top"]
 
 
+def _device(**ns_launches: tuple[float, int]) -> dict:
+    """A first look's device-kernels.json as written and read back."""
+    return {"format": DEVICE_FORMAT, "version": 1, "notes": [],
+            "kernels": [{"kernel": k, "ns": ns, "launches": n} for k, (ns, n) in ns_launches.items()]}
+
+
+def test_every_kernel_timed_on_the_device_shares_all_of_the_time(tmp_path):
+    """With the first look's device times, a kernel's time is every launch's measured time and
+    the shares are over all kernels, cuBLAS's too; only instrumented ones are opened up."""
+    summary = _first_look(tmp_path, {"matmul_kernel": 4000, "layernorm_fwd_kernel": 50, "add_kernel": 100})
+    device = _device(nvjet_sm90_tst_128x128=(8e6, 300), matmul_kernel=(1e6, 4000),
+                     layernorm_fwd_kernel=(6e5, 50), elementwise_kernel=(4e5, 900))
+    rows = hk.rank_kernels(summary, share=0.8, top=3, device=device)
+    by = {r["kernel"]: r for r in rows}
+    assert [r["kernel"] for r in rows[:4]] == ["nvjet_sm90_tst_128x128", "matmul_kernel",
+                                               "layernorm_fwd_kernel", "elementwise_kernel"]
+    total = 8e6 + 1e6 + 6e5 + 4e5 + by["add_kernel"]["est_gpu_ns"]  # (add: not in the device table)
+    assert by["nvjet_sm90_tst_128x128"]["share"] == pytest.approx(8e6 / total)
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0)
+    assert by["matmul_kernel"]["measured"] and by["matmul_kernel"]["ns_per_launch"] == pytest.approx(250)
+    assert by["matmul_kernel"]["launches_kept"] == 2 and by["matmul_kernel"]["launches_seen"] == 4000
+    assert not by["add_kernel"]["measured"] and by["add_kernel"]["instrumented"]
+    assert not by["nvjet_sm90_tst_128x128"]["instrumented"] and not by["elementwise_kernel"]["instrumented"]
+    # cuBLAS holds 80%: no instrumented kernel reaches the share, so --auto-top bounds the picks,
+    # and a kernel not instrumented is never one of them.
+    assert {r["kernel"] for r in rows if r["top"]} == {"matmul_kernel", "layernorm_fwd_kernel", "add_kernel"}
+    assert {r["kernel"] for r in hk.rank_kernels(summary, share=0.8, top=1, device=device) if r["top"]} \
+        == {"matmul_kernel"}
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="F", detail=None, share_wanted=0.8,
+                        top_max=3, kernels=rows, hot=[], exit_code=0, notes=[])
+    text = hk.format_auto(doc)
+    assert "nvjet_sm90_tst_128x128  (not instrumented)" in text
+    inst = (1e6 + 6e5 + by["add_kernel"]["est_gpu_ns"]) / total
+    assert f"the instrumented (Triton) kernels hold {100 * inst:.1f}% of it" in text
+    assert "est. ms" not in text
+
+
+def test_a_long_ranking_prints_the_first_kernels_and_sums_the_rest(tmp_path):
+    summary = _first_look(tmp_path, {"matmul_kernel": 1})
+    device = _device(**{f"k{i:02d}": (1000.0 * (40 - i), 1) for i in range(30)})
+    rows = hk.rank_kernels(summary, device=device)
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="F", detail=None, share_wanted=0.8,
+                        top_max=3, kernels=rows, hot=[], exit_code=0, notes=[])
+    lines = hk.format_auto(doc).splitlines()
+    more = next(ln for ln in lines if "more kernels" in ln)
+    rest = rows[hk.SHOWN:]
+    assert f"({len(rest)} more kernels: auto.json lists all)" in more
+    assert more.split()[0] == f"{100 * sum(r['share'] for r in rest):.1f}%"
+    assert not any(ln.split()[-1] == rows[-1]["kernel"] for ln in lines if ln.split())
+
+
+def test_device_kernel_times_round_trip_and_a_damaged_file_is_named(tmp_path):
+    kernels = [{"kernel": "a", "ns": 5.0, "launches": 2}, {"kernel": "b", "ns": 9.0, "launches": 1}]
+    path = write_device_kernels(tmp_path, kernels, ["a note"])
+    doc = read_device_kernels(path)
+    assert [k["kernel"] for k in doc["kernels"]] == ["b", "a"] and doc["notes"] == ["a note"]
+    bad = json.loads(path.read_text())
+    bad["kernels"][0]["ns"] = "x"
+    path.write_text(json.dumps(bad))
+    with pytest.raises(UserError, match=r"device-kernels.json: kernels\[0\].ns is a string, not a number"):
+        read_device_kernels(path)
+    path.write_text(json.dumps({"format": "other", "version": 1}))
+    with pytest.raises(UserError, match="not a first look's device kernel times"):
+        read_device_kernels(path)
+
+
 @pytest.fixture(scope="module")
 def detail():
     """The detailed run of layernorm (kernel, loops and iterations; its IR beside it)."""
@@ -117,7 +192,7 @@ def test_a_hot_kernel_split_over_its_regions_and_lines(detail):
 def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
     summary = _first_look(tmp_path, {"matmul_kernel": 1, "layernorm_fwd_kernel": 1000, "add_kernel": 1})
     rows = hk.rank_kernels(summary)
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=1, first_look="OUT/first-look", detail="OUT",
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="OUT/first-look", detail="OUT",
                         share_wanted=0.8, top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
     text = hk.format_auto(doc)
     lines = text.splitlines()
@@ -134,7 +209,7 @@ def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
 
 
 def test_a_first_look_with_nothing_to_rank():
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=1, first_look="OUT/first-look", detail=None,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="OUT/first-look", detail=None,
                         share_wanted=0.8, top_max=3, kernels=[], hot=[], exit_code=0,
                         notes=["no detailed run: no kernel to open up"])
     assert hk.format_auto(doc).splitlines() == [
@@ -148,7 +223,7 @@ def _declared(d: dict, td) -> None:
 
 def test_auto_json_has_the_declared_keys(tmp_path, detail):
     rows = hk.rank_kernels(_first_look(tmp_path, {"matmul_kernel": 5}))
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=1, first_look="a", detail="b", share_wanted=0.8,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="a", detail="b", share_wanted=0.8,
                         top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
     assert read_auto(write_auto(tmp_path, doc)) == json.loads(json.dumps(doc))  # checked as written
     doc = json.loads(json.dumps(doc))

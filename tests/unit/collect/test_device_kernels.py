@@ -1,0 +1,59 @@
+"""The first look's timing of every kernel (collect/device_kernels.py) with torch's real profiler.
+
+Without a GPU the profiler records CPU activity only; the same code path takes it here, so a
+program that starts a torch.profiler of its own while ours runs is checked for real: ours
+stops first and says so, theirs records as it would without the tool."""
+
+from __future__ import annotations
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from proton_inject.collect.device_kernels import DeviceKernelTimes, device_kernel_events
+from proton_inject.collect.patches import Patches
+
+
+def test_a_program_profiler_of_its_own_takes_over():
+    patches = Patches()
+    times = DeviceKernelTimes("CPU")
+    times.start(patches)
+    try:
+        assert times._prof is not None and not times.notes
+        x = torch.ones(64)
+        with profile(activities=[ProfilerActivity.CPU]) as theirs:
+            (x * 3).sum()
+        assert "aten::mul" in {e.name for e in theirs.events()}
+        assert times._prof is None
+        assert times.notes == ["the program started a torch.profiler of its own: kernel times cover its "
+                               "run up to then"]
+        times.stop()  # (at the session's end: nothing more to do)
+        assert len(times.notes) == 1
+    finally:
+        patches.undo_all()
+    # The patch is undone: a profiler afterwards is torch's own again.
+    with profile(activities=[ProfilerActivity.CPU]) as later:
+        torch.ones(4) + 1
+    assert "aten::add" in {e.name for e in later.events()}
+
+
+def test_only_device_side_events_count_as_kernels():
+    times = DeviceKernelTimes("CPU")
+    patches = Patches()
+    times.start(patches)
+    torch.ones(256).cumsum(0)
+    prof = times._prof
+    times.stop()
+    patches.undo_all()
+    events = list(prof.profiler.kineto_results.events())
+    assert any(ev.name() == "aten::cumsum" for ev in events)  # host-side ops were seen ...
+    assert list(device_kernel_events(events)) == [] and times.kernels == {}  # ... and are no kernels
+    assert not times.measured
+
+
+def test_a_profiler_that_cannot_start_leaves_a_note():
+    times = DeviceKernelTimes("NO_SUCH_ACTIVITY")
+    patches = Patches()
+    times.start(patches)
+    patches.undo_all()
+    times.stop()
+    assert times.kernels == {} and "torch.profiler did not start" in times.notes[0]
