@@ -152,6 +152,11 @@ def hot_kernels(summary: dict[str, Any], names: list[str]) -> list[HotKernel]:
 
 
 SHOWN = 20  # kernels printed in the ranking (auto.json holds all)
+NAME_WIDTH = 100  # a longer name (C++ templates: torch's, cuBLAS's) is cut in the middle
+
+
+def _name(name: str) -> str:
+    return name if len(name) <= NAME_WIDTH else name[:NAME_WIDTH - 31] + "~" + name[-30:]
 
 
 def _pct(v: float | None) -> str:
@@ -177,7 +182,7 @@ def format_auto(doc: AutoReport) -> str:
     shown = ks[:SHOWN] if len(ks) > SHOWN + 1 else ks
     for k in shown:
         est = "-" if k["est_gpu_ns"] is None else f"{k['est_gpu_ns'] / 1e6:,.3f}"
-        out.append(f"  {_pct(k['share']):>6}  {est:>10}  {k['launches_seen']:>10,}  {k['kernel']}"
+        out.append(f"  {_pct(k['share']):>6}  {est:>10}  {k['launches_seen']:>10,}  {_name(k['kernel'])}"
                    + ("  *" if k["top"] else "")
                    + ("  (not instrumented)" if not k.get("instrumented", True) else "")
                    + ("  (no launch decoded)" if k["ns_per_launch"] is None else ""))

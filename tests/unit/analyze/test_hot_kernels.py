@@ -133,7 +133,9 @@ def test_every_kernel_timed_on_the_device_shares_all_of_the_time(tmp_path):
 
 def test_a_long_ranking_prints_the_first_kernels_and_sums_the_rest(tmp_path):
     summary = _first_look(tmp_path, {"matmul_kernel": 1})
-    device = _device(**{f"k{i:02d}": (1000.0 * (40 - i), 1) for i in range(30)})
+    long = "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, " \
+        "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
+    device = _device(**{f"k{i:02d}": (1000.0 * (40 - i), 1) for i in range(30)}, **{long: (1e6, 5)})
     rows = hk.rank_kernels(summary, device=device)
     doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="F", detail=None, share_wanted=0.8,
                         top_max=3, kernels=rows, hot=[], exit_code=0, notes=[])
@@ -143,6 +145,9 @@ def test_a_long_ranking_prints_the_first_kernels_and_sums_the_rest(tmp_path):
     assert f"({len(rest)} more kernels: auto.json lists all)" in more
     assert more.split()[0] == f"{100 * sum(r['share'] for r in rest):.1f}%"
     assert not any(ln.split()[-1] == rows[-1]["kernel"] for ln in lines if ln.split())
+    cut = next(ln for ln in lines if "vectorized_elementwise_kernel" in ln)  # (cut in the middle)
+    assert cut.endswith("(not instrumented)") and "~" in cut and long not in cut
+    assert len(cut.split("  ")[-2].strip()) == hk.NAME_WIDTH and cut.split("  ")[-2].endswith(long[-30:])
 
 
 def test_device_kernel_times_round_trip_and_a_damaged_file_is_named(tmp_path):
