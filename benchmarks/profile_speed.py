@@ -15,6 +15,8 @@ run's. --cprofile then runs one more warm plain run and warm profile, each under
 time) into --out, so the two can be compared function by function.
 
     PYTHONPATH=. python benchmarks/profile_speed.py --out /tmp/speed [--rounds 3] [--cprofile]
+    PYTHONPATH=. python benchmarks/profile_speed.py --out /tmp/speed --rounds 2 --one-cache \
+        -- tests/gpu/programs/fla_prog.py   (another program: issue 40's fla goal)
 """
 
 from __future__ import annotations
@@ -70,14 +72,21 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=20, help="launches of each kernel")
     ap.add_argument("--cprofile", action="store_true")
     ap.add_argument("--profile-args", default="", help="extra options for profile, one string")
+    ap.add_argument("--one-cache", action="store_true",
+                    help="plain and profile runs share one Triton cache, as a user's do (the profile's "
+                         "tuning then finds the plain run's builds); default: a cache each")
+    ap.add_argument("program", nargs=argparse.REMAINDER,
+                    help="-- script.py ARGS (default: benchmarks/programs/autotuned.py ITERS)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="pi-speed-"))
     base = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     plain_env = {**base, "TRITON_CACHE_DIR": str(tmp / "triton-plain"), "XDG_CACHE_HOME": str(tmp / "xdg-plain")}
-    prof_env = {**base, "TRITON_CACHE_DIR": str(tmp / "triton-prof"), "XDG_CACHE_HOME": str(tmp / "xdg-prof")}
-    prog = [sys.executable, str(PROGRAM), str(args.iters)]
+    prof_env = {**base, "TRITON_CACHE_DIR": str(tmp / ("triton-plain" if args.one_cache else "triton-prof")),
+                "XDG_CACHE_HOME": str(tmp / "xdg-prof")}
+    given = args.program[1:] if args.program[:1] == ["--"] else args.program
+    prog = [sys.executable, *given] if given else [sys.executable, str(PROGRAM), str(args.iters)]
     cli = [sys.executable, "-m", "proton_inject.cli"]
 
     def profile_cmd(tag: str) -> list[str]:
