@@ -64,6 +64,7 @@ def test_the_api_offers_it():
 def test_help_says_it_runs_the_program_twice():
     text = " ".join(invoke(["profile", "--help"], code=0).output.split())
     assert "--auto" in text and "wall time about 2x" in text and "--auto-share" in text
+    assert "cuBLAS too" in text and "--time-all-kernels" not in text  # (the first look's own)
 
 
 def test_the_first_looks_command_line_is_profiles_own(tmp_path):
@@ -72,6 +73,7 @@ def test_the_first_looks_command_line_is_profiles_own(tmp_path):
     assert argv[0] == "profile"
     p = profile.make_context("profile", [*argv[1:], "--", "python", "x.py"]).params
     assert p["kernel_scope"] and not p["loops"] and p["no_report"]
+    assert p["time_all_kernels"]  # (every kernel timed on the device: collect/device_kernels.py)
     assert KeepPolicy.parse(p["keep_launches"]) == keep
     assert (p["max_launches"], p["max_pending_mb"], p["keep_tuning"], p["gz"], p["no_cache"], p["jobs"],
             p["no_calibrate"]) == (300, 64.0, True, False, True, 2, True)

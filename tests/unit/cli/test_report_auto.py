@@ -159,3 +159,10 @@ def test_without_a_detailed_run_the_error_says_why_and_where_the_first_look_is(p
     assert (f"{out}: no detailed run: the program exited with code 1 in the first look; report "
             f"{out / 'first-look'} for the first look's launches") in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_a_first_looks_device_kernel_times_are_not_taken_for_a_trace(tmp_path):
+    first = tmp_path / "first-look"
+    auto_report.write_device_kernels(first, [{"kernel": "nvjet_x", "ns": 5.0, "launches": 1}], [])
+    res = invoke(["report", str(first)], code=2)
+    assert "holds neither raw launches" in res.output, res.output
