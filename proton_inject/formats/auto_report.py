@@ -116,31 +116,29 @@ def write_device_kernels(first_look: str | os.PathLike, kernels: list[DeviceKern
 
 def read_device_kernels(path: str | os.PathLike) -> DeviceKernels:
     """A device-kernels.json read back and checked; a damaged or foreign file is a UserError."""
-    fix = "run `proton-inject profile --auto` again"
-    doc = read_json(path, "first look's device kernel times", fix)
-    if not isinstance(doc, dict) or doc.get("format") != DEVICE_FORMAT or doc.get("version") != DEVICE_VERSION:
-        raise UserError(f"{path}: not a first look's device kernel times (format {DEVICE_FORMAT!r}, "
-                        f"version {DEVICE_VERSION}); {fix}")
-    wrong = _wrong(doc, DeviceKernels, "")
-    if wrong:
-        raise UserError(f"{path}: {wrong}; {fix}")
-    return doc  # type: ignore[return-value]
+    return _read_checked(path, DeviceKernels, DEVICE_FORMAT, DEVICE_VERSION, "a first look's device kernel times",
+                         "run `proton-inject profile --auto` again")
 
 
 def read_auto(path: str | os.PathLike) -> AutoReport:
     """An auto.json read back and checked against ``AutoReport``; a damaged or foreign file
     is a UserError naming it and what is wrong."""
-    fix = "write it again with `proton-inject profile --auto`"
-    doc = read_json(path, "profile --auto", fix)
-    if not isinstance(doc, dict) or doc.get("format") != AUTO_FORMAT:
-        raise UserError(f"{path}: not a `profile --auto` file (its format is not {AUTO_FORMAT!r}); {fix}")
-    if doc.get("version") != AUTO_VERSION:
+    return _read_checked(path, AutoReport, AUTO_FORMAT, AUTO_VERSION, "a `profile --auto` file",
+                         "write it again with `proton-inject profile --auto`")
+
+
+def _read_checked(path: str | os.PathLike, tp: Any, fmt: str, version: int, what: str, fix: str) -> Any:
+    """The JSON file at ``path``, checked to be ``fmt`` at ``version`` and, key by key, a ``tp``."""
+    doc = read_json(path, what, fix)
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise UserError(f"{path}: not {what} (its format is not {fmt!r}); {fix}")
+    if doc.get("version") != version:
         raise UserError(f"{path}: version {doc.get('version')!r}; this proton-inject reads version "
-                        f"{AUTO_VERSION}; {fix}")
-    wrong = _wrong(doc, AutoReport, "")
+                        f"{version}; {fix}")
+    wrong = _wrong(doc, tp, "")
     if wrong:
         raise UserError(f"{path}: {wrong}; {fix}")
-    return doc  # type: ignore[return-value]
+    return doc
 
 
 def _kind(v: Any) -> str:
