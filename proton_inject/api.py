@@ -24,6 +24,7 @@ from proton_inject.analyze import hot_kernels
 from proton_inject.analyze.report import ReportResult, run_report
 from proton_inject.calibrate import calibrate_missing
 from proton_inject.collect.compile_hook import TreeSource
+from proton_inject.collect.device_kernels import DeviceKernelTimes
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launches import RunResult
 from proton_inject.collect.session import Session, run_in_session, session_block
@@ -79,7 +80,7 @@ def _session(rules: Rules | dict | None, out: str | os.PathLike, instrumented: s
     session.builds.enabled = cache
     session.measure_overhead = measure_overhead
     session.clear_out = clear_out
-    session.time_all_kernels = time_all_kernels
+    session.device_kernels = DeviceKernelTimes() if time_all_kernels else None
     return session
 
 

@@ -13,9 +13,10 @@ profiler per process): ours stops first, keeps what it has seen, and says so.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from proton_inject.formats.auto_report import DeviceKernel
+from proton_inject.formats.auto_report import DeviceKernel, write_device_kernels
 
 # Kernels the tool launches itself (collect/_clock_kernel.py, collect/_gate_kernel.py).
 TOOL_KERNELS = frozenset({"clock_bracket", "launch_gate"})
@@ -76,6 +77,11 @@ class DeviceKernelTimes:
             k = self.kernels.setdefault(name, DeviceKernel(kernel=name, ns=0.0, launches=0))
             k["ns"] += ns
             k["launches"] += 1
+
+    def finish(self, out: str | os.PathLike) -> None:
+        """Stop timing and write OUT/device-kernels.json (formats/auto_report.py)."""
+        self.stop()
+        write_device_kernels(out, list(self.kernels.values()), self.notes)
 
     @property
     def measured(self) -> bool:

@@ -43,7 +43,6 @@ from proton_inject.dump import tuning
 from proton_inject.dump.program import split_program_argv
 from proton_inject.errors import UserError
 from proton_inject.formats import build_cache
-from proton_inject.formats.auto_report import write_device_kernels
 from proton_inject.instrument.rules import Rules
 from proton_inject.lower.options import LoweringOptions
 
@@ -129,8 +128,7 @@ class Session:
         self._started = False
         self._stopped = False
         self.measure_overhead = False  # alternate plain and instrumented launches, time both
-        self.time_all_kernels = False  # every kernel's GPU time too (--auto's first look)
-        self.device_kernels: DeviceKernelTimes | None = None
+        self.device_kernels: DeviceKernelTimes | None = None  # every kernel's GPU time too (--auto)
         self.rank = _rank()
         self.gz = True  # raw buffers and traces gzipped (run --no-gz: plain)
         self.sink = Sink(self.out, self.options, self.hook, lambda: self.compiler.max_shared, self.buffers,
@@ -214,7 +212,6 @@ class Session:
         """``Compiler.explain_out_of_resources``: a shared-memory OutOfResources as advice."""
         return self.compiler.explain_out_of_resources(ck, e, oor_type, build_max_shared)
 
-
     # -- setup / teardown --
 
     def start(self) -> Session:
@@ -261,8 +258,7 @@ class Session:
             self.graphs.install()
             if self.measure_overhead:
                 self.overhead.install()
-            if self.time_all_kernels:  # (last: the program's kernels alone are timed)
-                self.device_kernels = DeviceKernelTimes()
+            if self.device_kernels is not None:  # (last: the program's kernels alone are timed)
                 self.device_kernels.start(self.patches)
         except BaseException:
             self.uninstall()
@@ -278,7 +274,6 @@ class Session:
         with self._lock:
             if text not in self.result.messages:
                 self.result.messages.append(text)
-
 
     def uninstall(self) -> None:
         """Undo what ``start`` (or ``install_compiler``) installed, and remove its files."""
@@ -301,9 +296,7 @@ class Session:
         self._stopped = True
         try:
             if self.device_kernels is not None:
-                self.device_kernels.stop()
-                write_device_kernels(self.out, list(self.device_kernels.kernels.values()),
-                                     self.device_kernels.notes)
+                self.device_kernels.finish(self.out)
             self.launch_path.uninstall()  # no launch is kept past this point
             try:
                 self.slabs.ship_all()
@@ -374,22 +367,28 @@ class Session:
                 f"{sum(graphs.values())} launches captured into CUDA graphs by an API proton-inject "
                 f"does not follow ran unprofiled: {', '.join(f'{k} x{n}' for k, n in sorted(graphs.items()))}"
             )
-        # One line per instrumented kernel (Triton's per-compile override notes are swallowed).
-        kept: dict[str, int] = {}
-        replayed: dict[str, int] = {}
-        for r in self.result.launches:
-            kept[r.kernel] = kept.get(r.kernel, 0) + 1
-            if r.graph_replay is not None:
-                replayed[r.kernel] = replayed.get(r.kernel, 0) + 1
-        seen = self.launch_path.per_kernel()
-        built = self.compiler.overridden
-        for name in sorted(set(built) | set(seen) | set(kept)):
-            builds = f"{built[name]} instrumented builds, " if name in built else ""
-            ran = f"{seen[name]:,} launches, " if name in seen else ""
-            extra = f", {replayed[name]} of them CUDA-graph replays" if name in replayed else ""
-            msgs.append(f"kernel {name}: {builds}{ran}{kept.get(name, 0):,} kept{extra}")
-        if any(seen.get(k, 0) > n for k, n in kept.items()) or any(k not in kept for k in seen):
-            msgs.append(f"launches kept: {self.keep_policy.describe()} (--keep-launches)")
+        msgs.extend(_kernel_lines(self.result.launches, self.launch_path.per_kernel(),
+                                  self.compiler.overridden, self.keep_policy))
+
+
+def _kernel_lines(launches: list[Any], seen: dict[str, int], built: dict[str, int], policy: KeepPolicy) -> list[str]:
+    """One line per instrumented kernel: its builds, launches and those kept (Triton's
+    per-compile override notes are swallowed), and the policy where some were not kept."""
+    kept: dict[str, int] = {}
+    replayed: dict[str, int] = {}
+    for r in launches:
+        kept[r.kernel] = kept.get(r.kernel, 0) + 1
+        if r.graph_replay is not None:
+            replayed[r.kernel] = replayed.get(r.kernel, 0) + 1
+    lines = []
+    for name in sorted(set(built) | set(seen) | set(kept)):
+        builds = f"{built[name]} instrumented builds, " if name in built else ""
+        ran = f"{seen[name]:,} launches, " if name in seen else ""
+        extra = f", {replayed[name]} of them CUDA-graph replays" if name in replayed else ""
+        lines.append(f"kernel {name}: {builds}{ran}{kept.get(name, 0):,} kept{extra}")
+    if any(seen.get(k, 0) > n for k, n in kept.items()) or any(k not in kept for k in seen):
+        lines.append(f"launches kept: {policy.describe()} (--keep-launches)")
+    return lines
 
 
 # --- running a session (the API in ``api.py`` adds the analysis) -----------------------------
