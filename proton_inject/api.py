@@ -309,7 +309,7 @@ def profile_auto(
                                  autotune_from, gz, cache, jobs, calibrate)
         with tempfile.TemporaryFile() as held:
             code = _run_first_look([*child, "--", *argv], first, held)
-            ranked, notes = _ranked(first, share, top, jobs)
+            ranked, notes = _ranked(first, share, top, jobs, gz)
             picked = [k["kernel"] for k in ranked if k["top"]]
             doc = auto_report.AutoReport(format=auto_report.AUTO_FORMAT, version=auto_report.AUTO_VERSION,
                                          first_look=str(first),
@@ -377,7 +377,7 @@ def _first_look_argv(first: Path, keep: KeepPolicy | None, max_launches: int | N
                      gz: bool, cache: bool, jobs: int | None, calibrate: bool = True) -> list[str]:
     """``profile``'s options for the first look: the kernel body alone, the caller's launches
     kept, builds, autotuning, calibration and decoding; no report printed (ours comes after)."""
-    argv = ["profile", "--kernel-scope", "--time-all-kernels", "-o", str(first), "--no-report",
+    argv = ["profile", "--kernel-scope", "--first-look", "-o", str(first), "--no-report",
             "--max-pending-mb", repr(float(max_pending_mb))]
     if keep is not None:
         argv += ["--keep-launches", keep.spec()]
@@ -422,9 +422,10 @@ def _write_held(held: IO[bytes]) -> None:
     sys.stdout.buffer.flush()
 
 
-def _ranked(first: Path, share: float, top: int, jobs: int | None) -> tuple[list, list[str]]:
-    """The first look's kernels ranked (``hot_kernels.rank_kernels``), and a note when it has
-    none to rank."""
+def _ranked(first: Path, share: float, top: int, jobs: int | None, gz: bool) -> tuple[list, list[str]]:
+    """The first look's kernels ranked (``hot_kernels.rank_kernels``) and notes (what its
+    device times leave out, or why it has none to rank). Its launches are decoded here, once
+    (the first look itself decodes nothing), and their traces written beside them."""
     device, notes = None, []
     if os.path.lexists(first / auto_report.DEVICE_FILE):
         try:
@@ -433,7 +434,7 @@ def _ranked(first: Path, share: float, top: int, jobs: int | None) -> tuple[list
         except UserError as e:
             notes.append(f"{e} (shares are of the Triton kernels' time alone)")
     try:
-        rep = run_report([first], jobs=jobs)
+        rep = run_report([first], jobs=jobs, trace_dir=first, gz=gz)
     except UserError as e:
         if not (device and device["kernels"]):
             return [], [*notes, f"first look: nothing to rank ({e})"]

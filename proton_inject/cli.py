@@ -373,12 +373,13 @@ def _echo_messages(result, verbose: bool) -> None:
                    "[default: 0.8].")
 @click.option("--auto-top", type=int, default=None, metavar="N",
               help="With --auto: open up at most N kernels [default: 3].")
-@click.option("--time-all-kernels", is_flag=True, hidden=True,  # (--auto's first look)
-              help="Also time every kernel, Triton's or not, with torch.profiler (OUT/device-kernels.json).")
+@click.option("--first-look", is_flag=True, hidden=True,  # (--auto's child)
+              help="--auto's first look: also time every kernel, Triton's or not, with torch.profiler "
+                   "(OUT/device-kernels.json); decode nothing (the caller does, once).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, gz, verbose,
             raw, autotune_from, no_cache, measure_overhead, no_calibrate, jobs, auto, auto_share, auto_top,
-            time_all_kernels, **kw):
+            first_look, **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
@@ -405,7 +406,7 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
         gz=gz is not False, plot=plot, raw=raw, progress=True, cache=not no_cache, verbose=verbose,
         measure_overhead=measure_overhead, jobs=jobs, calibrate=not no_calibrate,
-        time_all_kernels=time_all_kernels,
+        time_all_kernels=first_look, report=not first_look,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if rep is not None:

@@ -1,5 +1,5 @@
 """``profile --auto``'s options and errors (no GPU needed): what it refuses before the program
-runs, the first look's own command line, and a machine without a GPU."""
+runs, the first look's own command line and its ranking, and a machine without a GPU."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_the_api_offers_it():
 def test_help_says_it_runs_the_program_twice():
     text = " ".join(invoke(["profile", "--help"], code=0).output.split())
     assert "--auto" in text and "wall time about 2x" in text and "--auto-share" in text
-    assert "cuBLAS too" in text and "--time-all-kernels" not in text  # (the first look's own)
+    assert "cuBLAS too" in text and "--first-look" not in text  # (the first look's own)
 
 
 def test_the_first_looks_command_line_is_profiles_own(tmp_path):
@@ -73,7 +73,7 @@ def test_the_first_looks_command_line_is_profiles_own(tmp_path):
     assert argv[0] == "profile"
     p = profile.make_context("profile", [*argv[1:], "--", "python", "x.py"]).params
     assert p["kernel_scope"] and not p["loops"] and p["no_report"]
-    assert p["time_all_kernels"]  # (every kernel timed on the device: collect/device_kernels.py)
+    assert p["first_look"]  # (every kernel timed on the device: collect/device_kernels.py; no decode)
     assert KeepPolicy.parse(p["keep_launches"]) == keep
     assert (p["max_launches"], p["max_pending_mb"], p["keep_tuning"], p["gz"], p["no_cache"], p["jobs"],
             p["no_calibrate"]) == (300, 64.0, True, False, True, 2, True)
@@ -91,3 +91,34 @@ def test_auto_without_a_gpu_is_one_error_and_its_exit_code(tmp_path, prog):
     assert "no CUDA GPU is visible" in res.stderr
     assert "the first look ended (code 2) without writing" in res.stderr
     assert res.stdout == "" and not (out / "auto.json").exists()
+
+
+def test_the_first_look_is_decoded_once_by_the_caller_with_its_device_times(tmp_path):
+    """``_ranked`` on a first look as its child leaves it (raw launches of real H100 buffers,
+    run.json, device-kernels.json, no trace): the ranking takes the device's times, the
+    launches are decoded here and their traces written beside them."""
+    import json
+    import shutil
+
+    from helpers import DATA
+
+    from proton_inject.formats.auto_report import write_device_kernels
+    from proton_inject.formats.run_index import RUN_FORMAT
+
+    first = tmp_path / "first-look"
+    (first / "raw").mkdir(parents=True)
+    for ext in ("json", "bin.gz"):
+        shutil.copy(DATA / "h100-direct" / f"00000-layernorm_fwd_kernel.{ext}",
+                    first / "raw" / f"00000-layernorm_fwd_kernel.{ext}")
+    (first / "run.json").write_text(json.dumps({
+        "version": 1, "format": RUN_FORMAT, "launch_counts": {"layernorm_fwd_kernel": {"ran": 40}},
+        "launches": [{"kernel": "layernorm_fwd_kernel", "tuning": False}]}))
+    write_device_kernels(first, [{"kernel": "layernorm_fwd_kernel", "ns": 4.0e5, "launches": 40},
+                                 {"kernel": "nvjet_sm90_gemm", "ns": 1.6e6, "launches": 40}],
+                         ["a note from the first look"])
+    ranked, notes = api._ranked(first, 0.8, 3, 1, gz=False)
+    assert [(k["kernel"], k["instrumented"], k["top"]) for k in ranked] == [
+        ("nvjet_sm90_gemm", False, False), ("layernorm_fwd_kernel", True, True)]
+    assert ranked[1]["share"] == pytest.approx(0.2) and ranked[1]["launches_kept"] == 1
+    assert notes == ["a note from the first look"]
+    assert [p.name for p in first.glob("*.pftrace")] == ["00000-layernorm_fwd_kernel.pftrace"]
