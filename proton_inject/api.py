@@ -309,7 +309,7 @@ def profile_auto(
                                  autotune_from, gz, cache, jobs, calibrate)
         with tempfile.TemporaryFile() as held:
             code = _run_first_look([*child, "--", *argv], first, held)
-            ranked, notes = _ranked(first, share, top, jobs, gz)
+            ranked, notes = _ranked(first, share, top, jobs, gz, progress)
             picked = [k["kernel"] for k in ranked if k["top"]]
             doc = auto_report.AutoReport(format=auto_report.AUTO_FORMAT, version=auto_report.AUTO_VERSION,
                                          first_look=str(first),
@@ -422,7 +422,8 @@ def _write_held(held: IO[bytes]) -> None:
     sys.stdout.buffer.flush()
 
 
-def _ranked(first: Path, share: float, top: int, jobs: int | None, gz: bool) -> tuple[list, list[str]]:
+def _ranked(first: Path, share: float, top: int, jobs: int | None, gz: bool,
+            progress: bool = False) -> tuple[list, list[str]]:
     """The first look's kernels ranked (``hot_kernels.rank_kernels``) and notes (what its
     device times leave out, or why it has none to rank). Its launches are decoded here, once
     (the first look itself decodes nothing), and their traces written beside them."""
@@ -434,7 +435,7 @@ def _ranked(first: Path, share: float, top: int, jobs: int | None, gz: bool) -> 
         except UserError as e:
             notes.append(f"{e} (shares are of the Triton kernels' time alone)")
     try:
-        rep = run_report([first], jobs=jobs, trace_dir=first, gz=gz)
+        rep = run_report([first], jobs=jobs, trace_dir=first, gz=gz, progress=progress)
     except UserError as e:
         if not (device and device["kernels"]):
             return [], [*notes, f"first look: nothing to rank ({e})"]
