@@ -17,12 +17,18 @@ apart. With many tuners some small p are expected by chance (about 1 in 20 below
 tuner the tool shifts shows small p run after run. Take --runs 10 or more for it to mean much.
 
     PYTHONPATH=. python benchmarks/tuning_choices.py --runs 3 -- tests/gpu/programs/flaggems_ops.py --quick
+
+``--sides plain,profile,dump`` adds ``dump`` runs (a dump/run pair's choices are the dump's: the
+run takes them from its tree). ``--save FILE`` appends each run as it ends; runs too many for one
+call are split over several calls, each with its own file, and ``--combine FILE...`` compares
+them together.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import random
 import re
@@ -35,15 +41,22 @@ CHOICE = re.compile(r"Triton autotuning for function (\S+?),?\s.*?(?:key(?: info
                     r"(?:finished after [\d.]+s,?\s*)?best config selected: (.*?);", re.S)
 
 
-def one_run(argv: list[str], profiled: bool, work: Path, profile_args: list[str] = ()
+SIDES = ("plain", "profile", "dump")
+
+
+def one_run(argv: list[str], side: str, work: Path, profile_args: list[str] = ()
             ) -> tuple[dict[tuple[str, str], str], list[str], int]:
-    """(function, key) -> config chosen, the program's output lines (no autotuning prints), rc."""
+    """(function, key) -> config chosen, the program's output lines (no autotuning prints), rc.
+    ``side``: the program alone, under ``profile``, or under ``dump`` (whose choices a ``run``
+    of its tree then takes as they are)."""
     caches = {v: str(work / v.lower()) for v in ("TRITON_CACHE_DIR", "FLAGGEMS_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
     env = {**os.environ, **caches, "TRITON_PRINT_AUTOTUNING": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, *argv]
-    if profiled:
+    if side == "profile":
         cmd = [sys.executable, "-m", "proton_inject.cli", "profile", "--no-report", "-o", str(work / "out"),
                *profile_args, "--", "python", *argv]
+    elif side == "dump":
+        cmd = [sys.executable, "-m", "proton_inject.cli", "dump", "-o", str(work / "dump"), "--", "python", *argv]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     # (a program may send a library's prints to stderr, keeping stdout for its results)
     choices = {(f, k.strip()): c.strip() for f, k, c in CHOICE.findall(p.stdout + "\n" + p.stderr)}
@@ -67,50 +80,79 @@ def shift_p(plain: list[str], profiled: list[str], shuffles: int = 10_000, seed:
     return far / shuffles
 
 
+def record(side: str, choices: dict[tuple[str, str], str], lines: list[str], rc: int) -> dict:
+    """One run as --save keeps it (a JSON line)."""
+    return {"side": side, "rc": rc, "lines": lines, "choices": [[f, k, c] for (f, k), c in sorted(choices.items())]}
+
+
+def compare(records: list[dict]) -> list[str]:
+    """Per tuned (function, key): whether every side chose one config, and where not the
+    configs each side chose and the permutation test of each side against plain; then whether
+    the program's output lines differ from the first plain run's."""
+    sides = [s for s in SIDES if any(r["side"] == s for r in records)]
+    runs = {s: [{(f, k): c for f, k, c in r["choices"]} for r in records if r["side"] == s] for s in sides}
+    keys = sorted({key for s in sides for run in runs[s] for key in run})
+    out, differ = [], 0
+    for key in keys:
+        # (a run that did not tune this key counts as its own choice, "-")
+        chose = {s: [run.get(key, "-") for run in runs[s]] for s in sides}
+        if len({c for s in sides for c in chose[s]}) == 1:
+            continue
+        differ += 1
+        counts = " | ".join(f"{s} {dict(collections.Counter(chose[s]))}" for s in sides)
+        tests = "; ".join(f"{s} vs plain p = {shift_p(chose['plain'], chose[s]):.3f}"
+                          for s in sides if s != "plain" and "plain" in chose)
+        out.append(f"DIFFER {key[0]} [{key[1][:60]}]: {counts}; plain runs agree: "
+                   f"{'yes' if len(set(chose.get('plain', []))) == 1 else 'no'}; {tests}")
+    plain = [r for r in records if r["side"] == "plain"]
+    ref = plain[0]["lines"] if plain else []
+    out_diff = []
+    for s in sides:
+        for i, r in enumerate(x for x in records if x["side"] == s):
+            if r["lines"] != ref:
+                out_diff.append((s, i))
+                a, b = next(((a, b) for a, b in zip(ref, r["lines"], strict=False) if a != b), ("", ""))
+                out.append(f"output {s} run {i}: {b!r} (plain run 0: {a!r})")
+    n = ", ".join(f"{len(runs[s])} {s}" for s in sides)
+    out.append(f"{len(keys)} tuned (function, key) pairs over {n} runs: {len(keys) - differ} chose one config "
+               f"on every side, {differ} did not")
+    out.append("program output: identical in every run" if not out_diff else
+               f"program output differs from plain run 0 in: {out_diff}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--sides", default="plain,profile", help="of plain, profile, dump; in turn each round")
     ap.add_argument("--profile-args", default="", help="more options for profile, one string ('--no-calibrate')")
+    ap.add_argument("--save", type=Path, help="append each run to this file (JSON lines) as it ends")
+    ap.add_argument("--combine", type=Path, nargs="+", metavar="FILE",
+                    help="run nothing: compare the runs saved in these files (--save of several calls)")
     ap.add_argument("program", nargs=argparse.REMAINDER, help="-- script.py ARGS")
     args = ap.parse_args()
+    if args.combine:
+        records = [json.loads(ln) for f in args.combine for ln in f.read_text().splitlines() if ln.strip()]
+        print("\n".join(compare(records)))
+        return
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    if not sides or any(s not in SIDES for s in sides):
+        ap.error(f"--sides {args.sides}: name some of {', '.join(SIDES)}")
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
     root = Path(tempfile.mkdtemp(prefix="pi-tuning-"))
-    seen: dict[str, dict[tuple[str, str], collections.Counter]] = {"plain": {}, "profile": {}}
-    by_run: dict[str, list[dict[tuple[str, str], str]]] = {"plain": [], "profile": []}
-    outputs: dict[str, list[list[str]]] = {"plain": [], "profile": []}
+    records = []
     for r in range(args.runs):
-        for side in ("plain", "profile"):
-            choices, lines, rc = one_run(argv, side == "profile", root / f"{side}{r}", args.profile_args.split())
+        for side in sides:
+            choices, lines, rc = one_run(argv, side, root / f"{side}{r}", args.profile_args.split())
             print(f"run {r} {side}: exit {rc}, {len(choices)} choices, {len(lines)} output lines",
                   file=sys.stderr, flush=True)
             for (fn, key), cfg in sorted(choices.items()):  # (each run's choices, as they come)
                 print(f"  {side} {r} {fn} [{key[:40]}]: {cfg}", file=sys.stderr, flush=True)
-            for key, cfg in choices.items():
-                seen[side].setdefault(key, collections.Counter())[cfg] += 1
-            outputs[side].append(lines)
-            by_run[side].append(choices)
-    keys = sorted(set(seen["plain"]) | set(seen["profile"]))
-    differ = 0
-    for key in keys:
-        plain, prof = seen["plain"].get(key, {}), seen["profile"].get(key, {})
-        same = set(plain) == set(prof) and len(plain) == 1
-        differ += not same
-        if not same:
-            # (a run that did not tune this key counts as its own choice, "-")
-            sides = [[run.get(key, "-") for run in by_run[side]] for side in ("plain", "profile")]
-            print(f"DIFFER {key[0]} [{key[1][:60]}]: plain {dict(plain)} | profile {dict(prof)}; "
-                  f"plain runs agree: {'yes' if len(set(sides[0])) == 1 else 'no'}; "
-                  f"shift p = {shift_p(*sides):.3f}")
-    ref = outputs["plain"][0]
-    out_diff = [(side, i) for side in outputs for i, lines in enumerate(outputs[side]) if lines != ref]
-    for side, i in out_diff:
-        for a, b in zip(ref, outputs[side][i], strict=False):
-            if a != b:
-                print(f"output {side} run {i}: {b!r} (plain run 0: {a!r})")
-    print(f"{len(keys)} tuned (function, key) pairs over {args.runs} plain and {args.runs} profiled runs: "
-          f"{len(keys) - differ} chose one config on both sides, {differ} did not")
-    print("program output: identical in every run" if not out_diff else
-          f"program output differs from plain run 0 in: {out_diff}")
+            records.append(record(side, choices, lines, rc))
+            if args.save:
+                with open(args.save, "a") as f:
+                    f.write(json.dumps(records[-1]) + "\n")
+    print("\n".join(compare(records)))
 
 
 if __name__ == "__main__":
