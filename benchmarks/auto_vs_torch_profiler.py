@@ -16,15 +16,15 @@ run a fresh process sharing one Triton and Inductor cache, in this order:
                   auto.json of these runs gives the shares and the region coverage;
   cross-run       only where an opened-up kernel has no in-run pairs (Inductor launches its
                   kernels without the JIT: --measure-overhead cannot alternate them): the
-                  detailed run's rules again (``profile --kernel-scope --loops both --kernel``
-                  the picked names) under torch.profiler; the kernel's median launch there
+                  --auto's rules again for the picked kernels (``profile --kernel-scope --loops
+                  both --kernel`` the picked names) under torch.profiler; the kernel's median launch there
                   over its median in the plain trace, in two processes.
 
 Names are matched exactly (a Triton kernel's name is its cubin's entry, which CUPTI reports
 as is); a torch.profiler name that does not match is tried bare (no ``void``, namespace,
 template, parameter list or older Triton's specialization suffix such as ``_0d1d2de``).
-Shares are compared over the kernels both sides saw (since 2026-11-29 --auto's first look
-times every kernel with torch.profiler too, so nearly all; before, only Triton's): the rest's
+Shares are compared over the kernels both sides saw (since 2026-11-29 --auto times every
+kernel with torch.profiler too, so nearly all; before, only Triton's): the rest's
 part of all kernel time is printed, and the kernels --auto opened up are also set against all
 of it. --auto's share
 is the median over the rounds, its diff's spread the rounds' min..max; torch.profiler's side
@@ -361,7 +361,7 @@ def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: f
         r.ratio = ratios.get(r.kernel)
 
     picked = [k["kernel"] for k in autos[-1]["kernels"] if k["top"]]
-    if any(r.picked and r.ratio is None for r in c.rows):  # (the detailed run's rules again)
+    if any(r.picked and r.ratio is None for r in c.rows):  # (--auto's rules again, the picked kernels)
         again = w / f"{name}-detail.trace.json"
         _, _, rc = run([sys.executable, "-m", "proton_inject.cli", "profile", "--kernel-scope", "--loops", "both",
                         "--kernel", exact_names(picked), "--no-report", "-o", w / f"{name}-detail", "--",

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from proton_inject.analyze import hot_kernels
 from proton_inject.analyze.report import ReportResult, run_report
@@ -27,7 +23,7 @@ from proton_inject.collect.compile_hook import TreeSource
 from proton_inject.collect.device_kernels import DeviceKernelTimes
 from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.launches import RunResult
-from proton_inject.collect.session import Session, run_in_session, session_block
+from proton_inject.collect.session import Session, check_out_dir, run_in_session, session_block
 from proton_inject.errors import UserError
 from proton_inject.formats import auto_report
 from proton_inject.formats.diagnostics import headline
@@ -239,23 +235,16 @@ def insert(src: str | os.PathLike, out: str | os.PathLike | None, rules: Rules, 
                         None if out is None else os.fspath(out), diff)
 
 
-# The first look runs in a child interpreter (-P: no working directory on its path) whose path
-# holds this package's root only while it imports the tool: the program then sees sys.path as
-# `python script.py` sets it.
-_CHILD = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); import proton_inject.cli as cli; "
-          "sys.path.remove(root); cli.main(prog_name='proton-inject')")
-
-
 @dataclass
 class AutoResult:
     """What ``profile_auto`` did: the program's exit code, the ranking and the picked kernels
-    opened up (``doc``, as OUT/auto.json holds it; ``text``, as printed), the detailed run and
-    its report (None when it did not run), and the files written besides the runs'."""
+    opened up (``doc``, as OUT/auto.json holds it; ``text``, as printed), the run and its
+    report (None when no launch was decoded), and the files written besides the run's."""
 
     exit_code: int
     doc: dict
     text: str
-    detail: RunResult | None
+    run: RunResult
     report: ReportResult | None
     files: list[str]
 
@@ -282,59 +271,37 @@ def profile_auto(
     keep_launches: KeepPolicy | str | None = None,
     calibrate: bool = True,
 ) -> AutoResult:
-    """Where the program's GPU time goes, with no rule chosen: run it twice.
+    """Where the program's GPU time goes, with no rule chosen, in one run of it.
 
-    First look: the program in a fresh interpreter with each kernel's body alone instrumented
-    and every kernel timed by torch.profiler (OUT/first-look, a whole profile, and its
-    device-kernels.json; its stdout is held back); its kernels are ranked by GPU time
-    (``analyze/hot_kernels.py``) and the fewest instrumented ones holding ``share`` of it, at
-    most ``top``, are picked. Detail: the program again, in this process, with only those
-    kernels instrumented, their bodies, loops and iterations (OUT, a profile as
-    ``profile_program`` writes it, with ``options`` and the other arguments). The picked
-    kernels are then split over their regions and source lines; all of it goes to
-    OUT/auto.json. If the first look's program fails (or nothing was picked) there is no
-    second run, and the held-back stdout is written out. Wall time: about twice the program's.
-    ``calibrate``: as ``profile_program``'s (the first look calibrates what is missing).
+    The program runs as ``profile_program`` runs it (OUT, with ``options`` and the other
+    arguments), every Triton kernel instrumented with its body, loops and iterations (the kept
+    launches record them; the others run their plain twins), and every kernel on the GPU,
+    Triton's or not, timed by torch.profiler (OUT/device-kernels.json). The kernels are ranked
+    by GPU time (``analyze/hot_kernels.py``), the fewest instrumented ones holding ``share``
+    of it, at most ``top``, are picked and split over their regions and source lines; all of it
+    goes to OUT/auto.json. ``calibrate``: as ``profile_program``'s.
     """
     from proton_inject.analyze import source_view
-    from proton_inject.formats.patterns import exact_names
 
     _check_auto(argv, share, top)
-    keep = KeepPolicy.parse(keep_launches) if isinstance(keep_launches, str) else keep_launches
-    out = Path(out)
-    first = out / auto_report.FIRST_LOOK
+    check_out_dir(Path(out))  # (refused before the GPU is looked for)
     with output_locks(("-o", out), ("--plot", plot)):
-        _clear_for_auto(out)
-        child = _first_look_argv(first, keep, max_launches, max_pending_mb, keep_tuning,
-                                 autotune_from, gz, cache, jobs, calibrate)
-        with tempfile.TemporaryFile() as held:
-            code = _run_first_look([*child, "--", *argv], first, held)
-            ranked, notes = _ranked(first, share, top, jobs, gz, progress)
-            picked = [k["kernel"] for k in ranked if k["top"]]
-            doc = auto_report.AutoReport(format=auto_report.AUTO_FORMAT, version=auto_report.AUTO_VERSION,
-                                         first_look=str(first),
-                                         detail=None, share_wanted=share, top_max=top, kernels=ranked,
-                                         hot=[], exit_code=code, notes=notes)
-            if code != 0 or not picked:
-                notes.append(f"no detailed run: the program exited with code {code} in the first look"
-                             if code != 0 else "no detailed run: no kernel to open up")
-                _write_held(held)
-        detail = rep = None
-        if code == 0 and picked:
-            rules = Rules(kernel_scope=True, loops="both", kernel=exact_names(picked))
-            detail, rep = profile_program(
-                argv, rules, out, options=options, max_launches=max_launches,
-                max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
-                gz=gz, plot=plot, raw=raw, progress=progress, cache=cache,
-                measure_overhead=measure_overhead, jobs=jobs, verbose=verbose, keep_launches=keep,
-                calibrate=calibrate, clear_out=False)
-            code = doc["exit_code"] = detail.exit_code or 0
-            doc["detail"] = str(out)
-            if rep is not None:
-                source_view.attach(rep.summary, [f for f in detail.files if _is_raw_launch(f)])
-                doc["hot"] = hot_kernels.hot_kernels(rep.summary, picked)
+        run, rep = profile_program(
+            argv, Rules(kernel_scope=True, loops="both"), out, options=options, max_launches=max_launches,
+            max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from, gz=gz,
+            plot=plot, raw=raw, progress=progress, cache=cache, measure_overhead=measure_overhead, jobs=jobs,
+            verbose=verbose, keep_launches=keep_launches, calibrate=calibrate, time_all_kernels=True)
+        summary = rep.summary if rep is not None else {"kernels": [], "launch_counts": {}}
+        ranked, notes = _ranked(Path(out), summary, share, top)
+        picked = [k["kernel"] for k in ranked if k["top"]]
+        opened = [k for k in summary["kernels"] if k["kernel"] in picked]
+        source_view.attach({"kernels": opened}, [f for f in run.files if _is_raw_launch(f)])
+        doc = auto_report.AutoReport(format=auto_report.AUTO_FORMAT, version=auto_report.AUTO_VERSION,
+                                     run=str(out), share_wanted=share, top_max=top, kernels=ranked,
+                                     hot=hot_kernels.hot_kernels(summary, picked), exit_code=run.exit_code or 0,
+                                     notes=notes)
         written = auto_report.write_auto(out, doc)
-    return AutoResult(code, dict(doc), hot_kernels.format_auto(doc), detail, rep, [str(written)])
+    return AutoResult(run.exit_code or 0, dict(doc), hot_kernels.format_auto(doc), run, rep, [str(written)])
 
 
 def _check_auto(argv: Sequence[str], share: float, top: int) -> None:
@@ -347,7 +314,7 @@ def _check_auto(argv: Sequence[str], share: float, top: int) -> None:
     if top < 1:
         raise UserError(f"--auto-top {top}: give how many kernels to open up at most, 1 or more")
     split_program_argv(argv, "profile")  # a bad program
-    if "RANK" in os.environ:  # (each rank would clear and rank the others' first look)
+    if "RANK" in os.environ:  # (each rank would write its own auto.json over the others')
         raise UserError("profile --auto: not under torchrun (RANK is set): run it on one process, "
                         "or profile each rank with rules (--kernel-scope --loops both)")
 
@@ -356,90 +323,15 @@ def _is_raw_launch(f: str) -> bool:
     return f.endswith(".json") and Path(f).parent.name == "raw"
 
 
-def _clear_for_auto(out: Path) -> None:
-    """Clear what an earlier profile wrote to ``out`` and its first look's folder, as
-    ``profile`` clears its own (a folder holding files the tool did not write is refused),
-    before either run: the detailed run then writes beside the first look."""
-    from proton_inject.collect.session import clear_out_dir
-
-    if out.exists() and not out.is_dir():
-        raise UserError(f"-o {out}: exists and is not a directory")
-    if (out / auto_report.FIRST_LOOK).exists():
-        clear_out_dir(out / auto_report.FIRST_LOOK)
-    if out.is_dir() and any(p.name not in (auto_report.FIRST_LOOK, auto_report.AUTO_FILE) and not p.name.startswith(".")
-                            for p in out.iterdir()):
-        clear_out_dir(out)
-    (out / auto_report.AUTO_FILE).unlink(missing_ok=True)
-
-
-def _first_look_argv(first: Path, keep: KeepPolicy | None, max_launches: int | None,
-                     max_pending_mb: float, keep_tuning: bool, autotune_from: str | os.PathLike | None,
-                     gz: bool, cache: bool, jobs: int | None, calibrate: bool = True) -> list[str]:
-    """``profile``'s options for the first look: the kernel body alone, the caller's launches
-    kept, builds, autotuning, calibration and decoding; no report printed (ours comes after)."""
-    argv = ["profile", "--kernel-scope", "--first-look", "-o", str(first), "--no-report",
-            "--max-pending-mb", repr(float(max_pending_mb))]
-    if keep is not None:
-        argv += ["--keep-launches", keep.spec()]
-    argv += ["--max-launches", str(max_launches)] if max_launches is not None else []
-    argv += ["--keep-tuning"] if keep_tuning else []
-    argv += ["--autotune-from", os.fspath(autotune_from)] if autotune_from is not None else []
-    argv += [] if gz else ["--no-gz"]
-    argv += [] if cache else ["--no-cache"]
-    argv += [] if calibrate else ["--no-calibrate"]
-    return argv + (["-j", str(jobs)] if jobs is not None else [])
-
-
-def _run_first_look(argv: list[str], first: Path, held: IO[bytes]) -> int:
-    """Run ``proton-inject ARGV`` in a fresh interpreter (the program then starts as it does
-    alone, whatever this process has imported or compiled), its stdout into ``held``; the
-    program's exit code (run.json's). Without a run.json the tool failed or was killed: a
-    UserError with the child's exit code."""
-    from proton_inject.formats.run_index import read_indexes
-
-    root = str(Path(__file__).resolve().parents[1])
-    proc = subprocess.Popen([sys.executable, "-P", "-c", _CHILD, root, *argv], stdout=held)
-    try:
-        rc = proc.wait()
-    except KeyboardInterrupt:  # (the child had the signal too: its program ends as it would)
-        rc = proc.wait()
-    for index in read_indexes([first / "run.json"]):
-        if isinstance(index.get("exit_code"), int):
-            return index["exit_code"]
-    _write_held(held)
-    e = UserError(f"profile --auto: the first look ended (code {rc}) without writing "
-                  f"{first / 'run.json'}: the tool stopped before the program ran or was killed "
-                  "(its message, if any, is above)")
-    e.exit_code = rc if rc > 0 else 128 - rc if rc < 0 else 2
-    raise e
-
-
-def _write_held(held: IO[bytes]) -> None:
-    """The first look's stdout, when it is the only run: the program's output as it printed it."""
-    sys.stdout.flush()
-    held.seek(0)
-    shutil.copyfileobj(held, sys.stdout.buffer)
-    sys.stdout.buffer.flush()
-
-
-def _ranked(first: Path, share: float, top: int, jobs: int | None, gz: bool,
-            progress: bool = False) -> tuple[list, list[str]]:
-    """The first look's kernels ranked (``hot_kernels.rank_kernels``) and notes (what its
-    device times leave out, or why it has none to rank). Its launches are decoded here, once
-    (the first look itself decodes nothing), and their traces written beside them."""
+def _ranked(out: Path, summary: dict, share: float, top: int) -> tuple[list, list[str]]:
+    """The run's kernels ranked (``hot_kernels.rank_kernels``) with every kernel's device time
+    (OUT/device-kernels.json), and notes: what those times leave out, or why there are none."""
     device, notes = None, []
-    if os.path.lexists(first / auto_report.DEVICE_FILE):
-        try:
-            device = auto_report.read_device_kernels(first / auto_report.DEVICE_FILE)
-            notes += device["notes"]
-        except UserError as e:
-            notes.append(f"{e} (shares are of the Triton kernels' time alone)")
     try:
-        rep = run_report([first], jobs=jobs, trace_dir=first, gz=gz, progress=progress)
+        device = auto_report.read_device_kernels(out / auto_report.DEVICE_FILE)
+        notes += device["notes"]
     except UserError as e:
-        if not (device and device["kernels"]):
-            return [], [*notes, f"first look: nothing to rank ({e})"]
-        rep = None  # (no Triton launch kept: the other kernels are still ranked)
-        notes.append(f"first look: no Triton kernel launch to rank ({e})")
-    summary = rep.summary if rep is not None else {"kernels": [], "launch_counts": {}}
+        notes.append(f"{e} (shares are of the Triton kernels' time alone)")
+    if not summary["kernels"]:
+        notes.append("no launch of an instrumented kernel was decoded: nothing to open up")
     return hot_kernels.rank_kernels(summary, share, top, device), notes

@@ -363,28 +363,24 @@ def _echo_messages(result, verbose: bool) -> None:
 @build_options
 @jobs_option
 @click.option("--auto", is_flag=True,
-              help="No rules: run PROGRAM twice (wall time about 2x), first with each kernel's "
-                   "body alone and every kernel (cuBLAS too) timed by torch.profiler to rank "
-                   "kernels by GPU time (OUT/first-look), then with only the "
-                   "top ones instrumented, loops and iterations too (OUT); print the ranking and "
-                   "where the top kernels' time goes (also OUT/auto.json).")
+              help="No rules: in one run, every Triton kernel's body, loops and iterations "
+                   "instrumented and every kernel (cuBLAS too) timed by torch.profiler; print the "
+                   "kernels ranked by GPU time and where the top ones' time goes (also "
+                   "OUT/auto.json).")
 @click.option("--auto-share", type=float, default=None, metavar="SHARE",
               help="With --auto: open up the fewest kernels holding this share of GPU time "
                    "[default: 0.8].")
 @click.option("--auto-top", type=int, default=None, metavar="N",
               help="With --auto: open up at most N kernels [default: 3].")
-@click.option("--first-look", is_flag=True, hidden=True,  # (--auto's child)
-              help="--auto's first look: also time every kernel, Triton's or not, with torch.profiler "
-                   "(OUT/device-kernels.json); decode nothing (the caller does, once).")
 @click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, plot, gz, verbose,
             raw, autotune_from, no_cache, measure_overhead, no_calibrate, jobs, auto, auto_share, auto_top,
-            first_look, **kw):
+            **kw):
     """Run PROGRAM (-- python script.py ARGS) once, instrumenting kernels as they compile.
 
     Takes insert's rules (default: kernel body and outer loops) and run's options. The
     instrumented IR lands in OUT/ir (reviewable, and usable with run); the report goes to
-    stderr. Exits with the program's own exit code. With --auto, runs it twice instead.
+    stderr. Exits with the program's own exit code. With --auto, it chooses the rules.
     """
     from proton_inject.api import KeepPolicy, profile_program
     from proton_inject.formats.schema import report_options
@@ -406,7 +402,6 @@ def profile(out, program, max_launches, max_pending_mb, keep_tuning, no_report, 
         max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from,
         gz=gz is not False, plot=plot, raw=raw, progress=True, cache=not no_cache, verbose=verbose,
         measure_overhead=measure_overhead, jobs=jobs, calibrate=not no_calibrate,
-        time_all_kernels=first_look, report=not first_look,
     )  # fmt: skip
     _echo_messages(result, verbose)
     if rep is not None:
@@ -438,8 +433,7 @@ def _profile_auto(out, program, max_launches, max_pending_mb, keep_tuning, no_re
         progress=True, cache=not no_cache, measure_overhead=measure_overhead, jobs=jobs,
         verbose=verbose, keep_launches=keep, calibrate=not no_calibrate,
     )  # fmt: skip
-    if done.detail is not None:
-        _echo_messages(done.detail, verbose)
+    _echo_messages(done.run, verbose)
     if not no_report:
         click.echo(done.text, err=True)
     for f in (done.report.files if done.report is not None else []):

@@ -1,10 +1,11 @@
-"""Where a program's GPU time goes (``profile --auto``): its kernels ranked by estimated GPU time
-from a first look (kernel body only), the top ones picked, and each picked kernel's time split
-over the regions and source lines a second, detailed run measured.
+"""Where a program's GPU time goes (``profile --auto``): its kernels ranked by GPU time, the top
+ones picked, and each picked kernel's time split over the regions and source lines its kept
+launches measured, all from one run.
 
-A kernel's GPU time is estimated as its kept launches' mean wall time (``kernel_wall_ns`` over
-its launches, as the summary computes it) times the launches that ran (run.json's
-``launch_counts``, every launch counted, kept or not). A region's share is its time over the
+A kernel's GPU time is every launch's, as torch.profiler timed it in the run
+(device-kernels.json); where it has none for a Triton kernel, it is estimated as the kept
+launches' mean wall time (``kernel_wall_ns`` over its launches, as the summary computes it)
+times the launches that ran (run.json's ``launch_counts``). A region's share is its time over the
 kernel region's time (instances summed over the recorded warps, as the report's shares are);
 what the kernel region holds outside its top-level child regions is "unattributed".
 
@@ -23,7 +24,6 @@ from proton_inject.analyze.source_view import ns_text, region_depth
 from proton_inject.errors import UserError
 from proton_inject.formats.auto_report import (
     AUTO_FILE,
-    FIRST_LOOK,
     AutoReport,
     DeviceKernels,
     HotKernel,
@@ -36,10 +36,10 @@ from proton_inject.formats.rules_file import Kind
 
 def rank_kernels(summary: dict[str, Any], share: float = 0.8, top: int = 3,
                  device: DeviceKernels | None = None) -> list[KernelShare]:
-    """The first look's kernels by GPU time, longest first; ``top`` set on the fewest
+    """The run's kernels by GPU time, longest first; ``top`` set on the fewest
     instrumented ones (at most ``top``) that together hold at least ``share`` of it.
 
-    ``device``: every kernel's GPU time as the first look's torch.profiler saw it (Triton's
+    ``device``: every kernel's GPU time as the run's torch.profiler saw it (Triton's
     and the rest: cuBLAS, torch's own); a kernel's time and share are then measured, over all
     of them. Without it (or for a kernel it lacks) a Triton kernel's time is estimated from
     its kept launches."""
@@ -112,7 +112,7 @@ def _innermost_lines(k: dict[str, Any]) -> dict[int, dict[str, list[list[int]]]]
 
 
 def open_up(k: dict[str, Any]) -> HotKernel:
-    """One kernel summary of the detailed run as a ``HotKernel``."""
+    """One kernel summary of the run as a ``HotKernel``."""
     regions = k["regions"]
     parents = {r["scope"]: r["parent"] for r in regions}
     root = _kernel_region(regions)
@@ -145,7 +145,7 @@ def open_up(k: dict[str, Any]) -> HotKernel:
 
 
 def hot_kernels(summary: dict[str, Any], names: list[str]) -> list[HotKernel]:
-    """The detailed run's kernels among ``names``, opened up, in the order of ``names``."""
+    """The run's kernels among ``names``, opened up, in the order of ``names``."""
     order = {n: i for i, n in enumerate(names)}
     picked = [k for k in summary["kernels"] if k["kernel"] in order]
     return [open_up(k) for k in sorted(picked, key=lambda k: order[k["kernel"]])]
@@ -172,11 +172,11 @@ def format_auto(doc: AutoReport) -> str:
     """The ranking, then each picked kernel's regions with their share of its time and lines."""
     ks = doc["kernels"]
     if not ks:
-        return "\n".join([f"where the GPU time went: the first look ({doc['first_look']}) holds no kernel "
-                          "launch to rank"] + [f"note: {n}" for n in doc["notes"]])
+        return "\n".join([f"where the GPU time went: the run ({doc['run']}) holds no kernel launch to rank"]
+                         + [f"note: {n}" for n in doc["notes"]])
     total = sum(k["est_gpu_ns"] or 0.0 for k in ks)
     measured = any(k.get("measured") for k in ks)
-    out = [f"where the GPU time went (first look, {doc['first_look']}: {len(ks)} kernel(s), "
+    out = [f"where the GPU time went ({doc['run']}: {len(ks)} kernel(s), "
            f"{'' if measured else 'est. '}{total / 1e6:,.3f} ms of kernel time):",
            f"  {'share':>6}  {'ms' if measured else 'est. ms':>10}  {'launches':>10}  kernel"]
     shown = ks[:SHOWN] if len(ks) > SHOWN + 1 else ks
@@ -195,7 +195,7 @@ def format_auto(doc: AutoReport) -> str:
                    f"{100 * doc['share_wanted']:g}% of the time, at most {doc['top_max']} (--auto-share, --auto-top)")
     if measured:
         inst = sum(k["share"] or 0.0 for k in ks if k.get("instrumented", True))
-        out.append(f"  ms = every launch's GPU time (torch.profiler, in the first look); the instrumented "
+        out.append(f"  ms = every launch's GPU time (torch.profiler); the instrumented "
                    f"(Triton) kernels hold {_pct(inst)} of it; the rest (cuBLAS, torch's own, ...) is "
                    "timed, never opened up")
     else:
@@ -204,7 +204,7 @@ def format_auto(doc: AutoReport) -> str:
     for h in doc["hot"]:
         title = h["kernel"] + (f" [{h['config']}]" if h["config"] else "")
         out += ["", f"{title}: {_pct(share_of.get(h['kernel']))} of GPU time; its time by region "
-                    f"({doc['detail']}, {h['launches']} launch{'es' if h['launches'] != 1 else ''} kept)"]
+                    f"({h['launches']} launch{'es' if h['launches'] != 1 else ''} kept)"]
         names = ["  " * min(r["depth"], 32) + r["name"] for r in h["regions"]]
         width = max(map(len, names), default=6)
         out.append(f"  {'share':>6}  {'median':>9}  {'count':>10}  {'region':<{width}}  lines")
@@ -219,8 +219,8 @@ def format_auto(doc: AutoReport) -> str:
         if h["source_note"]:
             out.append(f"  note: {h['source_note']}")
     missing = [k["kernel"] for k in ks if k["top"] and k["kernel"] not in {h["kernel"] for h in doc["hot"]}]
-    if missing and doc["detail"] is not None:
-        out.append(f"\nnot in the detailed run: {', '.join(missing)} (not launched, or no launch kept)")
+    if missing:
+        out.append(f"\nnot opened up: {', '.join(missing)} (no launch of it decoded)")
     out += [f"note: {n}" for n in doc["notes"]]
     return "\n".join(out)
 
@@ -247,14 +247,3 @@ def attach_auto(summary: dict[str, Any], inputs: Sequence[str | os.PathLike]) ->
         except UserError as e:
             warns.append(f"{e} (the ranking is left out of this report)")
     return warns
-
-
-def without_detail(out: Path) -> str:
-    """``report``'s error for a ``profile --auto`` OUT that holds no launches: why there is no
-    detailed run (auto.json's notes), and where the first look's launches are."""
-    try:
-        why = "; ".join(n for n in read_auto(out / AUTO_FILE)["notes"] if "detailed run" in n)
-    except UserError as e:
-        why = str(e)
-    return (f"{out}: {why or 'holds no detailed run'}; report {out / FIRST_LOOK} for the first "
-            f"look's launches (the ranking is in {out / AUTO_FILE})")

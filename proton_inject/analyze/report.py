@@ -79,8 +79,6 @@ def expand_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[Path], list[
                 runs = sorted(q for q in p.glob("run*.json") if _is_run_index(q))
                 if runs:
                     raise UserError(_empty_run(runs))
-                if os.path.lexists(p / auto_report.AUTO_FILE):
-                    raise UserError(hot_kernels.without_detail(p))
                 raise UserError(f"{p}: holds neither raw launches (*.json + *.bin) nor traces")
             traces += tr
         elif _is_run_index(p):

@@ -404,9 +404,8 @@ def session_block(session: Session) -> Iterator[RunResult]:
         session.stop()
 
 
-def clear_out_dir(out: Path, rank: int | None = None) -> None:
-    """Remove what an earlier run wrote to ``out`` (for one rank: that rank's files only, the
-    shared ``ir/`` is rewritten in place); refuse a directory that is not ours."""
+def check_out_dir(out: Path) -> None:
+    """Refuse an ``out`` that is not a directory, or holds files the tool did not write."""
     if not out.exists():
         return
     if not out.is_dir():
@@ -415,6 +414,14 @@ def clear_out_dir(out: Path, rank: int | None = None) -> None:
     if any(out.iterdir()) and not ours:
         raise UserError(f"-o {out}: exists and holds files proton-inject did not write; "
                         "choose another -o or remove it")
+
+
+def clear_out_dir(out: Path, rank: int | None = None) -> None:
+    """Remove what an earlier run wrote to ``out`` (for one rank: that rank's files only, the
+    shared ``ir/`` is rewritten in place); refuse a directory that is not ours."""
+    if not out.exists():
+        return
+    check_out_dir(out)
     if rank is None:
         shutil.rmtree(out / "raw", ignore_errors=True)
         shutil.rmtree(out / "ir", ignore_errors=True)

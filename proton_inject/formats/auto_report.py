@@ -1,7 +1,7 @@
-"""OUT/auto.json (``profile --auto``) and its first look's device-kernels.json: their keys,
-writers, readers and checks.
+"""OUT/auto.json (``profile --auto``) and OUT/device-kernels.json (every kernel's GPU time in
+its run): their keys, writers, readers and checks.
 
-``analyze/hot_kernels.py`` fills it (the ranking of a first look's kernels and the top ones
+``analyze/hot_kernels.py`` fills it (the ranking of a run's kernels and the top ones
 split over regions and lines) and prints it; ``report OUT`` reads it back. The types below name
 every key once, and the reader checks a file against them, key by key.
 """
@@ -19,16 +19,15 @@ from proton_inject.formats.files import write_atomic
 from proton_inject.formats.schema import is_int, is_number, read_json, type_name
 
 AUTO_FORMAT = "proton-inject-auto"
-AUTO_VERSION = 2  # 2: a kernel's share is of every kernel's GPU time where the first look had it
+AUTO_VERSION = 2  # 2: one run; a kernel's share is of every kernel's GPU time where it was timed
 AUTO_FILE = "auto.json"  # OUT/auto.json: an AutoReport
-FIRST_LOOK = "first-look"  # OUT/first-look: the first look's profile directory
 DEVICE_FORMAT = "proton-inject-device-kernels"
 DEVICE_VERSION = 1
-DEVICE_FILE = "device-kernels.json"  # OUT/first-look/device-kernels.json: a DeviceKernels
+DEVICE_FILE = "device-kernels.json"  # OUT/device-kernels.json: a DeviceKernels
 
 
 class KernelShare(TypedDict):
-    """One kernel of the first look, ranked."""
+    """One kernel of the run, ranked."""
 
     kernel: str
     launches_seen: int  # launches that ran (run.json's launch_counts; kept ones where not counted)
@@ -38,12 +37,12 @@ class KernelShare(TypedDict):
     # ns_per_launch x launches_seen from the kept launches
     share: float | None  # est_gpu_ns / the sum over every kernel with a time
     top: bool  # picked for the detailed run
-    instrumented: bool  # the first look instrumented it (others, cuBLAS say, are timed, never opened up)
+    instrumented: bool  # the run instrumented it (others, cuBLAS say, are timed, never opened up)
     measured: bool  # est_gpu_ns is the device's (torch.profiler's) time of every launch
 
 
 class DeviceKernel(TypedDict):
-    """One kernel name's GPU time over the first look, every launch, whoever launched it."""
+    """One kernel name's GPU time over the run, every launch, whoever launched it."""
 
     kernel: str
     ns: float  # summed kernel durations
@@ -51,8 +50,8 @@ class DeviceKernel(TypedDict):
 
 
 class DeviceKernels(TypedDict):
-    """OUT/first-look/device-kernels.json: every kernel's GPU time, as torch.profiler's CUDA
-    activity (CUPTI) saw it, the tool's own kernels, copies and memsets left out."""
+    """OUT/device-kernels.json: every kernel's GPU time, as torch.profiler's CUDA activity
+    (CUPTI) saw it, the tool's own kernels, copies and memsets left out."""
 
     format: str  # "proton-inject-device-kernels"
     version: int
@@ -92,8 +91,7 @@ class HotKernel(TypedDict):
 class AutoReport(TypedDict):
     format: str  # "proton-inject-auto"
     version: int
-    first_look: str  # the first look's profile directory
-    detail: str | None  # the detailed run's profile directory (None: it did not run)
+    run: str  # the profile directory (its launches, device-kernels.json)
     share_wanted: float  # --auto-share
     top_max: int  # --auto-top
     kernels: list[KernelShare]  # the longest first
@@ -107,31 +105,32 @@ def write_auto(out: str | os.PathLike, doc: AutoReport) -> Path:
     return write_atomic(Path(out) / AUTO_FILE, json.dumps(doc, indent=1) + "\n")
 
 
-def write_device_kernels(first_look: str | os.PathLike, kernels: list[DeviceKernel], notes: list[str]) -> Path:
-    """Write the first look's device kernel times (atomically)."""
+def write_device_kernels(out: str | os.PathLike, kernels: list[DeviceKernel], notes: list[str]) -> Path:
+    """Write a run's device kernel times (atomically)."""
     doc = DeviceKernels(format=DEVICE_FORMAT, version=DEVICE_VERSION,
                         kernels=sorted(kernels, key=lambda k: (-k["ns"], k["kernel"])), notes=notes)
-    return write_atomic(Path(first_look) / DEVICE_FILE, json.dumps(doc, indent=1) + "\n")
+    return write_atomic(Path(out) / DEVICE_FILE, json.dumps(doc, indent=1) + "\n")
 
 
 def read_device_kernels(path: str | os.PathLike) -> DeviceKernels:
     """A device-kernels.json read back and checked; a damaged or foreign file is a UserError."""
-    return _read_checked(path, DeviceKernels, DEVICE_FORMAT, DEVICE_VERSION, "a first look's device kernel times",
+    return _read_checked(path, DeviceKernels, DEVICE_FORMAT, DEVICE_VERSION, "device kernel times",
                          "run `proton-inject profile --auto` again")
 
 
 def read_auto(path: str | os.PathLike) -> AutoReport:
     """An auto.json read back and checked against ``AutoReport``; a damaged or foreign file
     is a UserError naming it and what is wrong."""
-    return _read_checked(path, AutoReport, AUTO_FORMAT, AUTO_VERSION, "a `profile --auto` file",
+    return _read_checked(path, AutoReport, AUTO_FORMAT, AUTO_VERSION, "`profile --auto`",
                          "write it again with `proton-inject profile --auto`")
 
 
 def _read_checked(path: str | os.PathLike, tp: Any, fmt: str, version: int, what: str, fix: str) -> Any:
-    """The JSON file at ``path``, checked to be ``fmt`` at ``version`` and, key by key, a ``tp``."""
+    """The JSON file at ``path``, checked to be ``fmt`` at ``version`` and, key by key, a ``tp``
+    (``what``: the kind of file, in messages)."""
     doc = read_json(path, what, fix)
     if not isinstance(doc, dict) or doc.get("format") != fmt:
-        raise UserError(f"{path}: not {what} (its format is not {fmt!r}); {fix}")
+        raise UserError(f"{path}: not a {what} file (its format is not {fmt!r}); {fix}")
     if doc.get("version") != version:
         raise UserError(f"{path}: version {doc.get('version')!r}; this proton-inject reads version "
                         f"{version}; {fix}")

@@ -15,12 +15,12 @@ from helpers import DATA, REPO, load_module
 from proton_inject.analyze import hot_kernels as hk
 from proton_inject.analyze.report import run_report
 from proton_inject.collect.measured_overhead import overhead_table
-from proton_inject.formats.auto_report import AUTO_FORMAT
+from proton_inject.formats.auto_report import AUTO_FORMAT, AUTO_VERSION
 from proton_inject.formats.run_index import RUN_FORMAT
 
 bench = load_module(REPO / "benchmarks" / "auto_vs_torch_profiler.py", "auto_vs_torch_profiler")
 
-# (dataset, raw launch file stem, kernel): the first look's real launches
+# (dataset, raw launch file stem, kernel): the run's real launches
 LAUNCHES = [("h100-shortlaunch", "00000-matmul_kernel", "matmul_kernel"),
             ("h100-direct", "00000-layernorm_fwd_kernel", "layernorm_fwd_kernel"),
             ("h100-triton3.6", "profile_scratch_add", "add_kernel")]
@@ -32,9 +32,9 @@ ATEN = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunct
 
 @pytest.fixture(scope="module")
 def auto_doc(tmp_path_factory):
-    """auto.json as ``profile --auto`` writes it: the first look's ranking (real launches,
+    """auto.json as ``profile --auto`` writes it: the run's ranking (real launches,
     run.json counting COUNTS), layernorm opened up from the detailed run of real buffers."""
-    run = tmp_path_factory.mktemp("auto") / "first-look"
+    run = tmp_path_factory.mktemp("auto") / "out"
     (run / "raw").mkdir(parents=True)
     for i, (ds, stem, kernel) in enumerate(LAUNCHES):
         for ext in (".json", ".bin.gz"):
@@ -43,7 +43,7 @@ def auto_doc(tmp_path_factory):
                                               "launches": [{"kernel": k, "tuning": False} for *_, k in LAUNCHES]}))
     ranked = hk.rank_kernels(run_report([run], jobs=1).summary, share=0.8, top=3)
     detail = run_report([DATA / "h100-direct-loops"], source=True, jobs=1).summary
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=1, first_look=str(run), detail="OUT", share_wanted=0.8,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT", share_wanted=0.8,
                         top_max=3, kernels=ranked, hot=hk.hot_kernels(detail, ["layernorm_fwd_kernel"]),
                         exit_code=0, notes=[])
     return json.loads(json.dumps(doc))
@@ -201,7 +201,7 @@ def test_the_runner_runs_the_program_as_python_would_and_writes_the_trace(tmp_pa
 
 
 def test_a_first_look_with_no_kernel_leaves_every_profiler_kernel_unmatched(trace):
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=1, first_look="OUT/first-look", detail=None,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT",
                         share_wanted=1.0, top_max=3, kernels=[], hot=[], exit_code=0, notes=[])
     c = bench.compare(bench.kernel_times(trace), [json.loads(json.dumps(doc))])
     assert c.rows == [] and c.unmatched_profiler == sorted(TRACE) and c.held_picked == c.held_ranked == 0

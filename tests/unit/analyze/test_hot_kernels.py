@@ -1,4 +1,4 @@
-"""``profile --auto``'s analysis on real H100 buffers: the first look's kernels ranked by GPU time
+"""``profile --auto``'s analysis on real H100 buffers: the run's kernels ranked by GPU time
 (mean wall of the kept launches x launches counted in run.json), the top ones picked, and a
 detailed run's kernel split over its regions and source lines, as text and as auto.json's keys."""
 
@@ -38,9 +38,9 @@ def _expected_wall(dataset: str, kernel: str) -> list[float]:
 
 
 def _first_look(tmp_path, counts: dict[str, int] | None):
-    """A first look's profile directory from the real launches, with run.json counting
+    """An --auto run's profile directory from the real launches, with run.json counting
     ``counts`` launches per kernel (None: an index from before launches were counted)."""
-    run = tmp_path / "first-look"
+    run = tmp_path / "out"
     raw = run / "raw"
     raw.mkdir(parents=True)
     for i, (ds, stem, kernel) in enumerate(LAUNCHES):
@@ -95,13 +95,13 @@ def test_a_counted_kernel_with_no_launch_decoded_is_listed_unranked(tmp_path):
 
 
 def _device(**ns_launches: tuple[float, int]) -> dict:
-    """A first look's device-kernels.json as written and read back."""
+    """A run's device-kernels.json as written and read back."""
     return {"format": DEVICE_FORMAT, "version": 1, "notes": [],
             "kernels": [{"kernel": k, "ns": ns, "launches": n} for k, (ns, n) in ns_launches.items()]}
 
 
 def test_every_kernel_timed_on_the_device_shares_all_of_the_time(tmp_path):
-    """With the first look's device times, a kernel's time is every launch's measured time and
+    """With the run's device times, a kernel's time is every launch's measured time and
     the shares are over all kernels, cuBLAS's too; only instrumented ones are opened up."""
     summary = _first_look(tmp_path, {"matmul_kernel": 4000, "layernorm_fwd_kernel": 50, "add_kernel": 100})
     device = _device(nvjet_sm90_tst_128x128=(8e6, 300), matmul_kernel=(1e6, 4000),
@@ -122,7 +122,7 @@ def test_every_kernel_timed_on_the_device_shares_all_of_the_time(tmp_path):
     assert {r["kernel"] for r in rows if r["top"]} == {"matmul_kernel", "layernorm_fwd_kernel", "add_kernel"}
     assert {r["kernel"] for r in hk.rank_kernels(summary, share=0.8, top=1, device=device) if r["top"]} \
         == {"matmul_kernel"}
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="F", detail=None, share_wanted=0.8,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT", share_wanted=0.8,
                         top_max=3, kernels=rows, hot=[], exit_code=0, notes=[])
     text = hk.format_auto(doc)
     assert "nvjet_sm90_tst_128x128  (not instrumented)" in text
@@ -137,7 +137,7 @@ def test_a_long_ranking_prints_the_first_kernels_and_sums_the_rest(tmp_path):
         "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
     device = _device(**{f"k{i:02d}": (1000.0 * (40 - i), 1) for i in range(30)}, **{long: (1e6, 5)})
     rows = hk.rank_kernels(summary, device=device)
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="F", detail=None, share_wanted=0.8,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT", share_wanted=0.8,
                         top_max=3, kernels=rows, hot=[], exit_code=0, notes=[])
     lines = hk.format_auto(doc).splitlines()
     more = next(ln for ln in lines if "more kernels" in ln)
@@ -161,7 +161,7 @@ def test_device_kernel_times_round_trip_and_a_damaged_file_is_named(tmp_path):
     with pytest.raises(UserError, match=r"device-kernels.json: kernels\[0\].ns is a string, not a number"):
         read_device_kernels(path)
     path.write_text(json.dumps({"format": "other", "version": 1}))
-    with pytest.raises(UserError, match="not a first look's device kernel times"):
+    with pytest.raises(UserError, match="not a device kernel times file"):
         read_device_kernels(path)
 
 
@@ -197,7 +197,7 @@ def test_a_hot_kernel_split_over_its_regions_and_lines(detail):
 def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
     summary = _first_look(tmp_path, {"matmul_kernel": 1, "layernorm_fwd_kernel": 1000, "add_kernel": 1})
     rows = hk.rank_kernels(summary)
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="OUT/first-look", detail="OUT",
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT",
                         share_wanted=0.8, top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
     text = hk.format_auto(doc)
     lines = text.splitlines()
@@ -214,11 +214,11 @@ def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
 
 
 def test_a_first_look_with_nothing_to_rank():
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="OUT/first-look", detail=None,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT",
                         share_wanted=0.8, top_max=3, kernels=[], hot=[], exit_code=0,
                         notes=["no detailed run: no kernel to open up"])
     assert hk.format_auto(doc).splitlines() == [
-        "where the GPU time went: the first look (OUT/first-look) holds no kernel launch to rank",
+        "where the GPU time went: the run (OUT) holds no kernel launch to rank",
         "note: no detailed run: no kernel to open up"]
 
 
@@ -228,7 +228,7 @@ def _declared(d: dict, td) -> None:
 
 def test_auto_json_has_the_declared_keys(tmp_path, detail):
     rows = hk.rank_kernels(_first_look(tmp_path, {"matmul_kernel": 5}))
-    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, first_look="a", detail="b", share_wanted=0.8,
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT", share_wanted=0.8,
                         top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
     assert read_auto(write_auto(tmp_path, doc)) == json.loads(json.dumps(doc))  # checked as written
     doc = json.loads(json.dumps(doc))

@@ -20,40 +20,44 @@ from proton_inject.analyze.summary_schema import ReportSummary
 from proton_inject.formats import auto_report
 from proton_inject.formats.run_index import RUN_FORMAT
 
-# (dataset, raw launch file stem in it, kernel): the first look's real launches of three kernels
-LAUNCHES = [("h100-shortlaunch", "00000-matmul_kernel", "matmul_kernel"),
-            ("h100-direct", "00000-layernorm_fwd_kernel", "layernorm_fwd_kernel"),
+# (dataset, raw launch file stem in it, kernel): real launches of two Triton kernels, layernorm's
+# with its loops and iterations (and its IR beside it), as one --auto run keeps them; the
+# device's times of every kernel, cuBLAS's too, as its device-kernels.json holds them
+LAUNCHES = [("h100-direct-loops", "00000-layernorm_fwd_kernel", "layernorm_fwd_kernel"),
             ("h100-triton3.6", "profile_scratch_add", "add_kernel")]
-COUNTS = {"matmul_kernel": 2, "layernorm_fwd_kernel": 1000, "add_kernel": 1}
+COUNTS = {"layernorm_fwd_kernel": {"ran": 1000}, "add_kernel": {"ran": 1}}
+DEVICE = [{"kernel": "nvjet_sm90_gemm", "ns": 2.0e6, "launches": 40},
+          {"kernel": "layernorm_fwd_kernel", "ns": 1.0e6, "launches": 1000},
+          {"kernel": "add_kernel", "ns": 1.0e3, "launches": 1}]
 
 
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory):
-    """OUT of ``profile --auto``: first-look/ (three kernels, run.json counting their launches),
-    the detailed run of layernorm (kernel, loops, iterations) in OUT/raw/, and OUT/auto.json."""
+    """OUT of ``profile --auto``: two kernels' launches in OUT/raw/ (run.json counting their
+    launches), layernorm's with loops and iterations, OUT/device-kernels.json and OUT/auto.json."""
     out = tmp_path_factory.mktemp("auto") / "out"
-    first = out / "first-look"
-    (first / "raw").mkdir(parents=True)
+    (out / "raw").mkdir(parents=True)
     for i, (ds, stem, kernel) in enumerate(LAUNCHES):
         for ext in (".json", ".bin.gz"):
-            shutil.copy(DATA / ds / f"{stem}{ext}", first / "raw" / f"{i:05d}-{kernel}{ext}")
-    (first / "run.json").write_text(json.dumps({
+            shutil.copy(DATA / ds / f"{stem}{ext}", out / "raw" / f"{i:05d}-{kernel}{ext}")
+    shutil.copy(DATA / "h100-direct-loops" / "layernorm_fwd_kernel.ttgir", out / "raw")
+    (out / "run.json").write_text(json.dumps({
         "version": 1, "format": RUN_FORMAT, "launch_counts": COUNTS,
         "launches": [{"kernel": k, "tuning": False} for *_, k in LAUNCHES]}))
-    shutil.copytree(DATA / "h100-direct-loops", out / "raw")
-    ranked = hk.rank_kernels(run_report([first], jobs=1).summary)
-    detail = run_report([out / "raw"], source=True, jobs=1).summary
+    device = auto_report.read_device_kernels(auto_report.write_device_kernels(out, DEVICE, []))
+    summary = run_report([out / "raw"], source=True, jobs=1).summary
+    ranked = hk.rank_kernels(summary, device=device)
     doc = auto_report.AutoReport(
-        format=auto_report.AUTO_FORMAT, version=auto_report.AUTO_VERSION, first_look=str(first),
-        detail=str(out), share_wanted=0.8, top_max=3, kernels=ranked,
-        hot=hk.hot_kernels(detail, [k["kernel"] for k in ranked if k["top"]]), exit_code=0, notes=[])
+        format=auto_report.AUTO_FORMAT, version=auto_report.AUTO_VERSION, run=str(out), share_wanted=0.8,
+        top_max=3, kernels=ranked, hot=hk.hot_kernels(summary, [k["kernel"] for k in ranked if k["top"]]),
+        exit_code=0, notes=[])
     auto_report.write_auto(out, doc)
     return out, json.loads(json.dumps(doc))
 
 
 @pytest.fixture(scope="module")
 def usual(profiled, tmp_path_factory):
-    """The detailed run's report alone (its launches where no auto.json is)."""
+    """The run's report alone (its launches where no auto.json is)."""
     plain = tmp_path_factory.mktemp("plain") / "raw"
     shutil.copytree(profiled[0] / "raw", plain)
     return invoke(["report", plain, "-j", "1"], code=0).stdout
@@ -64,10 +68,11 @@ def test_report_prints_the_ranking_then_the_usual_report(profiled, usual):
     res = invoke(["report", out, "-j", "1"], code=0)
     text = hk.format_auto(doc)
     assert res.stdout == text + "\n\n" + usual
-    assert text.startswith(f"where the GPU time went (first look, {out / 'first-look'}: 3 kernel(s)")
+    assert text.startswith(f"where the GPU time went ({out}: 3 kernel(s), 3.001 ms of kernel time)")
     ranked = [ln.split() for ln in text.splitlines()[2:5]]
-    assert [r[3] for r in ranked] == ["layernorm_fwd_kernel", "matmul_kernel", "add_kernel"]
-    assert ranked[0][-1] == "*" and ranked[0][2] == "1,000"
+    assert [r[3] for r in ranked] == ["nvjet_sm90_gemm", "layernorm_fwd_kernel", "add_kernel"]
+    assert ranked[0][-2:] == ["(not", "instrumented)"]
+    assert ranked[1][-1] == "*" and ranked[1][2] == "1,000" and ranked[1][0] == "33.3%"
     assert "layernorm_fwd_kernel" in text.split("\n\n")[1] and "unattributed" in text
     assert "warning" not in res.stderr
     # its raw/ names the same run: the same ranking
@@ -79,7 +84,7 @@ def test_report_json_carries_it_under_auto(profiled):
     got = json.loads(invoke(["report", out, "--json", "-j", "1"], code=0).stdout)
     assert got["auto"] == doc
     assert "auto" in ReportSummary.__optional_keys__
-    assert [k["kernel"] for k in got["kernels"]] == ["layernorm_fwd_kernel"]
+    assert {k["kernel"] for k in got["kernels"]} == {"layernorm_fwd_kernel", "add_kernel"}
 
 
 def _set_share(doc):
@@ -149,20 +154,8 @@ def test_the_page_with_the_ranking_loads_in_chromium(profiled, tmp_path):
     assert 'data-ready="1"' in got.dom and "<section id=\"auto\">" in got.dom, got.stderr[-2000:]
 
 
-def test_without_a_detailed_run_the_error_says_why_and_where_the_first_look_is(profiled, tmp_path):
+def test_a_runs_device_kernel_times_are_not_taken_for_a_trace(tmp_path):
     out = tmp_path / "out"
-    shutil.copytree(profiled[0] / "first-look", out / "first-look")
-    doc = {**profiled[1], "detail": None, "hot": [], "exit_code": 1,
-           "notes": ["no detailed run: the program exited with code 1 in the first look"]}
-    auto_report.write_auto(out, doc)
-    res = invoke(["report", out], code=2)
-    assert (f"{out}: no detailed run: the program exited with code 1 in the first look; report "
-            f"{out / 'first-look'} for the first look's launches") in res.stderr
-    assert "Traceback" not in res.output
-
-
-def test_a_first_looks_device_kernel_times_are_not_taken_for_a_trace(tmp_path):
-    first = tmp_path / "first-look"
-    auto_report.write_device_kernels(first, [{"kernel": "nvjet_x", "ns": 5.0, "launches": 1}], [])
-    res = invoke(["report", str(first)], code=2)
+    auto_report.write_device_kernels(out, [{"kernel": "nvjet_x", "ns": 5.0, "launches": 1}], [])
+    res = invoke(["report", str(out)], code=2)
     assert "holds neither raw launches" in res.output, res.output
