@@ -7,7 +7,7 @@ The Python API (``proton_inject.api``; Triton is imported on first use):
 - ``profile_program(argv, rules=None, out="traces", ...)``: the same for a whole program
   (``python script.py ARGS``) run in this interpreter; returns the run and its report.
 - ``profile_auto(argv, out="traces", *, share=0.8, top=3, ...)``: ``profile --auto``: the
-  program run twice, a first look ranking its kernels by GPU time, then the top ones in detail.
+  program run once, every kernel timed and ranked by GPU time, the top ones opened up.
 - ``analyze_run(result)``: decode what a run kept (what both of the above do at the end).
 - ``run_report(inputs, ...)``: what ``proton-inject report`` prints and writes, over raw
   launches or traces already on disk.

@@ -171,8 +171,8 @@ def profile_program(
     processes (None: one per core); ``progress``: a bar on a terminal's stderr. ``calibrate``:
     as ``profile``'s, before the program starts (its note on stderr). ``clear_out=False``:
     what ``out`` holds is left there (the caller cleared it). ``time_all_kernels``: every
-    kernel's GPU time too, Triton's or not, in OUT/device-kernels.json (``profile --auto``'s
-    first look; collect/device_kernels.py).
+    kernel's GPU time too, Triton's or not, in OUT/device-kernels.json (``profile --auto``;
+    collect/device_kernels.py).
     """
     with output_locks(("-o", out), ("--plot", plot)):  # another process writing there: refused
         session = _session(rules, out, instrumented, options, kernel, max_launches,

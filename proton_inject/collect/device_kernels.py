@@ -1,11 +1,10 @@
-"""Every kernel's GPU time, whoever launched it, for ``profile --auto``'s first look.
+"""Every kernel's GPU time, whoever launched it, for ``profile --auto``.
 
 Our records see only the Triton kernels we instrument; cuBLAS, cuDNN, NCCL and torch's own
 kernels often hold most of a program's GPU time, and only CUPTI sees them. torch's profiler
-drives CUPTI: with CUDA activity alone it keeps one record per kernel on the device side and
-costs the host a little per launch, acceptable in the first look (the detailed run, whose
-stdout the user gets, runs without it). Copies, memsets and the tool's own kernels are left
-out of the table.
+drives CUPTI: with CUDA activity alone it keeps one record per kernel launch and costs the
+host a little per launch (plain ``profile`` runs without it). Copies, memsets and the tool's
+own kernels are left out of the table.
 
 A program that starts a torch.profiler of its own would be refused while ours runs (one
 profiler per process): ours stops first, keeps what it has seen, and says so.

@@ -200,7 +200,7 @@ def test_the_runner_runs_the_program_as_python_would_and_writes_the_trace(tmp_pa
     assert bench.kernel_times(json.loads(trace.read_text())) == {}  # (no GPU here: CPU ops only)
 
 
-def test_a_first_look_with_no_kernel_leaves_every_profiler_kernel_unmatched(trace):
+def test_an_auto_run_with_no_kernel_leaves_every_profiler_kernel_unmatched(trace):
     doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT",
                         share_wanted=1.0, top_max=3, kernels=[], hot=[], exit_code=0, notes=[])
     c = bench.compare(bench.kernel_times(trace), [json.loads(json.dumps(doc))])

@@ -37,7 +37,7 @@ def _expected_wall(dataset: str, kernel: str) -> list[float]:
     return [k["kernel_wall_ns"] for k in json.loads(text)["kernels"] if k["kernel"] == kernel]
 
 
-def _first_look(tmp_path, counts: dict[str, int] | None):
+def _auto_run(tmp_path, counts: dict[str, int] | None):
     """An --auto run's profile directory from the real launches, with run.json counting
     ``counts`` launches per kernel (None: an index from before launches were counted)."""
     run = tmp_path / "out"
@@ -53,7 +53,7 @@ def _first_look(tmp_path, counts: dict[str, int] | None):
 
 
 def test_kernels_ranked_by_mean_wall_times_launches_counted(tmp_path):
-    summary = _first_look(tmp_path, {"matmul_kernel": 4000, "layernorm_fwd_kernel": 50, "add_kernel": 100})
+    summary = _auto_run(tmp_path, {"matmul_kernel": 4000, "layernorm_fwd_kernel": 50, "add_kernel": 100})
     rows = hk.rank_kernels(summary, share=0.8, top=3)
     mm = sum(_expected_wall("h100-shortlaunch", "matmul_kernel")) / 2
     ln = sum(_expected_wall("h100-direct", "layernorm_fwd_kernel"))
@@ -71,7 +71,7 @@ def test_kernels_ranked_by_mean_wall_times_launches_counted(tmp_path):
 
 
 def test_the_counts_decide_the_order_and_the_bounds_pick(tmp_path):
-    summary = _first_look(tmp_path, {"matmul_kernel": 1, "layernorm_fwd_kernel": 1, "add_kernel": 10**6})
+    summary = _auto_run(tmp_path, {"matmul_kernel": 1, "layernorm_fwd_kernel": 1, "add_kernel": 10**6})
     rows = hk.rank_kernels(summary, share=0.8, top=3)
     assert rows[0]["kernel"] == "add_kernel" and rows[0]["top"]
     # Every kernel wanted: --auto-top bounds them; a share of 1 takes them all.
@@ -81,13 +81,13 @@ def test_the_counts_decide_the_order_and_the_bounds_pick(tmp_path):
 
 
 def test_without_counts_the_kept_launches_are_the_launches_seen(tmp_path):
-    rows = {r["kernel"]: r for r in hk.rank_kernels(_first_look(tmp_path, None))}
+    rows = {r["kernel"]: r for r in hk.rank_kernels(_auto_run(tmp_path, None))}
     assert rows["matmul_kernel"]["launches_seen"] == 2
     assert rows["add_kernel"]["launches_seen"] == 1
 
 
 def test_a_counted_kernel_with_no_launch_decoded_is_listed_unranked(tmp_path):
-    summary = _first_look(tmp_path, {"matmul_kernel": 3, "never_kept": 99})
+    summary = _auto_run(tmp_path, {"matmul_kernel": 3, "never_kept": 99})
     rows = hk.rank_kernels(summary)
     last = rows[-1]
     assert last["kernel"] == "never_kept" and last["launches_seen"] == 99
@@ -103,7 +103,7 @@ def _device(**ns_launches: tuple[float, int]) -> dict:
 def test_every_kernel_timed_on_the_device_shares_all_of_the_time(tmp_path):
     """With the run's device times, a kernel's time is every launch's measured time and
     the shares are over all kernels, cuBLAS's too; only instrumented ones are opened up."""
-    summary = _first_look(tmp_path, {"matmul_kernel": 4000, "layernorm_fwd_kernel": 50, "add_kernel": 100})
+    summary = _auto_run(tmp_path, {"matmul_kernel": 4000, "layernorm_fwd_kernel": 50, "add_kernel": 100})
     device = _device(nvjet_sm90_tst_128x128=(8e6, 300), matmul_kernel=(1e6, 4000),
                      layernorm_fwd_kernel=(6e5, 50), elementwise_kernel=(4e5, 900))
     rows = hk.rank_kernels(summary, share=0.8, top=3, device=device)
@@ -132,7 +132,7 @@ def test_every_kernel_timed_on_the_device_shares_all_of_the_time(tmp_path):
 
 
 def test_a_long_ranking_prints_the_first_kernels_and_sums_the_rest(tmp_path):
-    summary = _first_look(tmp_path, {"matmul_kernel": 1})
+    summary = _auto_run(tmp_path, {"matmul_kernel": 1})
     long = "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, " \
         "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
     device = _device(**{f"k{i:02d}": (1000.0 * (40 - i), 1) for i in range(30)}, **{long: (1e6, 5)})
@@ -195,7 +195,7 @@ def test_a_hot_kernel_split_over_its_regions_and_lines(detail):
 
 
 def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
-    summary = _first_look(tmp_path, {"matmul_kernel": 1, "layernorm_fwd_kernel": 1000, "add_kernel": 1})
+    summary = _auto_run(tmp_path, {"matmul_kernel": 1, "layernorm_fwd_kernel": 1000, "add_kernel": 1})
     rows = hk.rank_kernels(summary)
     doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT",
                         share_wanted=0.8, top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
@@ -213,7 +213,7 @@ def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
     assert f"{100 * hot['unattributed_share']:.1f}%" in next(ln for ln in lines if "unattributed" in ln)
 
 
-def test_a_first_look_with_nothing_to_rank():
+def test_a_run_with_nothing_to_rank():
     doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT",
                         share_wanted=0.8, top_max=3, kernels=[], hot=[], exit_code=0,
                         notes=["no detailed run: no kernel to open up"])
@@ -227,7 +227,7 @@ def _declared(d: dict, td) -> None:
 
 
 def test_auto_json_has_the_declared_keys(tmp_path, detail):
-    rows = hk.rank_kernels(_first_look(tmp_path, {"matmul_kernel": 5}))
+    rows = hk.rank_kernels(_auto_run(tmp_path, {"matmul_kernel": 5}))
     doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT", share_wanted=0.8,
                         top_max=3, kernels=rows, hot=detail[1], exit_code=0, notes=[])
     assert read_auto(write_auto(tmp_path, doc)) == json.loads(json.dumps(doc))  # checked as written

@@ -1,4 +1,4 @@
-"""The first look's timing of every kernel (collect/device_kernels.py) with torch's real profiler.
+"""--auto's timing of every kernel (collect/device_kernels.py) with torch's real profiler.
 
 Without a GPU the profiler records CPU activity only; the same code path takes it here, so a
 program that starts a torch.profiler of its own while ours runs is checked for real: ours
