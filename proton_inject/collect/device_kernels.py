@@ -7,12 +7,16 @@ host a little per launch (plain ``profile`` runs without it). Copies, memsets an
 own kernels are left out of the table.
 
 A program that starts a torch.profiler of its own would be refused while ours runs (one
-profiler per process): ours stops first, keeps what it has seen, and says so.
+profiler per process): ours stops first, keeps what it has seen, and says so. The profiler holds
+a record per launch until it stops: it stops when the keep policy's total is reached (the
+launches kept, whose regions are opened up, cover the run up to there too), so a long run's
+memory stays bounded.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from proton_inject.formats.auto_report import DeviceKernel, write_device_kernels
@@ -28,6 +32,7 @@ class DeviceKernelTimes:
     def __init__(self, activity: str = "CUDA") -> None:
         self.activity = activity  # (tests on a machine without a GPU take "CPU": the same profiler)
         self._prof: Any = None
+        self._thread = 0  # the thread that started it
         self.kernels: dict[str, DeviceKernel] = {}
         self.notes: list[str] = []
 
@@ -50,12 +55,19 @@ class DeviceKernelTimes:
                 return wrapper
 
             patches.patch(torch.autograd.profiler.profile, "_prepare_trace", prepare)
-            self._prof = prof
+            self._prof, self._thread = prof, threading.get_ident()
             prof.start()
         except Exception as e:  # (an old torch, CUPTI missing): the ranking is of Triton kernels only
             self._prof = None
             self.notes.append(f"other kernels' GPU time not measured: torch.profiler did not start "
                               f"({str(e)[:200]}); shares are of the Triton kernels' time alone")
+
+    def quota_spent(self) -> None:
+        """The keep policy's total is reached: stop timing, where this is the thread that started
+        it (torch's profiler stops on that thread only; elsewhere it runs on to the end)."""
+        if self._prof is not None and threading.get_ident() == self._thread:
+            self.stop("kernel times cover the run until the profile kept all it keeps (--keep-launches "
+                      "max), as the kept launches' regions do; the launches counted run to the end")
 
     def stop(self, why: str | None = None) -> None:
         """Stop timing and sum what the profiler saw per kernel name (``why``: a note on what

@@ -110,6 +110,7 @@ class LaunchPath:
         self._configs: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(autotuner config) -> it, as a dict
         self.unhooked: set[str] = set()  # kernels whose builds never went through the hook
         self.twins = False  # launches not kept run plain twins (plain_twins.py)
+        self.on_quota_spent: Any = None  # called once the total is reached (--auto's device timer stops)
         self._twins: list[Any] = []  # the twins in use
         self._no_twin: set[str] = set()  # kernels whose twin failed (noted once)
 
@@ -341,6 +342,9 @@ class LaunchPath:
         would ask the profile allocator, a Python call, on every launch from here on."""
         for _, w in self._wrapped:
             w.counts.next_keep = NEVER
+        if self.on_quota_spent is not None:
+            hook, self.on_quota_spent = self.on_quota_spent, None
+            hook()
 
     def _config(self, info: _KernelInfo, tuning: Any) -> dict[str, Any]:
         at = getattr(self._tls, "autotuner", None)

@@ -260,6 +260,7 @@ class Session:
                 self.overhead.install()
             if self.device_kernels is not None:  # (last: the program's kernels alone are timed)
                 self.device_kernels.start(self.patches)
+                self.launch_path.on_quota_spent = self.device_kernels.quota_spent
         except BaseException:
             self.uninstall()
             raise

@@ -57,3 +57,32 @@ def test_a_profiler_that_cannot_start_leaves_a_note():
     patches.undo_all()
     times.stop()
     assert times.kernels == {} and "torch.profiler did not start" in times.notes[0]
+
+
+def test_the_timer_stops_when_the_keep_policy_is_spent_on_its_own_thread_only(tmp_path):
+    """Its records grow with the launches: it stops where the kept launches stop (the launch
+    path's total), on the thread that started it; on another thread it runs on to the end."""
+    import threading
+
+    from proton_inject.collect.session import Session
+
+    session = Session(out=tmp_path / "t", keep="first=1,every=1,max=1")
+    path = session.launch_path
+    times = DeviceKernelTimes("CPU")
+    patches = Patches()
+    times.start(patches)
+    try:
+        path.on_quota_spent = times.quota_spent  # (as Session.start wires it)
+        elsewhere = threading.Thread(target=times.quota_spent)
+        elsewhere.start()
+        elsewhere.join()
+        assert times._prof is not None and not times.notes  # (not the starting thread: runs on)
+        path._quota_spent()
+        assert times._prof is None and path.on_quota_spent is None
+        assert times.notes == ["kernel times cover the run until the profile kept all it keeps "
+                               "(--keep-launches max), as the kept launches' regions do; the launches "
+                               "counted run to the end"]
+        path._quota_spent()  # (once only)
+        assert len(times.notes) == 1
+    finally:
+        patches.undo_all()
