@@ -94,10 +94,6 @@ class DeviceKernelTimes:
         self.stop()
         write_device_kernels(out, list(self.kernels.values()), self.notes)
 
-    @property
-    def measured(self) -> bool:
-        return bool(self.kernels)
-
 
 def device_kernel_events(events: Any) -> Any:
     """(name, duration ns) of the kernels among torch.profiler's events: device-side, no
