@@ -235,6 +235,14 @@ def insert(src: str | os.PathLike, out: str | os.PathLike | None, rules: Rules, 
                         None if out is None else os.fspath(out), diff)
 
 
+# --auto's launches kept, unless --keep-launches says otherwise: every Triton kernel is
+# instrumented there, so fewer first launches than profile's default (20) keep its records'
+# kernel time, torch.profiler's inflation of its time and the decoding small (a few launches of
+# thousands of CTAs each are plenty for a kernel's regions); one in 100 after them and the total
+# as profile's, so the window torch.profiler times (it stops at the total) stays as long.
+AUTO_KEEP = KeepPolicy(first=5)
+
+
 @dataclass
 class AutoResult:
     """What ``profile_auto`` did: the program's exit code, the ranking and the picked kernels
@@ -275,7 +283,8 @@ def profile_auto(
 
     The program runs as ``profile_program`` runs it (OUT, with ``options`` and the other
     arguments), every Triton kernel instrumented with its body, loops and iterations (the kept
-    launches record them; the others run their plain twins), and every kernel on the GPU,
+    launches record them, ``AUTO_KEEP`` unless ``keep_launches`` says otherwise; the others run
+    their plain twins), and every kernel on the GPU,
     Triton's or not, timed by torch.profiler (OUT/device-kernels.json). The kernels are ranked
     by GPU time (``analyze/hot_kernels.py``), the fewest instrumented ones holding ``share``
     of it, at most ``top``, are picked and split over their regions and source lines; all of it
@@ -290,7 +299,8 @@ def profile_auto(
             argv, Rules(kernel_scope=True, loops="both"), out, options=options, max_launches=max_launches,
             max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from, gz=gz,
             plot=plot, raw=raw, progress=progress, cache=cache, measure_overhead=measure_overhead, jobs=jobs,
-            verbose=verbose, keep_launches=keep_launches, calibrate=calibrate, time_all_kernels=True)
+            verbose=verbose, keep_launches=AUTO_KEEP if keep_launches is None else keep_launches,
+            calibrate=calibrate, time_all_kernels=True)
         summary = rep.summary if rep is not None else {"kernels": [], "launch_counts": {}}
         ranked, notes = _ranked(Path(out), summary, share, top)
         picked = [k["kernel"] for k in ranked if k["top"]]
