@@ -175,7 +175,7 @@ def format_auto(doc: AutoReport) -> str:
         return "\n".join([f"where the GPU time went: the run ({doc['run']}) holds no kernel launch to rank"]
                          + [f"note: {n}" for n in doc["notes"]])
     total = sum(k["est_gpu_ns"] or 0.0 for k in ks)
-    measured = any(k.get("measured") for k in ks)
+    measured = any(k["measured"] for k in ks)
     out = [f"where the GPU time went ({doc['run']}: {len(ks)} kernel(s), "
            f"{'' if measured else 'est. '}{total / 1e6:,.3f} ms of kernel time):",
            f"  {'share':>6}  {'ms' if measured else 'est. ms':>10}  {'launches':>10}  kernel"]
@@ -184,7 +184,7 @@ def format_auto(doc: AutoReport) -> str:
         est = "-" if k["est_gpu_ns"] is None else f"{k['est_gpu_ns'] / 1e6:,.3f}"
         out.append(f"  {_pct(k['share']):>6}  {est:>10}  {k['launches_seen']:>10,}  {_name(k['kernel'])}"
                    + ("  *" if k["top"] else "")
-                   + ("  (not instrumented)" if not k.get("instrumented", True) else "")
+                   + ("  (not instrumented)" if not k["instrumented"] else "")
                    + ("  (no launch decoded)" if k["ns_per_launch"] is None else ""))
     if len(shown) < len(ks):
         rest = ks[len(shown):]
@@ -194,7 +194,7 @@ def format_auto(doc: AutoReport) -> str:
         out.append(f"  * opened up below: the fewest instrumented kernels holding >= "
                    f"{100 * doc['share_wanted']:g}% of the time, at most {doc['top_max']} (--auto-share, --auto-top)")
     if measured:
-        inst = sum(k["share"] or 0.0 for k in ks if k.get("instrumented", True))
+        inst = sum(k["share"] or 0.0 for k in ks if k["instrumented"])
         out.append(f"  ms = every launch's GPU time (torch.profiler); the instrumented "
                    f"(Triton) kernels hold {_pct(inst)} of it; the rest (cuBLAS, torch's own, ...) is "
                    "timed, never opened up")

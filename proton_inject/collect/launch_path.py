@@ -230,7 +230,7 @@ class LaunchPath:
                     f"note: kernel {name}: no plain twin ({str(e)[:200]}); its launches not kept run the "
                     "instrumented build (their kernel time includes the records)")
             return
-        self._twins.append(twin)  # (its module stays loaded while w may launch it)
+        self._twins.append(twin)  # (the build holds its module loaded while w may launch it)
         w.plain_fn, w.plain_meta = twin.function, twin.packed_metadata
 
     def kernel_info(self, ck: Any) -> _KernelInfo:

@@ -17,7 +17,6 @@ instrumented build in the profile's first run.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 ENV = "PROTON_INJECT_PLAIN_TWINS"
@@ -29,13 +28,6 @@ SAME = ("num_warps", "num_ctas", "launch_cooperative_grid", "launch_pdl", "globa
 
 def enabled() -> bool:
     return os.environ.get(ENV, "1") != "0"
-
-
-@dataclass(frozen=True)
-class PlainTwin:
-    build: Any  # the plain CompiledKernel: holds the loaded module its function lives in
-    function: Any  # its CUfunction handle, as Triton passes it to the entry point
-    packed_metadata: Any
 
 
 def _tuples(v: Any) -> Any:
@@ -65,9 +57,10 @@ def compile_twin(ck: Any, autotune: Any) -> Any:
     return twin
 
 
-def plain_twin(ck: Any, autotune: Any) -> PlainTwin:
-    """``ck``'s plain twin, compiled and loaded on the current device (made as a plain build,
-    the twin's load is Triton's own: the launch path wraps no plain build)."""
+def plain_twin(ck: Any, autotune: Any) -> Any:
+    """``ck``'s plain twin, compiled and loaded on the current device: its ``function`` and
+    ``packed_metadata`` are what the entry point takes (made as a plain build, the twin's load
+    is Triton's own: the launch path wraps no plain build)."""
     twin = compile_twin(ck, autotune)
     twin._init_handles()
-    return PlainTwin(twin, twin.function, twin.packed_metadata)
+    return twin

@@ -222,7 +222,7 @@ class Tuner:
 
     def _may_pin(self, at: Any) -> bool:
         """Whether the pins hold any choice of ``at``'s kernel (they are read once, before any
-        run; the set of kernels they name is made on the first look)."""
+        run; the set of kernels they name is made on first use)."""
         if self.pins is None or not self.pins.triton:
             return False
         if self._pinned_kernels is None:
