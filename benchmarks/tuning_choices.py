@@ -35,6 +35,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 CHOICE = re.compile(r"Triton autotuning for function (\S+?),?\s.*?(?:key(?: info)?:?|with key as) (.*?),?\s*"
@@ -44,12 +45,15 @@ CHOICE = re.compile(r"Triton autotuning for function (\S+?),?\s.*?(?:key(?: info
 SIDES = ("plain", "profile", "dump")
 
 
-def one_run(argv: list[str], side: str, work: Path, profile_args: list[str] = ()
-            ) -> tuple[dict[tuple[str, str], str], list[str], int]:
+def one_run(argv: list[str], side: str, work: Path, profile_args: list[str] = (),
+            triton_cache: Path | None = None) -> tuple[dict[tuple[str, str], str], list[str], int]:
     """(function, key) -> config chosen, the program's output lines (no autotuning prints), rc.
     ``side``: the program alone, under ``profile``, or under ``dump`` (whose choices a ``run``
-    of its tree then takes as they are)."""
+    of its tree then takes as they are). ``triton_cache``: a compile cache shared with other
+    runs (Triton's tuners keep no choices on disk, so every run still tunes)."""
     caches = {v: str(work / v.lower()) for v in ("TRITON_CACHE_DIR", "FLAGGEMS_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
+    if triton_cache is not None:
+        caches["TRITON_CACHE_DIR"] = str(triton_cache)
     env = {**os.environ, **caches, "TRITON_PRINT_AUTOTUNING": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, *argv]
     if side == "profile":
@@ -126,6 +130,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sides", default="plain,profile", help="of plain, profile, dump; in turn each round")
     ap.add_argument("--profile-args", default="", help="more options for profile, one string ('--no-calibrate')")
+    ap.add_argument("--warm-compile-cache", action="store_true",
+                    help="one Triton compile cache for all runs (a user's warm cache: runs after the first "
+                         "load their builds instead of compiling them); FlagGems' and Inductor's stay fresh")
     ap.add_argument("--save", type=Path, help="append each run to this file (JSON lines) as it ends")
     ap.add_argument("--combine", type=Path, nargs="+", metavar="FILE",
                     help="run nothing: compare the runs saved in these files (--save of several calls)")
@@ -141,10 +148,13 @@ def main() -> None:
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
     root = Path(tempfile.mkdtemp(prefix="pi-tuning-"))
     records = []
+    shared = root / "triton-shared" if args.warm_compile_cache else None
     for r in range(args.runs):
         for side in sides:
-            choices, lines, rc = one_run(argv, side, root / f"{side}{r}", args.profile_args.split())
-            print(f"run {r} {side}: exit {rc}, {len(choices)} choices, {len(lines)} output lines",
+            t0 = time.perf_counter()
+            choices, lines, rc = one_run(argv, side, root / f"{side}{r}", args.profile_args.split(), shared)
+            print(f"run {r} {side}: exit {rc}, {len(choices)} choices, {len(lines)} output lines, "
+                  f"{time.perf_counter() - t0:.0f} s",
                   file=sys.stderr, flush=True)
             for (fn, key), cfg in sorted(choices.items()):  # (each run's choices, as they come)
                 print(f"  {side} {r} {fn} [{key[:40]}]: {cfg}", file=sys.stderr, flush=True)

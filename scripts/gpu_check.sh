@@ -7,7 +7,8 @@
 #        (tuning_choices.py, FlagGems' layer_norm, 8 runs a side), "twins" (plain twins: their GPU
 #        tests and launch_cost's twin cases), "speed-fla" (profile_speed.py on fla, one cache:
 #        ~230 s plain cold, then 2 warm rounds a side), "tuning-all" (tuning_choices.py on all 50
-#        FlagGems ops, plain/profile/dump, TUNING_RUNS rounds, runs saved to $OUT/tuning-all.jsonl:
+#        FlagGems ops, plain/profile/dump, TUNING_RUNS rounds, one warm Triton compile cache, fresh
+#        FlagGems caches (every run tunes), runs saved to $OUT/tuning-all.jsonl:
 #        compare the files of several calls with --combine), "auto-liger" and "auto-inductor"
 #        (auto_vs_torch_profiler.py, one round; its log.txt as $OUT/avt-NAME.txt)
 # The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27, fourth
@@ -58,7 +59,7 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
   elif [ "$1" = tuning ]; then
     "$PY" benchmarks/tuning_choices.py --runs 8 -- tests/gpu/programs/flaggems_ops.py --ops layer_norm
   elif [ "$1" = tuning-all ]; then  # issue 40: FlagGems' 50 ops, TUNING_RUNS rounds of plain, profile, dump
-    "$PY" benchmarks/tuning_choices.py --runs "${TUNING_RUNS:-1}" --sides plain,profile,dump \
+    "$PY" benchmarks/tuning_choices.py --runs "${TUNING_RUNS:-1}" --sides plain,profile,dump --warm-compile-cache \
       --save "$LOG/tuning-all.jsonl" -- tests/gpu/programs/flaggems_ops.py
   elif [ "$1" = speed-fla ]; then  # issue 40: fla's second profile against a warm plain run, one cache
     "$PY" benchmarks/profile_speed.py --out "$LOG/speed-fla" --rounds 2 --one-cache -- tests/gpu/programs/fla_prog.py
