@@ -59,7 +59,7 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
   elif [ "$1" = tuning ]; then
     "$PY" benchmarks/tuning_choices.py --runs 8 -- tests/gpu/programs/flaggems_ops.py --ops layer_norm
   elif [ "$1" = tuning-all ]; then  # issue 40: FlagGems' 50 ops, TUNING_RUNS rounds of plain, profile, dump
-    "$PY" benchmarks/tuning_choices.py --runs "${TUNING_RUNS:-1}" --sides plain,profile,dump --warm-compile-cache \
+    "$PY" benchmarks/tuning_choices.py --runs "${TUNING_RUNS:-1}" --sides "${TUNING_SIDES:-plain,profile,dump}" --warm-compile-cache \
       --save "$LOG/tuning-all.jsonl" -- tests/gpu/programs/flaggems_ops.py
   elif [ "$1" = speed-fla ]; then  # issue 40: fla's second profile against a warm plain run, one cache
     "$PY" benchmarks/profile_speed.py --out "$LOG/speed-fla" --rounds 2 --one-cache -- tests/gpu/programs/fla_prog.py

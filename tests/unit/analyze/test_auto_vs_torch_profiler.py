@@ -178,7 +178,7 @@ def test_the_printed_table_is_short_and_says_the_goals(trace, auto_doc):
     assert row.split()[2:4] == ["0.300", f"{100 * c.rows[0].share_all:.1f}%"]  # 100 launches of 3 us
     assert "1.031 (1.01..1.06, in-run)" in row
     assert f"hold {100 * c.held_picked:.1f}% of all kernel time (misses >= 80%)" in text
-    assert "kernel time <= 1.05x: yes" in text
+    assert "goal kernel time <= 1.05x: per instrumented launch yes, over all launches not measured" in text
     assert f"torch.profiler only: 2 kernel(s), {100 * c.unmatched_profiler_ns / c.profiler_total_ns:.1f}%" in text
     assert "--auto only (no torch.profiler name matched): none" in text
     assert lines[-1] == ("  wall: plain 10.5 s, --auto 21.0 s: x2.00 (1.91..2.10), 2 runs each in turn; "
@@ -208,3 +208,29 @@ def test_an_auto_run_with_no_kernel_leaves_every_profiler_kernel_unmatched(trace
     text = "\n".join(bench.format_comparison("prog", c))
     assert "goals: not measured: no kernel both sides saw" in text
     assert "torch.profiler only: 5 kernel(s), 100.0%" in text
+
+
+def test_time_over_all_launches_when_auto_timed_every_kernel(trace, auto_doc, tmp_path):
+    """--auto's torch.profiler times (every launch: kept ones instrumented, the rest plain
+    twins) against plain's, per opened-up kernel; not where --auto saw fewer launches."""
+    run = tmp_path / "out"
+    (run / "raw").mkdir(parents=True)
+    for i, (ds, stem, kernel) in enumerate(LAUNCHES):
+        for ext in (".json", ".bin.gz"):
+            shutil.copy(DATA / ds / f"{stem}{ext}", run / "raw" / f"{i:05d}-{kernel}{ext}")
+    (run / "run.json").write_text(json.dumps({"version": 1, "format": RUN_FORMAT, "launch_counts": COUNTS,
+                                              "launches": [{"kernel": k, "tuning": False} for *_, k in LAUNCHES]}))
+    device = {"kernels": [{"kernel": "layernorm_fwd_kernel", "launches": 100, "ns": 100 * 3030.0},
+                          {"kernel": "matmul_kernel", "launches": 8, "ns": 8 * 4000.0},
+                          {"kernel": "add_kernel", "launches": 50, "ns": 50 * 500.0}]}
+    doc = dict(auto_doc, kernels=hk.rank_kernels(run_report([run], jobs=1).summary, share=1.0, top=2,
+                                                 device=device))
+    doc = json.loads(json.dumps(doc))
+    rows = {r.kernel: r for r in bench.compare(bench.kernel_times(trace), [doc]).rows}
+    assert rows["layernorm_fwd_kernel"].picked and rows["matmul_kernel"].picked
+    assert rows["layernorm_fwd_kernel"].all_launches_ratio == pytest.approx(1.01)
+    assert rows["matmul_kernel"].all_launches_ratio is None  # 8 launches timed of the trace's 10
+    assert rows["add_kernel"].all_launches_ratio == pytest.approx(1.0)
+    text = "\n".join(bench.format_comparison("prog", bench.compare(bench.kernel_times(trace), [doc])))
+    assert "over all launches not measured" in text  # (matmul's is missing)
+    assert "layernorm_fwd_kernel 1.010x, matmul_kernel -" in text
