@@ -338,8 +338,10 @@ class Runner:
         t = time.perf_counter()
         p = subprocess.run(cmd, cwd=self.work, env=self.env, capture_output=True, text=True)
         dt = time.perf_counter() - t
+        err = p.stderr.splitlines()
+        timed = [ln for ln in err[:-30] if ln.startswith("proton-inject: time:")]  # (the tool's parts)
         self.log.write(f"$ {' '.join(cmd)}\n  {dt:.1f} s, exit {p.returncode}\n"
-                       + "".join(f"  | {ln}\n" for ln in p.stderr.splitlines()[-30:]))
+                       + "".join(f"  | {ln}\n" for ln in timed + err[-30:]))
         self.log.flush()
         # (as it goes: a run cut off at a time limit still shows where its time went)
         what = " ".join(Path(c).name if "/" in c else c for c in cmd[1:6])

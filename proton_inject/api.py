@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -178,11 +179,17 @@ def profile_program(
         session = _session(rules, out, instrumented, options, kernel, max_launches,
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
                            measure_overhead, keep_launches, clear_out, time_all_kernels)
+        began = time.perf_counter()
         if calibrate:  # in a child, before the program: its process stays as without the tool
             calibrate_missing(session.options)
+        calibrated = time.perf_counter()
         result = run_in_session(session, argv, "profile" if instrumented is None else "run")
+        ran = time.perf_counter()
         rep = (analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs, verbose=verbose)
                if report else None)
+        result.seconds["calibrate"] = calibrated - began
+        if report:
+            result.seconds["report"] = time.perf_counter() - ran
     return result, rep
 
 
@@ -301,6 +308,7 @@ def profile_auto(
             plot=plot, raw=raw, progress=progress, cache=cache, measure_overhead=measure_overhead, jobs=jobs,
             verbose=verbose, keep_launches=AUTO_KEEP if keep_launches is None else keep_launches,
             calibrate=calibrate, time_all_kernels=True)
+        began = time.perf_counter()
         summary = rep.summary if rep is not None else {"kernels": [], "launch_counts": {}}
         ranked, notes = _ranked(Path(out), summary, share, top)
         picked = [k["kernel"] for k in ranked if k["top"]]
@@ -311,6 +319,7 @@ def profile_auto(
                                      hot=hot_kernels.hot_kernels(summary, picked), exit_code=run.exit_code or 0,
                                      notes=notes)
         written = auto_report.write_auto(out, doc)
+        run.seconds["auto"] = time.perf_counter() - began
     return AutoResult(run.exit_code or 0, dict(doc), hot_kernels.format_auto(doc), run, rep, [str(written)])
 
 

@@ -10,7 +10,7 @@
 #        FlagGems ops, plain/profile/dump, TUNING_RUNS rounds, one warm Triton compile cache, fresh
 #        FlagGems caches (every run tunes), runs saved to $OUT/tuning-all.jsonl:
 #        compare the files of several calls with --combine), "auto-liger" and "auto-inductor"
-#        (auto_vs_torch_profiler.py, one round; its log.txt as $OUT/avt-NAME.txt)
+#        (auto_vs_torch_profiler.py, AUTO_ROUNDS rounds (1); its log.txt as $OUT/avt-NAME.txt)
 # The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27, fourth
 # session, whole call with the overhead benchmark and the machine's start): part1 the runtime,
 # profile, AOT, direct-lowering, sampling and overhead tests (403 s), part2 same-program,
@@ -68,7 +68,7 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
     "$PY" benchmarks/launch_cost.py --launches 10000 --rounds 9 \
       --cases "plain,not kept,not kept (twin),default,default (twin)"
   elif [ "${1#auto-}" != "$1" ]; then  # auto-liger, auto-inductor: --auto against torch.profiler
-    "$PY" benchmarks/auto_vs_torch_profiler.py --rounds 1 --programs "${1#auto-}" --work "/tmp/avt-${1#auto-}"
+    "$PY" benchmarks/auto_vs_torch_profiler.py --rounds "${AUTO_ROUNDS:-1}" --programs "${1#auto-}" --work "/tmp/avt-${1#auto-}"
     cp "/tmp/avt-${1#auto-}/log.txt" "$LOG/avt-${1#auto-}.txt"  # (the runs and caches stay: thousands of files)
   else
     part_args "$1"

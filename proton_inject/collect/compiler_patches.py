@@ -6,6 +6,7 @@ session's collaborator for it."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ class Compiler:
         self.overridden: dict[str, int] = {}  # kernel -> instrumented builds compiled
         self._session_tag = ""
         self.oor_type: type | None = None  # the advice's error type (a subclass of Triton's), once installed
+        # Triton's compile calls while the program ran (builds and cache loads, summed over threads):
+        # the part of a profile's wall time spent making or loading builds.
+        self.compile_seconds, self.compile_calls = 0.0, 0
+        self._depth = threading.local()  # (a compile inside a compile is counted in the outer one)
+        self._timing = threading.Lock()  # (its own: the caller may hold the run's lock)
 
     def install(self, target: Any, private_root: str) -> None:
         """What decides how kernels build: private caches (under ``private_root``), the
@@ -221,6 +227,19 @@ class Compiler:
         compiler = self
 
         def compile(first: Any, *args: Any, **kwargs: Any) -> Any:
+            depth = getattr(compiler._depth, "n", 0)
+            compiler._depth.n = depth + 1
+            start = time.perf_counter()
+            try:
+                return checked(first, *args, **kwargs)
+            finally:
+                compiler._depth.n = depth
+                if depth == 0:
+                    with compiler._timing:
+                        compiler.compile_seconds += time.perf_counter() - start
+                        compiler.compile_calls += 1
+
+        def checked(first: Any, *args: Any, **kwargs: Any) -> Any:
             plain = compiler.autotune.building_plain  # a plain build fails as without us
             try:
                 out = orig(first, *args, **kwargs)

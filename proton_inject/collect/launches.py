@@ -62,6 +62,25 @@ class RunResult:
     details: list[str] = field(default_factory=list)
     # --measure-overhead: kernel -> instrumented/plain kernel-time ratio, spread and counts
     measured_overhead: dict[str, dict] = field(default_factory=dict)
+    # Where the command's wall time went (TIME_PARTS), seconds; compile_calls: Triton's compiles
+    seconds: dict[str, float] = field(default_factory=dict)
+    compile_calls: int = 0
+
+    def time_line(self) -> str | None:
+        """One line saying where the command's time went, or None before anything was timed."""
+        parts = [f"{what} {self.seconds[key]:.2f} s" for key, what in TIME_PARTS if key in self.seconds]
+        if not parts:
+            return None
+        if "compile" in self.seconds:  # (inside the program's time)
+            parts[[k for k, _ in TIME_PARTS if k in self.seconds].index("compile")] += (
+                f" over {self.compile_calls} call{'s' if self.compile_calls != 1 else ''}")
+        return "time: " + ", ".join(parts)
+
+
+# The parts of a profile's wall time, in order: key in RunResult.seconds, what it is.
+TIME_PARTS = (("calibrate", "calibrating"), ("start", "starting"), ("program", "the program"),
+              ("compile", "of it Triton's compiles and cache loads"), ("stop", "stopping"),
+              ("report", "the report"), ("auto", "ranking"))
 
 
 def config_of_kernel(ck: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -442,7 +443,9 @@ def run_in_session(session: Session, argv: Sequence[str], command: str) -> RunRe
     ``command`` names the caller in messages about a bad program argv.
     """
     kind, target, args = split_program_argv(argv, command)
+    began = time.perf_counter()
     session.start()
+    started = time.perf_counter()
     saved_argv, saved_path0 = sys.argv, list(sys.path)
     code = 0
     try:
@@ -472,5 +475,10 @@ def run_in_session(session: Session, argv: Sequence[str], command: str) -> RunRe
         sys.argv = saved_argv
         sys.path[:] = saved_path0
         session.result.exit_code = code
+        ran = time.perf_counter()
         session.stop()
+        timed = session.result.seconds
+        timed.update(start=started - began, program=ran - started, stop=time.perf_counter() - ran,
+                     compile=session.compiler.compile_seconds)
+        session.result.compile_calls = session.compiler.compile_calls
     return session.result
