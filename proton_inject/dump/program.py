@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -98,10 +99,14 @@ def dump_program(
         for key in ("TRITON_KERNEL_OVERRIDE", "TRITON_OVERRIDE_DIR", "TRITON_ALWAYS_COMPILE"):
             env.pop(key, None)
         env[PROGRAM_CACHE_ENV] = _program_triton_cache()
+        if _cache_keeps_binaries_only():
+            # Each compile's TTGIR is read where Triton's cache keeps it (a build loaded from
+            # the program's cache too). This cache keeps none: every kernel is compiled again
+            # in a private cache with Triton's IR dump on (which also disassembles each cubin:
+            # 2.6x a compile, measured in docs/host-performance.md).
+            env.update(TRITON_KERNEL_DUMP="1", TRITON_DUMP_DIR=os.path.join(tmp, "dump"),
+                       TRITON_CACHE_DIR=os.path.join(tmp, "cache"), TRITON_STORE_BINARY_ONLY="0")
         env.update(
-            TRITON_KERNEL_DUMP="1",
-            TRITON_DUMP_DIR=os.path.join(tmp, "dump"),
-            TRITON_CACHE_DIR=os.path.join(tmp, "cache"),
             TORCHINDUCTOR_COMPILE_THREADS="1",
             # Inductor's graph caches would skip compiling (no dump); its autotune cache
             # stays on, so the dump takes the plain run's choices.
@@ -117,7 +122,7 @@ def dump_program(
         except subprocess.TimeoutExpired as e:
             raise UserError(f"dump: the program ran longer than {timeout} s") from e
         records = _read_records(records_path)
-        dump_dir = Path(env["TRITON_DUMP_DIR"])
+        dump_dir = Path(env.get("TRITON_DUMP_DIR") or os.path.join(tmp, "dump"))
         results, notes = _program_results(records, dump_dir, pattern)
         decisions = autotune_file.from_lines(autotune_lines_path(records_path))
     where = " ".join([target, *args])
@@ -189,23 +194,29 @@ def _program_results(
                 f"{rec['name']}: its hash changes in every process (Triton hashes its constexpr "
                 f"global(s) {', '.join(rec['per_process_globals'])} with their memory address), so "
                 "no run finds this IR by hash; run instruments it from its own TTGIR with the tree's rules")
-        path = dump_dir / rec["hash"] / f"{rec['name']}.ttgir"
+        path = Path(rec.get("ttgir_path") or "")  # (this compile's own, in Triton's cache)
         if not path.is_file():
-            path = Path(rec.get("ttgir_path") or "")
+            path = dump_dir / rec["hash"] / f"{rec['name']}.ttgir"
         if not path.is_file():
             notes.append(f"{rec['name']} ({rec['hash']}): no TTGIR was dumped; left out")
+            continue
+        ttgir = path.read_text(encoding="utf-8", errors="replace")
+        if not re.search(rf"tt\.func\b[^@\n]*@{re.escape(rec['name'])}\b", ttgir):
+            notes.append(f"{rec['name']} ({rec['hash']}): {path} does not hold this kernel's TTGIR "
+                         "(a damaged cache entry?); left out: delete that directory, or dump with "
+                         "TRITON_CACHE_DIR set to an empty one")
             continue
         r = AotResult(
             kernel_name=rec["name"], hash=rec["hash"], source_file=rec["source_file"],
             target=rec["target"], num_warps=rec["num_warps"], num_stages=rec["num_stages"],
             num_ctas=rec["num_ctas"], signature=rec["signature"], constexprs=rec["constexprs"],
-            divisibility_16=rec["divisibility_16"], ttgir=path.read_text(encoding="utf-8"),
+            divisibility_16=rec["divisibility_16"], ttgir=ttgir,
             metadata={**rec["metadata"], "constexpr_args": rec.get("constexpr_args")},
             fn_key=rec.get("fn_key"),
         )  # fmt: skip
         key = (r.hash, r.kernel_name)
         prev = by_key.get(key)
-        by_key[key] = r  # Triton's dump rewrote the file: it holds the last compile's IR
+        by_key[key] = r  # (the tree holds one file per override hash: the last compile's)
         if prev is not None and (prev.num_warps, prev.num_stages) != (r.num_warps, r.num_stages):
             # Triton's override hash leaves out num_warps/num_stages: autotune configs that
             # differ only there share one override file.
@@ -239,6 +250,13 @@ def _gpu_visible() -> bool:
     except ImportError:
         return False
     return torch.cuda.is_available()
+
+
+def _cache_keeps_binaries_only() -> bool:
+    """Whether Triton's cache keeps no IR here (TRITON_STORE_BINARY_ONLY)."""
+    import triton
+
+    return bool(triton.knobs.compilation.store_binary_only)
 
 
 def _program_triton_cache() -> str:

@@ -9,7 +9,7 @@ from proton_inject.dump.program import _program_results
 def _record(tmp_path, name, hash_, warps, **extra):
     d = tmp_path / "dump" / hash_
     d.mkdir(parents=True, exist_ok=True)
-    (d / f"{name}.ttgir").write_text(f"// {name} {warps} warps\n")
+    (d / f"{name}.ttgir").write_text(f"// {warps} warps\ntt.func public @{name}() {{\n}}\n")
     return {"name": name, "hash": hash_, "source_file": "k.py", "target": "cuda:90", "num_warps": warps,
             "num_stages": 3, "num_ctas": 1, "signature": {}, "constexprs": {}, "divisibility_16": [],
             "metadata": {}, "fn_key": "0" * 16, **extra}
