@@ -30,17 +30,23 @@ ATEN = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunct
         "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
 
 
-@pytest.fixture(scope="module")
-def auto_doc(tmp_path_factory):
-    """auto.json as ``profile --auto`` writes it: the run's ranking (real launches,
-    run.json counting COUNTS), layernorm opened up from the detailed run of real buffers."""
-    run = tmp_path_factory.mktemp("auto") / "out"
+def _run_dir(parent):
+    """A profile's output directory holding the real LAUNCHES, run.json counting COUNTS."""
+    run = parent / "out"
     (run / "raw").mkdir(parents=True)
     for i, (ds, stem, kernel) in enumerate(LAUNCHES):
         for ext in (".json", ".bin.gz"):
             shutil.copy(DATA / ds / f"{stem}{ext}", run / "raw" / f"{i:05d}-{kernel}{ext}")
     (run / "run.json").write_text(json.dumps({"version": 1, "format": RUN_FORMAT, "launch_counts": COUNTS,
                                               "launches": [{"kernel": k, "tuning": False} for *_, k in LAUNCHES]}))
+    return run
+
+
+@pytest.fixture(scope="module")
+def auto_doc(tmp_path_factory):
+    """auto.json as ``profile --auto`` writes it: the run's ranking (real launches,
+    run.json counting COUNTS), layernorm opened up from the detailed run of real buffers."""
+    run = _run_dir(tmp_path_factory.mktemp("auto"))
     ranked = hk.rank_kernels(run_report([run], jobs=1).summary, share=0.8, top=3)
     detail = run_report([DATA / "h100-direct-loops"], source=True, jobs=1).summary
     doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT", share_wanted=0.8,
@@ -213,13 +219,7 @@ def test_an_auto_run_with_no_kernel_leaves_every_profiler_kernel_unmatched(trace
 def test_time_over_all_launches_when_auto_timed_every_kernel(trace, auto_doc, tmp_path):
     """--auto's torch.profiler times (every launch: kept ones instrumented, the rest plain
     twins) against plain's, per opened-up kernel; not where --auto saw fewer launches."""
-    run = tmp_path / "out"
-    (run / "raw").mkdir(parents=True)
-    for i, (ds, stem, kernel) in enumerate(LAUNCHES):
-        for ext in (".json", ".bin.gz"):
-            shutil.copy(DATA / ds / f"{stem}{ext}", run / "raw" / f"{i:05d}-{kernel}{ext}")
-    (run / "run.json").write_text(json.dumps({"version": 1, "format": RUN_FORMAT, "launch_counts": COUNTS,
-                                              "launches": [{"kernel": k, "tuning": False} for *_, k in LAUNCHES]}))
+    run = _run_dir(tmp_path)
     device = {"kernels": [{"kernel": "layernorm_fwd_kernel", "launches": 100, "ns": 100 * 3030.0},
                           {"kernel": "matmul_kernel", "launches": 8, "ns": 8 * 4000.0},
                           {"kernel": "add_kernel", "launches": 50, "ns": 50 * 500.0}]}
