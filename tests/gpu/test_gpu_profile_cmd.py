@@ -5,6 +5,7 @@ torch.compile."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -99,6 +100,7 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
     assert list((out / "ir").glob("*/*.ttgir"))
     assert "instrumented 0 kernel(s)" not in prof.stderr
     assert "total cyc" in prof.stderr  # the report's table
+    assert re.search(r"proton-inject: time: .*the program \d+\.\d\d s, of it Triton's compiles", prof.stderr)
     if name == "autotuned":  # (its plain builds launch with none of our code: nothing counted)
         assert "timed on the plain builds" in prof.stderr, prof.stderr
     if name == "autotune_cached":  # the plain run's saved choice, read from its cache
@@ -110,6 +112,9 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
         dumped = run_cli(["dump", "-o", str(tmp_path / "dump"), "--", "python", str(prog)],
                          cwd=tmp_path, env=env, code=0, timeout=300)
         assert dumped.stdout == plain.stdout, dumped.stderr
+        # (its TTGIR read where the warm user cache keeps it: the kernel loaded, not compiled)
+        names = [p.name for p in (tmp_path / "dump").glob("*/*.ttgir")]
+        assert names and set(names) == {"triple.ttgir"}, dumped.stderr
     # Nothing instrumented reached the user's cache, and a plain run afterwards is plain.
     def instrumented_files() -> list[Path]:
         dirs = [user_cache, tmp_path / "inductor_cache"]
