@@ -37,8 +37,8 @@ class ProgramDump:
     autotune_file: Path | None = None
 
 
-# The program's own Triton cache, for the child (whose cache is private) to read saved
-# autotune choices from.
+# The program's own Triton cache, for a child whose cache is private (a cache of binaries
+# only) to read saved autotune choices from.
 PROGRAM_CACHE_ENV = "PROTON_INJECT_PROGRAM_TRITON_CACHE"
 
 DUMP_CHILD = (
@@ -98,7 +98,6 @@ def dump_program(
         env = dict(os.environ)
         for key in ("TRITON_KERNEL_OVERRIDE", "TRITON_OVERRIDE_DIR", "TRITON_ALWAYS_COMPILE"):
             env.pop(key, None)
-        env[PROGRAM_CACHE_ENV] = _program_triton_cache()
         if _cache_keeps_binaries_only():
             # Each compile's TTGIR is read where Triton's cache keeps it (a build loaded from
             # the program's cache too). This cache keeps none: every kernel is compiled again
@@ -106,6 +105,7 @@ def dump_program(
             # 2.6x a compile, measured in docs/host-performance.md).
             env.update(TRITON_KERNEL_DUMP="1", TRITON_DUMP_DIR=os.path.join(tmp, "dump"),
                        TRITON_CACHE_DIR=os.path.join(tmp, "cache"), TRITON_STORE_BINARY_ONLY="0")
+            env[PROGRAM_CACHE_ENV] = _program_triton_cache()  # (saved tuning choices stay there)
         env.update(
             TORCHINDUCTOR_COMPILE_THREADS="1",
             # Inductor's graph caches would skip compiling (no dump); its autotune cache

@@ -382,9 +382,10 @@ def caching_autotuner() -> Any:
 def record_in_child(lines_path: str, program_cache: str = "") -> Callable[[], None]:
     """In `dump`'s child: record every decision into ``lines_path`` (JSON lines). Patches
     Triton's Autotuner now; returns a function that patches Inductor's CachingAutotuner once
-    it is imported (the child calls it from its compile listener). The child's Triton cache is
-    private: choices saved to disk (cache_results / TRITON_CACHE_AUTOTUNING) are read from and
-    written to the program's own cache ``program_cache``, so the dump takes a plain run's."""
+    it is imported (the child calls it from its compile listener). Where the child's Triton
+    cache is private, ``program_cache`` names the program's own: choices saved to disk
+    (cache_results / TRITON_CACHE_AUTOTUNING) are read from and written to it, so the dump
+    takes a plain run's."""
     from triton.runtime.autotuner import Autotuner
 
     lock = threading.Lock()
