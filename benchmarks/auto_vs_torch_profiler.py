@@ -10,6 +10,9 @@ run a fresh process sharing one Triton and Inductor cache, in this order:
   torch.profiler  the program under ``torch.profiler`` (CUDA activity; this file with
                   --torch-trace runs it), its Chrome trace read back: each kernel's GPU time
                   is the sum of its "kernel" events (memcpy/memset left out);
+  first           ``profile --auto`` once with the tool's caches empty (XDG_CACHE_HOME in
+                  the work folder): every Triton kernel compiled instrumented, the GPU
+                  calibrated, as a user's first --auto of the program;
   overhead        ``profile --auto --measure-overhead`` once: run.json's measured_overhead
                   (instrumented/plain kernel time of alternated launches, in one run);
   wall            ROUNDS times in turn: the plain program, then ``profile --auto``; the
@@ -311,12 +314,16 @@ def format_comparison(program: str, c: Comparison) -> list[str]:
     return out
 
 
-def wall_line(plain: list[float], auto: list[float], same_stdout: bool) -> str:
-    """The program's wall time under --auto against plain, over runs taken in turn."""
+def wall_line(plain: list[float], auto: list[float], same_stdout: bool, first: float | None = None) -> str:
+    """The program's wall time under --auto against plain, over runs taken in turn; ``first``:
+    the first --auto's, with the tool's build cache empty (every kernel compiled instrumented)."""
     med, lo, hi = _spread([a / p for a, p in zip(auto, plain, strict=True)])
-    return (f"  wall: plain {statistics.median(plain):.1f} s, --auto {statistics.median(auto):.1f} s: "
+    line = (f"  wall: plain {statistics.median(plain):.1f} s, --auto {statistics.median(auto):.1f} s: "
             f"x{med:.2f} ({lo:.2f}..{hi:.2f}), {len(plain)} runs each in turn; "
             f"stdout as plain: {'yes' if same_stdout else 'NO'}")
+    if first is not None:
+        line += f"; the first --auto (build cache empty) {first:.1f} s: x{first / statistics.median(plain):.2f}"
+    return line
 
 
 # --- running ----------------------------------------------------------------------------
@@ -331,7 +338,8 @@ class Runner:
         path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         self.env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1",
                     "TRITON_CACHE_DIR": str(work / "triton-cache"),
-                    "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor-cache")}
+                    "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor-cache"),
+                    "XDG_CACHE_HOME": str(work / "xdg")}  # (the tool's build cache: empty at first)
 
     def __call__(self, cmd: list[Any]) -> tuple[float, str, int]:
         cmd = [str(c) for c in cmd]
@@ -366,6 +374,8 @@ def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: f
         return [f"== {name}: the program failed under torch.profiler (exit {rc}): see {run.log.name}"]
     profiler = kernel_times(json.loads(trace.read_text()))
 
+    first, _, rc = run.auto(w / f"{name}-first", prog, share, top)  # (the build cache is empty)
+    first_s = first if rc == 0 else None
     _, _, rc = run.auto(w / f"{name}-measured", prog, share, top, "--measure-overhead")
     ratios = measured_ratios(w / f"{name}-measured" / "run.json") if rc == 0 else {}
     notes = [] if rc == 0 else [f"--measure-overhead run exited {rc}"]
@@ -400,7 +410,7 @@ def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: f
                     r.ratio = cross_run_ratio(plain[r.kernel], inst[r.kernel])
         else:
             c.notes.append(f"the cross-run kernel times failed (exit {rc})")
-    return format_comparison(name, c) + [wall_line(plain_s, auto_s, same)]
+    return format_comparison(name, c) + [wall_line(plain_s, auto_s, same, first_s)]
 
 
 def main(argv: list[str] | None = None) -> int:

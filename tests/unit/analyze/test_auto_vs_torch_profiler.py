@@ -189,6 +189,8 @@ def test_the_printed_table_is_short_and_says_the_goals(trace, auto_doc):
     assert "--auto only (no torch.profiler name matched): none" in text
     assert lines[-1] == ("  wall: plain 10.5 s, --auto 21.0 s: x2.00 (1.91..2.10), 2 runs each in turn; "
                          "stdout as plain: yes")
+    assert bench.wall_line([10.0, 11.0], [21.0, 21.0], True, first=42.0).endswith(
+        "stdout as plain: yes; the first --auto (build cache empty) 42.0 s: x4.00")
 
 
 def test_the_runner_runs_the_program_as_python_would_and_writes_the_trace(tmp_path):
