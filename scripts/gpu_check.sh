@@ -7,7 +7,7 @@
 #        (tuning_choices.py, FlagGems' layer_norm, 8 runs a side), "twins" (plain twins: their GPU
 #        tests and launch_cost's twin cases), "speed-fla" (profile_speed.py on fla, one cache:
 #        ~230 s plain cold, then 2 warm rounds a side), "tuning-all" (tuning_choices.py on all 50
-#        FlagGems ops, plain/profile/dump, TUNING_RUNS rounds, one warm Triton compile cache, fresh
+#        FlagGems ops, TUNING_SIDES (plain,profile,dump) in TUNING_RUNS rounds, one warm Triton compile cache, fresh
 #        FlagGems caches (every run tunes), runs saved to $OUT/tuning-all.jsonl:
 #        compare the files of several calls with --combine), "auto-liger" and "auto-inductor"
 #        (auto_vs_torch_profiler.py, AUTO_ROUNDS rounds (1); its log.txt as $OUT/avt-NAME.txt)
