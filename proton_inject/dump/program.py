@@ -23,6 +23,7 @@ from proton_inject.formats import autotune as autotune_file
 from proton_inject.formats.files import write_atomic
 from proton_inject.formats.manifest import MANIFEST_NAME, read_dump_manifest
 from proton_inject.formats.patterns import compile_pattern
+from proton_inject.formats.schema import MAX_TTGIR_BYTES, FileError, read_text
 
 
 @dataclass
@@ -98,13 +99,11 @@ def dump_program(
         env = dict(os.environ)
         for key in ("TRITON_KERNEL_OVERRIDE", "TRITON_OVERRIDE_DIR", "TRITON_ALWAYS_COMPILE"):
             env.pop(key, None)
-        if _cache_keeps_binaries_only():
-            # Each compile's TTGIR is read where Triton's cache keeps it (a build loaded from
-            # the program's cache too). This cache keeps none: every kernel is compiled again
-            # in a private cache with Triton's IR dump on (which also disassembles each cubin:
-            # 2.6x a compile, measured in docs/host-performance.md).
-            env.update(TRITON_KERNEL_DUMP="1", TRITON_DUMP_DIR=os.path.join(tmp, "dump"),
-                       TRITON_CACHE_DIR=os.path.join(tmp, "cache"), TRITON_STORE_BINARY_ONLY="0")
+        # Each compile's TTGIR is read where Triton's cache keeps it (for a build loaded from
+        # the program's cache too), not from Triton's IR dump, which also disassembles every
+        # cubin (2.6x a compile: docs/host-performance.md).
+        if _cache_keeps_binaries_only():  # this cache keeps no IR: compile in a private one
+            env.update(TRITON_CACHE_DIR=os.path.join(tmp, "cache"), TRITON_STORE_BINARY_ONLY="0")
             env[PROGRAM_CACHE_ENV] = _program_triton_cache()  # (saved tuning choices stay there)
         env.update(
             TORCHINDUCTOR_COMPILE_THREADS="1",
@@ -122,8 +121,7 @@ def dump_program(
         except subprocess.TimeoutExpired as e:
             raise UserError(f"dump: the program ran longer than {timeout} s") from e
         records = _read_records(records_path)
-        dump_dir = Path(env.get("TRITON_DUMP_DIR") or os.path.join(tmp, "dump"))
-        results, notes = _program_results(records, dump_dir, pattern)
+        results, notes = _program_results(records, pattern)
         decisions = autotune_file.from_lines(autotune_lines_path(records_path))
     where = " ".join([target, *args])
     if not records:
@@ -178,9 +176,7 @@ def _read_records(path: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _program_results(
-    records: list[dict[str, Any]], dump_dir: Path, pattern: Any
-) -> tuple[list[AotResult], list[str]]:
+def _program_results(records: list[dict[str, Any]], pattern: Any) -> tuple[list[AotResult], list[str]]:
     """One ``AotResult`` per distinct (hash, kernel); notes for what was merged or dropped."""
     notes: list[str] = []
     by_key: dict[tuple[str, str], AotResult] = {}
@@ -194,17 +190,19 @@ def _program_results(
                 f"{rec['name']}: its hash changes in every process (Triton hashes its constexpr "
                 f"global(s) {', '.join(rec['per_process_globals'])} with their memory address), so "
                 "no run finds this IR by hash; run instruments it from its own TTGIR with the tree's rules")
-        path = Path(rec.get("ttgir_path") or "")  # (this compile's own, in Triton's cache)
-        if not path.is_file():
-            path = dump_dir / rec["hash"] / f"{rec['name']}.ttgir"
-        if not path.is_file():
-            notes.append(f"{rec['name']} ({rec['hash']}): no TTGIR was dumped; left out")
+        if not rec.get("ttgir_path"):
+            notes.append(f"{rec['name']} ({rec['hash']}): Triton's cache kept no TTGIR for it; left out")
             continue
-        ttgir = path.read_text(encoding="utf-8", errors="replace")
+        path = Path(rec["ttgir_path"])  # (this compile's own, in Triton's cache: checked)
+        fix = "delete that directory, or dump with TRITON_CACHE_DIR set to an empty one"
+        try:
+            ttgir = read_text(path, "TTGIR", MAX_TTGIR_BYTES, fix)
+        except FileError as e:
+            notes.append(f"{rec['name']} ({rec['hash']}): {e}; left out")
+            continue
         if not re.search(rf"tt\.func\b[^@\n]*@{re.escape(rec['name'])}\b", ttgir):
             notes.append(f"{rec['name']} ({rec['hash']}): {path} does not hold this kernel's TTGIR "
-                         "(a damaged cache entry?); left out: delete that directory, or dump with "
-                         "TRITON_CACHE_DIR set to an empty one")
+                         f"(a damaged cache entry?); left out: {fix}")
             continue
         r = AotResult(
             kernel_name=rec["name"], hash=rec["hash"], source_file=rec["source_file"],

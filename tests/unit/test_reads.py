@@ -26,7 +26,6 @@ OWN_FILES = {
     ("dump/program.py", "_read_records"): "the records the dump's own child appended",
     ("formats/files.py", "output_lock"): "its own lock file beside an output (the holder's pid)",
     ("formats/files.py", "waiting_lock"): "its own lock files (the calibration cache's, the tool kernels' cache's)",
-    ("dump/program.py", "_program_results"): "the IR that Triton dumped for this run",
     ("lower/check.py", "_compile"): "the compiler's diagnostics file in our temp dir",
     ("lower/check.py", "_run_worker"): "the worker's diagnostics and log in our temp dir",
     ("ttgir/parser.py", "_get_parser"): "the package's own grammar file",

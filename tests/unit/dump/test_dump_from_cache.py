@@ -88,3 +88,4 @@ def test_a_cache_of_binaries_only_is_dumped_by_compiling(tmp_path, monkeypatch):
     assert res.exit_code == 0 and len(res.kernels) == 2 and not res.notes
     assert all("tt.func public @scale_kernel" in k.ttgir for k in res.kernels)
     assert _entries(cache) == before  # (compiled in a private cache)
+

@@ -10,7 +10,8 @@ def _record(tmp_path, name, hash_, warps, **extra):
     d = tmp_path / "dump" / hash_
     d.mkdir(parents=True, exist_ok=True)
     (d / f"{name}.ttgir").write_text(f"// {warps} warps\ntt.func public @{name}() {{\n}}\n")
-    return {"name": name, "hash": hash_, "source_file": "k.py", "target": "cuda:90", "num_warps": warps,
+    return {"name": name, "hash": hash_, "ttgir_path": str(d / f"{name}.ttgir"), "source_file": "k.py",
+            "target": "cuda:90", "num_warps": warps,
             "num_stages": 3, "num_ctas": 1, "signature": {}, "constexprs": {}, "divisibility_16": [],
             "metadata": {}, "fn_key": "0" * 16, **extra}
 
@@ -19,7 +20,7 @@ def test_shared_hash_and_per_process_hash_are_noted(tmp_path):
     records = [_record(tmp_path, "ln", "H1", 4), _record(tmp_path, "ln", "H1", 8),
                _record(tmp_path, "sweep", "H2", 4, per_process_globals=["get_int_t"]),
                _record(tmp_path, "sweep", "H3", 4, per_process_globals=["get_int_t"])]
-    results, notes = _program_results(records, tmp_path / "dump", None)
+    results, notes = _program_results(records, None)
     assert sorted((r.kernel_name, r.hash) for r in results) == [("ln", "H1"), ("sweep", "H2"), ("sweep", "H3")]
     (shared,) = [n for n in notes if n.startswith("ln:")]
     assert "share override hash H1" in shared and "its own TTGIR" in shared
