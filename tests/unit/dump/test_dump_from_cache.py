@@ -59,8 +59,10 @@ def test_a_warm_cache_is_dumped_without_compiling_again(program, tmp_path):
     assert res.exit_code == 0 and res.compiled == 2 and len(res.kernels) == 2 and not res.notes
     assert _entries(cache) == before  # every build came from the cache: nothing compiled
     assert sorted(k.ttgir for k in res.kernels) == sorted(p.read_text() for p in ttgirs)
-    for k in res.kernels:  # (what the tree holds is what the cache held)
+    for k in res.kernels:  # (what the tree holds is what the cache held, described as a compile is)
         assert (tmp_path / "dump" / k.hash / "scale_kernel.ttgir").read_text() == k.ttgir
+        assert (k.target, k.num_warps, k.divisibility_16) == ("cuda:90", 4, ["x_ptr"])
+    assert sorted(k.constexprs["BLOCK"] for k in res.kernels) == [64, 256]
 
 
 def test_a_damaged_cache_entry_is_left_out_with_a_note(program, tmp_path):
