@@ -198,6 +198,12 @@ def format_auto(doc: AutoReport) -> str:
         out.append(f"  ms = every launch's GPU time (torch.profiler); the instrumented "
                    f"(Triton) kernels hold {_pct(inst)} of it; the rest (cuBLAS, torch's own, ...) is "
                    "timed, never opened up")
+        timed = [k for k in ks if k["instrumented"] and k["measured"]]
+        seen = sum(k["launches_seen"] for k in timed)
+        if seen:  # (a kept launch runs its records: few kept, little of the time is theirs)
+            kept = sum(min(k["launches_kept"], k["launches_seen"]) for k in timed)
+            out.append(f"  {kept:,} of the instrumented kernels' {seen:,} launches were kept: their ms "
+                       "include the records' cost (--measure-overhead says how much)")
     else:
         out.append("  est. ms = mean wall time of the kept launches x launches seen")
     share_of = {k["kernel"]: k["share"] for k in ks}

@@ -129,6 +129,8 @@ def test_every_kernel_timed_on_the_device_shares_all_of_the_time(tmp_path):
     inst = (1e6 + 6e5 + by["add_kernel"]["est_gpu_ns"]) / total
     assert f"the instrumented (Triton) kernels hold {100 * inst:.1f}% of it" in text
     assert "est. ms" not in text
+    # matmul: 2 of its 4,000 timed launches kept, layernorm 1 of 50 (add has no device time)
+    assert "3 of the instrumented kernels' 4,050 launches were kept" in text
 
 
 def test_a_long_ranking_prints_the_first_kernels_and_sums_the_rest(tmp_path):
