@@ -6,7 +6,8 @@
 #        (benchmarks/launch_cost.py), "parts" (kept_launch_parts_gpu.py --timers), "tuning"
 #        (tuning_choices.py, FlagGems' layer_norm, 8 runs a side), "twins" (plain twins: their GPU
 #        tests and launch_cost's twin cases), "speed-fla" (profile_speed.py on fla, one cache:
-#        ~230 s plain cold, then 2 warm rounds a side), "tuning-all" (tuning_choices.py on all 50
+#        ~230 s plain cold, then 2 warm rounds a side), "speed-loop" (profile_speed.py on
+#        benchmarks/programs/launch_loop.py, 40,000 launches, 5 warm rounds a side), "tuning-all" (tuning_choices.py on all 50
 #        FlagGems ops, TUNING_SIDES (plain,profile,dump) in TUNING_RUNS rounds, one warm Triton compile cache, fresh
 #        FlagGems caches (every run tunes), runs saved to $OUT/tuning-all.jsonl:
 #        compare the files of several calls with --combine), "auto-liger" and "auto-inductor"
@@ -63,6 +64,9 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
       --save "$LOG/tuning-all.jsonl" -- tests/gpu/programs/flaggems_ops.py
   elif [ "$1" = speed-fla ]; then  # issue 40: fla's second profile against a warm plain run, one cache
     "$PY" benchmarks/profile_speed.py --out "$LOG/speed-fla" --rounds 2 --one-cache -- tests/gpu/programs/fla_prog.py
+  elif [ "$1" = speed-loop ]; then  # issue 40: a launch-bound program's whole wall under profile
+    "$PY" benchmarks/profile_speed.py --out "$LOG/speed-loop" --rounds 5 --one-cache -- \
+      benchmarks/programs/launch_loop.py --launches 40000
   elif [ "$1" = twins ]; then
     "$PY" -m pytest -m gpu -q -p no:cacheprovider $G/test_gpu_launch_path.py  # (all: captures too)
     "$PY" benchmarks/launch_cost.py --launches 10000 --rounds 9 \
