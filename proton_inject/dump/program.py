@@ -102,7 +102,8 @@ def dump_program(
         # Each compile's TTGIR is read where Triton's cache keeps it (for a build loaded from
         # the program's cache too), not from Triton's IR dump, which also disassembles every
         # cubin (2.6x a compile: docs/host-performance.md).
-        if _cache_keeps_binaries_only():  # this cache keeps no IR: compile in a private one
+        if _cache_may_lack_ir():  # compile in a private cache of Triton's own kind, which keeps IR
+            env.pop("TRITON_CACHE_MANAGER", None)
             env.update(TRITON_CACHE_DIR=os.path.join(tmp, "cache"), TRITON_STORE_BINARY_ONLY="0")
             env[PROGRAM_CACHE_ENV] = _program_triton_cache()  # (saved tuning choices stay there)
         env.update(
@@ -191,7 +192,8 @@ def _program_results(records: list[dict[str, Any]], pattern: Any) -> tuple[list[
                 f"global(s) {', '.join(rec['per_process_globals'])} with their memory address), so "
                 "no run finds this IR by hash; run instruments it from its own TTGIR with the tree's rules")
         if not rec.get("ttgir_path"):
-            notes.append(f"{rec['name']} ({rec['hash']}): Triton's cache kept no TTGIR for it; left out")
+            notes.append(f"{rec['name']} ({rec['hash']}): Triton's cache kept no TTGIR for it (the program "
+                         "chose its cache?); left out: dump with TRITON_CACHE_DIR set to an empty directory")
             continue
         path = Path(rec["ttgir_path"])  # (this compile's own, in Triton's cache: checked)
         fix = "delete that directory, or dump with TRITON_CACHE_DIR set to an empty one"
@@ -250,11 +252,12 @@ def _gpu_visible() -> bool:
     return torch.cuda.is_available()
 
 
-def _cache_keeps_binaries_only() -> bool:
-    """Whether Triton's cache keeps no IR here (TRITON_STORE_BINARY_ONLY)."""
+def _cache_may_lack_ir() -> bool:
+    """Whether Triton's cache here may keep no IR: it keeps binaries only
+    (TRITON_STORE_BINARY_ONLY), or it is a cache manager of the program's own choosing."""
     import triton
 
-    return bool(triton.knobs.compilation.store_binary_only)
+    return bool(triton.knobs.compilation.store_binary_only) or bool(os.environ.get("TRITON_CACHE_MANAGER"))
 
 
 def _program_triton_cache() -> str:

@@ -91,3 +91,16 @@ def test_a_cache_of_binaries_only_is_dumped_by_compiling(tmp_path, monkeypatch):
     assert all("tt.func public @scale_kernel" in k.ttgir for k in res.kernels)
     assert _entries(cache) == before  # (compiled in a private cache)
 
+
+
+def test_a_cache_manager_of_the_programs_own_is_left_alone(tmp_path, monkeypatch):
+    """A TRITON_CACHE_MANAGER may keep no IR: the dump compiles into a private cache of Triton's
+    own kind (Triton's own manager class stands in for a program's here)."""
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    cache = tmp_path / "managed"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    monkeypatch.setenv("TRITON_CACHE_MANAGER", "triton.runtime.cache:FileCacheManager")
+    res = dump_program(["python", str(script)], tmp_path / "dump")
+    assert res.exit_code == 0 and len(res.kernels) == 2 and not res.notes
+    assert not cache.exists() or not _entries(cache)  # (nothing compiled into the program's cache)
