@@ -96,7 +96,7 @@ def compare(records: list[dict]) -> list[str]:
     sides = [s for s in SIDES if any(r["side"] == s for r in records)]
     runs = {s: [{(f, k): c for f, k, c in r["choices"]} for r in records if r["side"] == s] for s in sides}
     keys = sorted({key for s in sides for run in runs[s] for key in run})
-    out, differ = [], 0
+    out, differ, ps = [], 0, {s: [] for s in sides if s != "plain"}
     for key in keys:
         # (a run that did not tune this key counts as its own choice, "-")
         chose = {s: [run.get(key, "-") for run in runs[s]] for s in sides}
@@ -104,8 +104,9 @@ def compare(records: list[dict]) -> list[str]:
             continue
         differ += 1
         counts = " | ".join(f"{s} {dict(collections.Counter(chose[s]))}" for s in sides)
-        tests = "; ".join(f"{s} vs plain p = {shift_p(chose['plain'], chose[s]):.3f}"
-                          for s in sides if s != "plain" and "plain" in chose)
+        for s in ps if "plain" in chose else ():
+            ps[s].append((shift_p(chose["plain"], chose[s]), key[0]))
+        tests = "; ".join(f"{s} vs plain p = {ps[s][-1][0]:.3f}" for s in ps if "plain" in chose)
         out.append(f"DIFFER {key[0]} [{key[1][:60]}]: {counts}; plain runs agree: "
                    f"{'yes' if len(set(chose.get('plain', []))) == 1 else 'no'}; {tests}")
     plain = [r for r in records if r["side"] == "plain"]
@@ -122,6 +123,11 @@ def compare(records: list[dict]) -> list[str]:
                f"on every side, {differ} did not")
     out.append("program output: identical in every run" if not out_diff else
                f"program output differs from plain run 0 in: {out_diff}")
+    for s, found in ps.items():  # (many tuners: some small p by chance alone)
+        if found:
+            p, fn = min(found)
+            out.append(f"{s}: smallest p {p:.3f} ({fn}) of {len(found)} tuners tested; by chance alone at least one "
+                       f"p < 0.05 in {100 * (1 - 0.95 ** len(found)):.0f}% of such comparisons")
     return out
 
 
