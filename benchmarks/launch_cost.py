@@ -45,29 +45,15 @@ from pathlib import Path
 from unittest import mock
 
 import torch
-import triton
-import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
+
+from launch_loop import N_FLOATS, add_kernel, loop_kernel  # noqa: E402  (the launch-bound program's kernels)
 
 from proton_inject.collect import fast_launch, plain_twins  # noqa: E402
 from proton_inject.collect.session import Session  # noqa: E402
 from proton_inject.instrument.rules import Rules  # noqa: E402
-
-N_FLOATS = 4096
-
-
-@triton.jit
-def add_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
-
-
-@triton.jit
-def loop_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    for start in range(0, n, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 0.5, mask=offs < n)
 
 
 def launches(x: torch.Tensor, n: int) -> float:
