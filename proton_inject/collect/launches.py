@@ -68,11 +68,14 @@ class RunResult:
 
     def time_line(self) -> str | None:
         """One line saying where the command's time went, or None before anything was timed."""
-        parts = [f"{what} {self.seconds[key]:.2f} s" for key, what in TIME_PARTS if key in self.seconds]
-        if not parts:
+        # (a part that took no time, calibrating with the cost known, say, is left out)
+        shown = [(key, what) for key, what in TIME_PARTS
+                 if key in self.seconds and (self.seconds[key] >= 0.005 or key == "program")]
+        if not shown:
             return None
-        if "compile" in self.seconds:  # (inside the program's time)
-            parts[[k for k, _ in TIME_PARTS if k in self.seconds].index("compile")] += (
+        parts = [f"{what} {self.seconds[key]:.2f} s" for key, what in shown]
+        if "compile" in dict(shown):  # (inside the program's time)
+            parts[[k for k, _ in shown].index("compile")] += (
                 f" over {self.compile_calls} call{'s' if self.compile_calls != 1 else ''}")
         return "time: " + ", ".join(parts)
 

@@ -29,7 +29,10 @@ def test_the_compile_side_times_each_outer_compile(tmp_path):
 def test_the_time_line_names_the_parts_in_order():
     r = RunResult(out="x")
     assert r.time_line() is None  # (nothing timed: nothing printed)
-    r.seconds.update(program=17.9, compile=1.25, stop=0.04, start=0.4, report=1.1)
+    r.seconds.update(program=17.9, compile=1.25, stop=0.04, start=0.4, report=1.1, calibrate=0.001)
     r.compile_calls = 1
     assert r.time_line() == ("time: starting 0.40 s, the program 17.90 s, of it Triton's compiles and "
                              "cache loads 1.25 s over 1 call, stopping 0.04 s, the report 1.10 s")
+    r.seconds.update(calibrate=3.0, compile=0.0)  # (calibrated now; nothing compiled)
+    assert r.time_line() == ("time: calibrating 3.00 s, starting 0.40 s, the program 17.90 s, "
+                             "stopping 0.04 s, the report 1.10 s")
