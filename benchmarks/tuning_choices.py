@@ -96,7 +96,8 @@ def compare(records: list[dict]) -> list[str]:
     sides = [s for s in SIDES if any(r["side"] == s for r in records)]
     runs = {s: [{(f, k): c for f, k, c in r["choices"]} for r in records if r["side"] == s] for s in sides}
     keys = sorted({key for s in sides for run in runs[s] for key in run})
-    out, differ, ps = [], 0, {s: [] for s in sides if s != "plain"}
+    out, differ = [], 0
+    ps: dict[str, list] = {s: [] for s in sides if s != "plain"} if "plain" in sides else {}  # side -> (p, fn)
     for key in keys:
         # (a run that did not tune this key counts as its own choice, "-")
         chose = {s: [run.get(key, "-") for run in runs[s]] for s in sides}
@@ -104,9 +105,9 @@ def compare(records: list[dict]) -> list[str]:
             continue
         differ += 1
         counts = " | ".join(f"{s} {dict(collections.Counter(chose[s]))}" for s in sides)
-        for s in ps if "plain" in chose else ():
+        for s in ps:
             ps[s].append((shift_p(chose["plain"], chose[s]), key[0]))
-        tests = "; ".join(f"{s} vs plain p = {ps[s][-1][0]:.3f}" for s in ps if "plain" in chose)
+        tests = "; ".join(f"{s} vs plain p = {ps[s][-1][0]:.3f}" for s in ps)
         out.append(f"DIFFER {key[0]} [{key[1][:60]}]: {counts}; plain runs agree: "
                    f"{'yes' if len(set(chose.get('plain', []))) == 1 else 'no'}; {tests}")
     plain = [r for r in records if r["side"] == "plain"]

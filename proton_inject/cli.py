@@ -339,8 +339,8 @@ def _echo_messages(result, verbose: bool) -> None:
         click.echo(f"proton-inject:   {m}", err=True)
     n = len(result.launches)
     click.echo(f"proton-inject: {n} launch{'es' if n != 1 else ''} written to {result.out}", err=True)
-    if result.time_line():  # (what the tool's own time was, beside the program's)
-        click.echo(f"proton-inject: {result.time_line()}", err=True)
+    if line := result.time_line():  # (what the tool's own time was, beside the program's)
+        click.echo(f"proton-inject: {line}", err=True)
 
 
 # --- instrument as kernels compile: profile ------------------------------------

@@ -68,16 +68,14 @@ class RunResult:
 
     def time_line(self) -> str | None:
         """One line saying where the command's time went, or None before anything was timed."""
-        # (a part that took no time, calibrating with the cost known, say, is left out)
-        shown = [(key, what) for key, what in TIME_PARTS
-                 if key in self.seconds and (self.seconds[key] >= 0.005 or key == "program")]
-        if not shown:
-            return None
-        parts = [f"{what} {self.seconds[key]:.2f} s" for key, what in shown]
-        if "compile" in dict(shown):  # (inside the program's time)
-            parts[[k for k, _ in shown].index("compile")] += (
-                f" over {self.compile_calls} call{'s' if self.compile_calls != 1 else ''}")
-        return "time: " + ", ".join(parts)
+        parts = []
+        for key, what in TIME_PARTS:
+            s = self.seconds.get(key)
+            if s is None or (s < 0.005 and key != "program"):  # (calibrating with the cost known, say)
+                continue
+            n = self.compile_calls
+            parts.append(f"{what} {s:.2f} s" + (f" over {n} call{'s' if n != 1 else ''}" if key == "compile" else ""))
+        return "time: " + ", ".join(parts) if parts else None
 
 
 # The parts of a profile's wall time, in order: key in RunResult.seconds, what it is.

@@ -38,8 +38,8 @@ class ProgramDump:
     autotune_file: Path | None = None
 
 
-# The program's own Triton cache, for a child whose cache is private (a cache of binaries
-# only) to read saved autotune choices from.
+# The program's own Triton cache, for a child whose cache is private (the program's may keep
+# no IR) to read saved autotune choices from.
 PROGRAM_CACHE_ENV = "PROTON_INJECT_PROGRAM_TRITON_CACHE"
 
 DUMP_CHILD = (
@@ -101,7 +101,7 @@ def dump_program(
             env.pop(key, None)
         # Each compile's TTGIR is read where Triton's cache keeps it (for a build loaded from
         # the program's cache too), not from Triton's IR dump, which also disassembles every
-        # cubin (2.6x a compile: docs/host-performance.md).
+        # cubin (2.45x a compile: docs/host-performance.md).
         if _cache_may_lack_ir():  # compile in a private cache of Triton's own kind, which keeps IR
             env.pop("TRITON_CACHE_MANAGER", None)
             env.update(TRITON_CACHE_DIR=os.path.join(tmp, "cache"), TRITON_STORE_BINARY_ONLY="0")

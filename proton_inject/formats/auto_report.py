@@ -36,7 +36,7 @@ class KernelShare(TypedDict):
     est_gpu_ns: float | None  # the device's kernel time where timed (measured), else
     # ns_per_launch x launches_seen from the kept launches
     share: float | None  # est_gpu_ns / the sum over every kernel with a time
-    top: bool  # picked for the detailed run
+    top: bool  # picked: opened up over its regions and lines
     instrumented: bool  # the run instrumented it (others, cuBLAS say, are timed, never opened up)
     measured: bool  # est_gpu_ns is the device's (torch.profiler's) time of every launch
 
