@@ -19,7 +19,7 @@ from pathlib import Path
 
 from proton_inject.analyze import hot_kernels
 from proton_inject.analyze.report import ReportResult, run_report
-from proton_inject.calibrate import calibrate_missing
+from proton_inject.calibrate import calibrate_missing, visible_devices
 from proton_inject.collect.compile_hook import TreeSource
 from proton_inject.collect.device_kernels import DeviceKernelTimes
 from proton_inject.collect.keep_policy import KeepPolicy
@@ -180,14 +180,16 @@ def profile_program(
                            max_pending_mb, keep_tuning, autotune_from, gz, cache,
                            measure_overhead, keep_launches, clear_out, time_all_kernels)
         began = time.perf_counter()
+        devices = visible_devices()  # (imports torch: the program then finds it imported)
+        found = time.perf_counter()
         if calibrate:  # in a child, before the program: its process stays as without the tool
-            calibrate_missing(session.options)
+            calibrate_missing(session.options, devices)
         calibrated = time.perf_counter()
         result = run_in_session(session, argv, "profile" if instrumented is None else "run")
         ran = time.perf_counter()
         rep = (analyze_run(result, gz=gz, plot=plot, raw=raw, progress=progress, jobs=jobs, verbose=verbose)
                if report else None)
-        result.seconds["calibrate"] = calibrated - began
+        result.seconds.update(torch=found - began, calibrate=calibrated - found)
         if report:
             result.seconds["report"] = time.perf_counter() - ran
     return result, rep

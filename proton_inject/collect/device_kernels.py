@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from proton_inject.formats.auto_report import DeviceKernel, write_device_kernels
@@ -40,14 +43,18 @@ class DeviceKernelTimes:
         """Start timing every kernel; a note (and no table) where torch's profiler cannot."""
         try:
             import torch
-            from torch.profiler import ProfilerActivity, profile
+            from torch.autograd.profiler import profile
+            from torch.profiler import ProfilerActivity
 
-            prof = profile(activities=[getattr(ProfilerActivity, self.activity)])
+            # torch.autograd's profiler, which torch.profiler's wraps: that one's start imports
+            # Inductor (4.6 s on an H200, for a cudagraphs setting we do not read) first.
+            cuda = getattr(ProfilerActivity, self.activity) == ProfilerActivity.CUDA
+            prof = profile(use_cpu=not cuda, use_device="cuda" if cuda else None, use_kineto=True)
             times = self
 
             def prepare(orig: Any) -> Any:
                 def wrapper(p: Any, *args: Any, **kwargs: Any) -> Any:
-                    if times._prof is not None and p is not times._prof.profiler:
+                    if times._prof is not None and p is not times._prof:
                         times.stop("the program started a torch.profiler of its own: kernel times "
                                    "cover its run up to then")
                     return orig(p, *args, **kwargs)
@@ -56,7 +63,8 @@ class DeviceKernelTimes:
 
             patches.patch(torch.autograd.profiler.profile, "_prepare_trace", prepare)
             self._prof, self._thread = prof, threading.get_ident()
-            prof.start()
+            with quiet_torch():
+                prof.__enter__()
         except Exception as e:  # (an old torch, CUPTI missing): the ranking is of Triton kernels only
             self._prof = None
             self.notes.append(f"other kernels' GPU time not measured: torch.profiler did not start "
@@ -78,8 +86,9 @@ class DeviceKernelTimes:
         if why:
             self.notes.append(why)
         try:
-            prof.stop()
-            events = prof.profiler.kineto_results.events()
+            with quiet_torch():
+                prof.__exit__(None, None, None)
+            events = prof.kineto_results.events()
         except Exception as e:
             self.notes.append(f"other kernels' GPU time not measured: torch.profiler failed at its stop "
                               f"({str(e)[:200]}); shares are of the Triton kernels' time alone")
@@ -93,6 +102,15 @@ class DeviceKernelTimes:
         """Stop timing and write OUT/device-kernels.json (formats/auto_report.py)."""
         self.stop()
         write_device_kernels(out, list(self.kernels.values()), self.notes)
+
+
+@contextmanager
+def quiet_torch() -> Iterator[None]:
+    """Torch's profiler warns about its own settings (events cleared each cycle): the program's
+    stderr gets no line of ours it did not ask for."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
 
 
 def device_kernel_events(events: Any) -> Any:

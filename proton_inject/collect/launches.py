@@ -79,7 +79,11 @@ class RunResult:
 
 
 # The parts of a profile's wall time, in order: key in RunResult.seconds, what it is.
-TIME_PARTS = (("calibrate", "calibrating"), ("start", "starting"), ("program", "the program"),
+# "torch": importing torch and finding the GPUs before the program (the program then finds
+# torch imported, so a plain run pays it too); "profiler": --auto's torch.profiler start (CUPTI
+# sets itself up there: seconds on an H200), part of starting.
+TIME_PARTS = (("torch", "loading torch and CUDA"), ("calibrate", "calibrating"), ("start", "starting"),
+              ("profiler", "of it torch.profiler's start"), ("program", "the program"),
               ("compile", "of it Triton's compiles and cache loads"), ("stop", "stopping"),
               ("report", "the report"), ("auto", "ranking"))
 

@@ -44,7 +44,7 @@ def test_only_device_side_events_count_as_kernels():
     prof = times._prof
     times.stop()
     patches.undo_all()
-    events = list(prof.profiler.kineto_results.events())
+    events = list(prof.kineto_results.events())
     assert any(ev.name() == "aten::cumsum" for ev in events)  # host-side ops were seen ...
     assert list(device_kernel_events(events)) == [] and times.kernels == {}  # ... and are no kernels
 
@@ -85,3 +85,29 @@ def test_the_timer_stops_when_the_keep_policy_is_spent_on_its_own_thread_only(tm
         assert len(times.notes) == 1
     finally:
         patches.undo_all()
+
+
+def test_starting_the_timer_imports_no_inductor_and_prints_nothing():
+    """torch.profiler's own start imports torch._inductor (seconds of a profile's start);
+    ours does not, and torch's profiler warnings stay off the program's stderr."""
+    import subprocess
+    import sys
+
+    code = """if True:
+        import sys, torch
+        from proton_inject.collect.device_kernels import DeviceKernelTimes
+        from proton_inject.collect.patches import Patches
+        times = DeviceKernelTimes("CPU")
+        patches = Patches()
+        for _ in range(2):  # (a second start is where torch warns about its settings)
+            times.start(patches)
+            torch.ones(8).sum()
+            times.stop()
+        patches.undo_all()
+        assert not times.notes, times.notes
+        print("inductor" if "torch._inductor" in sys.modules else "none")
+    """
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "none"
+    assert "Warning" not in p.stderr, p.stderr

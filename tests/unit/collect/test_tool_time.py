@@ -36,3 +36,7 @@ def test_the_time_line_names_the_parts_in_order():
     r.seconds.update(calibrate=3.0, compile=0.0)  # (calibrated now; nothing compiled)
     assert r.time_line() == ("time: calibrating 3.00 s, starting 0.40 s, the program 17.90 s, "
                              "stopping 0.04 s, the report 1.10 s")
+    r.seconds.update(torch=2.5, profiler=0.3, auto=0.01)  # (--auto's: torch.profiler within starting)
+    assert r.time_line() == ("time: loading torch and CUDA 2.50 s, calibrating 3.00 s, starting 0.40 s, "
+                             "of it torch.profiler's start 0.30 s, the program 17.90 s, stopping 0.04 s, "
+                             "the report 1.10 s, ranking 0.01 s")
