@@ -124,6 +124,15 @@ def compare(records: list[dict]) -> list[str]:
                f"on every side, {differ} did not")
     out.append("program output: identical in every run" if not out_diff else
                f"program output differs from plain run 0 in: {out_diff}")
+    if out_diff and plain:  # (plain runs may differ among themselves: is a tool run's output one of theirs?)
+        seen = {ln for r in plain for ln in r["lines"]}
+        new = []
+        for s in (x for x in sides if x != "plain"):
+            runs_s = [r for r in records if r["side"] == s]
+            odd = [{ln.split()[0] for ln in r["lines"] if ln not in seen} for r in runs_s]
+            ops = sorted(set().union(*odd))
+            new.append(f"{s} {sum(map(bool, odd))} of {len(runs_s)}" + (f" ({', '.join(ops)})" if ops else ""))
+        out.append("runs with an output line no plain run gave: " + ", ".join(new))
     for s, found in ps.items():  # (many tuners: some small p by chance alone)
         if found:
             p, fn = min(found)

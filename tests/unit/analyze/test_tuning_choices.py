@@ -47,7 +47,9 @@ def test_sides_that_agree_and_a_side_that_does_not():
     (differ,) = [ln for ln in out if ln.startswith("DIFFER")]
     assert "dump {'num_warps: 4': 3}" in differ and "plain runs agree: yes" in differ
     assert "profile vs plain p = 1.000" in differ and "dump vs plain p = 0.1" in differ
-    assert "program output differs from plain run 0 in: [('dump', 0), ('dump', 1), ('dump', 2)]" in out[-3]
+    assert "program output differs from plain run 0 in: [('dump', 0), ('dump', 1), ('dump', 2)]" in out[-4]
+    # (outputs that no plain run gave, against plain runs that may differ among themselves)
+    assert out[-3] == "runs with an output line no plain run gave: profile 0 of 3, dump 3 of 3 (var_mean)"
     # (one line per side tested: the smallest p, and how often chance alone gives one below 0.05)
     assert out[-2].startswith("profile: smallest p 1.000 (var_mean_kernel) of 1 tuners tested")
     assert out[-1].startswith("dump: smallest p 0.1") and out[-1].endswith("p < 0.05 in 5% of such comparisons")
