@@ -80,8 +80,8 @@ class RunResult:
 
 # The parts of a profile's wall time, in order: key in RunResult.seconds, what it is.
 # "torch": importing torch and finding the GPUs before the program (the program then finds
-# torch imported, so a plain run pays it too); "profiler": --auto's torch.profiler start (CUPTI
-# sets itself up there: seconds on an H200), part of starting.
+# torch imported, so a plain run pays it too); "profiler": --auto's torch.profiler start
+# (CUPTI's set-up), part of starting.
 TIME_PARTS = (("torch", "loading torch and CUDA"), ("calibrate", "calibrating"), ("start", "starting"),
               ("profiler", "of it torch.profiler's start"), ("program", "the program"),
               ("compile", "of it Triton's compiles and cache loads"), ("stop", "stopping"),
