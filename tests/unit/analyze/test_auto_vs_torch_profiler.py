@@ -184,7 +184,8 @@ def test_the_printed_table_is_short_and_says_the_goals(trace, auto_doc):
     assert row.split()[2:4] == ["0.300", f"{100 * c.rows[0].share_all:.1f}%"]  # 100 launches of 3 us
     assert "1.031 (1.01..1.06, in-run)" in row
     assert f"hold {100 * c.held_picked:.1f}% of all kernel time (misses >= 80%)" in text
-    assert "goal kernel time <= 1.05x: per instrumented launch yes, over all launches not measured" in text
+    assert ("goal kernel time <= 1.05x: per instrumented launch yes, over all launches not measured "
+            "(cross-run), the program's not measured (in-run)") in text
     assert f"torch.profiler only: 2 kernel(s), {100 * c.unmatched_profiler_ns / c.profiler_total_ns:.1f}%" in text
     assert "--auto only (no torch.profiler name matched): none" in text
     assert lines[-1] == ("  wall: plain 10.5 s, --auto 21.0 s: x2.00 (1.91..2.10), 2 runs each in turn; "
@@ -236,3 +237,32 @@ def test_time_over_all_launches_when_auto_timed_every_kernel(trace, auto_doc, tm
     text = "\n".join(bench.format_comparison("prog", bench.compare(bench.kernel_times(trace), [doc])))
     assert "over all launches not measured" in text  # (matmul's is missing)
     assert "layernorm_fwd_kernel 1.010x, matmul_kernel -" in text
+
+
+def test_in_run_kernel_time_takes_each_kept_launch_less_its_measured_extra(trace, auto_doc, tmp_path):
+    """The program's kernel time under --auto over plain's, in the run: every kernel's
+    torch.profiler time, less (kept launches x the extra --measure-overhead measured a launch)."""
+    run = _run_dir(tmp_path)
+    device = {"kernels": [{"kernel": "layernorm_fwd_kernel", "launches": 1000, "ns": 1000 * 3000.0},
+                          {"kernel": CUBLAS, "launches": 10, "ns": 10 * 100_000.0}]}
+    doc = json.loads(json.dumps(dict(auto_doc, kernels=hk.rank_kernels(
+        run_report([run], jobs=1).summary, share=1.0, top=1, device=device))))
+    ln = next(k for k in doc["kernels"] if k["kernel"] == "layernorm_fwd_kernel")
+    assert ln["top"] and ln["launches_kept"] == 1 and ln["measured"]
+    # 10 pairs of 3.3 us instrumented against 3.0 us plain: +300 ns a launch
+    launches = [(False, 0.0033), (True, 0.003)] * 11
+    table, _ = overhead_table([("layernorm_fwd_kernel", None, launches)])
+    (tmp_path / "run.json").write_text(json.dumps({"version": 1, "format": RUN_FORMAT, "measured_overhead": table}))
+    extra = bench.measured_extra_ns(tmp_path / "run.json")
+    assert extra == {"layernorm_fwd_kernel": pytest.approx(300.0)}
+    program, kernels = bench.in_run_whole([doc, doc], extra)
+    # 1 kept launch of 1000: 3,000,000 ns over 2,999,700; all kernels: 4,000,000 over 3,999,700
+    assert kernels == {"layernorm_fwd_kernel": [pytest.approx(3e6 / (3e6 - 300))] * 2}
+    assert program == [pytest.approx(4e6 / (4e6 - 300))] * 2
+    assert bench.in_run_whole([doc], {}) == ([], {})  # (no --measure-overhead run: nothing to say)
+    c = bench.compare(bench.kernel_times(trace), [doc, doc])
+    c.in_run_program, c.in_run_kernels = program, kernels
+    text = "\n".join(bench.format_comparison("prog", c))
+    assert "the program's yes (in-run)" in text
+    assert ("in-run (each kept launch less its measured extra): the program's kernel time 1.0001x "
+            "(1.0001..1.0001); opened up: layernorm_fwd_kernel 1.0001x") in text
