@@ -65,7 +65,7 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
   elif [ "$1" = speed-fla ]; then  # issue 40: fla's second profile against a warm plain run, one cache
     "$PY" benchmarks/profile_speed.py --out "$LOG/speed-fla" --rounds 2 --one-cache -- tests/gpu/programs/fla_prog.py
   elif [ "$1" = speed-loop ]; then  # issue 40: a launch-bound program's whole wall under profile
-    "$PY" benchmarks/profile_speed.py --out "$LOG/speed-loop" --rounds 5 --one-cache -- \
+    "$PY" benchmarks/profile_speed.py --out "$LOG/speed-loop" --rounds 5 --one-cache --goal 1.1 -- \
       benchmarks/programs/launch_loop.py --launches 40000
   elif [ "$1" = twins ]; then
     "$PY" -m pytest -m gpu -q -p no:cacheprovider $G/test_gpu_launch_path.py  # (all: captures too)
