@@ -186,6 +186,7 @@ class Comparison:
     # in_run_whole's: the program's kernel time over plain per --auto run, and each kernel's
     in_run_program: list[float] = field(default_factory=list)
     in_run_kernels: dict[str, list[float]] = field(default_factory=dict)
+    in_run_unmeasured: int = 0
 
 
 def coverage(hot: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -259,14 +260,18 @@ def measured_extra_ns(run_json: Path) -> dict[str, float]:
 
 
 def in_run_whole(autos: list[dict[str, Any]], extra_ns: dict[str, float]
-                 ) -> tuple[list[float], dict[str, list[float]]]:
+                 ) -> tuple[list[float], dict[str, list[float]], int]:
     """Kernel time under each --auto run over what it would be plain, in that run: its
     torch.profiler time T against T less each kept launch's measured extra (the kept launches
     ran instrumented; the rest ran plain twins). The whole program's (over every kernel timed),
-    one per run, and each instrumented kernel's with an extra measured."""
+    one per run; each instrumented kernel's with an extra measured; and the most kept launches
+    of one run whose kernel had none measured (launched too few times: left out of T's extra)."""
     program: list[float] = []
     per_kernel: dict[str, list[float]] = {}
+    unmeasured = 0
     for a in autos:
+        unmeasured = max(unmeasured, sum(k["launches_kept"] for k in a["kernels"]
+                                         if k["instrumented"] and k["kernel"] not in extra_ns))
         timed = [k for k in a["kernels"] if k.get("measured") and k["est_gpu_ns"]]
         total = sum(k["est_gpu_ns"] for k in timed)
         added = 0.0
@@ -278,7 +283,7 @@ def in_run_whole(autos: list[dict[str, Any]], extra_ns: dict[str, float]
                     per_kernel.setdefault(k["kernel"], []).append(k["est_gpu_ns"] / (k["est_gpu_ns"] - extra))
         if total > added and extra_ns:
             program.append(total / (total - added))
-    return program, per_kernel
+    return program, per_kernel, unmeasured
 
 
 def cross_run_ratio(plain: list[float], instrumented: list[float]) -> tuple[float, float, float, int, str]:
@@ -345,7 +350,9 @@ def format_comparison(program: str, c: Comparison) -> list[str]:
             opened = ", ".join(f"{_short(r.kernel, 30)} {statistics.median(c.in_run_kernels[r.kernel]):.4f}x"
                                for r in c.rows if r.picked and c.in_run_kernels.get(r.kernel))
             out.append(f"  in-run (each kept launch less its measured extra): the program's kernel time "
-                       f"{med:.4f}x ({lo:.4f}..{hi:.4f}); opened up: {opened or 'none'}")
+                       f"{med:.4f}x ({lo:.4f}..{hi:.4f}); opened up: {opened or 'none'}"
+                       + (f"; {c.in_run_unmeasured} kept launches of kernels with no extra measured left out"
+                          if c.in_run_unmeasured else ""))
     else:
         out.append("  goals: not measured: no kernel both sides saw")
     left = ", ".join(_short(n, 40) for n in c.unmatched_profiler[:3])
@@ -438,7 +445,7 @@ def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: f
         autos.append(json.loads(doc.read_text()))
     c = compare(profiler, autos)
     c.notes = notes
-    c.in_run_program, c.in_run_kernels = in_run_whole(autos, extra_ns)
+    c.in_run_program, c.in_run_kernels, c.in_run_unmeasured = in_run_whole(autos, extra_ns)
     for r in c.rows:
         r.ratio = ratios.get(r.kernel)
 

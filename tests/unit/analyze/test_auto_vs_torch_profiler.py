@@ -255,14 +255,18 @@ def test_in_run_kernel_time_takes_each_kept_launch_less_its_measured_extra(trace
     (tmp_path / "run.json").write_text(json.dumps({"version": 1, "format": RUN_FORMAT, "measured_overhead": table}))
     extra = bench.measured_extra_ns(tmp_path / "run.json")
     assert extra == {"layernorm_fwd_kernel": pytest.approx(300.0)}
-    program, kernels = bench.in_run_whole([doc, doc], extra)
+    program, kernels, unmeasured = bench.in_run_whole([doc, doc], extra)
+    # (matmul's and add's kept launches: their kernels had no extra measured)
+    kept = {k["kernel"]: k["launches_kept"] for k in doc["kernels"]}
+    assert unmeasured == kept["matmul_kernel"] + kept["add_kernel"] > 0
     # 1 kept launch of 1000: 3,000,000 ns over 2,999,700; all kernels: 4,000,000 over 3,999,700
     assert kernels == {"layernorm_fwd_kernel": [pytest.approx(3e6 / (3e6 - 300))] * 2}
     assert program == [pytest.approx(4e6 / (4e6 - 300))] * 2
-    assert bench.in_run_whole([doc], {}) == ([], {})  # (no --measure-overhead run: nothing to say)
+    assert bench.in_run_whole([doc], {})[:2] == ([], {})  # (no --measure-overhead run: nothing to say)
     c = bench.compare(bench.kernel_times(trace), [doc, doc])
-    c.in_run_program, c.in_run_kernels = program, kernels
+    c.in_run_program, c.in_run_kernels, c.in_run_unmeasured = program, kernels, unmeasured
     text = "\n".join(bench.format_comparison("prog", c))
     assert "the program's yes (in-run)" in text
     assert ("in-run (each kept launch less its measured extra): the program's kernel time 1.0001x "
-            "(1.0001..1.0001); opened up: layernorm_fwd_kernel 1.0001x") in text
+            f"(1.0001..1.0001); opened up: layernorm_fwd_kernel 1.0001x; {unmeasured} kept launches of kernels "
+            "with no extra measured left out") in text
