@@ -7,11 +7,12 @@
 #        (tuning_choices.py, FlagGems' layer_norm, 8 runs a side), "twins" (plain twins: their GPU
 #        tests and launch_cost's twin cases), "speed-fla" (profile_speed.py on fla, one cache:
 #        ~230 s plain cold, then 2 warm rounds a side), "speed-loop" (profile_speed.py on
-#        benchmarks/programs/launch_loop.py, 40,000 launches, 5 warm rounds a side), "tuning-all" (tuning_choices.py on all 50
+#        benchmarks/programs/launch_loop.py, 40,000 launches, 5 warm rounds a side; ~100 s), "tuning-all" (tuning_choices.py on all 50
 #        FlagGems ops, TUNING_SIDES (plain,profile,dump) in TUNING_RUNS rounds, one warm Triton compile cache, fresh
 #        FlagGems caches (every run tunes), runs saved to $OUT/tuning-all.jsonl:
 #        compare the files of several calls with --combine), "auto-liger" and "auto-inductor"
-#        (auto_vs_torch_profiler.py, AUTO_ROUNDS rounds (1); its log.txt as $OUT/avt-NAME.txt)
+#        (auto_vs_torch_profiler.py, AUTO_ROUNDS rounds (1); its log.txt as $OUT/avt-NAME.txt; Liger with 3
+#        rounds 201 s on an H200); tuning-all with TUNING_SIDES=dump: 108 s for the first run, ~30 s after
 # The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27, fourth
 # session, whole call with the overhead benchmark and the machine's start): part1 the runtime,
 # profile, AOT, direct-lowering, sampling and overhead tests (403 s), part2 same-program,
