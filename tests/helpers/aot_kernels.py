@@ -58,6 +58,32 @@ TUNED_SRC = textwrap.dedent(
 )
 
 
+def compiling_program(kernel: str, factor: int, blocks: tuple[int, ...], num_warps: int, tail: str) -> str:
+    """A program (no GPU needed) that compiles ``kernel`` (x *= ``factor``) for cuda:90 the way
+    the JIT would, once per BLOCK in ``blocks``, then runs ``tail``."""
+    return textwrap.dedent(
+        f"""
+        import sys
+        import triton
+        import triton.language as tl
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+
+        @triton.jit
+        def {kernel}(x_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * {factor}, mask=offs < n)
+
+
+        for block in {blocks!r}:
+            src = ASTSource({kernel}, signature={{"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}},
+                            constexprs={{"BLOCK": block}}, attrs={{(0,): [["tt.divisibility", 16]]}})
+            triton.compile(src, target=GPUTarget("cuda", 90, 32), options={{"num_warps": {num_warps}}})
+        """
+    ) + textwrap.dedent(tail)
+
+
 def write_kernel(folder: Path, name: str, src: str) -> Path:
     """``src`` as ``folder/name.py``, importable as the module ``name``."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from helpers.aot_kernels import compiling_program
 from helpers.cli import invoke
 from triton.backends.compiler import GPUTarget
 from triton.runtime.errors import OutOfResources
@@ -176,28 +177,10 @@ def test_cli_run_option_errors(tmp_path):
         assert r.exit_code == 2 and "no CUDA GPU is visible" in r.output
 
 
-_PROGRAM = """
-import sys
-import triton
-import triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-
-
-@triton.jit
-def twice_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
-
-
-# No GPU here: compile the way the JIT would, for an explicit target.
-for block in (64, 128):
-    src = ASTSource(twice_kernel, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
-                    constexprs={"BLOCK": block}, attrs={(0,): [["tt.divisibility", 16]]})
-    triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
-print("argv", sys.argv[1:])
-sys.exit(3)
-"""
+_PROGRAM = compiling_program("twice_kernel", 2, (64, 128), 2, """
+    print("argv", sys.argv[1:])
+    sys.exit(3)
+""")
 
 
 def test_dump_program_writes_ttgir_and_manifest(tmp_path):

@@ -11,28 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.aot_kernels import compiling_program
 
 from proton_inject.dump.program import dump_program
 
-PROGRAM = """
-import triton
-import triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-
-
-@triton.jit
-def scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
-
-
-for block in (64, 256):
-    src = ASTSource(scale_kernel, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
-                    constexprs={"BLOCK": block}, attrs={(0,): [["tt.divisibility", 16]]})
-    triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-print("done")
-"""
+PROGRAM = compiling_program("scale_kernel", 3, (64, 256), 4, """
+    print("done")
+""")
 
 
 @pytest.fixture
