@@ -17,11 +17,15 @@ run a fresh process sharing one Triton and Inductor cache, in this order:
                   (instrumented/plain kernel time of alternated launches, in one run);
   wall            ROUNDS times in turn: the plain program, then ``profile --auto``; the
                   auto.json of these runs gives the shares and the region coverage;
-  cross-run       only where an opened-up kernel has no in-run pairs (Inductor launches its
+  alternated      only where an opened-up kernel has no in-run pairs (Inductor launches its
                   kernels without the JIT: --measure-overhead cannot alternate them): the
                   --auto's rules again for the picked kernels (``profile --kernel-scope --loops
-                  both --kernel`` the picked names) under torch.profiler; the kernel's median launch there
-                  over its median in the plain trace, in two processes.
+                  both --kernel`` the picked names, ``--keep-launches`` ALTERNATE: every second
+                  launch kept, the others run the plain twin) under torch.profiler; in that one
+                  run, the kept launches' median over the plain launches' median (in-run). Where
+                  the trace's launches cannot be told apart so (its count differs from the
+                  tool's, or the kernel has more than one instrumented build), the kernel's median
+                  launch there over its median in the plain trace, in two processes (cross-run).
 
 Kernel time is given two ways: per instrumented launch (the in-run or cross-run ratio above)
 and over all of an opened-up kernel's launches: its GPU time in the --auto runs (torch.profiler
@@ -94,11 +98,12 @@ def run_under_torch_profiler(trace: Path, argv: list[str]) -> int:
 
 
 def kernel_times(trace: dict[str, Any]) -> dict[str, list[float]]:
-    """Per kernel name in a torch.profiler Chrome trace: its launches' GPU durations (ns)."""
+    """Per kernel name in a torch.profiler Chrome trace: its launches' GPU durations (ns), in
+    the order they ran."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("cat") == "kernel" and e.get("ph") == "X"]
     out: dict[str, list[float]] = {}
-    for e in trace.get("traceEvents", []):
-        if e.get("cat") == "kernel" and e.get("ph") == "X":
-            out.setdefault(e["name"], []).append(1000.0 * float(e["dur"]))  # (us in the trace)
+    for e in sorted(events, key=lambda e: float(e.get("ts", 0))):
+        out.setdefault(e["name"], []).append(1000.0 * float(e["dur"]))  # (us in the trace)
     return out
 
 
@@ -286,6 +291,53 @@ def in_run_whole(autos: list[dict[str, Any]], extra_ns: dict[str, float]
     return program, per_kernel, unmeasured
 
 
+# The detailed run's keep policy: launches 2, 4, 6, ... of each build kept (instrumented), the
+# others its plain twin, so each kept launch sits between two plain ones of the same kernel.
+ALTERNATE = "first=0,every=2,max=none"
+
+
+def alternated(times: dict[str, list[float]], run_json: Path) -> tuple[dict[str, tuple], dict[str, float], list[str]]:
+    """The detailed run's (ALTERNATE) in-run kernel time per kernel: ``times`` its launches in
+    order (``times_by_kernel`` of its trace), the even-numbered instrumented, the odd its plain
+    twin; the first pair left out (module loading). Per kernel: (kept median / plain median,
+    kept 10th and 90th percentile over the plain median, pairs, "in-run") and the extra a launch
+    (kept - plain median, ns); and a note for each kernel whose launches cannot be told apart
+    so: the trace saw a different count from the tool's, or the tool kept other than every
+    second one, or it has more than one instrumented build (each counts its own launches)."""
+    from proton_inject.formats.run_index import read_indexes
+
+    docs = list(read_indexes([run_json], '"launch_counts"')) if run_json.is_file() else []
+    if not docs:
+        return {}, {}, [f"{run_json}: no run index: the detailed run's launches not split"]
+    doc = docs[0]
+    counts = doc.get("launch_counts") or {}
+    kept: dict[str, int] = {}
+    for launch in doc.get("launches") or []:
+        kept[launch["kernel"]] = kept.get(launch["kernel"], 0) + 1
+    builds: dict[str, int] = {}
+    for c in (doc.get("compiled") or {}).values():
+        if c.get("instrumented"):
+            builds[c["kernel"]] = builds.get(c["kernel"], 0) + 1
+    ratios: dict[str, tuple] = {}
+    extra: dict[str, float] = {}
+    notes: list[str] = []
+    for kernel, ns in sorted(times.items()):
+        n = len(ns)
+        why = (f"the trace saw {n} launches, the tool {counts.get(kernel)}" if counts.get(kernel) != n
+               else f"{builds.get(kernel, 0)} instrumented builds" if builds.get(kernel) != 1
+               else f"{kept.get(kernel, 0)} launches kept of {n}" if kept.get(kernel) != n // 2
+               else "too few launches" if n < 6 else None)
+        if why:
+            notes.append(f"{kernel}: launches not split in-run ({why})")
+            continue
+        inst, plain = ns[3::2], ns[2::2]  # (1-based launches 4, 6, ... kept; 3, 5, ... plain)
+        base = statistics.median(plain)
+        med, lo, hi = _spread(inst)
+        ratios[kernel] = (med / base, lo / base, hi / base, min(len(inst), len(plain)), "in-run")
+        extra[kernel] = med - base
+    return ratios, extra, notes
+
+
 def cross_run_ratio(plain: list[float], instrumented: list[float]) -> tuple[float, float, float, int, str]:
     """Instrumented launches' median time over the plain launches' median, with the 10th and
     90th percentile of the instrumented launches over the same plain median."""
@@ -445,7 +497,6 @@ def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: f
         autos.append(json.loads(doc.read_text()))
     c = compare(profiler, autos)
     c.notes = notes
-    c.in_run_program, c.in_run_kernels, c.in_run_unmeasured = in_run_whole(autos, extra_ns)
     for r in c.rows:
         r.ratio = ratios.get(r.kernel)
 
@@ -453,16 +504,21 @@ def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: f
     if any(r.picked and r.ratio is None for r in c.rows):  # (--auto's rules again, the picked kernels)
         again = w / f"{name}-detail.trace.json"
         _, _, rc = run([sys.executable, "-m", "proton_inject.cli", "profile", "--kernel-scope", "--loops", "both",
-                        "--kernel", exact_names(picked), "--no-report", "-o", w / f"{name}-detail", "--",
-                        "python", __file__, "--torch-trace", again, "--", *prog])
+                        "--kernel", exact_names(picked), "--keep-launches", ALTERNATE, "--no-report",
+                        "-o", w / f"{name}-detail", "--", "python", __file__, "--torch-trace", again, "--", *prog])
         if rc == 0 and again.is_file():
             plain = times_by_kernel(profiler, picked)
             inst = times_by_kernel(kernel_times(json.loads(again.read_text())), picked)
+            split, split_extra, split_notes = alternated(inst, w / f"{name}-detail" / "run.json")
+            c.notes += split_notes
+            extra_ns = {**split_extra, **extra_ns}  # (--measure-overhead's own pairs first)
             for r in c.rows:
-                if r.picked and r.ratio is None and plain.get(r.kernel) and inst.get(r.kernel):
-                    r.ratio = cross_run_ratio(plain[r.kernel], inst[r.kernel])
+                if r.picked and r.ratio is None:
+                    r.ratio = split.get(r.kernel) or (cross_run_ratio(plain[r.kernel], inst[r.kernel])
+                                                      if plain.get(r.kernel) and inst.get(r.kernel) else None)
         else:
-            c.notes.append(f"the cross-run kernel times failed (exit {rc})")
+            c.notes.append(f"the detailed run under torch.profiler failed (exit {rc})")
+    c.in_run_program, c.in_run_kernels, c.in_run_unmeasured = in_run_whole(autos, extra_ns)
     return format_comparison(name, c) + [wall_line(plain_s, auto_s, same, first_s)]
 
 

@@ -14,6 +14,7 @@ from helpers import DATA, REPO, load_module
 
 from proton_inject.analyze import hot_kernels as hk
 from proton_inject.analyze.report import run_report
+from proton_inject.collect.keep_policy import KeepPolicy
 from proton_inject.collect.measured_overhead import overhead_table
 from proton_inject.formats.auto_report import AUTO_FORMAT, AUTO_VERSION
 from proton_inject.formats.run_index import RUN_FORMAT
@@ -270,3 +271,37 @@ def test_in_run_kernel_time_takes_each_kept_launch_less_its_measured_extra(trace
     assert ("in-run (each kept launch less its measured extra): the program's kernel time 1.0001x "
             f"(1.0001..1.0001); opened up: layernorm_fwd_kernel 1.0001x; {unmeasured} kept launches of kernels "
             "with no extra measured left out") in text
+
+
+def _detail_run_json(path, n: int, kept: int, builds: int = 1):
+    """The detailed run's run.json: ``n`` launches of layernorm_fwd_kernel counted, ``kept`` kept,
+    ``builds`` instrumented builds of it."""
+    compiled = {f"h{i}": {"kernel": "layernorm_fwd_kernel", "hash": f"h{i}", "instrumented": True}
+                for i in range(builds)}
+    compiled["p"] = {"kernel": "matmul_kernel", "hash": "p", "instrumented": False}
+    path.write_text(json.dumps({"version": 1, "format": RUN_FORMAT, "launch_counts": {"layernorm_fwd_kernel": n},
+                                "launches": [{"kernel": "layernorm_fwd_kernel"}] * kept, "compiled": compiled}))
+    return path
+
+
+def test_the_alternated_detail_run_splits_kept_from_plain_launches_in_order(tmp_path):
+    """Every second launch kept (ALTERNATE): the even-numbered launches ran instrumented, in
+    one run; the first pair is left out, and a split that the counts do not bear is refused."""
+    assert KeepPolicy.parse(bench.ALTERNATE).next_after(0) == 2  # (launch 2 is the first kept)
+    doc = {"traceEvents": []}
+    for i in range(20):  # 1-based launch i+1: odd plain 3.0 us, even instrumented 3.3 us; launch 1 slow
+        dur = 9.0 if i == 0 else 3.3 if i % 2 else 3.0
+        doc["traceEvents"].append(_kernel_event("layernorm_fwd_kernel", 100.0 * i, dur))
+    doc["traceEvents"].reverse()  # (the trace's order is not the launches': ordered by start)
+    times = bench.kernel_times(doc)
+    ratios, extra, notes = bench.alternated(times, _detail_run_json(tmp_path / "run.json", 20, 10))
+    assert notes == []
+    ratio, p10, p90, pairs, how = ratios["layernorm_fwd_kernel"]
+    assert (ratio, p10, p90, pairs, how) == (pytest.approx(1.1), pytest.approx(1.1), pytest.approx(1.1), 9, "in-run")
+    assert extra == {"layernorm_fwd_kernel": pytest.approx(300.0)}
+    for n, kept, builds, why in [(22, 10, 1, "the trace saw 20 launches, the tool 22"),
+                                 (20, 10, 2, "2 instrumented builds"), (20, 11, 1, "11 launches kept of 20")]:
+        ratios, extra, notes = bench.alternated(times, _detail_run_json(tmp_path / "run.json", n, kept, builds))
+        assert (ratios, extra) == ({}, {}) and notes == [f"layernorm_fwd_kernel: launches not split in-run ({why})"]
+    assert bench.alternated(times, tmp_path / "missing.json")[2] == [
+        f"{tmp_path / 'missing.json'}: no run index: the detailed run's launches not split"]
