@@ -279,8 +279,7 @@ def _child_main(argv: list[str]) -> int:
     try:
         device, todo = int(argv[0]), json.loads(argv[1])
         for d in todo:
-            w = d["warps"]
-            measure(LoweringOptions(**{**d, "warps": tuple(w) if isinstance(w, list) else w}), device)
+            measure(LoweringOptions.from_json(d), device)
     except Exception as e:  # one line for the parent's note
         said = str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"
         print(said.splitlines()[0] if said.strip() else type(e).__name__, file=sys.stderr)

@@ -62,8 +62,8 @@ class CompiledKernel:
     scope_locs: dict[int, str] = field(default_factory=dict)
     scope_kinds: dict[int, str] = field(default_factory=dict)  # each region's kind, from its origin
     cached: bool = False  # taken from the tool's build cache, built by an earlier session
-    # How the lowering lowered it, decided while it compiled (None for a build from the cache:
-    # then worked out again from its IR, as the lowering would).
+    # How the lowering lowered it, decided while it compiled (a build from the cache: as its
+    # record kept it; None where it has none: then worked out again from its IR).
     lowered: Lowered | None = None
     # A kernel Inductor generated: the model's lines, source nodes and ATen ops its metadata
     # names, read in this session as it compiled (never from the build cache: the same kernel
@@ -422,6 +422,8 @@ class CompileHook:
         if entry is None or entry.reason == FAILED_EARLIER:
             return None
         extra = self.records.get(chash, {}) if entry.instrumented else {}
+        if entry.instrumented and entry.lowered is not None:
+            extra = {**extra, "lowered": entry.lowered.to_json()}
         return {"name": entry.name, "hash": entry.hash, "instrumented": entry.instrumented,
                 "reason": entry.reason, "scope_names": entry.scope_names,
                 "scope_parents": entry.scope_parents,
@@ -441,6 +443,10 @@ class CompileHook:
         entry.scope_kinds = {r.scope_id: r.kind for r in map(_region, rec["manifest"].get("regions") or [])}
         for n in rec.get("notes") or []:
             self._note(str(n))
+        try:  # (a record without it, or not as we write it: worked out again from the IR)
+            entry.lowered = Lowered.from_json(rec["lowered"]) if "lowered" in rec else None
+        except Exception:  # (never fail the program's compile over it)
+            entry.lowered = None
         self._register(entry, chash, str(rec["ir"]), dict(rec["manifest"]))
 
     def _write_manifest(self) -> None:

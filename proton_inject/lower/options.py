@@ -238,6 +238,13 @@ class LoweringOptions:
         d["warps"] = self.warps if isinstance(self.warps, str) else list(self.warps)
         return d
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> LoweringOptions:
+        """``to_json``'s form back (TypeError for a field it does not have, UserError for a
+        value the options refuse)."""
+        w = d.get("warps")
+        return cls(**{**d, "warps": tuple(w) if isinstance(w, list) else w})
+
     def segments(self, num_warps: int) -> int:
         """How many buffer segments the pass makes for a kernel of ``num_warps`` warps."""
         return len(self.selected) if self.selected else num_warps

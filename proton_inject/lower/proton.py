@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from proton_inject.errors import UserError
 from proton_inject.formats.raw import BufferType
 from proton_inject.lower.options import (
     PROFILE_SCRATCH_ALIGNMENT,
@@ -48,6 +49,32 @@ class Lowered:
     options: LoweringOptions
     direct_records: list[list[int]] | None = None
     direct_loops: list[list[int]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON, kept with a cached build: a later session takes the decision back
+        instead of working it out again from the IR (a parse of it at the session's end)."""
+        return {"options": self.options.to_json(), "direct_records": self.direct_records,
+                "direct_loops": self.direct_loops}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Lowered:
+        """``to_json``'s form back; ValueError for anything else."""
+        def table(v: Any) -> list[list[int]] | None:
+            if v is None:
+                return None
+            if not (isinstance(v, list) and all(isinstance(r, list) and all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in r) for r in v)):
+                raise ValueError("a table is not a list of lists of ints")
+            return v
+
+        if not (isinstance(d, dict) and set(d) == {"options", "direct_records", "direct_loops"}
+                and isinstance(d["options"], dict)):
+            raise ValueError("not a lowering decision")
+        try:
+            options = LoweringOptions.from_json(d["options"])
+        except (TypeError, UserError) as e:
+            raise ValueError(f"its options: {e}") from None
+        return cls(options, table(d["direct_records"]), table(d["direct_loops"]))
 
 
 _decided = threading.local()

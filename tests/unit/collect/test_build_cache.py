@@ -81,6 +81,8 @@ def test_second_session_takes_the_build_and_its_record_from_the_cache(tmp_path):
     e2 = second.hook.compiled[chash]
     assert e2.cached and e2.instrumented and not e1.cached
     assert (e2.scope_names, e2.scope_parents, e2.scope_locs) == (e1.scope_names, e1.scope_parents, e1.scope_locs)
+    # How the lowering lowered it comes back too: the session's end does not parse its IR again.
+    assert e1.lowered is not None and e2.lowered == e1.lowered
     assert (tmp_path / "b" / "ir" / e2.file).read_bytes() == (tmp_path / "a" / "ir" / e1.file).read_bytes()
     m1 = json.loads((tmp_path / "a" / "ir" / "manifest.json").read_text())
     m2 = json.loads((tmp_path / "b" / "ir" / "manifest.json").read_text())
@@ -139,3 +141,22 @@ def test_when_imported_runs_after_the_program_imports_the_module(tmp_path, monke
     patches.undo_all()
     assert not any(type(f).__name__ == "_AfterImport" for f in sys.meta_path)
     sys.modules.pop("late_module_xyz", None)
+
+
+def test_a_lowering_decision_not_as_written_is_worked_out_again(tmp_path):
+    """A record (sealed, so its digest holds) whose lowering decision is not one a session
+    writes: the build is still used, its decision left to be worked out from its IR."""
+    rules = Rules(kernel_scope=True, loops="outer")
+    first, _ = _profile(tmp_path, "a", rules, options=LoweringOptions(buffer_type="direct"))
+    (chash, e1), = first.hook.compiled.items()
+    assert e1.lowered.direct_records, "direct: the record holds the record table"
+    (sidecar,) = _sidecars()
+    rec = json.loads(sidecar.read_text())
+    assert rec["lowered"] == e1.lowered.to_json()
+    for bad in ({"options": {"clock": 7}, "direct_records": None, "direct_loops": None},
+                {**rec["lowered"], "direct_records": [["x"]]}, "direct"):
+        rec["lowered"] = bad
+        sidecar.write_text(json.dumps(build_cache.sealed({k: v for k, v in rec.items() if k != "digest"})))
+        second, _ = _profile(tmp_path, "b", rules, options=LoweringOptions(buffer_type="direct"))
+        e2 = second.hook.compiled[chash]
+        assert e2.cached and e2.instrumented and e2.lowered is None, bad
