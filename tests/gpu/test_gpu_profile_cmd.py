@@ -136,6 +136,16 @@ def test_profile_one_run_output_equal_and_user_cache_clean(name, tmp_path):
         assert sorted(p.name for p in (tmp_path / "out2" / "ir").rglob("*.ttgir")) == \
             sorted(p.name for p in (out / "ir").rglob("*.ttgir")), "the two profiles' tuners chose differently"
         assert "from the build cache" in prof2.stderr, prof2.stderr
+        # Decoded as the first was (the cached builds' lowering decisions taken back, not worked
+        # out again): the same regions, recorded as often, in every kernel.
+        assert _regions(tmp_path / "out2", tmp_path, env) == _regions(out, tmp_path, env)
+
+
+def _regions(out: Path, cwd: Path, env: dict) -> dict:
+    """Per kernel and config of a run's report: its regions (scope, name, parent, count)."""
+    doc = json.loads(run_cli(["report", "--json", str(out)], cwd=cwd, env=env, code=0, timeout=300).stdout)
+    return {(k["kernel"], k["config"]): sorted((r["scope"], r["name"], r["parent"], r["count"]) for r in k["regions"])
+            for k in doc["kernels"]}
 
 
 def _slower_config_saved(prog: Path, user_cache: Path, env: dict, first: str):
