@@ -303,7 +303,8 @@ def alternated(times: dict[str, list[float]], run_json: Path) -> tuple[dict[str,
     kept 10th and 90th percentile over the plain median, pairs, "in-run") and the extra a launch
     (kept - plain median, ns); and a note for each kernel whose launches cannot be told apart
     so: the trace saw a different count from the tool's, or the tool kept other than every
-    second one, or it has more than one instrumented build (each counts its own launches)."""
+    second one, or it has more than one instrumented build (each counts its own launches), or
+    no plain twin (its launches not kept ran instrumented too)."""
     from proton_inject.formats.run_index import read_indexes
 
     docs = list(read_indexes([run_json], '"launch_counts"')) if run_json.is_file() else []
@@ -323,8 +324,10 @@ def alternated(times: dict[str, list[float]], run_json: Path) -> tuple[dict[str,
     notes: list[str] = []
     for kernel, ns in sorted(times.items()):
         n = len(ns)
+        no_twin = any(str(m).startswith(f"note: kernel {kernel}: no plain twin") for m in doc.get("messages") or [])
         why = (f"the trace saw {n} launches, the tool {counts.get(kernel)}" if counts.get(kernel) != n
                else f"{builds.get(kernel, 0)} instrumented builds" if builds.get(kernel) != 1
+               else "no plain twin" if no_twin
                else f"{kept.get(kernel, 0)} launches kept of {n}" if kept.get(kernel) != n // 2
                else "too few launches" if n < 6 else None)
         if why:

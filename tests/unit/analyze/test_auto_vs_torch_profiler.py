@@ -273,14 +273,15 @@ def test_in_run_kernel_time_takes_each_kept_launch_less_its_measured_extra(trace
             "with no extra measured left out") in text
 
 
-def _detail_run_json(path, n: int, kept: int, builds: int = 1):
+def _detail_run_json(path, n: int, kept: int, builds: int = 1, messages=()):
     """The detailed run's run.json: ``n`` launches of layernorm_fwd_kernel counted, ``kept`` kept,
-    ``builds`` instrumented builds of it."""
+    ``builds`` instrumented builds of it, the run's ``messages``."""
     compiled = {f"h{i}": {"kernel": "layernorm_fwd_kernel", "hash": f"h{i}", "instrumented": True}
                 for i in range(builds)}
     compiled["p"] = {"kernel": "matmul_kernel", "hash": "p", "instrumented": False}
     path.write_text(json.dumps({"version": 1, "format": RUN_FORMAT, "launch_counts": {"layernorm_fwd_kernel": n},
-                                "launches": [{"kernel": "layernorm_fwd_kernel"}] * kept, "compiled": compiled}))
+                                "launches": [{"kernel": "layernorm_fwd_kernel"}] * kept, "compiled": compiled,
+                                "messages": list(messages)}))
     return path
 
 
@@ -303,5 +304,10 @@ def test_the_alternated_detail_run_splits_kept_from_plain_launches_in_order(tmp_
                                  (20, 10, 2, "2 instrumented builds"), (20, 11, 1, "11 launches kept of 20")]:
         ratios, extra, notes = bench.alternated(times, _detail_run_json(tmp_path / "run.json", n, kept, builds))
         assert (ratios, extra) == ({}, {}) and notes == [f"layernorm_fwd_kernel: launches not split in-run ({why})"]
+    # (the session's own note when a kernel's plain build could not serve its launches not kept)
+    no_twin = ["note: kernel layernorm_fwd_kernel: no plain twin (its plain build differs in num_warps); its "
+               "launches not kept run the instrumented build (their kernel time includes the records)"]
+    got = bench.alternated(times, _detail_run_json(tmp_path / "run.json", 20, 10, messages=no_twin))
+    assert got == ({}, {}, ["layernorm_fwd_kernel: launches not split in-run (no plain twin)"])
     assert bench.alternated(times, tmp_path / "missing.json")[2] == [
         f"{tmp_path / 'missing.json'}: no run index: the detailed run's launches not split"]
