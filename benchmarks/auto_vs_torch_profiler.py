@@ -49,6 +49,7 @@ Needs a CUDA GPU, and liger_kernel for the Liger program; the runs and log.txt s
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -312,13 +313,8 @@ def alternated(times: dict[str, list[float]], run_json: Path) -> tuple[dict[str,
         return {}, {}, [f"{run_json}: no run index: the detailed run's launches not split"]
     doc = docs[0]
     counts = doc.get("launch_counts") or {}
-    kept: dict[str, int] = {}
-    for launch in doc.get("launches") or []:
-        kept[launch["kernel"]] = kept.get(launch["kernel"], 0) + 1
-    builds: dict[str, int] = {}
-    for c in (doc.get("compiled") or {}).values():
-        if c.get("instrumented"):
-            builds[c["kernel"]] = builds.get(c["kernel"], 0) + 1
+    kept = collections.Counter(launch["kernel"] for launch in doc.get("launches") or [])
+    builds = collections.Counter(c["kernel"] for c in (doc.get("compiled") or {}).values() if c.get("instrumented"))
     ratios: dict[str, tuple] = {}
     extra: dict[str, float] = {}
     notes: list[str] = []

@@ -179,14 +179,14 @@ def _put_row(c: Col, i: int, out: bytearray) -> None:
         out += varint(int(c.value if np.ndim(c.value) == 0 else c.value[i]))
 
 
-def encode_packets(n: int, fields: list[Col], row_by_row: int = ROW_BY_ROW) -> np.ndarray:
+def encode_packets(n: int, fields: list[Col]) -> np.ndarray:
     """``n`` messages of ``fields`` (each framed as field 1 of the message around them:
-    ``Trace.packet``) as one byte array; one by one up to ``row_by_row`` messages, else
+    ``Trace.packet``) as one byte array; one by one up to ROW_BY_ROW messages, else
     column-wise (the same bytes)."""
     if n == 0:
         return np.zeros(0, np.uint8)
     top = Col(tag(PACKET, 2), sub=fields)
-    if n <= row_by_row:
+    if n <= ROW_BY_ROW:
         out = bytearray()
         for i in range(n):
             _put_row(top, i, out)

@@ -3,6 +3,8 @@ the JSON writer's on the same launches, the format's size, and the report's opti
 
 from __future__ import annotations
 
+from unittest import mock
+
 import helpers
 import numpy as np
 import pytest
@@ -212,7 +214,9 @@ def test_small_messages_encoded_one_by_one_give_the_columns_bytes(data):
     the column-wise encoder gives for them."""
     n = data.draw(st.integers(1, 12))
     fields = _cols(data.draw, n, 0)
-    rows = protobuf.encode_packets(n, fields, row_by_row=n)
-    columns = protobuf.encode_packets(n, fields, row_by_row=0)
+    with mock.patch.object(protobuf, "ROW_BY_ROW", n):
+        rows = protobuf.encode_packets(n, fields)
+    with mock.patch.object(protobuf, "ROW_BY_ROW", 0):
+        columns = protobuf.encode_packets(n, fields)
     assert rows.dtype == columns.dtype == np.uint8
     assert rows.tobytes() == columns.tobytes()
