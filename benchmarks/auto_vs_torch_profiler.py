@@ -434,8 +434,9 @@ class Runner:
     """Runs the commands of one benchmark run in ``work``, with one Triton and Inductor cache,
     and logs each (command, seconds, exit code, the tail of its stderr)."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, rules: list[str]) -> None:
         self.work = work
+        self.rules = rules  # (what --auto's runs and the detailed run add: --sample-ctas N)
         self.log = open(work / "log.txt", "a")  # noqa: SIM115  (open for the whole run)
         path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         self.env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1",
@@ -460,7 +461,7 @@ class Runner:
 
     def auto(self, out: Path, prog: list[str], share: float, top: int, *extra: str) -> tuple[float, str, int]:
         return self([sys.executable, "-m", "proton_inject.cli", "profile", "--auto", "--auto-share", share,
-                     "--auto-top", top, *extra, "-o", out, "--", "python", *prog])
+                     "--auto-top", top, *self.rules, *extra, "-o", out, "--", "python", *prog])
 
 
 def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: float, top: int) -> list[str]:
@@ -503,7 +504,7 @@ def bench_program(name: str, prog: list[str], run: Runner, rounds: int, share: f
     if any(r.picked and r.ratio is None for r in c.rows):  # (--auto's rules again, the picked kernels)
         again = w / f"{name}-detail.trace.json"
         _, _, rc = run([sys.executable, "-m", "proton_inject.cli", "profile", "--kernel-scope", "--loops", "both",
-                        "--kernel", exact_names(picked), "--keep-launches", ALTERNATE, "--no-report",
+                        *run.rules, "--kernel", exact_names(picked), "--keep-launches", ALTERNATE, "--no-report",
                         "-o", w / f"{name}-detail", "--", "python", __file__, "--torch-trace", again, "--", *prog])
         if rc == 0 and again.is_file():
             plain = times_by_kernel(profiler, picked)
@@ -531,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--programs", default=",".join(PROGRAMS), help=f"some of {','.join(PROGRAMS)}")
     ap.add_argument("--auto-share", type=float, default=1.0, help="--auto's option (1.0: open the top ones)")
     ap.add_argument("--auto-top", type=int, default=3, help="--auto's option (3: the goal's top 3)")
+    ap.add_argument("--sample-ctas", type=int, help="--auto's option (default: --auto's own)")
     ap.add_argument("--work", type=Path, help="the runs, traces and log.txt go here (default: a new "
                                               "temporary folder, kept)")
     args = ap.parse_args(argv)
@@ -545,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = (args.work or Path(tempfile.mkdtemp(prefix="auto-vs-tp-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    run = Runner(work)
+    run = Runner(work, [] if args.sample_ctas is None else ["--sample-ctas", str(args.sample_ctas)])
     print(f"profile --auto --auto-share {args.auto_share:g} --auto-top {args.auto_top} against torch.profiler "
           f"on {torch.cuda.get_device_name()}\n(tp/all: torch.profiler's share of all kernel time; tp/seen, auto: "
           "shares of the kernels both saw; diff: auto - tp/seen, points; launches: tp/auto)")

@@ -39,6 +39,7 @@ import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -91,23 +92,25 @@ def load_example(name: str) -> Any:
     return mod
 
 
-def load_inductor(stem: str, tmp: Path) -> Any:
+def load_inductor(stem: str, tmp: Path, suffix: str = "") -> Any:
     """An Inductor kernel module as a plain ``@triton.jit`` function sized by its arguments.
 
     The generated file decorates the kernel with Inductor's autotuner (which launches through
     its own launcher) and hard-codes ``xnumel``; we keep the kernel body, drop that line and
     the decorator, and import libdevice from Triton. The JIT needs a real file to read.
+    ``suffix`` renames the kernel: a second size of it must compile as a kernel of its own (the
+    same source would take the first size's builds from Triton's cache, unseen by the session).
     """
     text = (INDUCTOR / f"{stem}.py").read_text()
     body = text[text.index("@triton.jit"):]
-    body = re.sub(r"\n    xnumel = \d+\n", "\n", body, count=1)
+    body = re.sub(r"\n    xnumel = \d+\n", "\n", body, count=1).replace(f"def {stem}(", f"def {stem}{suffix}(")
     head = "import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice\n\n"
-    path = tmp / f"{stem}.py"
+    path = tmp / f"{stem}{suffix}.py"
     path.write_text(head + body)
-    spec = importlib.util.spec_from_file_location(f"overhead_{stem}", path)
+    spec = importlib.util.spec_from_file_location(f"overhead_{stem}{suffix}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return getattr(mod, stem)
+    return getattr(mod, stem + suffix)
 
 
 POINTWISE = "triton_poi_fused_gelu_0"
@@ -190,19 +193,19 @@ def _liger_rms(tmp: Path):
     return lambda: lf.liger_rms_norm(x, w, 1e-6)
 
 
-def _inductor_pointwise(tmp: Path):
+def _inductor_pointwise(tmp: Path, n: int = 1 << 26):
     import torch
 
-    k, n = load_inductor(POINTWISE, tmp), 1 << 26
+    k = load_inductor(POINTWISE, tmp, "" if n == 1 << 26 else f"_n{n}")
     x, y = torch.randn(n, device="cuda"), torch.empty(n, device="cuda")
     xblock = INDUCTOR_SPECS[POINTWISE]["constexprs"]["XBLOCK"]
     return lambda: k[(n // xblock,)](x, y, n, XBLOCK=xblock, num_warps=4)
 
 
-def _inductor_reduction(tmp: Path):
+def _inductor_reduction(tmp: Path, rows: int = 1 << 18):
     import torch
 
-    k, rows = load_inductor(REDUCTION, tmp), 1 << 18  # rows of 256 (r0_numel is fixed)
+    k = load_inductor(REDUCTION, tmp, "" if rows == 1 << 18 else f"_r{rows}")  # rows of 256 (r0_numel is fixed)
     a, b = (torch.randn(rows, 256, device="cuda") for _ in range(2))
     w = torch.randn(256, device="cuda")
     o1, o2 = torch.empty_like(a), torch.empty_like(a)
@@ -220,6 +223,10 @@ SUITE = [
     Workload("liger rms_norm 16384x4096", _liger_rms),
     Workload("inductor gelu 2^26", _inductor_pointwise),
     Workload("inductor rmsnorm 2^18x256", _inductor_reduction),
+    # The size of a torch.compile'd block's launches (2.5-3.5 us, less than a wave of CTAs):
+    # what a record costs where every CTA's extra latency is the kernel's.
+    Workload("inductor gelu 2^20", partial(_inductor_pointwise, n=1 << 20)),
+    Workload("inductor rmsnorm 2^12x256", partial(_inductor_reduction, rows=1 << 12)),
 ]
 
 

@@ -250,6 +250,10 @@ def insert(src: str | os.PathLike, out: str | os.PathLike | None, rules: Rules, 
 # thousands of CTAs each are plenty for a kernel's regions); one in 100 after them and the total
 # as profile's, so the window torch.profiler times (it stops at the total) stays as long.
 AUTO_KEEP = KeepPolicy(first=5)
+# --auto records in every CTA unless --sample-ctas says otherwise: 1 CTA in 8 did not lower the
+# extra of a kept launch of 2.5-9 us kernels (Liger, Inductor; docs/accuracy.md), it helps
+# where CTAs loop many times (docs/overhead.md).
+AUTO_SAMPLE_CTAS = 1
 
 
 @dataclass
@@ -287,6 +291,7 @@ def profile_auto(
     verbose: bool = False,
     keep_launches: KeepPolicy | str | None = None,
     calibrate: bool = True,
+    sample_ctas: int | None = None,
 ) -> AutoResult:
     """Where the program's GPU time goes, with no rule chosen, in one run of it.
 
@@ -297,15 +302,17 @@ def profile_auto(
     Triton's or not, timed by torch.profiler (OUT/device-kernels.json). The kernels are ranked
     by GPU time (``analyze/hot_kernels.py``), the fewest instrumented ones holding ``share``
     of it, at most ``top``, are picked and split over their regions and source lines; all of it
-    goes to OUT/auto.json. ``calibrate``: as ``profile_program``'s.
+    goes to OUT/auto.json. ``calibrate``: as ``profile_program``'s. ``sample_ctas``: records
+    in every Nth CTA only (None: ``AUTO_SAMPLE_CTAS``).
     """
     from proton_inject.analyze import source_view
 
+    rules = Rules(kernel_scope=True, loops="both", sample_ctas=AUTO_SAMPLE_CTAS if sample_ctas is None else sample_ctas)
     _check_auto(argv, share, top)
     check_out_dir(Path(out))  # (refused before the GPU is looked for)
     with output_locks(("-o", out), ("--plot", plot)):
         run, rep = profile_program(
-            argv, Rules(kernel_scope=True, loops="both"), out, options=options, max_launches=max_launches,
+            argv, rules, out, options=options, max_launches=max_launches,
             max_pending_mb=max_pending_mb, keep_tuning=keep_tuning, autotune_from=autotune_from, gz=gz,
             plot=plot, raw=raw, progress=progress, cache=cache, measure_overhead=measure_overhead, jobs=jobs,
             verbose=verbose, keep_launches=AUTO_KEEP if keep_launches is None else keep_launches,

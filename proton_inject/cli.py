@@ -423,7 +423,8 @@ def _profile_auto(out, program, max_launches, max_pending_mb, keep_tuning, no_re
     from proton_inject.api import KeepPolicy, profile_auto
     from proton_inject.formats.rules_file import RULES
 
-    given = [r.option for r in RULES if kw.get(r.param)] + (["--rules"] if kw["rules_file"] else [])
+    given = [r.option for r in RULES if kw.get(r.param) and r.field != "sample_ctas"]
+    given += ["--rules"] if kw["rules_file"] else []
     if given:
         raise UserError(f"profile --auto chooses the rules itself; drop {', '.join(given)} (or "
                         "drop --auto and keep them)")
@@ -433,7 +434,7 @@ def _profile_auto(out, program, max_launches, max_pending_mb, keep_tuning, no_re
         options=options_from(kw), max_launches=max_launches, max_pending_mb=max_pending_mb,
         keep_tuning=keep_tuning, autotune_from=autotune_from, gz=gz is not False, plot=plot, raw=raw,
         progress=True, cache=not no_cache, measure_overhead=measure_overhead, jobs=jobs,
-        verbose=verbose, keep_launches=keep, calibrate=not no_calibrate,
+        verbose=verbose, keep_launches=keep, calibrate=not no_calibrate, sample_ctas=kw["sample_ctas"],
     )  # fmt: skip
     _echo_messages(done.run, verbose)
     if not no_report:

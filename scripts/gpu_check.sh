@@ -11,7 +11,8 @@
 #        FlagGems ops, TUNING_SIDES (plain,profile,dump) in TUNING_RUNS rounds, one warm Triton compile cache, fresh
 #        FlagGems caches (every run tunes), runs saved to $OUT/tuning-all.jsonl:
 #        compare the files of several calls with --combine), "auto-liger" and "auto-inductor"
-#        (auto_vs_torch_profiler.py, AUTO_ROUNDS rounds (1); its log.txt as $OUT/avt-NAME.txt; Liger with 3
+#        (auto_vs_torch_profiler.py, AUTO_ROUNDS rounds (1), AUTO_ARGS its further options; its log.txt as
+#        $OUT/avt-auto-NAME.txt; Liger with 3
 #        rounds 201 s on an H200); tuning-all with TUNING_SIDES=dump: 108 s for the first run, ~30 s after
 # The parts split tests/gpu into runs that fit a 10-minute call on an H100 (2026-11-27, fourth
 # session, whole call with the overhead benchmark and the machine's start): part1 the runtime,
@@ -77,8 +78,9 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
     "$PY" benchmarks/launch_cost.py --launches 10000 --rounds 9 \
       --cases "plain,not kept,not kept (twin),default,default (twin)"
   elif [ "${1#auto-}" != "$1" ]; then  # auto-liger, auto-inductor: --auto against torch.profiler
-    "$PY" benchmarks/auto_vs_torch_profiler.py --rounds "${AUTO_ROUNDS:-1}" --programs "${1#auto-}" --work "/tmp/avt-${1#auto-}"
-    cp "/tmp/avt-${1#auto-}/log.txt" "$LOG/avt-${1#auto-}.txt"  # (the runs and caches stay: thousands of files)
+    "$PY" benchmarks/auto_vs_torch_profiler.py --rounds "${AUTO_ROUNDS:-1}" --programs "${1#auto-}" \
+      --work "/tmp/avt-$1" ${AUTO_ARGS:-}
+    cp "/tmp/avt-$1/log.txt" "$LOG/avt-$1.txt"  # (the runs and caches stay: thousands of files)
   else
     part_args "$1"
     "$PY" -m pytest -m gpu -q -p no:cacheprovider --durations=8 "${ARGS[@]}"

@@ -84,3 +84,22 @@ def test_auto_exits_with_the_programs_code_when_it_fails(tmp_path):
     assert [k["kernel"] for k in doc["kernels"] if k["instrumented"]][0] == "heavy_row_sum"
     assert "heavy_row_sum" in {h["kernel"] for h in doc["hot"]}, doc["hot"]
     assert (out / "run.json").is_file() and (out / "device-kernels.json").is_file()
+
+
+def test_auto_records_in_every_nth_cta_when_asked(tmp_path):
+    """``--auto --sample-ctas 4``: the same kernels opened up, their records in 1 CTA in 4."""
+    from proton_inject.formats.files import find_ttgir
+    from proton_inject.instrument.sampling import sampled_ctas
+
+    env = _env(tmp_path)
+    plain = run_python([PROGRAM, "--launches", "4"], cwd=tmp_path, env=env, code=0, timeout=TIMEOUT_S)
+    out = tmp_path / "out"
+    auto = run_cli(["profile", "--auto", "--sample-ctas", "4", "-o", out, "--", "python", PROGRAM,
+                    "--launches", "4"], cwd=tmp_path, env=env, code=0, timeout=TIMEOUT_S)
+    assert auto.stdout == plain.stdout, auto.stderr
+    irs = {p.stem: sampled_ctas(p.read_text()) for p in find_ttgir([out / "ir"])}
+    assert irs and set(irs.values()) == {4}, irs
+    (hot,) = json.loads((out / "auto.json").read_text())["hot"]
+    assert hot["kernel"] == "heavy_row_sum" and {"loop", "iteration"} <= {r["kind"] for r in hot["regions"]}
+    assert "1 CTA in 4 recorded" in run_cli(["report", out], cwd=tmp_path, env=env, code=0,
+                                           timeout=TIMEOUT_S).stdout

@@ -25,12 +25,19 @@ def prog(tmp_path):
     (["--auto", "--auto-share", "0"], "--auto-share 0: give the share"),
     (["--auto", "--auto-share", "1.5"], "--auto-share 1.5: give the share"),
     (["--auto", "--auto-top", "0"], "--auto-top 0: give how many kernels"),
+    (["--auto", "--sample-ctas", "0"], "--sample-ctas 0: must be a whole number of 1 or more"),
 ])
 def test_auto_option_errors_before_the_program_runs(tmp_path, prog, argv, said):
     out = tmp_path / "out"
     res = invoke(["profile", "-o", out, *argv, "--", "python", prog], code=2)
     assert said in res.output and "Traceback" not in res.output
     assert "hi" not in res.output and not out.exists()
+
+
+@pytest.mark.skipif(_has_gpu(), reason="what a machine without a GPU says")
+def test_auto_takes_sample_ctas_the_one_rule_it_leaves_to_the_user(tmp_path, prog):
+    res = invoke(["profile", "--auto", "--sample-ctas", "8", "-o", tmp_path / "out", "--", "python", prog], code=2)
+    assert "no CUDA GPU is visible" in res.output and "chooses the rules" not in res.output, res.output
 
 
 def test_auto_with_a_missing_script(tmp_path):
