@@ -14,7 +14,8 @@ Each (rules, options) pair first warms up (2 x plain and instrumented) so clocks
 settle before the first round.
 
 How it times: one ``Session`` per (rules, options), the same session ``profile()``
-opens, with ``max_launches=0`` (records are written, nothing is copied to the host). Inside
+opens, with ``max_launches=0`` (records are written, nothing is copied to the host) and plain
+twins off (else launches not kept would run the plain build). Inside
 it the JIT holds both builds of each kernel, keyed by ``instrumentation_mode``: plain ones
 compiled before the session, instrumented ones inside it; the benchmark switches the knob to
 pick one, so rounds interleave plain, instrumented, plain, ... without compiling again (a
@@ -22,6 +23,8 @@ plain launch that would compile is an error). Each launch follows an L2 flush (a
 memset) and is timed with CUDA events; a round's time is the median of its launches. A
 round's ratio is instrumented / mean(plain before, plain after); the table prints the median
 ratio and its min..max over rounds, and the plain time of the first and last round.
+``--warm-l2``: each round times its launches back to back instead (their mean), queued behind
+a spin kernel, with the inputs in L2 as a program's small launches find them.
 
     PYTHONPATH=. python benchmarks/overhead.py --quick     # ~3 min on an H100
     PYTHONPATH=. python benchmarks/overhead.py             # every rule set x option
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import re
 import statistics
 import sys
@@ -234,6 +238,19 @@ SUITE = [
 
 
 @contextmanager
+def _env(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+@contextmanager
 def _mode(value: str):
     import triton
 
@@ -246,8 +263,20 @@ def _mode(value: str):
 
 
 def time_ms(fn: Callable[[], Any], launches: int, flush: Any) -> float:
-    """Median kernel time over ``launches`` calls, each after an L2 flush."""
+    """Median kernel time over ``launches`` calls, each after an L2 flush (``flush`` None: the
+    mean of ``launches`` calls back to back, L2 warm, queued behind a spin so that the host's
+    launch time is not in it)."""
     import torch
+
+    if flush is None:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(4_000_000)  # (~2 ms: the launches below queue up behind it)
+        s.record()
+        for _ in range(launches):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        return s.elapsed_time(e) / launches
 
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
           for _ in range(launches)]
@@ -278,9 +307,16 @@ def measure(work: dict[str, Callable], rules: Rules, options: LoweringOptions, r
     """Interleaved plain/instrumented times of each workload in one profiling session."""
     import triton
 
+    from proton_inject.collect import plain_twins
     from proton_inject.collect.session import Session
 
-    session = Session(rules, out, options, max_launches=0).start()
+    # Launches not kept (here every one) would run the plain twin: the ratio would be plain
+    # against plain (as it was from plain twins' default on, 2026-11-29, until this line).
+    with _env(plain_twins.ENV, "0"):
+        session = Session(rules, out, options, max_launches=0).start()
+    if session.launch_path.twins:
+        session.stop()
+        raise RuntimeError("the session runs plain twins: the instrumented builds would not be timed")
     results: dict[str, tuple[list, list, str]] = {}
     try:
         inst_mode = triton.knobs.compilation.instrumentation_mode
@@ -341,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--combos", default=None, metavar="RULES:OPTIONS,...",
                     help="these (rule set, options) pairs only, e.g. 'default:default,default:auto all'"
                          f"; rule sets: {', '.join(RULES)}; options: {', '.join(OPTIONS)}")
+    ap.add_argument("--warm-l2", action="store_true",
+                    help="launches back to back, inputs in L2 (as a program's small launches run), "
+                         "instead of one at a time after an L2 flush")
     args = ap.parse_args(argv)
     combos = [tuple(c.split(":", 1)) for c in args.combos.split(",")] if args.combos else None
     for c in combos or ():
@@ -370,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             fn()  # the plain builds, before any session
             work[w.name] = fn
         torch.cuda.synchronize()
-        flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+        flush = None if args.warm_l2 else torch.empty(256 << 20, dtype=torch.int8, device="cuda")
         if not combos:
             combos = QUICK if args.quick else [(r, o) for r in RULES for o in OPTIONS]
         for rn, on in combos:
@@ -382,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     order = {w.name: i for i, w in enumerate(SUITE)}
     rows.sort(key=lambda r: (order[r.workload], r.rules, r.options))
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"triton {triton.__version__}; {rounds} rounds x {launches} launches, L2 flushed")
+          f"triton {triton.__version__}; {rounds} rounds x {launches} launches, "
+          + ("back to back, L2 warm" if args.warm_l2 else "L2 flushed"))
     print(table(rows))
     return 0
 

@@ -368,7 +368,7 @@ def _echo_messages(result, verbose: bool) -> None:
               help="No rules: in one run, every Triton kernel's body, loops and iterations "
                    "instrumented and every kernel (cuBLAS too) timed by torch.profiler; print the "
                    "kernels ranked by GPU time and where the top ones' time goes (also "
-                   "OUT/auto.json).")
+                   "OUT/auto.json). Of the rules, only --sample-ctas applies.")
 @click.option("--auto-share", type=float, default=None, metavar="SHARE",
               help="With --auto: open up the fewest kernels holding this share of GPU time "
                    "[default: 0.8].")

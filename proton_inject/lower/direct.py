@@ -25,8 +25,10 @@ slowed a 100-iteration loop region by 60 cycles; with ``%clock64`` a region read
 uninstrumented code takes to within 3 cycles (``benchmarks/accuracy.py``). ``eligible`` says
 when this applies: an NVIDIA kernel, not warp-specialized, every record at the top level of
 a function whose body is one block (so each runs once, in text order, before its one
-``tt.return``) or at the top level of the body of an ``scf.for`` at that level (so each runs
-once per iteration, in text order) whose body holds no dot or async copy (``_PIPELINED``).
+``tt.return``; or alone inside ``--sample-ctas``' ``scf.if`` there: every CTA then reads the
+clocks, and only the sampled ones store them, the same block) or at the top level of the
+body of an ``scf.for`` at that level (so each runs once per iteration, in text order) whose
+body holds no dot or async copy (``_PIPELINED``).
 A loop keeps its first ``cap`` iterations (or iterations 0, N, 2N, ... with
 ``--sample-iterations N``), each stored as it ends, and its trip count goes with the header:
 layer norm 8192^2, every iteration, 1.12 against 1.17 in Proton's shared buffer, of which
@@ -56,6 +58,7 @@ _RECORD = re.compile(r'\s*(start|end)\s+"((?:[^"\\]++|\\.)*+)"')
 _FOR_HEAD = re.compile(r"\s*(%[\w$.-]+)\s*=\s*(%[\w$.-]+)\s+to\s+(%[\w$.-]+)\s+step\s+(%[\w$.-]+)"
                        r"(?:.*\S)?\s*:\s*(i32|i64)\s*\{?\s*$")
 _MAX_SCOPES = 256  # the tag keeps 8 bits of scope id
+_GUARD_HEAD = re.compile(r"\s*(%[\w$.-]+)\s*\{?\s*$")  # ``scf.if %p {``
 # A store in each iteration keeps the compiler from moving the next iteration's loads above
 # it. Loops of dots and async copies keep their records in Proton's shared buffer, which
 # cost less there (H100, every iteration: attention 1.001 shared vs 1.032 direct, matmul
@@ -96,6 +99,10 @@ class LoweringPlan:
     loop_of: list[int]  # per record: its loop's index, -1 at the top level
     func: Any = None  # the function op that holds them
     why: str | None = None  # not eligible: why
+    # --sample-ctas: the ``scf.if %pi_ctaN`` around top-level records (each replaced by its
+    # records' clock reads) and that predicate, which then guards the block's stores instead
+    guards: list = field(default_factory=list)
+    sampled: str | None = None
 
 
 def _stride(k: int) -> int:
@@ -125,6 +132,15 @@ def plan_lowering(text: str, budget: int, every: int = 1) -> LoweringPlan:
     loops: dict[int, _Loop] = {}
     for i, rec in enumerate(records):
         owner = rec.parent_op()
+        pred = _cta_guard(owner, funcs, text)
+        if pred is not None:  # (a sampled CTA's record at the top level)
+            if plan.sampled not in (None, pred):
+                plan.why = "records under several CTA predicates"
+                return plan
+            plan.sampled = pred
+            if not plan.guards or plan.guards[-1] is not owner:
+                plan.guards.append(owner)
+            owner = owner.parent_op()
         if id(owner) in funcs:
             top, where = owner, -1
         elif owner is not None and owner.name == "scf.for" and id(owner.parent_op()) in funcs:
@@ -155,6 +171,9 @@ def plan_lowering(text: str, budget: int, every: int = 1) -> LoweringPlan:
             return plan
         plan.loop_of.append(where)
     plan.loops, plan.func = list(loops.values()), func
+    if plan.sampled and plan.loops:  # (the sampler runs such loops in two copies instead)
+        plan.why = "records in a loop of a CTA-sampled kernel"
+        return plan
     for loop in plan.loops:
         if any(_PIPELINED.search(op.name) for op in loop.op.walk()):
             plan.why = "records inside a loop with tensor-core or async-copy work"
@@ -177,6 +196,22 @@ def plan_lowering(text: str, budget: int, every: int = 1) -> LoweringPlan:
         if loop.trips is not None:
             loop.cap = max(1, min(loop.cap, loop.slots_needed))
     return plan
+
+
+def _cta_guard(op: Any, funcs: set[int], text: str) -> str | None:
+    """The predicate of ``op`` when it is a CTA sampler's ``scf.if`` (no else, records only, at
+    the top level of a function, on ``id % N == 0``: instrument/sampling.py), else None. The
+    compiler prints the sampler's ``%pi_cta0`` under a number, so its definition tells."""
+    if op is None or op.name != "scf.if" or op.parent_op() is None or id(op.parent_op()) not in funcs:
+        return None
+    m = _GUARD_HEAD.match(op.head)
+    if not m or len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
+        return None
+    if not all(o.name in ("proton.record", "scf.yield") for o in op.regions[0].blocks[0].ops):
+        return None
+    cmp = re.search(rf"^\s*{re.escape(m.group(1))}\s*=\s*arith\.cmpi\s+eq,\s*(%[\w$.-]+),", text, re.M)
+    rem = cmp and re.search(rf"^\s*{re.escape(cmp.group(1))}\s*=\s*arith\.rem[su]i\b", text, re.M)
+    return m.group(1) if rem else None
 
 
 def eligible(text: str, budget: int = 0, every: int = 1) -> str | None:
@@ -288,7 +323,13 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
         return v, f"{v} = arith.constant {value} : {ty}"
 
     sites = [read(None, "i32") for _ in records]
-    edits = [(op.start, op.end, line) for op, (_, line) in zip(records, sites, strict=True)]
+    guarded = {id(o) for g in plan.guards for o in g.regions[0].blocks[0].ops}
+    edits = [(op.start, op.end, line) for op, (_, line) in zip(records, sites, strict=True)
+             if id(op) not in guarded]
+    line_of = {id(op): line for op, (_, line) in zip(records, sites, strict=True)}
+    for g in plan.guards:  # every CTA reads its clocks (cheap); only sampled CTAs store them
+        inner = [line_of[id(o)] for o in g.regions[0].blocks[0].ops if o.name == "proton.record"]
+        edits.append((g.start, g.end, ("\n" + " " * (g.column - 1)).join(inner)))
     late, words = _header_words(read, const, names)
     for k, loop in enumerate(plan.loops):
         count, lines = _trip_count(loop, const, names)
@@ -303,6 +344,10 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
     if ret.name != "tt.return":
         raise ValueError("the kernel's function does not end with tt.return")
     pad = "\n" + indent
+    if plan.sampled:  # 0 outside the sampled CTAs too: they store nothing
+        (zero, lzero), kept = const(0, "i64"), names.new("a")
+        alloc += [lzero, f"{kept} = arith.select {plan.sampled}, {addr}, {zero} : i64"]
+        addr = kept
     if plan.loops:  # the address must be known inside the first recording loop
         first = min(lp.op.start for lp in plan.loops)
         edits.append((first, first, pad.join(alloc) + pad))

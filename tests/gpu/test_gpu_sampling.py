@@ -1,5 +1,5 @@
 """On a GPU: a CTA-sampled profile of the layer norm example records every nth CTA, in warp 0
-only, with and without its loops' iteration records."""
+only, with and without its loops' iteration records (lowered directly without them)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ def test_sampled_profile_records_every_nth_cta_in_warp_0_only(tmp_path, iteratio
             m = (d.events.scope == s)
             assert m.sum() == 4 * 256 and set(d.events.cta[m].tolist()) == ctas, d.meta.scopes[s]
     assert set(d.events.warp.tolist()) == {0} and not d.drops.dropped
+    # records around whole loops are lowered directly (every CTA reads its clocks, the sampled
+    # ones store them); iterations' records sit in the loops' sampled copies: Proton's lowering
+    assert d.meta.buffer_type == ("shared" if iterations else "direct"), d.meta.buffer_type
     text = format_text(summarize([LaunchData.from_decoded(d)]))
     assert "1 CTA in 4 recorded" in text and "256 of 1,024 CTAs" in text
     print(text)

@@ -46,8 +46,8 @@ def _compile(text: str, tmp: Path, options: LoweringOptions):
 def test_which_kernels_it_applies_to():
     text = (SAMPLES / "cuda-90/layernorm_fwd_kernel.ttgir").read_text(encoding="latin-1")
     assert direct.eligible(insert_text(text, Rules().with_defaults()).text) is None
-    # records inside a top-level loop: each iteration stores its own; under a CTA sampler's
-    # branch a record may not run at all; in a nested loop the iteration is not one number
+    # records inside a top-level loop: each iteration stores its own; in a nested loop the
+    # iteration is not one number
     assert direct.eligible(insert_text(text, Rules(kernel_scope=True, loops="both")).text) is None
     segment = (SAMPLES / "cuda-90/segment_mean_kernel.ttgir").read_text(encoding="latin-1")
     assert "nested loops" in direct.eligible(insert_text(segment, Rules().with_defaults()).text)
@@ -55,8 +55,11 @@ def test_which_kernels_it_applies_to():
     mm = (SAMPLES / "cuda-90/matmul_kernel.ttgir").read_text(encoding="latin-1")
     assert "tensor-core" in direct.eligible(insert_text(mm, Rules(kernel_scope=True, loops="both")).text)
     assert direct.eligible(insert_text(mm, Rules(kernel_scope=True, loops="outer", marks=False)).text) is None
-    sampled = insert_text(text, Rules(sample_ctas=4, marks=False).with_defaults()).text
-    assert direct.eligible(sampled) is not None
+    # under --sample-ctas, records around whole loops stay ours; iterations' records sit in
+    # the sampled copy of their loop, under a branch
+    assert direct.eligible(insert_text(text, Rules(sample_ctas=4, marks=False).with_defaults()).text) is None
+    sampled = insert_text(text, Rules(kernel_scope=True, loops="both", sample_ctas=4, marks=False)).text
+    assert "branches" in direct.eligible(sampled)
     assert direct.eligible(text) == "no records"
     ws = (SAMPLES / "cuda-90/attn_fwd_ws_kernel.ttgir").read_text(encoding="latin-1")
     assert direct.eligible(insert_text(ws, Rules().with_defaults()).text) == "warp-specialized"
@@ -65,7 +68,7 @@ def test_which_kernels_it_applies_to():
     # explicit --buffer-type direct where it does not apply: Proton's lowering, as auto would
     inner = insert_text(segment, Rules(kernel_scope=True, loops="both")).text
     assert LoweringOptions(buffer_type="direct").for_kernel(inner).buffer_type == "shared"
-    assert LoweringOptions(buffer_type="direct").for_kernel(sampled).buffer_type == "global"
+    assert LoweringOptions(buffer_type="direct").for_kernel(sampled).buffer_type == "shared"
     # every warp records (asked, or a persistent kernel): Proton's lowering
     whole = insert_text(text, Rules().with_defaults()).text
     assert LoweringOptions(warps="all").for_kernel(whole).buffer_type == "global"
@@ -125,6 +128,35 @@ def test_lowered_text_layout_and_fresh_names():
     segment = (SAMPLES / "cuda-90/segment_mean_kernel.ttgir").read_text(encoding="latin-1")
     with pytest.raises(ValueError, match="nested loops"):
         direct.lower(insert_text(segment, Rules().with_defaults()).text)
+
+
+def test_sampled_ctas_keep_the_direct_lowering_and_store_in_sampled_ctas_only(tmp_path):
+    """--sample-ctas on a loop-free kernel: its records stay ours (they fell to Proton's
+    lowering, with its per-CTA set-up, under the sampler's ``scf.if``); every CTA reads its
+    clocks, only the sampled ones store the block. As the compiler prints the module too."""
+    text = (SAMPLES / "thirdparty/cuda-90/rms_norm_fwd.ttgir").read_text(encoding="latin-1")
+    every = insert_text(text, Rules(kernel_scope=True, loops="both")).text
+    sampled = insert_text(text, Rules(kernel_scope=True, loops="both", sample_ctas=8)).text
+    assert direct.eligible(sampled) is None and LoweringOptions().for_kernel(sampled).buffer_type == "direct"
+    assert direct.record_table(sampled) == direct.record_table(every)
+    assert direct.data_bytes(sampled) == direct.data_bytes(every)
+    low = direct.lower(sampled)
+    assert "proton.record" not in low and low.count("%clock64;") == 2
+    assert not re.search(r"scf\.if %pi_cta0 \{\s*%pi_d", low)  # the clock reads left their if
+    assert re.search(r"= arith\.select %pi_cta0, %pi_da\d+, %pi_dc\d+ : i64", low)
+    # The compiler's own printing names the predicate %N: recognized by its definition.
+    printed = re.sub(r"%pi_cta0\b(?!_)", "%17", sampled)
+    assert direct.eligible(printed) is None and "arith.select %17," in direct.lower(printed)
+    # An if on any other condition holding records only (an empty branch's region) is a
+    # branch, not the sampler: Proton's lowering, as before.
+    branch = printed.replace("arith.remsi", "arith.addi")
+    assert direct.eligible(branch) == "records inside branches or nested loops"
+    ck = _compile(sampled, tmp_path, LoweringOptions())
+    plain = _compile(every, tmp_path / "every", LoweringOptions())
+    assert ck.metadata.profile_scratch_size == plain.metadata.profile_scratch_size == 16
+    ptx, base = ck.asm["ptx"], plain.asm["ptx"]
+    assert ptx.count("%globaltimer") == 1 and ptx.count("bar.sync") == base.count("bar.sync")
+    assert "0xDEADBEEF" not in ptx.upper()  # (Proton's preamble word: its lowering did not run)
 
 
 def test_records_inside_a_loop_are_stored_each_iteration():
