@@ -251,8 +251,8 @@ def insert(src: str | os.PathLike, out: str | os.PathLike | None, rules: Rules, 
 # as profile's, so the window torch.profiler times (it stops at the total) stays as long.
 AUTO_KEEP = KeepPolicy(first=5)
 # --auto records in every CTA unless --sample-ctas says otherwise: 1 CTA in 8 did not lower the
-# extra of a kept launch of 2.5-9 us kernels (Liger, Inductor; docs/accuracy.md), it helps
-# where CTAs loop many times (docs/overhead.md).
+# extra of a kept launch of Liger's and Inductor's 2.5-3.5 us kernels while their sampled
+# records fell to Proton's lowering (docs/accuracy.md); the direct lowering takes them now.
 AUTO_SAMPLE_CTAS = 1
 
 
