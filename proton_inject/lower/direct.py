@@ -323,13 +323,7 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
         return v, f"{v} = arith.constant {value} : {ty}"
 
     sites = [read(None, "i32") for _ in records]
-    guarded = {id(o) for g in plan.guards for o in g.regions[0].blocks[0].ops}
-    edits = [(op.start, op.end, line) for op, (_, line) in zip(records, sites, strict=True)
-             if id(op) not in guarded]
-    line_of = {id(op): line for op, (_, line) in zip(records, sites, strict=True)}
-    for g in plan.guards:  # every CTA reads its clocks (cheap); only sampled CTAs store them
-        inner = [line_of[id(o)] for o in g.regions[0].blocks[0].ops if o.name == "proton.record"]
-        edits.append((g.start, g.end, ("\n" + " " * (g.column - 1)).join(inner)))
+    edits = _site_edits(plan, [line for _, line in sites])
     late, words = _header_words(read, const, names)
     for k, loop in enumerate(plan.loops):
         count, lines = _trip_count(loop, const, names)
@@ -362,6 +356,19 @@ def lower(text: str, budget: int = 0, every: int = 1) -> str:
         pos = end
     out.append(module.text[pos:])
     return "".join(out)
+
+
+def _site_edits(plan: LoweringPlan, lines: list[str]) -> list[tuple[int, int, str]]:
+    """Each record op replaced by its clock read (``lines``, one per record); a CTA sampler's
+    ``scf.if`` around records by their reads, unguarded: every CTA reads its clocks (cheap),
+    the block's stores alone test the predicate."""
+    line_of = {id(op): line for op, line in zip(plan.records, lines, strict=True)}
+    guarded = {id(o) for g in plan.guards for o in g.regions[0].blocks[0].ops}
+    edits = [(op.start, op.end, line_of[id(op)]) for op in plan.records if id(op) not in guarded]
+    for g in plan.guards:
+        inner = [line_of[id(o)] for o in g.regions[0].blocks[0].ops if o.name == "proton.record"]
+        edits.append((g.start, g.end, ("\n" + " " * (g.column - 1)).join(inner)))
+    return edits
 
 
 def _header_words(read, const, names: _Names) -> tuple[list[str], dict[int, str]]:
