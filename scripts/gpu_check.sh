@@ -5,7 +5,8 @@
 #        the other, all GPUs at once; logs $OUT/PART.log. Besides the test parts: "bench"
 #        (benchmarks/launch_cost.py), "parts" (kept_launch_parts_gpu.py --timers), "tuning"
 #        (tuning_choices.py, FlagGems' layer_norm, 8 runs a side), "twins" (plain twins: their GPU
-#        tests and launch_cost's twin cases), "speed-fla" (profile_speed.py on fla, one cache:
+#        tests and launch_cost's twin cases), "sampled" (--sample-ctas: its GPU tests and overhead.py
+#        --warm-l2 on the short kernels and layer norm, every CTA against 1 in 8), "speed-fla" (profile_speed.py on fla, one cache:
 #        ~230 s plain cold, then 2 warm rounds a side), "speed-loop" (profile_speed.py on
 #        benchmarks/programs/launch_loop.py, 40,000 launches, 5 warm rounds a side; ~100 s), "tuning-all" (tuning_choices.py on all 50
 #        FlagGems ops, TUNING_SIDES (plain,profile,dump) in TUNING_RUNS rounds, one warm Triton compile cache, fresh
@@ -73,6 +74,10 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
   elif [ "$1" = speed-loop ]; then  # issue 40: a launch-bound program's whole wall under profile
     "$PY" benchmarks/profile_speed.py --out "$LOG/speed-loop" --rounds 5 --one-cache --goal 1.1 -- \
       benchmarks/programs/launch_loop.py --launches 40000
+  elif [ "$1" = sampled ]; then  # --sample-ctas lowered directly: its GPU tests, then kernel time (~2 min)
+    "$PY" -m pytest -m gpu -q -p no:cacheprovider $G/test_gpu_sampling.py $G/test_gpu_auto.py
+    "$PY" benchmarks/overhead.py --warm-l2 --only '2\^20|2\^12|layer norm' --rounds 9 \
+      --combos "default:default,default cta/8:default,loops both:default,loops both cta/8:default"
   elif [ "$1" = twins ]; then
     "$PY" -m pytest -m gpu -q -p no:cacheprovider $G/test_gpu_launch_path.py  # (all: captures too)
     "$PY" benchmarks/launch_cost.py --launches 10000 --rounds 9 \
