@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -238,19 +239,6 @@ SUITE = [
 
 
 @contextmanager
-def _env(name: str, value: str):
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
-
-
-@contextmanager
 def _mode(value: str):
     import triton
 
@@ -312,7 +300,7 @@ def measure(work: dict[str, Callable], rules: Rules, options: LoweringOptions, r
 
     # Launches not kept (here every one) would run the plain twin: the ratio would be plain
     # against plain (as it was from plain twins' default on, 2026-11-29, until this line).
-    with _env(plain_twins.ENV, "0"):
+    with patch.dict(os.environ, {plain_twins.ENV: "0"}):  # (read as the session starts)
         session = Session(rules, out, options, max_launches=0).start()
     if session.launch_path.twins:
         session.stop()
