@@ -289,7 +289,10 @@ def _read_blocks(buffer: Any, meta: LaunchMeta, where: str, warn: list[Issue]) -
             f"{where}: data size {data_bytes} bytes per CTA does not fit bytes_per_cta={stride} "
             f"with {W} warps; the metadata does not match the kernel"
         )
-    ok, t_init, t_pre, t_post = _good_ctas(blocks, ok, data_bytes, stride, where, warn)
+    # under --sample-ctas the direct lowering's CTAs outside the sample write nothing at all
+    unsampled = ((np.arange(len(blocks)) % meta.sample_ctas != 0) & ~blocks.any(axis=1)
+                 if meta.sample_ctas > 1 else np.zeros(len(blocks), bool))
+    ok, t_init, t_pre, t_post = _good_ctas(blocks, ok, unsampled, data_bytes, stride, where, warn)
     rows = np.nonzero(ok)[0]
     hdr = blocks[rows]
     n_ok = len(rows)
@@ -356,12 +359,13 @@ def _split_blocks(buffer: Any, meta: LaunchMeta, stride: int, where: str,
     return words.reshape(n_blocks, stride // 4)
 
 
-def _good_ctas(blocks: np.ndarray, ok: np.ndarray, data_bytes: int, stride: int, where: str,
-               warn: list[Issue]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _good_ctas(blocks: np.ndarray, ok: np.ndarray, unsampled: np.ndarray, data_bytes: int, stride: int,
+               where: str, warn: list[Issue]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Which blocks to decode (``ok``: those with the preamble), and every block's init,
     pre-final and post-final times: blocks with another buffer size or damaged timer reads
-    are skipped with a warning."""
-    bad_pre = ~ok
+    are skipped with a warning, and so are those without the preamble unless ``unsampled``
+    (blocks CTA sampling left empty)."""
+    bad_pre = ~ok & ~unsampled
     if bad_pre.any():
         first = int(np.argmax(bad_pre))
         add_issue(warn, "CTAs with a bad preamble skipped",

@@ -71,7 +71,7 @@ def expand_direct(buffer: Any, meta: LaunchMeta, where: str
     out[:, 0] = np.where(ran, PREAMBLE, 0)
     out[:, 1] = np.where(ran, np.arange(len(blocks), dtype=np.uint32), 0)
     out[:, 2] = blocks[:, 0] & ((1 << SM_ID_BITS) - 1)
-    out[:, 3] = 8 * n
+    out[:, 3] = np.where(ran, 8 * n, 0)  # (a block never written stays all zero)
     out[:, 4:6] = out[:, 6:8] = out[:, 8:10] = t_words
     out[:, HEADER_WORDS] = 2 * kept
     out[:, head::2] = np.where(filled, tag[order], 0)

@@ -8,6 +8,7 @@ CTAs, time, clocks, drops and issues. ``summarize`` does it all for a list of la
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -506,13 +507,15 @@ def _cta_time(x: LaunchData) -> tuple[float, int, int, float, int, int, float]:
     ratio, CTAs with records, CTAs, and the launch's wall time (``_wall_ns``)."""
     if x.cta_time is not None:
         return x.cta_time
+    # a sampled launch ran the whole grid; the direct lowering's unsampled CTAs left no block
+    ctas = max(len(x.cta_ids), math.prod(x.grid)) if x.sample_ctas > 1 else len(x.cta_ids)
     if len(x.cta) == 0:
-        return 0.0, 0, 0, 0.0, 0, len(x.cta_ids), _wall_ns(x)
+        return 0.0, 0, 0, 0.0, 0, ctas, _wall_ns(x)
     ids, life, n_over, n_checked, worst = _cta_lifetimes(x)
     stride = int(x.warp.max()) + 1
     pairs = np.unique(x.cta * stride + x.warp)  # profiled (CTA, warp) streams
     return (float(life[np.searchsorted(ids, pairs // stride)].sum()), n_over, n_checked, worst,
-            len(ids), len(x.cta_ids), _wall_ns(x))
+            len(ids), ctas, _wall_ns(x))
 
 
 def _wall_ns(x: LaunchData) -> float:

@@ -369,6 +369,32 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
             in sampled_line(k))
 
 
+def test_sampled_direct_blocks_left_empty_are_not_damage(tmp_path):
+    """Under --sample-ctas the direct lowering stores only in the sampled CTAs: the others'
+    blocks stay zero. The H100 direct layer norm, with every block but each 4th zeroed as
+    such a launch leaves it: no "bad preamble" warning, the grid's CTAs counted, 1 in 4 with
+    regions. A zero block of a sampled CTA is still reported."""
+    from dataclasses import replace
+
+    from proton_inject.analyze.text import format_text
+
+    src = helpers.DATA / "h100-direct" / "00000-layernorm_fwd_kernel"
+    buf, meta = load_raw(src)
+    blocks = buf.reshape(-1, meta.bytes_per_cta).copy()
+    n = len(blocks)
+    blocks[np.arange(n) % 4 != 0] = 0
+    d = decode(blocks.reshape(-1), replace(meta, sample_ctas=4))
+    assert not [i for i in d.issues if "preamble" in i.cause], d.issues
+    assert set(d.events.cta.tolist()) == set(range(0, n, 4))
+    k = summarize([LaunchData.from_decoded(d)])["kernels"][0]
+    assert k["ctas"] == n == 1151 and k["sampled"]["ctas_with_records"] == len(range(0, n, 4))
+    assert f"288 of {n:,} CTAs have regions" in format_text({"kernels": [k]}, verbose=True)
+    blocks[8] = 0  # a sampled CTA that wrote nothing: damage, said
+    with pytest.warns(UserWarning, match="1 CTA block.s. with a bad preamble"):
+        d = decode(blocks.reshape(-1), replace(meta, sample_ctas=4))
+    assert any("preamble" in i.cause for i in d.issues)
+
+
 def test_every_region_row_states_its_error_bar(tmp_path):
     """Issue 30 item 3: each region carries its uncertainty (record cost left after
     calibration, or the cost itself when uncalibrated; ns add the clock's stated error), and a
