@@ -24,7 +24,8 @@ DIRECT = "direct stores"  # --buffer-type direct: our own lowering (direct.py)
 OVERHEAD_CLASSES = {(c["rules"], c["who"], c["buffer"]): c["ratio"] for c in _OVERHEAD["classes"]}
 SAMPLED_ITER_CLASS = _OVERHEAD["sampled_ctas_every_iteration"]["ratio"]  # --sample-ctas, iterations
 SAMPLED_ITERATIONS_CLASS = _OVERHEAD["sampled_iterations"]["ratio"]  # --sample-iterations
-SAMPLED_CTAS_CLASS = _OVERHEAD["sampled_ctas_whole"]["ratio"]  # --sample-ctas, the defaults
+SAMPLED_CTAS_CLASS = _OVERHEAD["sampled_ctas_whole"]["ratio"]  # --sample-ctas, Proton's global buffer
+SAMPLED_DIRECT_CLASS = _OVERHEAD["sampled_ctas_direct"]["ratio"]  # --sample-ctas, lowered directly
 # Cycles a region's median may be off by, per buffer type, after the calibrated record cost
 # is subtracted and without a calibration (``uncertainty.py``).
 RECORD_COST_ERROR = _MEASURED["record_cost_error_cycles"]
@@ -58,6 +59,7 @@ def overhead_class(k: KernelSummary) -> str:
     if smp > 1:
         what += f", 1 CTA in {smp}"
         got = (SAMPLED_CTAS_CLASS if rules == WHOLE and buf == GLOBAL
+               else SAMPLED_DIRECT_CLASS if rules == WHOLE and buf == DIRECT
                else SAMPLED_ITER_CLASS if rules == ITER else None)
     nth = (k.get("sampled") or {}).get("every_nth_iteration") or 1
     if nth > 1:

@@ -357,6 +357,10 @@ def test_report_says_what_was_sampled_and_what_the_options_cost():
     assert "shared buffer <= 1 KiB: kernel time x 0.99-1.06 (layer norm" in overhead_class(k)
     k["sampled"] = {"warps": [0], "every_nth_cta": 2}
     assert "not measured yet" in overhead_class(k)
+    k["drops"]["buffer_type"] = "direct"  # the defaults sampled, lowered directly: measured (H200)
+    assert ("kernel + whole loops, one warp, direct stores, 1 CTA in 2: kernel time x 1.00-1.06 with 1 CTA "
+            "in 8 on an H200 (every CTA still reads its clocks") in overhead_class(k)
+    k["drops"]["buffer_type"] = "shared"
     k["regions"] = [{"name": "kernel"}, {"name": "iter x @f.py:3"}]  # iterations, sampled
     assert "every iteration, one warp, shared buffer <= 1 KiB, 1 CTA in 2: kernel time x 0.99-1.06" \
         in overhead_class(k)
