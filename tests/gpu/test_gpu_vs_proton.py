@@ -40,7 +40,7 @@ def _medians_agree(regions: dict, loose: tuple[str, ...] = ()) -> None:
     except `loose` regions, whose medians are only printed: the two sides decode two separate
     launches, and the body of a memory-bound kernel (vector add's `kernel` scope)
     drifts from one launch to the next even on a warmed-up GPU (H100: 7157.5 vs 6982.5 cycles
-    one day, 7238 vs 6768 (6.5%) the next), while its loop iterations agree to the cycle."""
+    one day, 7238 vs 6768 (6.5%) the next), while its loop iterations agree within two cycles."""
     for name, row in regions.items():
         if name not in loose:
             p, o = row["proton_median"], row["our_median"]
