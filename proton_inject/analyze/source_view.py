@@ -234,7 +234,8 @@ def attach(summary: dict[str, Any], raws: Sequence[str | Path], source_root: str
             meta = read_launch_meta(p)
         except UserError:
             continue  # left out of the report too
-        first.setdefault((meta.kernel, meta.config), (Path(p), meta))
+        if (meta.kernel, meta.config) in want:  # (raws may hold kernels the summary leaves out)
+            first.setdefault((meta.kernel, meta.config), (Path(p), meta))
     for k in summary["kernels"]:
         raw, meta = first.get((k["kernel"], k["config"]), (None, None))
         if source_root is not None:

@@ -63,6 +63,20 @@ def test_regions_cover_the_lines_of_their_ops(both):
     assert m[35]["regions"] == [] and "tl.store" in m[35]["text"] and m[16]["text"].startswith("def mm_kernel")
 
 
+def test_a_few_kernels_find_their_ir_among_many_launches():
+    """``profile --auto`` gives ``attach`` only the kernels it opened and every raw launch of
+    the run: the search for each kernel's first launch must not stop once it has met as many
+    kernels as were asked for (it did: the opened Inductor kernels showed "from a trace: no
+    instrumented IR" on the H200)."""
+    from proton_inject.analyze.source_view import attach
+
+    summary = run_report([DATA], as_json=True).summary
+    mm = next(k for k in summary["kernels"] if k["kernel"] == "mm_kernel")
+    raws = [DATA / "profile_scratch_add.json", DATA / "profile_scratch_mm.json"]  # add's first
+    attach({"kernels": [mm]}, raws)
+    assert mm["source"]["ir"] == str(DATA / "mm_kernel.ttgir") and mm["source"]["note"] is None
+
+
 def test_text_shows_the_innermost_region_where_it_changes(both):
     text = format_source({"kernels": both})
     rows = {ln.split()[0]: ln for ln in text.splitlines() if ln.strip()[:2].strip().isdigit()}
