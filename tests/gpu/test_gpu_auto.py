@@ -64,6 +64,7 @@ def test_auto_ranks_every_kernel_and_opens_up_the_heavy_one(tmp_path):
     spans = [s for r in hot["regions"] if r["kind"] == "iteration"
              for f, ss in r["lines"].items() if f.endswith("two_kernels.py") for s in ss]
     assert any(a <= body <= b for a, b in spans), hot["regions"]
+    assert hot["source_note"] is None, hot["source_note"]  # lines from the instrumented IR
     assert "where the GPU time went" in auto.stderr and "heavy_row_sum" in auto.stderr
     # `report OUT` prints the ranking, then the usual report of the run (both kernels).
     rep = run_cli(["report", out], cwd=tmp_path, env=env, code=0, timeout=TIMEOUT_S)
