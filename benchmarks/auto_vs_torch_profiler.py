@@ -197,13 +197,14 @@ class Comparison:
 
 def coverage(hot: dict[str, Any]) -> tuple[float | None, float | None]:
     """A hot kernel of auto.json: the share of its kernel region's time its top-level regions
-    hold (as printed), and the unattributed share --auto printed."""
+    hold (as printed; all of it in a kernel without loops, whose kernel region is its finest),
+    and the unattributed share --auto printed."""
     root = next((r for r in hot["regions"] if r["kind"] == "kernel"  # (no kind: a report of an older run)
                  or (r["kind"] is None and r["parent"] is None and r["name"] == "kernel")), None)
     if root is None or not hot["kernel_ns"]:
         return None, hot["unattributed_share"]
-    top = sum(r["ns_total"] for r in hot["regions"] if r["parent"] == root["scope"])
-    return top / hot["kernel_ns"], hot["unattributed_share"]
+    tops = [r["ns_total"] for r in hot["regions"] if r["parent"] == root["scope"]]
+    return (sum(tops) / hot["kernel_ns"] if tops else 1.0), hot["unattributed_share"]
 
 
 def compare(profiler: dict[str, list[float]], autos: list[dict[str, Any]]) -> Comparison:

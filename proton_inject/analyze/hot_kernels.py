@@ -7,7 +7,8 @@ A kernel's GPU time is every launch's, as torch.profiler timed it in the run
 launches' mean wall time (``kernel_wall_ns`` over its launches, as the summary computes it)
 times the launches that ran (run.json's ``launch_counts``). A region's share is its time over the
 kernel region's time (instances summed over the recorded warps, as the report's shares are);
-what the kernel region holds outside its top-level child regions is "unattributed".
+what the kernel region holds outside its top-level child regions is "unattributed" (none in a
+kernel without loops: its one region, over its lines, is as far as its time splits).
 
 OUT/auto.json's keys, writer and reader: ``formats/auto_report.py``; ``report OUT`` prints it
 again (``attach_auto``).
@@ -136,7 +137,8 @@ def open_up(k: dict[str, Any]) -> HotKernel:
             for r in ordered]
     left = None
     if base is not None:
-        left = max(0.0, base - sum(r["ns"]["total"] for r in children.get(root["scope"], [])))
+        tops = children.get(root["scope"], [])
+        left = max(0.0, base - sum(r["ns"]["total"] for r in tops)) if tops else 0.0
     src = k.get("source") or {}
     return HotKernel(kernel=k["kernel"], config=k["config"], launches=len(k["launches"]),
                      kernel_ns=base, regions=rows, unattributed_ns=left,
@@ -217,7 +219,9 @@ def format_auto(doc: AutoReport) -> str:
         for r, name in zip(h["regions"], names, strict=True):
             out.append(f"  {_pct(r['share_of_kernel']):>6}  {ns_text(r['ns_median']):>9}  {r['count']:>10,}  "
                        f"{name:<{width}}  {_lines_text(r['lines'])}".rstrip())
-        if h["unattributed_share"] is not None:
+        if h["unattributed_share"] is not None and len(h["regions"]) == 1:
+            out.append("  (no loop in it: the kernel region holds all its time, over the lines above)")
+        elif h["unattributed_share"] is not None:
             out.append(f"  {_pct(h['unattributed_share']):>6}  {'':>9}  {'':>10}  "
                        "unattributed (kernel time outside its top-level regions)")
         else:

@@ -152,6 +152,9 @@ def test_a_hot_kernels_regions_cover_what_is_not_unattributed(trace, auto_doc):
     assert 0.8 < covered < 0.9
     row = bench.compare(bench.kernel_times(trace), [auto_doc]).rows[0]
     assert (row.covered, row.unattributed) == (covered, left)
+    # a kernel without loops: its kernel region is all there is, so all of it is covered
+    alone = dict(hot, regions=[r for r in hot["regions"] if r["parent"] is None], unattributed_share=0.0)
+    assert bench.coverage(alone) == (1.0, 0.0)
 
 
 def test_in_run_ratios_from_run_json(tmp_path):

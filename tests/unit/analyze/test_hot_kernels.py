@@ -215,6 +215,23 @@ def test_the_printed_ranking_and_hot_kernel(tmp_path, detail):
     assert f"{100 * hot['unattributed_share']:.1f}%" in next(ln for ln in lines if "unattributed" in ln)
 
 
+def test_a_kernel_without_loops_has_nothing_unattributed(detail):
+    """A loop-free kernel (most of a torch.compile'd model's) records its kernel region alone:
+    that region, over its lines, is all there is to split its time into, so nothing is
+    "unattributed" (was 100%, printed under a 100% kernel row). Layer norm's real report,
+    pruned to its kernel region as such a kernel's report reads."""
+    summary, _ = detail
+    k = json.loads(json.dumps(summary["kernels"][0]))
+    k["regions"] = [r for r in k["regions"] if r["scope"] == 0]
+    (hot,) = hk.hot_kernels({"kernels": [k]}, [k["kernel"]])
+    assert hot["unattributed_ns"] == 0.0 and hot["unattributed_share"] == 0.0
+    doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT", share_wanted=0.8, top_max=3,
+                        kernels=hk.rank_kernels({"kernels": [k]}), hot=[hot], exit_code=0, notes=[])
+    text = hk.format_auto(doc)
+    assert "(no loop in it: the kernel region holds all its time, over the lines above)" in text
+    assert "unattributed" not in text
+
+
 def test_a_run_with_nothing_to_rank():
     doc = hk.AutoReport(format=AUTO_FORMAT, version=AUTO_VERSION, run="OUT",
                         share_wanted=0.8, top_max=3, kernels=[], hot=[], exit_code=0,
