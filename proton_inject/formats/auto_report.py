@@ -83,7 +83,7 @@ class HotKernel(TypedDict):
     launches: int  # launches kept in the detailed run
     kernel_ns: float | None  # the kernel region's time (None: no kernel region)
     regions: list[HotRegion]  # depth first, the longest first among siblings
-    unattributed_ns: float | None  # kernel_ns minus its top-level child regions
+    unattributed_ns: float | None  # kernel_ns minus its top-level child regions (0: it has none)
     unattributed_share: float | None
     source_note: str | None  # why source lines are missing or approximate
 
