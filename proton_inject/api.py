@@ -250,9 +250,10 @@ def insert(src: str | os.PathLike, out: str | os.PathLike | None, rules: Rules, 
 # thousands of CTAs each are plenty for a kernel's regions); one in 100 after them and the total
 # as profile's, so the window torch.profiler times (it stops at the total) stays as long.
 AUTO_KEEP = KeepPolicy(first=5)
-# --auto records in every CTA unless --sample-ctas says otherwise: 1 CTA in 8 did not lower the
-# extra of a kept launch of Liger's and Inductor's 2.5-3.5 us kernels while their sampled
-# records fell to Proton's lowering (docs/accuracy.md); the direct lowering takes them now.
+# --auto records in every CTA unless --sample-ctas says otherwise: on an H200, 1 CTA in 8 (lowered
+# directly) saves only the stores, so Inductor's loop-free kernels in a program ran as before and
+# its looping one dearer (iterations run in the sampler's loop copies, Proton's lowering), while a
+# small grid kept a CTA or two (docs/accuracy.md, eleventh session).
 AUTO_SAMPLE_CTAS = 1
 
 
