@@ -132,7 +132,6 @@ def plan_lowering(text: str, budget: int, every: int = 1) -> LoweringPlan:
     loops: dict[int, _Loop] = {}
     for i, rec in enumerate(records):
         owner = rec.parent_op()
-        # (the records of one sampler's if are consecutive: its predicate is looked up once)
         pred = plan.sampled if plan.guards and owner is plan.guards[-1] else _cta_guard(owner, funcs, text)
         if pred is not None:  # (a sampled CTA's record at the top level)
             if plan.sampled not in (None, pred):
