@@ -109,7 +109,7 @@ def profile(
     kept for the next profile in the tool's cache (``cache=False``: compiled afresh, kept
     nowhere). ``keep_launches``: which launches are kept (a ``KeepPolicy``, or its text as
     ``--keep-launches`` takes it, e.g. "all"; None: the first 20 of each kernel and config,
-    then 1 in 100, at most 2000; ``max_launches`` bounds the total). When the block ends
+    then 1 in 100, at most 20 of those a second, at most 2000; ``max_launches`` bounds the total). When the block ends
     (normally or not) the launches are written to ``out`` and decoded once into traces; the
     yielded ``RunResult`` is then filled in and its messages go to stderr unless ``quiet``
     (with a progress bar on a terminal). ``jobs``: decoding processes (None: one per core).

@@ -99,9 +99,10 @@ pending_options = options(  # run's and profile's: buffers in flight, autotuner 
     click.option("--keep-tuning", is_flag=True, help="Also keep autotuner benchmarking launches "
                  "(configs are then timed instrumented)."),
     click.option("--keep-launches", metavar="SPEC", help="Launches kept: 'all' or first=N,every=N,"
-                 "max=N (default first=20,every=100,max=2000: per kernel and config; all counted)."),
+                 "rate=N,max=N (default first=20,every=100,rate=20,max=2000: the first N per kernel and config, "
+                 "then 1 in N, at most rate=N a second of those; all counted)."),
     click.option("--sample-launches", type=click.IntRange(min=1), metavar="N",
-                 help="Keep 1 in N launches after the first ones (CUDA-graph replays too)."),
+                 help="Keep 1 in N launches after the first ones, with no rate bound (CUDA-graph replays too)."),
 )
 build_options = options(  # run's and profile's: the build cache, overhead against plain
     click.option("--no-cache", is_flag=True, help="Compile instrumented kernels afresh and keep "

@@ -8,7 +8,8 @@
 #        tests and launch_cost's twin cases), "sampled" (--sample-ctas: its GPU tests and overhead.py
 #        --warm-l2 on the short kernels and layer norm, every CTA against 1 in 8), "speed-fla" (profile_speed.py on fla, one cache:
 #        ~230 s plain cold, then 2 warm rounds a side), "speed-loop" (profile_speed.py on
-#        benchmarks/programs/launch_loop.py, 40,000 launches, 5 warm rounds a side; ~100 s), "tuning-all" (tuning_choices.py on all 50
+#        benchmarks/programs/launch_loop.py, 40,000 launches, SPEED_ROUNDS (5) warm rounds a side, SPEED_ARGS
+#        its further options; ~100 s), "tuning-all" (tuning_choices.py on all 50
 #        FlagGems ops, TUNING_SIDES (plain,profile,dump) in TUNING_RUNS rounds, one warm Triton compile cache, fresh
 #        FlagGems caches (every run tunes), runs saved to $OUT/tuning-all.jsonl:
 #        compare the files of several calls with --combine), "auto-liger" and "auto-inductor"
@@ -72,7 +73,7 @@ run_part() {  # one part (bench, parts, tuning: benchmarks, see the usage), its 
   elif [ "$1" = speed-fla ]; then  # issue 40: fla's second profile against a warm plain run, one cache
     "$PY" benchmarks/profile_speed.py --out "$LOG/speed-fla" --rounds 2 --one-cache -- tests/gpu/programs/fla_prog.py
   elif [ "$1" = speed-loop ]; then  # issue 40: a launch-bound program's whole wall under profile
-    "$PY" benchmarks/profile_speed.py --out "$LOG/speed-loop" --rounds 5 --one-cache --goal 1.1 -- \
+    "$PY" benchmarks/profile_speed.py --out "$LOG/speed-loop" --rounds "${SPEED_ROUNDS:-5}" --one-cache --goal 1.1 ${SPEED_ARGS:-} -- \
       benchmarks/programs/launch_loop.py --launches 40000
   elif [ "$1" = sampled ]; then  # --sample-ctas lowered directly: its GPU tests, then kernel time (~2 min)
     "$PY" -m pytest -m gpu -q -p no:cacheprovider $G/test_gpu_sampling.py $G/test_gpu_auto.py

@@ -234,7 +234,7 @@ static PyObject *Launcher_call(Launcher *w, PyObject *const *argv, size_t nargsf
   if (kwnames || nargs < 5 || !f || !w->counts || !w->path)
     return PyObject_Vectorcall(w->inner, argv, nargsf, kwnames);
   Counts *counts = (Counts *)w->counts;  // (always the C counts: Launcher() takes no other)
-  if (!count_launch(counts)) {
+  if (!count_launch(f, counts)) {
     long long capturing = dict_ll(f->path_dict, f->s_capturing);
     if (PyErr_Occurred()) goto plain;
     if (!capturing) {

@@ -63,8 +63,9 @@ def make(path: Any, slabs: Any, sink: Any, buffers: Any, stream_query: int | Non
         path, slabs, slabs._lock, slabs._open, path._tls, device_ops._state, path._capturing_here,
         sink.next_seq, buffers.bracket_after, call_site._is_library, call_site.classify, path._config, NOT_TAKEN,
         policy.first, policy.every, -1 if policy.total is None else policy.total, slabs.largest,
-        SHIP_AFTER_S, driver_stream_query() if stream_query is None else stream_query)
-    fast.kept = path.kept  # (the path's count is held here from now on: LaunchPath.kept)
+        -1.0 if policy.rate is None else float(policy.rate), path.started, SHIP_AFTER_S,
+        driver_stream_query() if stream_query is None else stream_query)
+    fast.kept, fast.sampled = path.kept, path.sampled  # (the path's counts are held here from now on)
     return fast
 
 

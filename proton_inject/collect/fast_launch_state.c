@@ -135,7 +135,9 @@ typedef struct {
   PyObject *path, *slabs, *lock, *open, *tls, *tool_state, *capturing, *next_seq, *bracket_after,
       *is_library, *classify, *config_of, *not_taken;
   long long first, every, total, largest;  // the keep policy (total < 0: no bound); Slabs.largest
+  double rate, started;  // the policy's rate (< 0: no bound) and its clock's start (LaunchPath.started)
   long long kept;  // LaunchPath.kept while the C launchers are on (it reads and writes it here)
+  long long sampled;  // LaunchPath.sampled, the same way
   double ship_after;                         // slabs.SHIP_AFTER_S
   // The last call site, reused while it repeats (as in a loop): a tuple fewer for the garbage
   // collector, whose passes a kept launch's tuples would otherwise bring on.
@@ -231,13 +233,23 @@ static PyTypeObject CountsType = {
     .tp_doc = "One build's launch counts (keep_policy.LaunchCounts, as C fields).",
 };
 
-// Counts one more launch: whether the policy keeps it.
-static int count_launch(Counts *c) { return (double)++c->seen >= c->next_keep; }
-
 // The policy's next keep after `seen` launches (KeepPolicy.next_after) into `c`.
 static void set_next_keep(Fast *f, Counts *c, long long seen) {
   long long next = seen < f->first ? seen + 1 : f->every <= 0 ? -1 : (seen / f->every + 1) * f->every;
   c->next_keep = next < 0 ? Py_HUGE_VAL : (double)next;
+}
+
+// Counts one more launch: whether the policy keeps it, past a build's first launches within its
+// rate (LaunchPath.within_rate, KeepPolicy.within_rate); one that is not waits for the next count.
+static int count_launch(Fast *f, Counts *c) {
+  if ((double)++c->seen < c->next_keep) return 0;
+  if (c->seen <= f->first || f->rate < 0) return 1;
+  if ((double)(f->sampled + 1) <= f->rate * (now_s() - f->started + 1.0)) {
+    f->sampled++;
+    return 1;
+  }
+  set_next_keep(f, c, c->seen);
+  return 0;
 }
 
 // A kept launch of the C path, not yet a Python tuple (slabs.SlabLaunch's fields; `tuning`
@@ -387,17 +399,18 @@ static void Fast_dealloc(Fast *f) {
 }
 
 // Fast(path, slabs, lock, open, tls, tool_state, capturing, next_seq, bracket_after, is_library,
-//      classify, config_of, not_taken, first, every, total, largest, ship_after, stream_capturing)
+//      classify, config_of, not_taken, first, every, total, largest, rate, started, ship_after,
+//      stream_capturing)
 // (stream_capturing: the driver function's address, or 0)
 static PyObject *Fast_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
   (void)kw;
   Fast *f = (Fast *)type->tp_alloc(type, 0);
   if (!f) return NULL;
   unsigned long long query = 0;
-  if (!PyArg_ParseTuple(a, "OOOOOOOOOOOOOLLLLdK", &f->path, &f->slabs, &f->lock, &f->open, &f->tls,
+  if (!PyArg_ParseTuple(a, "OOOOOOOOOOOOOLLLLdddK", &f->path, &f->slabs, &f->lock, &f->open, &f->tls,
                         &f->tool_state, &f->capturing, &f->next_seq, &f->bracket_after, &f->is_library,
                         &f->classify, &f->config_of, &f->not_taken, &f->first, &f->every, &f->total,
-                        &f->largest, &f->ship_after, &query)) {
+                        &f->largest, &f->rate, &f->started, &f->ship_after, &query)) {
     f->path = f->slabs = f->lock = f->open = f->tls = f->tool_state = f->capturing = f->next_seq = NULL;
     f->bracket_after = f->is_library = f->classify = f->config_of = f->not_taken = NULL;
     Py_DECREF(f);
@@ -446,7 +459,8 @@ fail:
   return NULL;
 }
 
-static PyMemberDef Fast_members[] = {MEMBER(Fast, kept, T_LONGLONG, 0) {NULL, 0, 0, 0, NULL}};
+static PyMemberDef Fast_members[] = {MEMBER(Fast, kept, T_LONGLONG, 0) MEMBER(Fast, sampled, T_LONGLONG, 0)
+                                         MEMBER(Fast, started, T_DOUBLE, 0) {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject FastType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proton_inject_fast_launch.Fast",

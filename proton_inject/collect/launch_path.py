@@ -14,6 +14,7 @@ are never wrapped. When the session stops, every wrapped build gets its own laun
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from proton_inject.collect import fast_launch, plain_twins
@@ -42,6 +43,22 @@ def entry_point(inner: Any, info: _KernelInfo) -> tuple[Any, Any, Any, int]:
             getattr(inner, "launch_pdl", False), per_cta)
 
 
+class _CountedInC:
+    """A count of the path's held in the C launchers' shared state while they are on (they
+    count without a Python attribute write), else on the path as ``_NAME``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.own = name, "_" + name
+
+    def __get__(self, path: Any, owner: type | None = None) -> Any:
+        if path is None:  # (the class's attribute)
+            return self
+        return getattr(path, self.own) if path.fast is None else getattr(path.fast, self.name)
+
+    def __set__(self, path: Any, n: int) -> None:
+        setattr(*((path, self.own) if path.fast is None else (path.fast, self.name)), n)
+
+
 class KernelLauncher:
     """An instrumented build's launcher as Triton calls it (``CompiledKernel.run``): counts
     the launch and, when the policy keeps it, hands it to the session's ``LaunchPath``. A
@@ -63,7 +80,7 @@ class KernelLauncher:
     def __call__(self, gx: int, gy: int, gz: int, stream: int, function: Any, *args: Any) -> Any:
         c = self.counts
         c.seen += 1
-        if c.seen < c.next_keep and not self.path.capturing:
+        if (c.seen < c.next_keep or not self.path.within_rate(c)) and not self.path.capturing:
             if self.plain_fn is not None and args:  # (args[0]: the packed metadata)
                 return self.direct(gx, gy, gz, stream, self.plain_fn, self.coop, self.pdl, None, None,
                                    self.plain_meta, *args[1:])
@@ -99,6 +116,8 @@ class LaunchPath:
         self.policy = policy
         self.bound_reason = bound_reason  # what a launch past the total is counted under
         self._kept = 0  # launches kept in all, while the C launchers are off (``kept``)
+        self._sampled = 0  # of them past their build's first ones (``sampled``), for the policy's rate
+        self.started = time.perf_counter()  # (the rate's clock: from install)
         self.counts: list[LaunchCounts] = []
         self._wrapped: list[tuple[Any, KernelLauncher]] = []
         self._lock = threading.Lock()
@@ -114,18 +133,22 @@ class LaunchPath:
         self._twins: list[Any] = []  # the twins in use
         self._no_twin: set[str] = set()  # kernels whose twin failed (noted once)
 
-    @property
-    def kept(self) -> int:
-        """Launches kept in all (the policy's total bounds it): counted in the C launchers'
-        state while they are on (they count without a Python attribute write)."""
-        return self._kept if self.fast is None else self.fast.kept
+    # Launches kept in all (the policy's total bounds them) and kept past their build's first
+    # ones (the policy's rate bounds them).
+    kept = _CountedInC()
+    sampled = _CountedInC()
 
-    @kept.setter
-    def kept(self, n: int) -> None:
-        if self.fast is None:
-            self._kept = n
-        else:
-            self.fast.kept = n
+    def within_rate(self, c: LaunchCounts) -> bool:
+        """Whether the launch just counted in ``c``, which the policy's count keeps, is within
+        its rate (a build's first launches always are); one that is not waits for the next
+        count the policy keeps."""
+        if c.seen <= self.policy.first or self.policy.rate is None:
+            return True
+        if self.policy.within_rate(self.sampled, time.perf_counter() - self.started):
+            self.sampled += 1
+            return True
+        c.next_keep = self.policy.next_after(c.seen)
+        return False
 
     def connect(self, buffers: Any, sink: Any, graphs: Any, slabs: Any) -> None:
         """The kept side: a kept launch's bytes in a slab (``Slabs``, the usual case) or a
@@ -157,6 +180,7 @@ class LaunchPath:
 
         # Whether this thread's current stream is capturing a CUDA graph (by any API).
         self._capturing_here = torch._C._cuda_isCurrentStreamCapturing
+        self.started = time.perf_counter()
         if fast_launch.enabled() and self.slabs is not None:
             try:
                 self.slabs._lock = fast_launch.lock_type()()  # (before any launch takes it)
@@ -188,7 +212,8 @@ class LaunchPath:
         """Every wrapped build launches through its own launcher again (a launcher that a
         library or Inductor took while we were installed passes straight through)."""
         self.active = False
-        self._kept, self.fast = self.kept, None  # (the count back here; the C state held this path: no cycle)
+        # (the counts back here; the C state held this path: no cycle)
+        self._kept, self._sampled, self.fast = self.kept, self.sampled, None
         with self._lock:
             for ck, w in self._wrapped:
                 if ck._run is w:

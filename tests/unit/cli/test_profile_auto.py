@@ -118,7 +118,7 @@ def test_the_ranking_takes_the_runs_device_times_and_their_notes(tmp_path):
 def test_auto_keeps_fewer_launches_than_profile_by_default():
     from proton_inject.collect.keep_policy import KeepPolicy
 
-    assert api.AUTO_KEEP.spec() == "first=5,every=100,max=2000"  # (as docs/commands.md says)
+    assert api.AUTO_KEEP.spec() == "first=5,every=100,rate=20,max=2000"  # (as docs/commands.md says)
     default = KeepPolicy()
     assert api.AUTO_KEEP.first < default.first and (api.AUTO_KEEP.every, api.AUTO_KEEP.total) == (
         default.every, default.total)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -364,6 +365,26 @@ def test_counts_of_either_class_count_and_keep_alike(setup, every):
     assert got[0] == got[1] == [(12, 13.0, 2, 0), (12, float("inf"), 1, 1)][every == 0]
     with pytest.raises(TypeError):  # (the C launcher reads its counts as C fields)
         fast_launch.launcher(path.fast, w.inner, w.info, w.counts, path, 0, w.direct, w.coop, w.pdl, w.per_cta)
+
+
+def test_either_launcher_keeps_within_the_policys_rate(setup):
+    """Past a build's first launches the policy keeps at most its rate a second (a second's
+    worth at once): both launchers, sharing the path's count, keep 2 of 5 and send the rest
+    to Triton's own launcher; the count is the path's whichever launcher keeps."""
+    session, path, slabs, slab, w = setup
+    path.policy = KeepPolicy(first=0, every=1, total=None, rate=2)
+    path.started = time.perf_counter()
+    c = _c_twin(setup)
+    w.counts = LaunchCounts("k", path.policy)
+    got = []
+    for launcher in (w, c):
+        path.sampled = 0
+        path.started = path.fast.started = time.perf_counter()  # (the C launchers hold their own copy)
+        kept, plain = len(w.direct.calls), len(w.inner.calls)
+        for _ in range(5):
+            _launch_here(launcher, "x")
+        got.append((len(w.direct.calls) - kept, len(w.inner.calls) - plain, path.sampled))
+    assert got == [(2, 3, 2), (2, 3, 2)]
 
 
 def _first_launches(s):

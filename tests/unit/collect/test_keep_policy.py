@@ -37,13 +37,14 @@ def test_spec_keys_and_bound():
     assert (p.first, p.every, p.total) == (5, 1000, None)
     assert KeepPolicy.parse("max=7").with_total(3).total == 3
     assert KeepPolicy.parse("max=7").with_total(None).total == 7
-    assert KeepPolicy.from_options(None, 10) == KeepPolicy(every=10)
+    assert KeepPolicy.from_options(None, 10) == KeepPolicy(every=10, rate=None)  # (1 in N asked: 1 in N)
+    assert KeepPolicy.parse("rate=5").rate == 5 and KeepPolicy.parse("rate=none").rate is None
     assert KeepPolicy.from_options(None, None) is None
     assert "1 in 100" in KeepPolicy().describe() and KeepPolicy.parse("all").describe() == "every launch"
 
 
 def test_a_policy_written_as_its_spec_reads_back_the_same():
-    for text in ("all", "first=5,every=7,max=none", "first=0,every=0,max=3", ""):
+    for text in ("all", "first=5,every=7,max=none", "first=0,every=0,max=3", "rate=none", "rate=3", ""):
         p = KeepPolicy.parse(text)
         assert KeepPolicy.parse(p.spec()) == p
 
@@ -53,7 +54,16 @@ def test_replays_of_a_graph_follow_the_policy():
     assert [r for r in range(1, 151) if p.keeps_replay(r)] == [1, 2, 50, 100, 150]
 
 
-@pytest.mark.parametrize("spec", ["some", "first=-1", "every=x", "max", "first=none", "first=1;every=2"])
+def test_the_rate_allows_a_seconds_worth_at_once_then_its_rate():
+    p = KeepPolicy(rate=20)
+    assert p.within_rate(19, 0.0) and not p.within_rate(20, 0.0)
+    assert p.within_rate(39, 1.0) and not p.within_rate(40, 1.0)
+    assert KeepPolicy(rate=None).within_rate(10**9, 0.0)
+    assert "1 in 100 up to 20 a second," in p.describe() and "a second" not in KeepPolicy(rate=None).describe()
+
+
+@pytest.mark.parametrize("spec", ["some", "first=-1", "every=x", "max", "first=none", "first=1;every=2",
+                                  "rate=-1", "rate=1.5"])
 def test_bad_spec_is_a_user_error(spec):
     with pytest.raises(UserError, match="--keep-launches"):
         KeepPolicy.parse(spec)
