@@ -78,7 +78,7 @@ class KeepPolicy:
     def within_rate(self, sampled: int, elapsed: float) -> bool:
         """Whether one more launch past a build's first ones is kept, ``sampled`` of them kept
         so far in ``elapsed`` seconds of the run: a second's worth at once, then ``rate`` a
-        second (the C launchers' twin: fast_launch.c's keeps)."""
+        second (the C launchers' twin: ``count_launch`` in fast_launch_state.c)."""
         return self.rate is None or sampled + 1 <= self.rate * (elapsed + 1.0)
 
     def keeps_replay(self, replay: int) -> bool:
